@@ -1,0 +1,281 @@
+"""The worker: a Faust app with the schedule agent, the schedules and fire-progress tables, the
+punctuator and the HTTP views. Thin: decode, call the pure logic (commands, triggers), write, emit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import faust
+from aiokafka.partitioner import murmur2
+from faust.types import EventT
+from mode import Service
+
+from scheduler.codec import (
+    DecodeError,
+    command_from_task_definition,
+    decode,
+    decode_command,
+    decode_state,
+    encode,
+    encode_command,
+    encode_state,
+    key_bytes,
+    register_codecs,
+)
+from scheduler.commands import CommandRejected, apply_command
+from scheduler.config import Settings, broker_profile
+from scheduler.journal import Journal
+from scheduler.model import Action, InvalidSchedule, ScheduleCommand, ScheduleState, TimeUnit
+from scheduler.producer import BatchedProducer, TopicCreator
+from scheduler.punctuator import Punctuator, wall_clock_ms
+
+log = logging.getLogger(__name__)
+
+SCHEDULES_TABLE = "schedules"
+PROGRESS_TABLE = "fire-progress"
+
+
+def partition_for(key: bytes, partitions: int) -> int:
+    """Kafka's default partitioner (murmur2), as producers and Faust's router use it."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+class Worker:
+    """Everything one worker process runs; `faust_app` is what `faust.Worker` drives."""
+
+    def __init__(self, settings: Settings, clock: Any = wall_clock_ms) -> None:
+        register_codecs()
+        self.settings = settings
+        self.clock = clock
+        app = self.faust_app = faust.App(
+            settings.app_id,
+            broker=[f"kafka://{h.strip()}" for h in settings.bootstrap_servers.split(",")],
+            store="rocksdb://",
+            datadir=str(settings.data_dir / settings.app_id),
+            topic_partitions=settings.partitions,
+            topic_replication_factor=settings.replication_factor,
+            table_standby_replicas=settings.standby_replicas,
+            processing_guarantee="at_least_once",
+            web_enabled=True,
+            web_bind=settings.web_host,
+            web_host=settings.web_host,
+            web_port=settings.web_port,
+            **broker_profile(settings.broker_profile),
+        )
+        raw: dict[str, Any] = {
+            "key_type": bytes,
+            "value_type": bytes,
+            "key_serializer": "raw",
+            "value_serializer": "raw",
+        }
+        self.commands_topic = app.topic(
+            settings.commands_topic, partitions=settings.partitions, internal=True, **raw
+        )
+        self.light_topic = app.topic(settings.light_topic, partitions=settings.partitions, internal=True, **raw)
+        self.schedules = _raw_table(app, SCHEDULES_TABLE, settings.partitions)
+        self.progress = _raw_table(app, PROGRESS_TABLE, settings.partitions)
+        self.producer = BatchedProducer(settings.bootstrap_servers)
+        self.topics = TopicCreator(settings.bootstrap_servers, settings.partitions, settings.replication_factor)
+        self.journal = Journal(settings.journal_path) if settings.journal_path else None
+        self.punctuator = Punctuator(self._send_fire, self._load, self._save_progress, clock)
+        self.dead_letters = 0
+        self.commands_applied = 0
+
+        app.agent(self.commands_topic, name="schedule-agent")(self._schedule_agent)
+        app.agent(self.light_topic, name="light-scheduler-agent")(self._light_agent)
+        self.schedules.on_recover(self._on_recovered)
+        app.on_partitions_revoked.connect(self._on_revoked)
+        app.service(_Timers(self, loop=None))
+
+        from scheduler.web import register_views
+
+        register_views(self)
+
+    # --- agents ---------------------------------------------------------------------------------
+
+    async def _schedule_agent(self, stream: Any) -> None:
+        async for event in stream.events():
+            try:
+                await self._handle_command(event)
+            except Exception as exc:  # never die on input
+                log.exception("unexpected error handling a command")
+                await self.dead_letter(event, f"internal error: {type(exc).__name__}: {exc}")
+
+    async def _light_agent(self, stream: Any) -> None:
+        """light-scheduler's TaskDefinition, translated into a command on our commands topic."""
+        async for event in stream.events():
+            try:
+                cmd = command_from_task_definition(event.message.value)
+            except (DecodeError, InvalidSchedule, ValueError, KeyError) as exc:
+                await self.dead_letter(event, str(exc))
+                continue
+            await self.send_command(cmd)
+
+    async def _handle_command(self, event: EventT) -> None:
+        msg = event.message
+        try:
+            cmd = decode_command(msg.value)
+        except DecodeError as exc:
+            await self.dead_letter(event, str(exc))
+            return
+        kb = key_bytes(cmd.key)
+        partition = partition_for(kb, self.settings.partitions)
+        if partition != msg.partition:
+            # Keyed or partitioned otherwise by its producer: move it to the partition that owns the key.
+            await self.send_command(cmd, value=msg.value)
+            return
+        raw = self.schedules.get(kb)
+        current = decode_state(raw) if raw is not None else None
+        try:
+            new = apply_command(current, cmd, self.clock())
+        except (InvalidSchedule, CommandRejected) as exc:
+            await self.dead_letter(event, f"{cmd.action.value} {cmd.key.id}: {exc}")
+            return
+        self.commands_applied += 1
+        if new is current:
+            return
+        if new is None:
+            del self.schedules[kb]
+            self.punctuator.remove(partition, kb)
+        else:
+            await self.topics.ensure(new.schedule.topic)
+            self.schedules[kb] = encode_state(new)
+            self.punctuator.upsert(partition, kb, new)
+        if self.journal is not None:
+            self.journal.append(kb, msg.value)
+
+    async def send_command(self, cmd: ScheduleCommand, value: bytes | None = None) -> None:
+        kb = key_bytes(cmd.key)
+        await self.producer.send(
+            self.settings.commands_topic,
+            kb,
+            value if value is not None else encode_command(cmd),
+            partition=partition_for(kb, self.settings.partitions),
+        )
+
+    async def dead_letter(self, event: EventT, reason: str) -> None:
+        msg = event.message
+        self.dead_letters += 1
+        log.warning("dead-lettered %s[%d]@%d: %s", msg.topic, msg.partition, msg.offset, reason)
+        record = {
+            "topic": msg.topic,
+            "partition": msg.partition,
+            "offset": msg.offset,
+            "key": msg.key,
+            "value": msg.value,
+            "reason": reason[:4096],
+            "at": self.clock(),
+        }
+        await self.producer.send(self.settings.dead_letter_topic, msg.key, encode("DeadLetter", record))
+
+    # --- punctuator plumbing --------------------------------------------------------------------
+
+    async def _send_fire(self, topic: str, key: bytes, value: bytes) -> asyncio.Future[object]:
+        return await self.producer.send(topic, key, value)
+
+    def _load(self, partition: int, key: bytes) -> ScheduleState | None:
+        raw = _partition_db(self.schedules, partition).get(key)
+        return None if raw is None else decode_state(raw)
+
+    def _save_progress(self, partition: int, unit: TimeUnit, fired_up_to: int) -> None:
+        key = f"{partition}:{unit.value}".encode()
+        value = encode("FireProgress", {"partition": partition, "unit": unit.value, "firedUpTo": fired_up_to})
+        # A timer has no current event, so Faust's table API refuses the write: send the changelog
+        # record ourselves and put the same value in the local store, as a table write would.
+        self.progress.send_changelog(partition, key, value)
+        _partition_db(self.progress, partition)[key] = value
+
+    def _fired_up_to(self, partition: int) -> dict[TimeUnit, int]:
+        db = _partition_db(self.progress, partition)
+        out: dict[TimeUnit, int] = {}
+        for unit in TimeUnit:
+            raw = db.get(f"{partition}:{unit.value}".encode())
+            if raw is not None:
+                out[unit] = decode("FireProgress", raw)["firedUpTo"]
+        return out
+
+    def active_partitions(self) -> set[int]:
+        topic = self.schedules.changelog_topic.get_topic_name()
+        return {tp.partition for tp in self.faust_app.assignor.assigned_actives() if tp.topic == topic}
+
+    async def _on_recovered(self) -> None:
+        active = self.active_partitions()
+        for partition in self.punctuator.partitions - active:
+            self.punctuator.revoke(partition)
+        for partition in sorted(active - self.punctuator.partitions):
+            started = time.monotonic()
+            await self.punctuator.assign(
+                partition, self.local_states(partition), self._fired_up_to(partition)
+            )
+            log.info("partition %d assigned in %.3fs", partition, time.monotonic() - started)
+
+    async def _on_revoked(self, app: Any, revoked: Any, **_: Any) -> None:
+        await self.punctuator.flush_progress()
+        commands = self.settings.commands_topic
+        for tp in revoked:
+            if tp.topic == commands:
+                self.punctuator.revoke(tp.partition)
+
+    def local_states(self, partition: int) -> Iterator[tuple[bytes, ScheduleState]]:
+        for key, raw in _partition_items(self.schedules, partition):
+            try:
+                yield key, decode_state(raw)
+            except DecodeError:
+                log.error("undecodable schedule state in partition %d; ignored", partition)
+
+    def local_state(self, key: bytes) -> ScheduleState | None:
+        raw = self.schedules.get(key)
+        return None if raw is None else decode_state(raw)
+
+    def owns(self, key: bytes) -> bool:
+        return partition_for(key, self.settings.partitions) in self.active_partitions()
+
+    async def stop(self) -> None:
+        await self.punctuator.flush_progress()
+        await self.producer.stop()
+        if self.journal is not None:
+            self.journal.close()
+
+
+class _Timers(Service):
+    """Runs the per-time-unit punctuator timers and the progress flusher with the app."""
+
+    def __init__(self, worker: Worker, **kwargs: Any) -> None:
+        self.worker = worker
+        super().__init__(**kwargs)
+
+    async def on_start(self) -> None:
+        p = self.worker.punctuator
+        for unit in TimeUnit:
+            self.add_future(p.run_timer(unit))
+        self.add_future(p.run_progress(self.worker.settings.progress_interval_ms / 1000))
+
+    async def on_stop(self) -> None:
+        await self.worker.stop()
+
+
+# --- the few places that reach into Faust's RocksDB store ------------------------------------------
+
+
+def _raw_table(app: faust.App, name: str, partitions: int) -> Any:
+    """A table of bytes to bytes: we encode (Avro) ourselves. Faust would pick json for `bytes`."""
+    table = app.Table(name, partitions=partitions, key_type=bytes, value_type=bytes)
+    table.key_serializer = table.value_serializer = "raw"
+    return table
+
+
+def _partition_db(table: Any, partition: int) -> Any:
+    return table.data._db_for_partition(partition)
+
+
+def _partition_items(table: Any, partition: int) -> Iterator[tuple[bytes, bytes]]:
+    store = table.data
+    yield from store._visible_items(store._db_for_partition(partition))
+
+
+__all__ = ["Action", "Worker", "partition_for"]

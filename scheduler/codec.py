@@ -1,0 +1,308 @@
+"""Avro wire format: the schemas in avro/, and the one place records convert to and from them.
+
+Messages are schemaless Avro (fastavro), as light-scheduler's producers write them. A payload framed
+the Confluent way (magic byte 0 + 4-byte schema id) is accepted too: the frame is stripped.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import fastavro
+from faust.serializers import codecs
+
+from scheduler.model import (
+    Action,
+    CatchUpPolicy,
+    CronTrigger,
+    FiredTask,
+    FrequencyTrigger,
+    Schedule,
+    ScheduleCommand,
+    ScheduleKey,
+    ScheduleState,
+    TimeUnit,
+)
+
+# Order matters: a schema may only name types parsed before it.
+_SCHEMA_FILES = [
+    "TimeUnit",
+    "TaskFrequency",
+    "DefinitionAction",
+    "TaskDefinitionKey",
+    "TaskDefinition",
+    "ScheduleKey",
+    "ScheduleAction",
+    "CatchUpPolicy",
+    "CronTrigger",
+    "FrequencyTrigger",
+    "Schedule",
+    "ScheduleCommand",
+    "ScheduleState",
+    "FiredTask",
+    "DeadLetter",
+    "FireProgress",
+]
+
+
+class DecodeError(ValueError):
+    """Bytes that are not a valid message of the expected schema."""
+
+
+def avro_dir() -> Path:
+    return Path(os.environ.get("SCHEDULER_AVRO_DIR") or Path(__file__).resolve().parent.parent / "avro")
+
+
+@cache
+def schemas() -> dict[str, Any]:
+    named: dict[str, Any] = {}
+    parsed: dict[str, Any] = {}
+    for name in _SCHEMA_FILES:
+        raw = json.loads((avro_dir() / f"{name}.avsc").read_text())
+        parsed[name] = fastavro.parse_schema(raw, named_schemas=named)
+    return parsed
+
+
+def encode(schema_name: str, record: dict[str, Any]) -> bytes:
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, schemas()[schema_name], record)
+    return buf.getvalue()
+
+
+def decode(schema_name: str, data: bytes | None) -> dict[str, Any]:
+    if data is None:
+        raise DecodeError("message has no value")
+    candidates = [data]
+    if len(data) > 5 and data[0] == 0:
+        candidates.append(data[5:])  # Confluent framing
+    error: Exception | None = None
+    for payload in candidates:
+        buf = io.BytesIO(payload)
+        try:
+            record = fastavro.schemaless_reader(
+                buf, schemas()[schema_name], None, return_record_name=True, return_record_name_override=True
+            )
+        except Exception as exc:  # fastavro raises many types on garbage
+            error = exc
+            continue
+        if buf.tell() != len(payload):
+            error = DecodeError(f"{len(payload) - buf.tell()} trailing bytes")
+            continue
+        assert isinstance(record, dict)
+        return record
+    raise DecodeError(f"not a valid Avro {schema_name}: {type(error).__name__}: {error}")
+
+
+# --- records <-> Avro dicts -------------------------------------------------------------------
+
+
+def key_to_avro(key: ScheduleKey) -> dict[str, Any]:
+    return {"tenant": key.tenant, "name": key.name}
+
+
+def key_bytes(key: ScheduleKey) -> bytes:
+    """Kafka key of every schedule-keyed topic and table (== light-scheduler's TaskDefinitionKey)."""
+    return encode("ScheduleKey", key_to_avro(key))
+
+
+def key_from_bytes(data: bytes) -> ScheduleKey:
+    rec = decode("ScheduleKey", data)
+    return ScheduleKey(rec["tenant"], rec["name"])
+
+
+def schedule_to_avro(s: Schedule) -> dict[str, Any]:
+    trigger: tuple[str, dict[str, Any]]
+    if isinstance(s.trigger, CronTrigger):
+        trigger = (
+            "scheduler.CronTrigger",
+            {"expression": s.trigger.expression, "timezone": s.trigger.timezone},
+        )
+    else:
+        trigger = (
+            "scheduler.FrequencyTrigger",
+            {
+                "frequency": {"timeUnit": s.trigger.unit.value, "time": s.trigger.time},
+                "start": s.trigger.start_ms,
+            },
+        )
+    return {
+        "tenant": s.key.tenant,
+        "name": s.key.name,
+        "trigger": trigger,
+        "topic": s.topic,
+        "data": dict(s.data),
+        "enabled": s.enabled,
+        "catchUp": s.catch_up.value,
+        "catchUpWindowMs": s.catch_up_window_ms,
+    }
+
+
+def schedule_from_avro(rec: dict[str, Any]) -> Schedule:
+    kind, t = rec["trigger"]
+    trigger: CronTrigger | FrequencyTrigger
+    if kind == "scheduler.CronTrigger":
+        trigger = CronTrigger(t["expression"], t["timezone"])
+    else:
+        freq = t["frequency"]
+        trigger = FrequencyTrigger(TimeUnit(freq["timeUnit"]), freq["time"], t["start"])
+    return Schedule(
+        key=ScheduleKey(rec["tenant"], rec["name"]),
+        trigger=trigger,
+        topic=rec["topic"],
+        data=dict(rec["data"] or {}),
+        enabled=rec["enabled"],
+        catch_up=CatchUpPolicy(rec["catchUp"]),
+        catch_up_window_ms=rec["catchUpWindowMs"],
+    )
+
+
+def encode_command(cmd: ScheduleCommand) -> bytes:
+    return encode(
+        "ScheduleCommand",
+        {
+            "key": key_to_avro(cmd.key),
+            "action": cmd.action.value,
+            "schedule": None if cmd.schedule is None else schedule_to_avro(cmd.schedule),
+        },
+    )
+
+
+def decode_command(data: bytes | None) -> ScheduleCommand:
+    rec = decode("ScheduleCommand", data)
+    sched = rec["schedule"]
+    return ScheduleCommand(
+        key=ScheduleKey(rec["key"]["tenant"], rec["key"]["name"]),
+        action=Action(rec["action"]),
+        schedule=None if sched is None else schedule_from_avro(sched),
+    )
+
+
+def command_from_task_definition(data: bytes | None) -> ScheduleCommand:
+    """light-scheduler's TaskDefinition as a command: INSERT and UPDATE schedule it, enabled."""
+    rec = decode("TaskDefinition", data)
+    return command_from_task_definition_record(rec)
+
+
+def command_from_task_definition_record(rec: dict[str, Any]) -> ScheduleCommand:
+    key = ScheduleKey(rec["host"], rec["name"])
+    action = Action(rec["action"])
+    if action is Action.DELETE:
+        return ScheduleCommand(key, action)
+    freq = rec.get("frequency")
+    if freq is None:
+        from scheduler.model import InvalidSchedule
+
+        raise InvalidSchedule("frequency", f"{action.value} needs a frequency")
+    schedule = Schedule(
+        key=key,
+        trigger=FrequencyTrigger(TimeUnit(freq["timeUnit"]), freq["time"], rec.get("start")),
+        topic=rec["topic"],
+        data=dict(rec.get("data") or {}),
+        enabled=True,
+    )
+    return ScheduleCommand(key, action, schedule)
+
+
+def task_definition_from_schedule(s: Schedule) -> dict[str, Any] | None:
+    """The light-scheduler view of a schedule; None for triggers it cannot express (cron)."""
+    if not isinstance(s.trigger, FrequencyTrigger):
+        return None
+    return {
+        "host": s.key.tenant,
+        "name": s.key.name,
+        "action": "INSERT",
+        "frequency": {"timeUnit": s.trigger.unit.value, "time": s.trigger.time},
+        "topic": s.topic,
+        "start": s.trigger.start_ms,
+        "data": dict(s.data) or None,
+    }
+
+
+def encode_state(st: ScheduleState) -> bytes:
+    return encode(
+        "ScheduleState",
+        {
+            "schedule": schedule_to_avro(st.schedule),
+            "createdAt": st.created_at,
+            "updatedAt": st.updated_at,
+            "activeSince": st.active_since,
+            "version": st.version,
+        },
+    )
+
+
+def decode_state(data: bytes) -> ScheduleState:
+    rec = decode("ScheduleState", data)
+    return ScheduleState(
+        schedule=schedule_from_avro(rec["schedule"]),
+        created_at=rec["createdAt"],
+        updated_at=rec["updatedAt"],
+        active_since=rec["activeSince"],
+        version=rec["version"],
+    )
+
+
+def encode_fired(f: FiredTask) -> bytes:
+    return encode(
+        "FiredTask",
+        {
+            "key": key_to_avro(f.key),
+            "jobId": f.job_id,
+            "dueAt": f.due_at,
+            "firedAt": f.fired_at,
+            "data": f.data,
+            "missed": f.missed,
+            "catchUp": f.catch_up,
+        },
+    )
+
+
+def decode_fired(data: bytes) -> FiredTask:
+    rec = decode("FiredTask", data)
+    return FiredTask(
+        key=ScheduleKey(rec["key"]["tenant"], rec["key"]["name"]),
+        job_id=rec["jobId"],
+        due_at=rec["dueAt"],
+        fired_at=rec["firedAt"],
+        data=dict(rec["data"]),
+        missed=rec["missed"],
+        catch_up=rec["catchUp"],
+    )
+
+
+def fired_to_json(f: FiredTask) -> dict[str, Any]:
+    return {
+        "schedule": f.key.id,
+        "jobId": f.job_id,
+        "dueAt": f.due_at,
+        "firedAt": f.fired_at,
+        "data": f.data,
+        "missed": f.missed,
+        "catchUp": f.catch_up,
+    }
+
+
+# --- Faust codecs: `value_serializer="avro-FiredTask"` etc. -------------------------------------
+
+
+class AvroCodec(codecs.Codec):
+    """Schemaless Avro for one named schema of avro/, registered as `avro-<Name>`."""
+
+    schema_name = ""
+
+    def _dumps(self, obj: Any) -> bytes:
+        return encode(self.schema_name, obj)
+
+    def _loads(self, s: bytes) -> Any:
+        return decode(self.schema_name, s)
+
+
+def register_codecs() -> None:
+    for name in _SCHEMA_FILES:
+        codec_cls = type(f"Avro{name}Codec", (AvroCodec,), {"schema_name": name})
+        codecs.register(f"avro-{name}", codec_cls())

@@ -1,0 +1,102 @@
+"""Worker configuration from the environment, and the broker profile (Faust settings a broker needs).
+
+Every setting is an environment variable; `Settings.from_env()` reads them all, so deploy/ and the
+tests configure workers the same way.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+BrokerProfile = Literal["kafka", "tansu"]
+
+#: environment variable -> Settings field; the one list deploy/ and the docs refer to
+ENV_VARS = {
+    "SCHEDULER_APP_ID": "app_id",
+    "KAFKA_BOOTSTRAP_SERVERS": "bootstrap_servers",
+    "SCHEDULER_BROKER_PROFILE": "broker_profile",
+    "SCHEDULER_PARTITIONS": "partitions",
+    "SCHEDULER_REPLICATION_FACTOR": "replication_factor",
+    "SCHEDULER_STANDBY_REPLICAS": "standby_replicas",
+    "SCHEDULER_DATA_DIR": "data_dir",
+    "SCHEDULER_WEB_HOST": "web_host",
+    "SCHEDULER_WEB_PORT": "web_port",
+    "SCHEDULER_COMMANDS_TOPIC": "commands_topic",
+    "SCHEDULER_LIGHT_TOPIC": "light_topic",
+    "SCHEDULER_DEAD_LETTER_TOPIC": "dead_letter_topic",
+    "SCHEDULER_JOURNAL": "journal_path",
+    "SCHEDULER_LOG_LEVEL": "log_level",
+    "SCHEDULER_PROGRESS_INTERVAL_MS": "progress_interval_ms",
+}
+
+
+class Settings(BaseModel):
+    app_id: str = "scheduler"
+    bootstrap_servers: str = "127.0.0.1:9092"
+    broker_profile: BrokerProfile = "kafka"
+    partitions: int = Field(8, ge=1, le=1024)
+    replication_factor: int = Field(1, ge=1)
+    standby_replicas: int = Field(0, ge=0)
+    data_dir: Path = Path("data")
+    web_host: str = "127.0.0.1"
+    web_port: int = Field(6066, ge=1, le=65535)
+    commands_topic: str = ""
+    light_topic: str = "light-scheduler"
+    dead_letter_topic: str = ""
+    journal_path: Path | None = None
+    log_level: str = "info"
+    progress_interval_ms: int = Field(1000, ge=10)
+
+    def model_post_init(self, _context: Any) -> None:
+        if not self.commands_topic:
+            self.commands_topic = f"{self.app_id}-commands"
+        if not self.dead_letter_topic:
+            self.dead_letter_topic = f"{self.app_id}-dead-letters"
+
+    @property
+    def progress_topic(self) -> str:
+        return f"{self.app_id}-fire-progress"
+
+    @property
+    def web_url(self) -> str:
+        return f"http://{self.web_host}:{self.web_port}"
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> Settings:
+        values: dict[str, Any] = {}
+        for env, name in ENV_VARS.items():
+            raw = os.environ.get(env)
+            if raw not in (None, ""):
+                values[name] = raw
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def env(self) -> dict[str, str]:
+        """These settings as environment variables (to start a worker process with them)."""
+        out = {}
+        for env, name in ENV_VARS.items():
+            value = getattr(self, name)
+            if value is not None:
+                out[env] = str(value)
+        return out
+
+
+def broker_profile(profile: BrokerProfile) -> dict[str, Any]:
+    """Faust settings for a broker. A real Kafka cluster gets Faust's and Kafka's defaults.
+
+    Tansu (the embedded broker) reports a wrong end offset for a partition whose last batch holds more
+    than one record, which breaks Faust's changelog recovery: one record per producer batch avoids it.
+    It also holds a group join for half the session timeout, so a short session with a 1 s heartbeat
+    keeps worker start and takeover to seconds.
+    """
+    if profile == "tansu":
+        return {
+            "producer_max_batch_size": 1,
+            "broker_session_timeout": 8.0,
+            "broker_heartbeat_interval": 1.0,
+        }
+    return {}

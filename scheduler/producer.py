@@ -1,0 +1,83 @@
+"""Batched producer for what Faust never reads back: fired tasks and dead letters.
+
+Faust's own producer may be held to one record per batch (the embedded broker's changelog bug); fires
+go through this one, which keeps Kafka's batching. It starts on first use, so a catch-up during the
+first partition assignment can already fire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+log = logging.getLogger(__name__)
+
+
+class BatchedProducer:
+    def __init__(self, bootstrap_servers: str, *, linger_ms: int = 2) -> None:
+        self._bootstrap = bootstrap_servers
+        self._linger_ms = linger_ms
+        self._producer: AIOKafkaProducer | None = None
+        self._lock = asyncio.Lock()
+
+    async def _started(self) -> AIOKafkaProducer:
+        if self._producer is None:
+            async with self._lock:
+                if self._producer is None:
+                    producer = AIOKafkaProducer(
+                        bootstrap_servers=self._bootstrap,
+                        acks="all",
+                        linger_ms=self._linger_ms,
+                        max_batch_size=256 * 1024,
+                    )
+                    await producer.start()
+                    self._producer = producer
+        return self._producer
+
+    async def send(
+        self, topic: str, key: bytes | None, value: bytes, partition: int | None = None
+    ) -> asyncio.Future[object]:
+        """Queue a record; the returned future resolves when the broker acknowledged it."""
+        producer = await self._started()
+        fut: asyncio.Future[object] = await producer.send(topic, value, key=key, partition=partition)
+        return fut
+
+    async def stop(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await producer.stop()
+
+
+class TopicCreator:
+    """Creates topics (output topics of schedules) once, with the cluster's defaults for the rest."""
+
+    def __init__(self, bootstrap_servers: str, partitions: int, replication_factor: int) -> None:
+        self._bootstrap = bootstrap_servers
+        self._partitions = partitions
+        self._replication = replication_factor
+        self._known: set[str] = set()
+
+    async def ensure(self, *topics: str) -> None:
+        missing = [t for t in topics if t not in self._known]
+        if not missing:
+            return
+        admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap)
+        await admin.start()
+        try:
+            existing = set(await admin.list_topics())
+            new = [NewTopic(t, self._partitions, self._replication) for t in missing if t not in existing]
+            if new:
+                try:
+                    await admin.create_topics(new)
+                except TopicAlreadyExistsError:
+                    pass
+        except Exception:
+            log.warning("could not create topics %s; relying on broker auto-creation", missing, exc_info=True)
+            return
+        finally:
+            await admin.close()
+        self._known.update(missing)

@@ -1,0 +1,258 @@
+"""The punctuator: per-time-unit timers that fire due time triggers of the partitions this worker owns.
+
+Each owned partition has one due-time heap per time unit (ms, s, min, h, day), rebuilt from the
+schedules table when the partition is assigned and dropped when it is revoked: a tick costs
+O(due schedules). The heaps are derived state; the table is the truth.
+
+Progress is a watermark per (partition, unit), "every fire due at or before T has been produced and
+acknowledged", written to the fire-progress table once per progress interval, not once per fire. A new
+owner treats dues after the watermark as missed and applies each schedule's catch-up policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+
+from scheduler.codec import encode_fired
+from scheduler.model import FiredTask, ScheduleState, TimeUnit, job_id
+from scheduler.triggers import plan_catch_up
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], int]
+#: (topic, key, value) -> future that resolves when the broker acknowledged the record
+Send = Callable[[str, bytes, bytes], Awaitable["asyncio.Future[object]"]]
+#: (partition, key) -> the schedule's current state, read from the local table
+Load = Callable[[int, bytes], "ScheduleState | None"]
+#: (partition, unit, fired_up_to_ms) -> persist the watermark
+SaveProgress = Callable[[int, TimeUnit, int], None]
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class _Sent:
+    future: asyncio.Future[object]
+    topic: str
+    key: bytes
+    value: bytes
+
+
+@dataclass
+class _Partition:
+    heaps: dict[TimeUnit, list[tuple[int, int, bytes]]] = field(
+        default_factory=lambda: {u: [] for u in TimeUnit}
+    )
+    live: dict[bytes, int] = field(default_factory=dict)  # schedule key -> seq of its valid heap entry
+    inflight: dict[TimeUnit, deque[tuple[int, list[_Sent]]]] = field(
+        default_factory=lambda: {u: deque() for u in TimeUnit}
+    )
+    saved: dict[TimeUnit, int] = field(default_factory=dict)
+
+
+@dataclass
+class Stats:
+    fires: int = 0
+    catch_up_fires: int = 0
+    skipped: int = 0
+    failed_sends: int = 0
+
+
+class Punctuator:
+    def __init__(
+        self,
+        send: Send,
+        load: Load,
+        save_progress: SaveProgress,
+        clock: Clock = wall_clock_ms,
+    ) -> None:
+        self._send = send
+        self._load = load
+        self._save_progress = save_progress
+        self._clock = clock
+        self._parts: dict[int, _Partition] = {}
+        self._seq = itertools.count()
+        self._wakeup = {u: asyncio.Event() for u in TimeUnit}
+        self._planned_wake: dict[TimeUnit, int | None] = {u: None for u in TimeUnit}
+        self.stats = Stats()
+
+    # --- ownership -------------------------------------------------------------------------------
+
+    @property
+    def partitions(self) -> set[int]:
+        return set(self._parts)
+
+    async def assign(
+        self,
+        partition: int,
+        states: Iterable[tuple[bytes, ScheduleState]],
+        fired_up_to: dict[TimeUnit, int],
+    ) -> None:
+        """Take over a partition: rebuild its heaps and catch up what was missed since its watermark."""
+        part = self._parts[partition] = _Partition()
+        now = self._clock()
+        catch_up: dict[TimeUnit, list[_Sent]] = {u: [] for u in TimeUnit}
+        for n, (key, state) in enumerate(states):
+            if not state.schedule.enabled:
+                continue
+            trigger = state.evaluator()
+            watermark = fired_up_to.get(trigger.unit)
+            since = state.active_since - 1 if watermark is None else max(watermark, state.active_since - 1)
+            plan = plan_catch_up(
+                trigger, state.schedule.catch_up, since, now, state.schedule.catch_up_window_ms
+            )
+            for due, missed in plan.fires:
+                fut = await self._fire(key, state, due, now, missed=missed, catch_up=True)
+                catch_up[trigger.unit].append(fut)
+            self.stats.skipped += plan.skipped
+            if plan.next_due is not None:
+                self._push(part, trigger.unit, key, plan.next_due)
+            if n % 1000 == 999:
+                await asyncio.sleep(0)  # keep the event loop (heartbeats, web) responsive
+        for unit, futures in catch_up.items():
+            if futures:
+                part.inflight[unit].append((now, futures))
+        for unit in TimeUnit:
+            self._wakeup[unit].set()
+
+    def revoke(self, partition: int) -> None:
+        self._parts.pop(partition, None)
+
+    def clear(self) -> None:
+        self._parts.clear()
+
+    # --- changes from the schedule agent (same partition, same process) --------------------------
+
+    def upsert(self, partition: int, key: bytes, state: ScheduleState) -> None:
+        part = self._parts.get(partition)
+        if part is None:
+            return  # not (yet) ours: assign() will read it from the table
+        if not state.schedule.enabled:
+            part.live.pop(key, None)
+            return
+        trigger = state.evaluator()
+        nxt = trigger.next_due(max(self._clock(), state.active_since - 1))
+        if nxt is None:
+            part.live.pop(key, None)
+        else:
+            self._push(part, trigger.unit, key, nxt)
+
+    def remove(self, partition: int, key: bytes) -> None:
+        part = self._parts.get(partition)
+        if part is not None:
+            part.live.pop(key, None)
+
+    def _push(self, part: _Partition, unit: TimeUnit, key: bytes, due: int) -> None:
+        seq = next(self._seq)
+        part.live[key] = seq
+        heapq.heappush(part.heaps[unit], (due, seq, key))
+        planned = self._planned_wake[unit]
+        if planned is None or due < planned:
+            self._wakeup[unit].set()
+
+    # --- firing -----------------------------------------------------------------------------------
+
+    async def _fire(
+        self, key: bytes, state: ScheduleState, due: int, now: int, *, missed: int = 0, catch_up: bool = False
+    ) -> _Sent:
+        s = state.schedule
+        task = FiredTask(s.key, job_id(s.key, due), due, now, s.data, missed, catch_up)
+        self.stats.fires += 1
+        if catch_up:
+            self.stats.catch_up_fires += 1
+        value = encode_fired(task)
+        return _Sent(await self._send(s.topic, key, value), s.topic, key, value)
+
+    async def tick(self, unit: TimeUnit) -> None:
+        """Fire every schedule of `unit` due at or before now, in every owned partition."""
+        now = self._clock()
+        for partition, part in list(self._parts.items()):
+            heap = part.heaps[unit]
+            futures: list[_Sent] = []
+            while heap and heap[0][0] <= now:
+                due, seq, key = heapq.heappop(heap)
+                if part.live.get(key) != seq:
+                    continue  # superseded by an update, disabled or deleted
+                state = self._load(partition, key)
+                if state is None or not state.schedule.enabled:
+                    part.live.pop(key, None)
+                    continue
+                futures.append(await self._fire(key, state, due, now))
+                nxt = state.evaluator().next_due(due)
+                if nxt is None:
+                    part.live.pop(key, None)
+                else:
+                    self._push(part, unit, key, nxt)
+                if self._parts.get(partition) is not part:
+                    break  # revoked while we were sending
+            if futures:
+                part.inflight[unit].append((now, futures))
+
+    def _earliest(self, unit: TimeUnit) -> int | None:
+        dues = [part.heaps[unit][0][0] for part in self._parts.values() if part.heaps[unit]]
+        return min(dues) if dues else None
+
+    async def run_timer(self, unit: TimeUnit, idle_s: float = 1.0) -> None:
+        """One timer per time unit: sleep until the earliest due of that unit, then tick."""
+        wakeup = self._wakeup[unit]
+        while True:
+            earliest = self._earliest(unit)
+            now = self._clock()
+            if earliest is not None and earliest <= now:
+                try:
+                    await self.tick(unit)
+                except Exception:  # a fire must never kill the timer
+                    log.exception("punctuator tick for %s failed", unit.value)
+                    await asyncio.sleep(0.1)
+                continue
+            self._planned_wake[unit] = earliest
+            wakeup.clear()
+            timeout = idle_s if earliest is None else min(idle_s, (earliest - now) / 1000)
+            try:
+                await asyncio.wait_for(wakeup.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+
+    # --- progress -----------------------------------------------------------------------------------
+
+    async def flush_progress(self) -> None:
+        """Persist, per partition and unit, the latest tick whose fires have all been acknowledged.
+
+        A fire the producer gave up on is sent again; the watermark waits for it.
+        """
+        for partition, part in list(self._parts.items()):
+            for unit, inflight in part.inflight.items():
+                acked: int | None = None
+                while inflight and all(s.future.done() for s in inflight[0][1]):
+                    tick_ms, sent = inflight[0]
+                    failed = [s for s in sent if s.future.cancelled() or s.future.exception() is not None]
+                    if failed:
+                        self.stats.failed_sends += len(failed)
+                        log.warning("resending %d unacknowledged fires of partition %d", len(failed), partition)
+                        inflight[0] = (tick_ms, [await self._resend(s) for s in failed])
+                        break
+                    inflight.popleft()
+                    acked = tick_ms
+                if acked is not None and acked > part.saved.get(unit, -1):
+                    part.saved[unit] = acked
+                    self._save_progress(partition, unit, acked)
+
+    async def _resend(self, sent: _Sent) -> _Sent:
+        return _Sent(await self._send(sent.topic, sent.key, sent.value), sent.topic, sent.key, sent.value)
+
+    async def run_progress(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self.flush_progress()
+            except Exception:
+                log.exception("saving fire progress failed")

@@ -1,0 +1,332 @@
+"""HTTP API on Faust's web server.
+
+Writes become commands on the commands topic (202 with the key). A query about one schedule is answered
+by the worker that owns its partition (other workers forward it there); list queries fan out to every
+worker. While partitions are moving, a query that cannot be answered right gets 503 with Retry-After.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode
+
+import aiohttp
+from faust.web import Request, Response, View
+from pydantic import BaseModel, ValidationError
+
+from scheduler.api import (
+    ScheduleBody,
+    ScheduleIn,
+    TaskDefinitionIn,
+    schedule_json,
+    state_from_json,
+    validation_errors,
+)
+from scheduler.codec import command_from_task_definition_record, key_bytes, task_definition_from_schedule
+from scheduler.commands import CommandRejected, validate_command
+from scheduler.model import Action, InvalidSchedule, ScheduleCommand, ScheduleKey, ScheduleState, TimeUnit
+
+if TYPE_CHECKING:
+    from scheduler.app import Worker
+
+ROUTED_HEADER = "X-Scheduler-Routed"
+MAX_LIST = 10_000
+MAX_NEXT = 1_000
+
+
+class _Unavailable(Exception):
+    pass
+
+
+def register_views(worker: Worker) -> None:
+    app = worker.faust_app
+    http = _Http(worker)
+
+    @app.page("/schedules")
+    class Schedules(View):
+        async def post(self, request: Request) -> Response:
+            body, error = await http.parse(self, request, ScheduleIn)
+            if error is not None:
+                return error
+            assert isinstance(body, ScheduleIn)
+            cmd = ScheduleCommand(body.key(), Action.INSERT, body.to_schedule(body.key()))
+            return await http.submit(self, cmd)
+
+        async def get(self, request: Request) -> Response:
+            return await http.list_schedules(self, request)
+
+    @app.page("/schedules/{tenant}/{name}")
+    class OneSchedule(View):
+        async def get(self, request: Request, tenant: str, name: str) -> Response:
+            return await http.one(self, request, ScheduleKey(tenant, name))
+
+        async def put(self, request: Request, tenant: str, name: str) -> Response:
+            body, error = await http.parse(self, request, ScheduleBody)
+            if error is not None:
+                return error
+            assert isinstance(body, ScheduleBody)
+            key = ScheduleKey(tenant, name)
+            return await http.submit(self, ScheduleCommand(key, Action.UPDATE, body.to_schedule(key)))
+
+        async def delete(self, request: Request, tenant: str, name: str) -> Response:
+            return await http.submit(self, ScheduleCommand(ScheduleKey(tenant, name), Action.DELETE))
+
+    @app.page("/schedules/{tenant}/{name}/enable")
+    class Enable(View):
+        async def post(self, request: Request, tenant: str, name: str) -> Response:
+            return await http.submit(self, ScheduleCommand(ScheduleKey(tenant, name), Action.ENABLE))
+
+    @app.page("/schedules/{tenant}/{name}/disable")
+    class Disable(View):
+        async def post(self, request: Request, tenant: str, name: str) -> Response:
+            return await http.submit(self, ScheduleCommand(ScheduleKey(tenant, name), Action.DISABLE))
+
+    @app.page("/schedules/{tenant}/{name}/next")
+    class NextFires(View):
+        async def get(self, request: Request, tenant: str, name: str) -> Response:
+            return await http.next_fires(self, request, ScheduleKey(tenant, name))
+
+    @app.page("/schedulers")
+    class LightSchedulers(View):
+        """light-scheduler's two endpoints, with its TaskDefinition JSON."""
+
+        async def post(self, request: Request) -> Response:
+            body, error = await http.parse(self, request, TaskDefinitionIn)
+            if error is not None:
+                return error
+            assert isinstance(body, TaskDefinitionIn)
+            try:
+                cmd = command_from_task_definition_record(body.to_record())
+            except InvalidSchedule as exc:
+                return _field_error(self, exc.field, exc.message)
+            response = await http.submit(self, cmd, status=200)
+            return response
+
+        async def get(self, request: Request) -> Response:
+            return await http.list_task_definitions(self, request)
+
+    @app.page("/health")
+    class Health(View):
+        async def get(self, request: Request) -> Response:
+            return self.json(
+                {
+                    "status": "ok",
+                    "partitions": sorted(worker.active_partitions()),
+                    "fires": worker.punctuator.stats.fires,
+                    "catchUpFires": worker.punctuator.stats.catch_up_fires,
+                    "commandsApplied": worker.commands_applied,
+                    "deadLetters": worker.dead_letters,
+                }
+            )
+
+
+def _field_error(view: View, field: str, message: str, status: int = 400) -> Response:
+    return view.json({"error": "invalid request", "fields": [{"field": field, "message": message}]}, status=status)
+
+
+def _unavailable(view: View, why: str) -> Response:
+    response = view.json({"error": "unavailable", "reason": why}, status=503)
+    response.headers["Retry-After"] = "2"
+    return response
+
+
+class _Http:
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+
+    # --- input --------------------------------------------------------------------------------
+
+    async def parse(self, view: View, request: Request, model: type[BaseModel]) -> tuple[Any, Response | None]:
+        try:
+            raw = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
+            return None, _field_error(view, "body", "not valid JSON")
+        try:
+            return model.model_validate(raw), None
+        except ValidationError as exc:
+            return None, view.json({"error": "invalid request", "fields": validation_errors(exc)}, status=400)
+
+    async def submit(self, view: View, cmd: ScheduleCommand, status: int = 202) -> Response:
+        """Validate, check the key against the owner's table, and produce the command."""
+        try:
+            validate_command(cmd)
+        except (InvalidSchedule, CommandRejected) as exc:
+            field = exc.field if isinstance(exc, InvalidSchedule) else "body"
+            message = exc.message if isinstance(exc, InvalidSchedule) else str(exc)
+            return _field_error(view, field, message)
+        try:
+            current = await self.fetch(cmd.key)
+        except _Unavailable as exc:
+            return _unavailable(view, str(exc))
+        if cmd.action is Action.INSERT and current is not None:
+            if state_from_json(current).schedule != cmd.schedule:
+                return view.json(
+                    {"error": "conflict", "reason": f"schedule {cmd.key.id!r} already exists (use PUT)"},
+                    status=409,
+                )
+        elif cmd.action is not Action.INSERT and current is None:
+            return view.json({"error": "not found", "key": cmd.key.id}, status=404)
+        await self.worker.send_command(cmd)
+        return view.json({"key": cmd.key.id, "action": cmd.action.value}, status=status)
+
+    # --- queries ------------------------------------------------------------------------------
+
+    def _next_fire(self, state: ScheduleState) -> int | None:
+        if not state.schedule.enabled:
+            return None
+        return state.evaluator().next_due(max(self.worker.clock(), state.active_since - 1))
+
+    def _local_json(self, state: ScheduleState) -> dict[str, Any]:
+        return schedule_json(state, self._next_fire(state))
+
+    def owner(self, key: ScheduleKey) -> str | None:
+        """Base URL of the worker owning `key`, None if that is this worker."""
+        from scheduler.app import partition_for
+
+        partition = partition_for(key_bytes(key), self.worker.settings.partitions)
+        if partition in self.worker.active_partitions():
+            return None
+        topic = self.worker.schedules.changelog_topic.get_topic_name()
+        for host, topics in self.worker.faust_app.assignor.changelog_distribution.items():
+            if partition in topics.get(topic, ()):
+                if _same_url(host, self.worker.settings.web_url):
+                    break
+                return str(host).rstrip("/")
+        raise _Unavailable(f"partition {partition} has no owner right now (rebalancing)")
+
+    async def fetch(self, key: ScheduleKey) -> dict[str, Any] | None:
+        """The schedule as its owner sees it, or None."""
+        owner = self.owner(key)
+        if owner is None:
+            state = self.worker.local_state(key_bytes(key))
+            return None if state is None else self._local_json(state)
+        status, body = await self._get(f"{owner}/schedules/{quote(key.tenant, safe='')}/{quote(key.name, safe='')}")
+        if status == 404:
+            return None
+        if status != 200:
+            raise _Unavailable(f"owner answered {status}")
+        return dict(body)
+
+    async def _get(self, url: str) -> tuple[int, Any]:
+        try:
+            async with self.worker.faust_app.http_client.get(
+                url, headers={ROUTED_HEADER: "1"}, timeout=aiohttp.ClientTimeout(total=10)
+            ) as response:
+                return response.status, await response.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as exc:
+            raise _Unavailable(f"owner {url} did not answer: {exc}") from None
+
+    async def one(self, view: View, request: Request, key: ScheduleKey) -> Response:
+        try:
+            owner = self.owner(key)
+            if owner is not None:
+                if request.headers.get(ROUTED_HEADER):
+                    raise _Unavailable("forwarded to a worker that does not own the key")
+                status, body = await self._get(owner + request.path_qs)
+                return view.json(body, status=status)
+        except _Unavailable as exc:
+            return _unavailable(view, str(exc))
+        state = self.worker.local_state(key_bytes(key))
+        if state is None:
+            return view.json({"error": "not found", "key": key.id}, status=404)
+        return view.json(self._local_json(state))
+
+    async def next_fires(self, view: View, request: Request, key: ScheduleKey) -> Response:
+        try:
+            n = int(request.query.get("n", "10"))
+            if not 1 <= n <= MAX_NEXT:
+                raise ValueError
+        except ValueError:
+            return _field_error(view, "n", f"must be an integer between 1 and {MAX_NEXT}")
+        try:
+            current = await self.fetch(key)
+        except _Unavailable as exc:
+            return _unavailable(view, str(exc))
+        if current is None:
+            return view.json({"error": "not found", "key": key.id}, status=404)
+        state = state_from_json(current)
+        schedule = state.schedule
+        trigger = state.evaluator()
+        out: list[int] = []
+        t: int | None = max(self.worker.clock(), state.active_since - 1)
+        while len(out) < n:
+            t = trigger.next_due(t) if t is not None else None
+            if t is None:
+                break
+            out.append(t)
+        return view.json({"key": key.id, "enabled": schedule.enabled, "next": out})
+
+    async def _all_schedules(self, request: Request, tenant: str | None) -> list[dict[str, Any]]:
+        """Every schedule (of `tenant`), from every worker."""
+        local = [
+            self._local_json(state)
+            for partition in sorted(self.worker.active_partitions())
+            for _, state in self.worker.local_states(partition)
+            if tenant is None or state.schedule.key.tenant == tenant
+        ]
+        if request.query.get("local"):
+            return local
+        topic = self.worker.schedules.changelog_topic.get_topic_name()
+        distribution = self.worker.faust_app.assignor.changelog_distribution
+        covered = set(self.worker.active_partitions())
+        results = list(local)
+        for host, topics in distribution.items():
+            partitions = set(topics.get(topic, ()))
+            if not partitions or _same_url(host, self.worker.settings.web_url):
+                continue
+            query = {"local": "1", **({"tenant": tenant} if tenant else {})}
+            status, body = await self._get(f"{str(host).rstrip('/')}/schedules?{urlencode(query)}")
+            if status != 200:
+                raise _Unavailable(f"worker {host} answered {status}")
+            results.extend(body["schedules"])
+            covered |= partitions
+        if covered != set(range(self.worker.settings.partitions)):
+            raise _Unavailable("not every partition has an owner right now (rebalancing)")
+        results.sort(key=lambda s: s["key"])
+        return results
+
+    async def list_schedules(self, view: View, request: Request) -> Response:
+        tenant = request.query.get("tenant") or None
+        try:
+            limit = int(request.query.get("limit", "1000"))
+            if not 1 <= limit <= MAX_LIST:
+                raise ValueError
+        except ValueError:
+            return _field_error(view, "limit", f"must be an integer between 1 and {MAX_LIST}")
+        try:
+            schedules = await self._all_schedules(request, tenant)
+        except _Unavailable as exc:
+            return _unavailable(view, str(exc))
+        if request.query.get("local"):
+            return view.json({"schedules": schedules})
+        return view.json({"schedules": schedules[:limit], "total": len(schedules)})
+
+    async def list_task_definitions(self, view: View, request: Request) -> Response:
+        host, name, unit = (request.query.get(k) or None for k in ("host", "name", "unit"))
+        if unit is not None and unit not in TimeUnit.__members__:
+            return _field_error(view, "unit", f"must be one of {', '.join(TimeUnit.__members__)}")
+        try:
+            if host and name:
+                one = await self.fetch(ScheduleKey(host, name))
+                schedules = [one] if one else []
+            else:
+                schedules = await self._all_schedules(request, host)
+        except _Unavailable as exc:
+            return _unavailable(view, str(exc))
+        out = []
+        for s in schedules:
+            td = task_definition_from_schedule(state_from_json(s).schedule)
+            if td is None or (name and s["name"] != name):
+                continue
+            if unit and td["frequency"]["timeUnit"] != unit:
+                continue
+            out.append(td)
+        return view.json(out)
+
+
+def _same_url(a: Any, b: str) -> bool:
+    return str(a).rstrip("/") == b.rstrip("/")
+
+
+__all__ = ["register_views"]
