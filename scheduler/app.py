@@ -52,6 +52,7 @@ class Worker:
         register_codecs()
         self.settings = settings
         self.clock = clock
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
         app = self.faust_app = faust.App(
             settings.app_id,
             broker=[f"kafka://{h.strip()}" for h in settings.bootstrap_servers.split(",")],

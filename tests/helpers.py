@@ -1,0 +1,163 @@
+"""Test helpers that talk to the real thing: worker processes, topics, HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from scheduler.broker import free_port
+from scheduler.codec import DecodeError, decode, decode_fired, encode_command, key_bytes
+from scheduler.model import FiredTask, ScheduleCommand
+
+
+class WorkerProcess:
+    """`scheduler worker` in a subprocess of its own session, stopped by pid."""
+
+    def __init__(self, env: dict[str, str], log_path: Path, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.env = {**os.environ, **env, "SCHEDULER_WEB_PORT": str(self.port)}
+        self.partitions = int(self.env.get("SCHEDULER_PARTITIONS", "8"))
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        log = open(self.log_path, "ab")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "scheduler", "worker"],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+
+    def health(self) -> dict[str, Any] | None:
+        try:
+            r = httpx.get(f"{self.url}/health", timeout=2)
+            return r.json() if r.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+
+    def wait_ready(self, timeout_s: float = 90, partitions: int | None = None) -> None:
+        """Until the worker serves HTTP and owns `partitions` partitions (default: all)."""
+        want = self.partitions if partitions is None else partitions
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"worker exited with {self.proc.returncode}:\n{self.log_tail()}")
+            h = self.health()
+            if h is not None and len(h["partitions"]) >= want:
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"worker not ready after {timeout_s}s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: no clean shutdown, as a crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self, timeout_s: float = 20) -> None:
+        """SIGTERM, the clean shutdown; SIGKILL if it does not end in time."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class TopicReader:
+    """Reads a topic from the beginning in the background; `records` grows as they arrive."""
+
+    def __init__(self, bootstrap: str, topic: str, decoder: Callable[[bytes], Any] = decode_fired) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.decoder = decoder
+        self.records: list[Any] = []
+        self.raw: list[Any] = []
+        self._task: asyncio.Task[None] | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+
+    async def __aenter__(self) -> TopicReader:
+        self._consumer = AIOKafkaConsumer(
+            self.topic,
+            bootstrap_servers=self.bootstrap,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            metadata_max_age_ms=1000,
+        )
+        await self._consumer.start()
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def _run(self) -> None:
+        assert self._consumer is not None
+        async for msg in self._consumer:
+            self.raw.append(msg)
+            self.records.append(self.decoder(msg.value))
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self._consumer is not None:
+            await self._consumer.stop()
+
+    async def wait_for(self, predicate: Callable[[list[Any]], bool], timeout_s: float = 30) -> list[Any]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if predicate(self.records):
+                return self.records
+            if self._task is not None and self._task.done():
+                self._task.result()
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"timed out after {timeout_s}s on {self.topic}; have {len(self.records)}: {self.records[-5:]}")
+
+
+def fires_of(records: list[FiredTask], name: str) -> list[FiredTask]:
+    return [r for r in records if r.key.name == name]
+
+
+def dead_letter(value: bytes) -> dict[str, Any]:
+    return decode("DeadLetter", value)
+
+
+async def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        for key, value in records:
+            await producer.send_and_wait(topic, value, key=key)
+    finally:
+        await producer.stop()
+
+
+async def send_commands(bootstrap: str, topic: str, *commands: ScheduleCommand) -> None:
+    await produce(bootstrap, topic, [(key_bytes(c.key), encode_command(c)) for c in commands])
+
+
+__all__ = ["DecodeError", "TopicReader", "WorkerProcess", "dead_letter", "fires_of", "produce", "send_commands"]
