@@ -87,6 +87,9 @@ def decode(schema_name: str, data: bytes | None) -> dict[str, Any]:
             record = fastavro.schemaless_reader(
                 buf, schemas()[schema_name], None, return_record_name=True, return_record_name_override=True
             )
+        except IndexError:
+            error = DecodeError("unknown enum symbol (an action or unit this schema does not have)")
+            continue
         except Exception as exc:  # fastavro raises many types on garbage
             error = exc
             continue
@@ -95,6 +98,8 @@ def decode(schema_name: str, data: bytes | None) -> dict[str, Any]:
             continue
         assert isinstance(record, dict)
         return record
+    if isinstance(error, DecodeError):
+        raise DecodeError(f"not a valid Avro {schema_name}: {error}")
     raise DecodeError(f"not a valid Avro {schema_name}: {type(error).__name__}: {error}")
 
 

@@ -1,0 +1,160 @@
+"""The HTTP API against a real worker: status codes, bodies, and the light-scheduler endpoints."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+import httpx
+import pytest
+from croniter import croniter
+
+from tests.helpers import TopicReader
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+
+def _cron_body(name: str, topic: str, expression: str = "0 */7 * * * *", tz: str = "Asia/Kolkata") -> dict:
+    return {
+        "tenant": "acme",
+        "name": name,
+        "trigger": {"type": "cron", "expression": expression, "timezone": tz},
+        "topic": topic,
+        "data": {"team": "data"},
+        "enabled": True,
+    }
+
+
+async def _eventually(client: httpx.AsyncClient, path: str, status: int, timeout_s: float = 15) -> httpx.Response:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        r = await client.get(path)
+        if r.status_code == status or time.monotonic() > deadline:
+            return r
+        await asyncio.sleep(0.1)
+
+
+async def test_create_get_list_update_delete_with_their_status_codes(worker, app_id):
+    out = f"{app_id}-out"
+    async with httpx.AsyncClient(base_url=worker.url, timeout=10) as client:
+        r = await client.post("/schedules", json=_cron_body("nightly", out))
+        assert r.status_code == 202 and r.json() == {"key": "acme/nightly", "action": "INSERT"}
+        r = await _eventually(client, "/schedules/acme/nightly", 200)
+        assert r.status_code == 200
+        body = r.json()
+        assert body["trigger"] == {"type": "cron", "expression": "0 */7 * * * *", "timezone": "Asia/Kolkata"}
+        assert body["enabled"] is True and body["data"] == {"team": "data"} and body["nextFireAt"] > 0
+
+        # The same INSERT again is idempotent; a different definition under the same key conflicts.
+        assert (await client.post("/schedules", json=_cron_body("nightly", out))).status_code == 202
+        r = await client.post("/schedules", json=_cron_body("nightly", out, expression="0 0 * * *"))
+        assert r.status_code == 409
+
+        await client.post("/schedules", json={**_cron_body("other", out), "tenant": "globex"})
+        await _eventually(client, "/schedules/globex/other", 200)
+        r = await client.get("/schedules", params={"tenant": "acme"})
+        assert r.status_code == 200 and [s["key"] for s in r.json()["schedules"]] == ["acme/nightly"]
+        r = await client.get("/schedules")
+        assert [s["key"] for s in r.json()["schedules"]] == ["acme/nightly", "globex/other"]
+
+        update = {k: v for k, v in _cron_body("nightly", out, expression="0 0 3 * * *", tz="UTC").items()
+                  if k not in ("tenant", "name")}
+        assert (await client.put("/schedules/acme/nightly", json=update)).status_code == 202
+        deadline = time.monotonic() + 15
+        while (await client.get("/schedules/acme/nightly")).json()["version"] != 2:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.1)
+        assert (await client.get("/schedules/acme/nightly")).json()["trigger"]["expression"] == "0 0 3 * * *"
+
+        assert (await client.post("/schedules/acme/nightly/disable")).status_code == 202
+        deadline = time.monotonic() + 15
+        while (await client.get("/schedules/acme/nightly")).json()["enabled"]:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.1)
+        assert (await client.get("/schedules/acme/nightly")).json()["nextFireAt"] is None
+
+        assert (await client.delete("/schedules/acme/nightly")).status_code == 202
+        assert (await _eventually(client, "/schedules/acme/nightly", 404)).status_code == 404
+
+
+async def test_unknown_keys_get_404(worker):
+    async with httpx.AsyncClient(base_url=worker.url, timeout=10) as client:
+        assert (await client.get("/schedules/acme/missing")).status_code == 404
+        assert (await client.get("/schedules/acme/missing/next")).status_code == 404
+        assert (await client.delete("/schedules/acme/missing")).status_code == 404
+        assert (await client.post("/schedules/acme/missing/enable")).status_code == 404
+        body = {"trigger": {"type": "cron", "expression": "* * * * *"}, "topic": "t"}
+        assert (await client.put("/schedules/acme/missing", json=body)).status_code == 404
+
+
+INVALID_BODIES = [
+    ({"name": None}, "name"),
+    ({"trigger": {"type": "cron", "expression": "61 * * * *"}}, "trigger.expression"),
+    ({"trigger": {"type": "cron", "expression": "* * * * *", "timezone": "Nowhere/City"}}, "trigger.timezone"),
+    ({"trigger": {"type": "cron", "expression": "* * * *"}}, "trigger.expression"),
+    ({"trigger": {"type": "cron", "expression": "0 0 30 2 *"}}, "trigger.expression"),  # never fires
+    ({"trigger": {"type": "weekly"}}, "trigger"),
+    ({"trigger": {"type": "frequency", "timeUnit": "FORTNIGHTS", "time": 1}}, "trigger.timeUnit"),
+    ({"trigger": {"type": "frequency", "timeUnit": "SECONDS", "time": 0}}, "trigger.time"),
+    ({"topic": "no spaces allowed"}, "topic"),
+    ({"tenant": "a/b"}, "tenant"),
+    ({"name": ""}, "name"),
+    ({"catchUp": "SOMETIMES"}, "catchUp"),
+    ({"data": {"k": 1}}, "data.k"),
+    ({"unexpected": True}, "unexpected"),
+]
+
+
+async def test_invalid_bodies_get_400_naming_the_field(worker):
+    async with httpx.AsyncClient(base_url=worker.url, timeout=10) as client:
+        for change, field in INVALID_BODIES:
+            body = {k: v for k, v in {**_cron_body("x", "out"), **change}.items() if v is not None}
+            r = await client.post("/schedules", json=body)
+            assert r.status_code == 400, (change, r.text)
+            assert field in [f["field"] for f in r.json()["fields"]], (change, r.json())
+
+
+async def test_a_body_that_is_not_json_gets_400(worker):
+    async with httpx.AsyncClient(base_url=worker.url, timeout=10) as client:
+        r = await client.post("/schedules", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json()["fields"][0]["field"] == "body"
+
+
+async def test_next_fire_times_match_croniter_in_the_schedule_time_zone(worker, app_id):
+    expression, tz = "0 30 2 * * *", "America/New_York"  # 02:30 local: crosses DST changes over the year
+    async with httpx.AsyncClient(base_url=worker.url, timeout=10) as client:
+        await client.post("/schedules", json=_cron_body("ny", f"{app_id}-out", expression, tz))
+        await _eventually(client, "/schedules/acme/ny", 200)
+        r = await client.get("/schedules/acme/ny/next", params={"n": 400})
+    assert r.status_code == 200
+    got = r.json()["next"]
+    it = croniter("30 2 * * *", datetime.now(ZoneInfo(tz)))
+    expected = [round(it.get_next(float) * 1000) for _ in range(400)]
+    assert got == expected
+    assert all(b > a for a, b in zip(got, got[1:]))
+
+
+async def test_light_scheduler_endpoints_accept_its_task_definition_json(broker, worker, app_id):
+    out = f"{app_id}-light-out"
+    definition = {
+        "host": "networknt.com",
+        "name": "report",
+        "action": "INSERT",
+        "frequency": {"timeUnit": "SECONDS", "time": 1},
+        "topic": out,
+        "data": {"a": "b"},
+    }
+    async with httpx.AsyncClient(base_url=worker.url, timeout=10) as client, TopicReader(
+        broker.bootstrap_servers, out
+    ) as reader:
+        r = await client.post("/schedulers", json=definition)
+        assert r.status_code == 200
+        await reader.wait_for(lambda rec: len(rec) >= 2)
+        r = await client.get("/schedulers", params={"host": "networknt.com", "name": "report", "unit": "SECONDS"})
+        assert r.status_code == 200
+        assert r.json() == [{**definition, "start": None}]
+        assert (await client.get("/schedulers", params={"host": "networknt.com", "unit": "MINUTES"})).json() == []
+        r = await client.post("/schedulers", json={**definition, "frequency": None})
+        assert r.status_code == 400 and r.json()["fields"][0]["field"] == "frequency"
