@@ -103,7 +103,10 @@ class TaskDefinitionIn(_In):
 
 def validation_errors(exc: ValidationError) -> list[dict[str, str]]:
     return [
-        {"field": ".".join(str(p) for p in err["loc"] if not _is_union_tag(p)) or "body", "message": err["msg"]}
+        {
+            "field": ".".join(str(p) for p in err["loc"] if not _is_union_tag(p)) or "body",
+            "message": err["msg"],
+        }
         for err in exc.errors()
     ]
 
@@ -142,6 +145,11 @@ def schedule_json(state: ScheduleState, next_fire_at: int | None) -> dict[str, A
 def state_from_json(d: dict[str, Any]) -> ScheduleState:
     """Inverse of schedule_json (how one worker reads what another answered)."""
     body = ScheduleIn.model_validate(
-        {k: d[k] for k in ("tenant", "name", "trigger", "topic", "data", "enabled", "catchUp", "catchUpWindowMs")}
+        {
+            k: d[k]
+            for k in ("tenant", "name", "trigger", "topic", "data", "enabled", "catchUp", "catchUpWindowMs")
+        }
     )
-    return ScheduleState(body.to_schedule(body.key()), d["createdAt"], d["updatedAt"], d["activeSince"], d["version"])
+    return ScheduleState(
+        body.to_schedule(body.key()), d["createdAt"], d["updatedAt"], d["activeSince"], d["version"]
+    )

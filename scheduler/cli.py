@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import json
 import logging
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -123,10 +123,8 @@ async def _tail(args: argparse.Namespace) -> None:
 
 
 def cmd_tail(args: argparse.Namespace) -> None:
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_tail(args))
-    except KeyboardInterrupt:
-        pass
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -153,7 +151,9 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("tail", help="print a topic's records as JSON lines (fired tasks by default)")
     common(p)
     p.add_argument("topic")
-    p.add_argument("--schema", default="FiredTask", help="Avro schema of the values (FiredTask, DeadLetter, ...)")
+    p.add_argument(
+        "--schema", default="FiredTask", help="Avro schema of the values (FiredTask, DeadLetter, ...)"
+    )
     p.add_argument("--from-beginning", action="store_true")
     p.add_argument("--max", type=int, default=0, help="stop after this many records")
     p.set_defaults(func=cmd_tail)
@@ -164,4 +164,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

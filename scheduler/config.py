@@ -25,6 +25,7 @@ ENV_VARS = {
     "SCHEDULER_DATA_DIR": "data_dir",
     "SCHEDULER_WEB_HOST": "web_host",
     "SCHEDULER_WEB_PORT": "web_port",
+    "SCHEDULER_WEB_BIND": "web_bind",
     "SCHEDULER_COMMANDS_TOPIC": "commands_topic",
     "SCHEDULER_LIGHT_TOPIC": "light_topic",
     "SCHEDULER_DEAD_LETTER_TOPIC": "dead_letter_topic",
@@ -44,6 +45,7 @@ class Settings(BaseModel):
     data_dir: Path = Path("data")
     web_host: str = "127.0.0.1"
     web_port: int = Field(6066, ge=1, le=65535)
+    web_bind: str = ""  # interface to listen on; default: web_host
     commands_topic: str = ""
     light_topic: str = "light-scheduler"
     dead_letter_topic: str = ""
@@ -54,6 +56,8 @@ class Settings(BaseModel):
     def model_post_init(self, _context: Any) -> None:
         if not self.commands_topic:
             self.commands_topic = f"{self.app_id}-commands"
+        if not self.web_bind:
+            self.web_bind = self.web_host
         if not self.dead_letter_topic:
             self.dead_letter_topic = f"{self.app_id}-dead-letters"
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import TYPE_CHECKING, Union
+from enum import StrEnum
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from scheduler.triggers.base import TimeTrigger
 
 
-class TimeUnit(str, Enum):
+class TimeUnit(StrEnum):
     MILLISECONDS = "MILLISECONDS"
     SECONDS = "SECONDS"
     MINUTES = "MINUTES"
@@ -36,7 +36,7 @@ _UNIT_MS = {
 }
 
 
-class Action(str, Enum):
+class Action(StrEnum):
     INSERT = "INSERT"
     UPDATE = "UPDATE"
     DELETE = "DELETE"
@@ -44,7 +44,7 @@ class Action(str, Enum):
     DISABLE = "DISABLE"
 
 
-class CatchUpPolicy(str, Enum):
+class CatchUpPolicy(StrEnum):
     COALESCE = "COALESCE"
     EACH = "EACH"
     SKIP = "SKIP"
@@ -130,7 +130,7 @@ class FrequencyTrigger:
         return FrequencyEvaluator(self.unit, self.time, self.start_ms)
 
 
-Trigger = Union[CronTrigger, FrequencyTrigger]
+Trigger = CronTrigger | FrequencyTrigger
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ first partition assignment can already fire.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from aiokafka import AIOKafkaProducer
@@ -71,10 +72,8 @@ class TopicCreator:
             existing = set(await admin.list_topics())
             new = [NewTopic(t, self._partitions, self._replication) for t in missing if t not in existing]
             if new:
-                try:
+                with contextlib.suppress(TopicAlreadyExistsError):
                     await admin.create_topics(new)
-                except TopicAlreadyExistsError:
-                    pass
         except Exception:
             log.warning("could not create topics %s; relying on broker auto-creation", missing, exc_info=True)
             return

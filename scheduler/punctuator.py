@@ -12,6 +12,7 @@ owner treats dues after the watermark as missed and applies each schedule's catc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import logging
@@ -217,10 +218,8 @@ class Punctuator:
             self._planned_wake[unit] = earliest
             wakeup.clear()
             timeout = idle_s if earliest is None else min(idle_s, (earliest - now) / 1000)
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wakeup.wait(), timeout)
-            except asyncio.TimeoutError:
-                pass
 
     # --- progress -----------------------------------------------------------------------------------
 
@@ -237,7 +236,9 @@ class Punctuator:
                     failed = [s for s in sent if s.future.cancelled() or s.future.exception() is not None]
                     if failed:
                         self.stats.failed_sends += len(failed)
-                        log.warning("resending %d unacknowledged fires of partition %d", len(failed), partition)
+                        log.warning(
+                            "resending %d unacknowledged fires of partition %d", len(failed), partition
+                        )
                         inflight[0] = (tick_ms, [await self._resend(s) for s in failed])
                         break
                     inflight.popleft()

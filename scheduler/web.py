@@ -8,7 +8,7 @@ worker. While partitions are moving, a query that cannot be answered right gets 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote, urlencode
 
 import aiohttp
@@ -122,7 +122,9 @@ def register_views(worker: Worker) -> None:
 
 
 def _field_error(view: View, field: str, message: str, status: int = 400) -> Response:
-    return view.json({"error": "invalid request", "fields": [{"field": field, "message": message}]}, status=status)
+    return view.json(
+        {"error": "invalid request", "fields": [{"field": field, "message": message}]}, status=status
+    )
 
 
 def _unavailable(view: View, why: str) -> Response:
@@ -137,7 +139,9 @@ class _Http:
 
     # --- input --------------------------------------------------------------------------------
 
-    async def parse(self, view: View, request: Request, model: type[BaseModel]) -> tuple[Any, Response | None]:
+    async def parse(
+        self, view: View, request: Request, model: type[BaseModel]
+    ) -> tuple[Any, Response | None]:
         try:
             raw = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
@@ -188,7 +192,7 @@ class _Http:
         if partition in self.worker.active_partitions():
             return None
         topic = self.worker.schedules.changelog_topic.get_topic_name()
-        for host, topics in self.worker.faust_app.assignor.changelog_distribution.items():
+        for host, topics in self.worker.changelog_distribution().items():
             if partition in topics.get(topic, ()):
                 if _same_url(host, self.worker.settings.web_url):
                     break
@@ -201,7 +205,9 @@ class _Http:
         if owner is None:
             state = self.worker.local_state(key_bytes(key))
             return None if state is None else self._local_json(state)
-        status, body = await self._get(f"{owner}/schedules/{quote(key.tenant, safe='')}/{quote(key.name, safe='')}")
+        status, body = await self._get(
+            f"{owner}/schedules/{quote(key.tenant, safe='')}/{quote(key.name, safe='')}"
+        )
         if status == 404:
             return None
         if status != 200:
@@ -223,7 +229,7 @@ class _Http:
             if owner is not None:
                 if request.headers.get(ROUTED_HEADER):
                     raise _Unavailable("forwarded to a worker that does not own the key")
-                status, body = await self._get(owner + request.path_qs)
+                status, body = await self._get(owner + cast(Any, request).path_qs)
                 return view.json(body, status=status)
         except _Unavailable as exc:
             return _unavailable(view, str(exc))
@@ -268,7 +274,7 @@ class _Http:
         if request.query.get("local"):
             return local
         topic = self.worker.schedules.changelog_topic.get_topic_name()
-        distribution = self.worker.faust_app.assignor.changelog_distribution
+        distribution = self.worker.changelog_distribution()
         covered = set(self.worker.active_partitions())
         results = list(local)
         for host, topics in distribution.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -120,10 +121,8 @@ class TopicReader:
     async def __aexit__(self, *exc: object) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
         if self._consumer is not None:
             await self._consumer.stop()
 
@@ -135,7 +134,9 @@ class TopicReader:
             if self._task is not None and self._task.done():
                 self._task.result()
             await asyncio.sleep(0.05)
-        raise AssertionError(f"timed out after {timeout_s}s on {self.topic}; have {len(self.records)}: {self.records[-5:]}")
+        raise AssertionError(
+            f"timed out after {timeout_s}s on {self.topic}; have {len(self.records)}: {self.records[-5:]}"
+        )
 
 
 def fires_of(records: list[FiredTask], name: str) -> list[FiredTask]:
@@ -160,4 +161,12 @@ async def send_commands(bootstrap: str, topic: str, *commands: ScheduleCommand) 
     await produce(bootstrap, topic, [(key_bytes(c.key), encode_command(c)) for c in commands])
 
 
-__all__ = ["DecodeError", "TopicReader", "WorkerProcess", "dead_letter", "fires_of", "produce", "send_commands"]
+__all__ = [
+    "DecodeError",
+    "TopicReader",
+    "WorkerProcess",
+    "dead_letter",
+    "fires_of",
+    "produce",
+    "send_commands",
+]

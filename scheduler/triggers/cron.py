@@ -76,4 +76,6 @@ def validate_cron(expression: str, timezone: str) -> None:
         if evaluator.next_due(round(datetime.now().timestamp() * 1000)) is None:
             raise InvalidSchedule("trigger.expression", f"cron expression {expression!r} never fires")
     except (CroniterBadCronError, CroniterBadDateError, ValueError, KeyError, OverflowError) as exc:
-        raise InvalidSchedule("trigger.expression", f"invalid cron expression {expression!r}: {exc}") from None
+        raise InvalidSchedule(
+            "trigger.expression", f"invalid cron expression {expression!r}: {exc}"
+        ) from None

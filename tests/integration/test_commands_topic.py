@@ -27,22 +27,44 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 # a plain fastavro producer, not our codec.
 _LIGHT = {}
 for _schema in [
-    {"namespace": "com.networknt.scheduler", "type": "enum", "name": "TimeUnit",
-     "symbols": ["MILLISECONDS", "SECONDS", "MINUTES", "HOURS", "DAYS"]},
-    {"namespace": "com.networknt.scheduler", "type": "record", "name": "TaskFrequency",
-     "fields": [{"name": "timeUnit", "type": "TimeUnit"}, {"name": "time", "type": "int"}]},
-    {"namespace": "com.networknt.scheduler", "type": "enum", "name": "DefinitionAction",
-     "symbols": ["INSERT", "UPDATE", "DELETE"]},
-    {"namespace": "com.networknt.scheduler", "type": "record", "name": "TaskDefinitionKey",
-     "fields": [{"name": "host", "type": "string"}, {"name": "name", "type": "string"}]},
-    {"namespace": "com.networknt.scheduler", "type": "record", "name": "TaskDefinition",
-     "fields": [
-         {"name": "host", "type": "string"}, {"name": "name", "type": "string"},
-         {"name": "action", "type": "DefinitionAction"},
-         {"name": "frequency", "type": ["null", "TaskFrequency"], "default": None},
-         {"name": "topic", "type": "string"},
-         {"name": "start", "type": ["null", "long"], "default": None},
-         {"name": "data", "type": ["null", {"type": "map", "values": "string"}], "default": None}]},
+    {
+        "namespace": "com.networknt.scheduler",
+        "type": "enum",
+        "name": "TimeUnit",
+        "symbols": ["MILLISECONDS", "SECONDS", "MINUTES", "HOURS", "DAYS"],
+    },
+    {
+        "namespace": "com.networknt.scheduler",
+        "type": "record",
+        "name": "TaskFrequency",
+        "fields": [{"name": "timeUnit", "type": "TimeUnit"}, {"name": "time", "type": "int"}],
+    },
+    {
+        "namespace": "com.networknt.scheduler",
+        "type": "enum",
+        "name": "DefinitionAction",
+        "symbols": ["INSERT", "UPDATE", "DELETE"],
+    },
+    {
+        "namespace": "com.networknt.scheduler",
+        "type": "record",
+        "name": "TaskDefinitionKey",
+        "fields": [{"name": "host", "type": "string"}, {"name": "name", "type": "string"}],
+    },
+    {
+        "namespace": "com.networknt.scheduler",
+        "type": "record",
+        "name": "TaskDefinition",
+        "fields": [
+            {"name": "host", "type": "string"},
+            {"name": "name", "type": "string"},
+            {"name": "action", "type": "DefinitionAction"},
+            {"name": "frequency", "type": ["null", "TaskFrequency"], "default": None},
+            {"name": "topic", "type": "string"},
+            {"name": "start", "type": ["null", "long"], "default": None},
+            {"name": "data", "type": ["null", {"type": "map", "values": "string"}], "default": None},
+        ],
+    },
 ]:
     _LIGHT[_schema["name"]] = fastavro.parse_schema(_schema, named_schemas=_LIGHT)
 
@@ -66,7 +88,11 @@ async def test_light_scheduler_task_definition_produced_as_raw_avro_is_scheduled
         "data": {"serviceId": "petstore"},
     }
     async with TopicReader(broker.bootstrap_servers, out) as reader:
-        await produce(broker.bootstrap_servers, f"{app_id}-light-scheduler", [(key, _light("TaskDefinition", definition))])
+        await produce(
+            broker.bootstrap_servers,
+            f"{app_id}-light-scheduler",
+            [(key, _light("TaskDefinition", definition))],
+        )
         await reader.wait_for(lambda r: len(r) >= 3)
         await produce(
             broker.bootstrap_servers,
@@ -95,14 +121,22 @@ def _raw_insert(name: str, trigger: tuple[str, dict], topic: str) -> bytes:
             "key": {"tenant": "acme", "name": name},
             "action": "INSERT",
             "schedule": {
-                "tenant": "acme", "name": name, "trigger": trigger, "topic": topic,
-                "data": {}, "enabled": True, "catchUp": "COALESCE", "catchUpWindowMs": 60000,
+                "tenant": "acme",
+                "name": name,
+                "trigger": trigger,
+                "topic": topic,
+                "data": {},
+                "enabled": True,
+                "catchUp": "COALESCE",
+                "catchUpWindowMs": 60000,
             },
         },
     )
 
 
-async def test_each_kind_of_bad_command_is_dead_lettered_and_good_commands_still_apply(broker, worker, app_id):
+async def test_each_kind_of_bad_command_is_dead_lettered_and_good_commands_still_apply(
+    broker, worker, app_id
+):
     out = f"{app_id}-out"
     k = lambda name: key_bytes(ScheduleKey("acme", name))  # noqa: E731
     good_1 = encode_command(_good("good-1", out))
@@ -112,12 +146,33 @@ async def test_each_kind_of_bad_command_is_dead_lettered_and_good_commands_still
         "undecodable": (k("u"), b"\xff\xfe not avro at all"),
         "truncated": (k("good-2"), encode_command(_good("good-2", out))[:-5]),
         "unknown action": (k("x"), bytes(unknown_action)),
-        "invalid cron": (k("c"), _raw_insert("c", ("scheduler.CronTrigger", {"expression": "61 * * * *", "timezone": "UTC"}), out)),
-        "invalid time zone": (k("z"), _raw_insert("z", ("scheduler.CronTrigger", {"expression": "* * * * *", "timezone": "Mars/Olympus"}), out)),
-        "update of missing": (k("m"), encode_command(ScheduleCommand(ScheduleKey("acme", "m"), Action.UPDATE, _good("m", out).schedule))),
-        "delete of missing": (k("n"), encode_command(ScheduleCommand(ScheduleKey("acme", "n"), Action.DELETE))),
-        "missing schedule": (k("s"), encode(
-            "ScheduleCommand", {"key": {"tenant": "acme", "name": "s"}, "action": "INSERT", "schedule": None})),
+        "invalid cron": (
+            k("c"),
+            _raw_insert("c", ("scheduler.CronTrigger", {"expression": "61 * * * *", "timezone": "UTC"}), out),
+        ),
+        "invalid time zone": (
+            k("z"),
+            _raw_insert(
+                "z", ("scheduler.CronTrigger", {"expression": "* * * * *", "timezone": "Mars/Olympus"}), out
+            ),
+        ),
+        "update of missing": (
+            k("m"),
+            encode_command(
+                ScheduleCommand(ScheduleKey("acme", "m"), Action.UPDATE, _good("m", out).schedule)
+            ),
+        ),
+        "delete of missing": (
+            k("n"),
+            encode_command(ScheduleCommand(ScheduleKey("acme", "n"), Action.DELETE)),
+        ),
+        "missing schedule": (
+            k("s"),
+            encode(
+                "ScheduleCommand",
+                {"key": {"tenant": "acme", "name": "s"}, "action": "INSERT", "schedule": None},
+            ),
+        ),
         "missing field": (k("f"), encode("ScheduleKey", key_to_avro(ScheduleKey("acme", "f")))),
     }
     expected_reason = {
@@ -131,10 +186,13 @@ async def test_each_kind_of_bad_command_is_dead_lettered_and_good_commands_still
         "missing schedule": "INSERT needs a schedule",
         "missing field": "not a valid Avro ScheduleCommand",
     }
-    records = [(k("good-1"), good_1)] + list(bad.values()) + [(k("good-3"), encode_command(_good("good-3", out)))]
-    async with TopicReader(broker.bootstrap_servers, f"{app_id}-dead-letters", dead_letter) as dlq, TopicReader(
-        broker.bootstrap_servers, out
-    ) as fires:
+    records = (
+        [(k("good-1"), good_1)] + list(bad.values()) + [(k("good-3"), encode_command(_good("good-3", out)))]
+    )
+    async with (
+        TopicReader(broker.bootstrap_servers, f"{app_id}-dead-letters", dead_letter) as dlq,
+        TopicReader(broker.bootstrap_servers, out) as fires,
+    ):
         await produce(broker.bootstrap_servers, f"{app_id}-commands", records)
         await dlq.wait_for(lambda r: len(r) >= len(bad))
         await fires.wait_for(lambda r: len(fires_of(r, "good-1")) >= 2 and len(fires_of(r, "good-3")) >= 2)
@@ -149,10 +207,15 @@ async def test_each_kind_of_bad_command_is_dead_lettered_and_good_commands_still
 
 async def test_a_command_keyed_otherwise_is_moved_to_the_partition_that_owns_it(broker, worker, app_id):
     out = f"{app_id}-out"
-    cmd = ScheduleCommand(ScheduleKey("acme", "rekeyed"), Action.INSERT,
-                          Schedule(ScheduleKey("acme", "rekeyed"), CronTrigger("* * * * * *"), out, enabled=True))
+    cmd = ScheduleCommand(
+        ScheduleKey("acme", "rekeyed"),
+        Action.INSERT,
+        Schedule(ScheduleKey("acme", "rekeyed"), CronTrigger("* * * * * *"), out, enabled=True),
+    )
     async with TopicReader(broker.bootstrap_servers, out) as fires:
-        await produce(broker.bootstrap_servers, f"{app_id}-commands", [(b"a plain string key", encode_command(cmd))])
+        await produce(
+            broker.bootstrap_servers, f"{app_id}-commands", [(b"a plain string key", encode_command(cmd))]
+        )
         await fires.wait_for(lambda r: len(r) >= 2)
     r = httpx.get(f"{worker.url}/schedules/acme/rekeyed")
     assert r.status_code == 200 and r.json()["key"] == "acme/rekeyed"

@@ -28,9 +28,24 @@ class RunProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SCHEDULER_", "KAFKA_"))}
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "scheduler", "run", "--web-port", str(self.web_port),
-                 "--broker-port", str(self.broker_port), "--data-dir", str(self.data_dir), "--app-id", "demo"],
-                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                [
+                    sys.executable,
+                    "-m",
+                    "scheduler",
+                    "run",
+                    "--web-port",
+                    str(self.web_port),
+                    "--broker-port",
+                    str(self.broker_port),
+                    "--data-dir",
+                    str(self.data_dir),
+                    "--app-id",
+                    "demo",
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
@@ -73,8 +88,13 @@ async def test_schedules_survive_a_restart_of_the_embedded_runner(tmp_path, runs
     first = RunProcess(data, tmp_path / "run.log")
     runs.append(first)
     first.start()
-    body = {"tenant": "acme", "name": "keep", "trigger": {"type": "frequency", "timeUnit": "SECONDS", "time": 1},
-            "topic": "fires", "enabled": True}
+    body = {
+        "tenant": "acme",
+        "name": "keep",
+        "trigger": {"type": "frequency", "timeUnit": "SECONDS", "time": 1},
+        "topic": "fires",
+        "enabled": True,
+    }
     gone = {**body, "name": "gone"}
     with httpx.Client(base_url=first.url, timeout=10) as client:
         assert client.post("/schedules", json=body).status_code == 202

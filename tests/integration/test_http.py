@@ -27,7 +27,9 @@ def _cron_body(name: str, topic: str, expression: str = "0 */7 * * * *", tz: str
     }
 
 
-async def _eventually(client: httpx.AsyncClient, path: str, status: int, timeout_s: float = 15) -> httpx.Response:
+async def _eventually(
+    client: httpx.AsyncClient, path: str, status: int, timeout_s: float = 15
+) -> httpx.Response:
     deadline = time.monotonic() + timeout_s
     while True:
         r = await client.get(path)
@@ -59,8 +61,11 @@ async def test_create_get_list_update_delete_with_their_status_codes(worker, app
         r = await client.get("/schedules")
         assert [s["key"] for s in r.json()["schedules"]] == ["acme/nightly", "globex/other"]
 
-        update = {k: v for k, v in _cron_body("nightly", out, expression="0 0 3 * * *", tz="UTC").items()
-                  if k not in ("tenant", "name")}
+        update = {
+            k: v
+            for k, v in _cron_body("nightly", out, expression="0 0 3 * * *", tz="UTC").items()
+            if k not in ("tenant", "name")
+        }
         assert (await client.put("/schedules/acme/nightly", json=update)).status_code == 202
         deadline = time.monotonic() + 15
         while (await client.get("/schedules/acme/nightly")).json()["version"] != 2:
@@ -92,7 +97,10 @@ async def test_unknown_keys_get_404(worker):
 INVALID_BODIES = [
     ({"name": None}, "name"),
     ({"trigger": {"type": "cron", "expression": "61 * * * *"}}, "trigger.expression"),
-    ({"trigger": {"type": "cron", "expression": "* * * * *", "timezone": "Nowhere/City"}}, "trigger.timezone"),
+    (
+        {"trigger": {"type": "cron", "expression": "* * * * *", "timezone": "Nowhere/City"}},
+        "trigger.timezone",
+    ),
     ({"trigger": {"type": "cron", "expression": "* * * *"}}, "trigger.expression"),
     ({"trigger": {"type": "cron", "expression": "0 0 30 2 *"}}, "trigger.expression"),  # never fires
     ({"trigger": {"type": "weekly"}}, "trigger"),
@@ -118,7 +126,9 @@ async def test_invalid_bodies_get_400_naming_the_field(worker):
 
 async def test_a_body_that_is_not_json_gets_400(worker):
     async with httpx.AsyncClient(base_url=worker.url, timeout=10) as client:
-        r = await client.post("/schedules", content=b"{not json", headers={"content-type": "application/json"})
+        r = await client.post(
+            "/schedules", content=b"{not json", headers={"content-type": "application/json"}
+        )
     assert r.status_code == 400 and r.json()["fields"][0]["field"] == "body"
 
 
@@ -146,15 +156,20 @@ async def test_light_scheduler_endpoints_accept_its_task_definition_json(broker,
         "topic": out,
         "data": {"a": "b"},
     }
-    async with httpx.AsyncClient(base_url=worker.url, timeout=10) as client, TopicReader(
-        broker.bootstrap_servers, out
-    ) as reader:
+    async with (
+        httpx.AsyncClient(base_url=worker.url, timeout=10) as client,
+        TopicReader(broker.bootstrap_servers, out) as reader,
+    ):
         r = await client.post("/schedulers", json=definition)
         assert r.status_code == 200
         await reader.wait_for(lambda rec: len(rec) >= 2)
-        r = await client.get("/schedulers", params={"host": "networknt.com", "name": "report", "unit": "SECONDS"})
+        r = await client.get(
+            "/schedulers", params={"host": "networknt.com", "name": "report", "unit": "SECONDS"}
+        )
         assert r.status_code == 200
         assert r.json() == [{**definition, "start": None}]
-        assert (await client.get("/schedulers", params={"host": "networknt.com", "unit": "MINUTES"})).json() == []
+        assert (
+            await client.get("/schedulers", params={"host": "networknt.com", "unit": "MINUTES"})
+        ).json() == []
         r = await client.post("/schedulers", json={**definition, "frequency": None})
         assert r.status_code == 400 and r.json()["fields"][0]["field"] == "frequency"

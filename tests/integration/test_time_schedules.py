@@ -27,7 +27,9 @@ def now_ms() -> int:
 
 
 def every_second(name: str, topic: str, **kw) -> Schedule:  # type: ignore[no-untyped-def]
-    return Schedule(ScheduleKey("acme", name), FrequencyTrigger(TimeUnit.SECONDS, 1), topic, enabled=True, **kw)
+    return Schedule(
+        ScheduleKey("acme", name), FrequencyTrigger(TimeUnit.SECONDS, 1), topic, enabled=True, **kw
+    )
 
 
 def insert(s: Schedule) -> ScheduleCommand:
@@ -38,7 +40,11 @@ async def test_every_second_frequency_and_six_field_cron_fire_on_their_due_times
     out = f"{app_id}-out"
     start = (now_ms() // 1000 + 3) * 1000 + 250
     freq = Schedule(
-        ScheduleKey("acme", "freq"), FrequencyTrigger(TimeUnit.SECONDS, 1, start), out, {"k": "v"}, enabled=True
+        ScheduleKey("acme", "freq"),
+        FrequencyTrigger(TimeUnit.SECONDS, 1, start),
+        out,
+        {"k": "v"},
+        enabled=True,
     )
     cron = Schedule(ScheduleKey("acme", "cron"), CronTrigger("*/2 * * * * *", "UTC"), out, enabled=True)
     async with TopicReader(broker.bootstrap_servers, out) as reader:
@@ -60,12 +66,16 @@ async def test_update_changes_the_cadence(broker, worker, app_id):
         await send_commands(broker.bootstrap_servers, f"{app_id}-commands", insert(s))
         await reader.wait_for(lambda r: len(r) >= 2)
         updated = Schedule(s.key, FrequencyTrigger(TimeUnit.SECONDS, 3), out, {"v": "2"}, enabled=True)
-        await send_commands(broker.bootstrap_servers, f"{app_id}-commands", ScheduleCommand(s.key, Action.UPDATE, updated))
+        await send_commands(
+            broker.bootstrap_servers, f"{app_id}-commands", ScheduleCommand(s.key, Action.UPDATE, updated)
+        )
         await reader.wait_for(lambda r: len([x for x in r if x.data == {"v": "2"}]) >= 3, timeout_s=40)
     v2 = [x for x in reader.records if x.data == {"v": "2"}]
     assert [b.due_at - a.due_at for a, b in zip(v2, v2[1:])] == [3000] * (len(v2) - 1)
     first_v2 = reader.records.index(v2[0])
-    assert all(x.data == {"v": "2"} for x in reader.records[first_v2:]), "old cadence kept firing after UPDATE"
+    assert all(x.data == {"v": "2"} for x in reader.records[first_v2:]), (
+        "old cadence kept firing after UPDATE"
+    )
 
 
 async def test_delete_stops_fires(broker, worker, app_id):
@@ -74,7 +84,9 @@ async def test_delete_stops_fires(broker, worker, app_id):
     async with TopicReader(broker.bootstrap_servers, out) as reader:
         await send_commands(broker.bootstrap_servers, f"{app_id}-commands", insert(s))
         await reader.wait_for(lambda r: len(r) >= 2)
-        await send_commands(broker.bootstrap_servers, f"{app_id}-commands", ScheduleCommand(s.key, Action.DELETE))
+        await send_commands(
+            broker.bootstrap_servers, f"{app_id}-commands", ScheduleCommand(s.key, Action.DELETE)
+        )
         await asyncio.sleep(1.5)
         count = len(reader.records)
         await asyncio.sleep(3)
