@@ -102,17 +102,18 @@ class TaskDefinitionIn(_In):
 
 
 def validation_errors(exc: ValidationError) -> list[dict[str, str]]:
-    return [
-        {
-            "field": ".".join(str(p) for p in err["loc"] if not _is_union_tag(p)) or "body",
-            "message": err["msg"],
-        }
-        for err in exc.errors()
+    return [{"field": _field_name(err["loc"]), "message": err["msg"]} for err in exc.errors()]
+
+
+def _field_name(loc: tuple[int | str, ...]) -> str:
+    """Dotted field name; pydantic puts the union tag after "trigger" ("trigger.cron.expression")."""
+    parts = [
+        str(p) for i, p in enumerate(loc) if not (i > 0 and loc[i - 1] == "trigger" and p in _TRIGGER_TAGS)
     ]
+    return ".".join(parts) or "body"
 
 
-def _is_union_tag(part: Any) -> bool:
-    return part in ("cron", "frequency")
+_TRIGGER_TAGS = ("cron", "frequency")
 
 
 def trigger_json(s: Schedule) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """What each schedule command does to the schedules table. Pure: (state, command, now) -> new state.
 
 - INSERT creates the schedule (disabled unless `enabled` is true). INSERT of an existing key with the
-  same definition is a no-op, so a replayed INSERT is harmless; with another definition it is refused.
+  same definition (whatever its `enabled` flag) is a no-op, so a replayed INSERT is harmless and does not
+  undo a later DISABLE; with another definition it is refused.
 - UPDATE replaces the definition of an existing schedule; it keeps the schedule enabled or disabled as it
   was (ENABLE/DISABLE change that) and restarts its timing from now: no catch-up for the old definition.
 - DELETE removes the schedule; no fire is due after it is applied.
@@ -42,8 +43,8 @@ def apply_command(current: ScheduleState | None, cmd: ScheduleCommand, now_ms: i
     if action is Action.INSERT:
         assert cmd.schedule is not None
         if current is not None:
-            if current.schedule == cmd.schedule:
-                return current
+            if dataclasses.replace(cmd.schedule, enabled=current.schedule.enabled) == current.schedule:
+                return current  # a replay, or a re-INSERT that must not undo a later DISABLE/ENABLE
             raise CommandRejected(f"schedule {cmd.key.id!r} already exists (use UPDATE)")
         return ScheduleState(cmd.schedule, created_at=now_ms, updated_at=now_ms, active_since=now_ms)
     if current is None:

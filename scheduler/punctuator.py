@@ -141,7 +141,7 @@ class Punctuator:
             part.live.pop(key, None)
             return
         trigger = state.evaluator()
-        nxt = trigger.next_due(max(self._clock(), state.active_since - 1))
+        nxt = trigger.next_due(max(self._clock(), state.active_since) - 1)
         if nxt is None:
             part.live.pop(key, None)
         else:
@@ -187,7 +187,14 @@ class Punctuator:
                 if state is None or not state.schedule.enabled:
                     part.live.pop(key, None)
                     continue
-                futures.append(await self._fire(key, state, due, now))
+                try:
+                    futures.append(await self._fire(key, state, due, now))
+                except Exception:
+                    # Not queued (e.g. the producer's buffer is full): keep it due and retry next tick.
+                    heapq.heappush(heap, (due, seq, key))
+                    if futures:
+                        part.inflight[unit].append((now, futures))
+                    raise
                 nxt = state.evaluator().next_due(due)
                 if nxt is None:
                     part.live.pop(key, None)

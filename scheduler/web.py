@@ -8,6 +8,7 @@ worker. While partitions are moving, a query that cannot be answered right gets 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote, urlencode
 
@@ -163,8 +164,8 @@ class _Http:
             current = await self.fetch(cmd.key)
         except _Unavailable as exc:
             return _unavailable(view, str(exc))
-        if cmd.action is Action.INSERT and current is not None:
-            if state_from_json(current).schedule != cmd.schedule:
+        if cmd.action is Action.INSERT and current is not None and cmd.schedule is not None:
+            if replace(state_from_json(current).schedule, enabled=cmd.schedule.enabled) != cmd.schedule:
                 return view.json(
                     {"error": "conflict", "reason": f"schedule {cmd.key.id!r} already exists (use PUT)"},
                     status=409,

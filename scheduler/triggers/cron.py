@@ -6,7 +6,7 @@ evaluator per (expression, time zone) memoises next_due by instant.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -22,19 +22,93 @@ def _fields(expression: str) -> int:
     return len(expression.split())
 
 
+_EPOCH = datetime(1970, 1, 1)
+_MS = timedelta(milliseconds=1)
+
+
 class CronEvaluator(TimeTrigger):
+    """Due instants of a cron expression in a time zone, with defined DST behaviour.
+
+    croniter runs on naive local wall-clock time (where it is exact); this class maps wall-clock times to
+    instants one UTC-offset segment at a time:
+    - a wall-clock time that does not exist (spring-forward gap) fires shifted forward by the gap, as
+      java.time and Python's zoneinfo (fold=0) read it: a daily 02:30 fires at 03:30 on that day;
+    - a wall-clock time that occurs twice (fall-back overlap) fires once, at its first occurrence, when
+      the hour field is fixed ("30 1 * * *"); with a wildcard hour ("*/5 * * * * *", "0 * * * *") it
+      fires at both occurrences, so interval jobs keep their real-time interval.
+    """
+
     def __init__(self, expression: str, timezone: str) -> None:
         self.expression = expression
         self.tz = ZoneInfo(timezone)
-        with_seconds = _fields(expression) == 6
+        self.utc = timezone in ("UTC", "Etc/UTC", "GMT", "Etc/GMT", "Z")
+        fields = expression.split()
+        with_seconds = len(fields) == 6
+        self.fixed_hour = "*" not in fields[2 if with_seconds else 1]
         self.unit = TimeUnit.SECONDS if with_seconds else TimeUnit.MINUTES
         self._iter = croniter(
-            expression,
-            datetime.now(self.tz),
-            second_at_beginning=with_seconds,
-            max_years_between_matches=50,
+            expression, _EPOCH, second_at_beginning=with_seconds, max_years_between_matches=50
         )
         self._memo: dict[int, int | None] = {}
+
+    def _wall_next(self, wall_ms: int) -> int | None:
+        """First matching wall-clock time strictly after `wall_ms` (both as naive-local milliseconds)."""
+        self._iter.set_current(_EPOCH + wall_ms * _MS, force=True)
+        try:
+            nxt = self._iter.get_next(datetime)
+        except CroniterBadDateError:
+            return None
+        return (nxt - _EPOCH) // _MS
+
+    def _offset(self, instant_ms: int) -> int:
+        off = datetime.fromtimestamp(instant_ms // 1000, self.tz).utcoffset()
+        return 0 if off is None else off // _MS
+
+    def _second_occurrence(self, wall_ms: int, offset: int) -> bool:
+        naive = _EPOCH + wall_ms * _MS
+        first = naive.replace(tzinfo=self.tz, fold=0).utcoffset()
+        second = naive.replace(tzinfo=self.tz, fold=1).utcoffset()
+        assert first is not None and second is not None
+        return first > second and second // _MS == offset
+
+    def _transition(self, after_ms: int, before_ms: int, offset: int) -> int:
+        """The first whole second in (after_ms, before_ms] whose UTC offset differs from `offset`."""
+        lo, hi = after_ms // 1000, before_ms // 1000
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self._offset(mid * 1000) == offset:
+                lo = mid
+            else:
+                hi = mid
+        return hi * 1000
+
+    def _compute(self, after_ms: int) -> int | None:
+        if self.utc:
+            return self._wall_next(after_ms)
+        t = after_ms
+        offset = self._offset(t)
+        for _ in range(16):  # each round crosses at most one transition
+            wall = self._wall_next(t + offset)
+            if wall is None:
+                return None
+            instant = wall - offset
+            if self._offset(instant) == offset:
+                if self.fixed_hour and self._second_occurrence(wall, offset):
+                    t = instant
+                    continue
+                return instant
+            change = self._transition(t, instant, offset)
+            new_offset = self._offset(change)
+            if new_offset > offset:
+                # Spring forward: wall times in [change + offset, change + new_offset) do not exist.
+                skipped = self._wall_next(change + offset - 1)
+                if skipped is not None and skipped < change + new_offset:
+                    gap_instant = skipped - offset  # shifted forward by the gap
+                    after_gap = self._wall_next(change + new_offset - 1)
+                    if after_gap is None or gap_instant <= after_gap - new_offset:
+                        return gap_instant
+            t, offset = change - 1, new_offset
+        return None
 
     def next_due(self, after_ms: int) -> int | None:
         memo = self._memo
@@ -42,11 +116,7 @@ class CronEvaluator(TimeTrigger):
             return memo[after_ms]
         except KeyError:
             pass
-        self._iter.set_current(datetime.fromtimestamp(after_ms / 1000, self.tz), force=True)
-        try:
-            nxt: int | None = round(self._iter.get_next(float) * 1000)
-        except CroniterBadDateError:
-            nxt = None
+        nxt = self._compute(after_ms)
         if len(memo) >= _MEMO_LIMIT:
             memo.clear()
         memo[after_ms] = nxt
@@ -72,10 +142,10 @@ def validate_cron(expression: str, timezone: str) -> None:
     if not croniter.is_valid(expression, second_at_beginning=n == 6):
         raise InvalidSchedule("trigger.expression", f"invalid cron expression {expression!r}")
     try:
-        evaluator = cron_evaluator(expression, timezone)
-        if evaluator.next_due(round(datetime.now().timestamp() * 1000)) is None:
-            raise InvalidSchedule("trigger.expression", f"cron expression {expression!r} never fires")
+        nxt = cron_evaluator(expression, timezone).next_due(round(datetime.now().timestamp() * 1000))
     except (CroniterBadCronError, CroniterBadDateError, ValueError, KeyError, OverflowError) as exc:
         raise InvalidSchedule(
             "trigger.expression", f"invalid cron expression {expression!r}: {exc}"
         ) from None
+    if nxt is None:
+        raise InvalidSchedule("trigger.expression", f"cron expression {expression!r} never fires")

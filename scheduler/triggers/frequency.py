@@ -19,7 +19,7 @@ class FrequencyEvaluator(TimeTrigger):
             return self
         # light-scheduler: without a start, "the current time converted to the next exact TimeUnit".
         unit_ms = self.unit.ms
-        start = -(-active_since_ms // unit_ms) * unit_ms
+        start = (active_since_ms // unit_ms + 1) * unit_ms
         return FrequencyEvaluator(self.unit, self.period_ms // unit_ms, start)
 
     def next_due(self, after_ms: int) -> int | None:

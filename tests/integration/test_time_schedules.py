@@ -112,7 +112,9 @@ async def test_disable_pauses_and_enable_resumes_without_catching_up(broker, wor
     assert resumed[0].due_at > paused_at + 3000, "a fire due while disabled was caught up"
 
 
-async def test_sigkill_restart_restores_the_table_and_catches_up_by_policy(broker, start_worker, app_id):
+async def test_sigkill_restart_restores_the_table_and_catches_up_by_policy(
+    broker, start_worker, app_id, tmp_path
+):
     """Fires due while the only worker was dead: COALESCE gives exactly one, EACH every one, SKIP none."""
     out = f"{app_id}-out"
     commands = f"{app_id}-commands"
@@ -129,7 +131,8 @@ async def test_sigkill_restart_restores_the_table_and_catches_up_by_policy(broke
         killed_at = now_ms()
         before = {n: len(fires_of(reader.records, n)) for n in schedules}
         await asyncio.sleep(4)
-        start_worker()  # same app id and data dir: restores from local state + changelog
+        # Same app id, empty data dir (as on another machine): the table comes back from its changelog.
+        start_worker(SCHEDULER_DATA_DIR=str(tmp_path / "elsewhere"))
         await reader.wait_for(lambda r: all(len(fires_of(r, n)) >= before[n] + 3 for n in schedules), 60)
 
     coalesce = fires_of(reader.records, "coalesce")

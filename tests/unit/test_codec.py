@@ -1,0 +1,324 @@
+"""Avro codec: round trips, light-scheduler compatibility, and what undecodable bytes do."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import fastavro
+import pytest
+
+from scheduler import codec
+from scheduler.model import (
+    Action,
+    CatchUpPolicy,
+    CronTrigger,
+    FiredTask,
+    FrequencyTrigger,
+    InvalidSchedule,
+    Schedule,
+    ScheduleCommand,
+    ScheduleKey,
+    ScheduleState,
+    TimeUnit,
+    job_id,
+)
+
+pytestmark = pytest.mark.unit
+
+KEY = ScheduleKey("acme", "nightly-report")
+T0 = 1_704_067_200_000
+
+# light-scheduler's own schemas (networknt/light-scheduler src/main/resources/schemas), written out here
+# so the compatibility checks do not go through scheduler.codec's copies.
+SEED_TASK_DEFINITION_KEY = {
+    "namespace": "com.networknt.scheduler",
+    "type": "record",
+    "name": "TaskDefinitionKey",
+    "fields": [{"name": "host", "type": "string"}, {"name": "name", "type": "string"}],
+}
+SEED_TIME_UNIT = {
+    "namespace": "com.networknt.scheduler",
+    "type": "enum",
+    "name": "TimeUnit",
+    "symbols": ["MILLISECONDS", "SECONDS", "MINUTES", "HOURS", "DAYS"],
+}
+SEED_TASK_DEFINITION = {
+    "namespace": "com.networknt.scheduler",
+    "type": "record",
+    "name": "TaskDefinition",
+    "fields": [
+        {"name": "host", "type": "string"},
+        {"name": "name", "type": "string"},
+        {
+            "name": "action",
+            "type": {
+                "type": "enum",
+                "name": "DefinitionAction",
+                "namespace": "com.networknt.scheduler",
+                "symbols": ["INSERT", "UPDATE", "DELETE"],
+            },
+        },
+        {
+            "name": "frequency",
+            "type": [
+                "null",
+                {
+                    "type": "record",
+                    "name": "TaskFrequency",
+                    "namespace": "com.networknt.scheduler",
+                    "fields": [{"name": "timeUnit", "type": SEED_TIME_UNIT}, {"name": "time", "type": "int"}],
+                },
+            ],
+            "default": None,
+        },
+        {"name": "topic", "type": "string"},
+        {"name": "start", "type": ["null", "long"], "default": None},
+        {"name": "data", "type": ["null", {"type": "map", "values": "string"}], "default": None},
+    ],
+}
+
+
+def seed_encode(schema: dict, record: dict) -> bytes:
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(schema), record)
+    return buf.getvalue()
+
+
+def task_definition(action: str, **fields: Any) -> bytes:
+    record: dict[str, Any] = {
+        "host": "acme",
+        "name": "nightly-report",
+        "action": action,
+        "frequency": None,
+        "topic": "reports",
+        "start": None,
+        "data": None,
+    }
+    record.update(fields)
+    return seed_encode(SEED_TASK_DEFINITION, record)
+
+
+CRON_SCHEDULE = Schedule(
+    KEY,
+    CronTrigger("*/5 * * * * *", "Europe/Paris"),
+    "reports",
+    {"kind": "daily", "ünïcode": "✓"},
+    enabled=True,
+    catch_up=CatchUpPolicy.EACH,
+    catch_up_window_ms=600_000,
+)
+FREQ_SCHEDULE = Schedule(KEY, FrequencyTrigger(TimeUnit.MINUTES, 5), "reports")
+FREQ_SCHEDULE_WITH_START = Schedule(
+    KEY, FrequencyTrigger(TimeUnit.MILLISECONDS, 250, T0), "reports", catch_up=CatchUpPolicy.SKIP
+)
+
+
+# --- round trips ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        ScheduleCommand(KEY, Action.INSERT, CRON_SCHEDULE),
+        ScheduleCommand(KEY, Action.INSERT, FREQ_SCHEDULE),
+        ScheduleCommand(KEY, Action.UPDATE, FREQ_SCHEDULE_WITH_START),
+        ScheduleCommand(KEY, Action.DELETE),
+        ScheduleCommand(KEY, Action.ENABLE),
+        ScheduleCommand(KEY, Action.DISABLE),
+    ],
+    ids=["insert-cron", "insert-frequency", "update-frequency-with-start", "delete", "enable", "disable"],
+)
+def test_schedule_command_round_trips(cmd: ScheduleCommand) -> None:
+    assert codec.decode_command(codec.encode_command(cmd)) == cmd
+
+
+@pytest.mark.parametrize("schedule", [CRON_SCHEDULE, FREQ_SCHEDULE, FREQ_SCHEDULE_WITH_START])
+def test_schedule_state_round_trips(schedule: Schedule) -> None:
+    state = ScheduleState(schedule, created_at=T0, updated_at=T0 + 5, active_since=T0 + 7, version=42)
+    assert codec.decode_state(codec.encode_state(state)) == state
+
+
+def test_fired_task_round_trips() -> None:
+    fired = FiredTask(KEY, job_id(KEY, T0), T0, T0 + 12, {"a": "1"}, missed=3, catch_up=True)
+    assert codec.decode_fired(codec.encode_fired(fired)) == fired
+    plain = FiredTask(KEY, job_id(KEY, T0), T0, T0, {})
+    assert codec.decode_fired(codec.encode_fired(plain)) == plain
+
+
+def test_job_id_is_deterministic_per_schedule_and_due_instant() -> None:
+    assert job_id(KEY, T0) == f"acme/nightly-report@{T0}"
+    assert job_id(KEY, T0) == job_id(ScheduleKey("acme", "nightly-report"), T0)
+
+
+def test_fired_task_json_view() -> None:
+    fired = FiredTask(KEY, job_id(KEY, T0), T0, T0 + 12, {"a": "1"}, missed=3, catch_up=True)
+    assert codec.fired_to_json(fired) == {
+        "schedule": "acme/nightly-report",
+        "jobId": f"acme/nightly-report@{T0}",
+        "dueAt": T0,
+        "firedAt": T0 + 12,
+        "data": {"a": "1"},
+        "missed": 3,
+        "catchUp": True,
+    }
+
+
+# --- light-scheduler compatibility -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        KEY,
+        ScheduleKey("h", "n"),
+        ScheduleKey("tenant-ü", "name with spaces ✓"),
+        ScheduleKey("x" * 128, "y" * 256),
+    ],
+)
+def test_schedule_key_bytes_are_identical_to_light_scheduler_task_definition_key(key: ScheduleKey) -> None:
+    seed = seed_encode(SEED_TASK_DEFINITION_KEY, {"host": key.tenant, "name": key.name})
+    assert codec.key_bytes(key) == seed
+    assert codec.key_from_bytes(seed) == key
+
+
+def test_light_scheduler_insert_becomes_an_enabled_insert() -> None:
+    cmd = codec.command_from_task_definition(
+        task_definition(
+            "INSERT", frequency={"timeUnit": "SECONDS", "time": 30}, start=T0, data={"customer": "42"}
+        )
+    )
+    assert cmd == ScheduleCommand(
+        KEY,
+        Action.INSERT,
+        Schedule(
+            KEY, FrequencyTrigger(TimeUnit.SECONDS, 30, T0), "reports", {"customer": "42"}, enabled=True
+        ),
+    )
+
+
+def test_light_scheduler_update_becomes_an_enabled_update_without_start() -> None:
+    cmd = codec.command_from_task_definition(
+        task_definition("UPDATE", frequency={"timeUnit": "HOURS", "time": 2})
+    )
+    assert cmd.action is Action.UPDATE
+    assert cmd.schedule == Schedule(
+        KEY, FrequencyTrigger(TimeUnit.HOURS, 2, None), "reports", {}, enabled=True
+    )
+    assert cmd.schedule.catch_up is CatchUpPolicy.COALESCE
+
+
+def test_light_scheduler_delete_becomes_a_delete_without_schedule() -> None:
+    cmd = codec.command_from_task_definition(task_definition("DELETE"))
+    assert cmd == ScheduleCommand(KEY, Action.DELETE, None)
+
+
+@pytest.mark.parametrize("action", ["INSERT", "UPDATE"])
+def test_light_scheduler_insert_or_update_without_frequency_is_invalid(action: str) -> None:
+    with pytest.raises(InvalidSchedule) as exc:
+        codec.command_from_task_definition(task_definition(action))
+    assert exc.value.field == "frequency"
+
+
+def test_task_definition_view_of_a_frequency_schedule_is_what_light_scheduler_reads() -> None:
+    schedule = Schedule(KEY, FrequencyTrigger(TimeUnit.SECONDS, 30, T0), "reports", {"customer": "42"}, True)
+    view = codec.task_definition_from_schedule(schedule)
+    assert view == {
+        "host": "acme",
+        "name": "nightly-report",
+        "action": "INSERT",
+        "frequency": {"timeUnit": "SECONDS", "time": 30},
+        "topic": "reports",
+        "start": T0,
+        "data": {"customer": "42"},
+    }
+    # encodable with light-scheduler's schema, and read back as the same schedule
+    raw = seed_encode(SEED_TASK_DEFINITION, view)
+    assert codec.command_from_task_definition(raw).schedule == schedule
+
+
+def test_task_definition_view_has_null_data_when_empty() -> None:
+    view = codec.task_definition_from_schedule(FREQ_SCHEDULE)
+    assert view is not None and view["data"] is None and view["start"] is None
+
+
+def test_task_definition_view_of_a_cron_schedule_is_none() -> None:
+    assert codec.task_definition_from_schedule(CRON_SCHEDULE) is None
+
+
+def test_task_definition_with_an_unknown_action_symbol_is_a_decode_error() -> None:
+    good = task_definition("DELETE")
+    # the action enum is the byte after the two strings; index 7 does not exist
+    prefix = seed_encode(
+        {
+            "type": "record",
+            "name": "P",
+            "fields": [{"name": "h", "type": "string"}, {"name": "n", "type": "string"}],
+        },
+        {"h": "acme", "n": "nightly-report"},
+    )
+    assert good.startswith(prefix)
+    bad = prefix + bytes([7 * 2]) + good[len(prefix) + 1 :]
+    with pytest.raises(codec.DecodeError):
+        codec.command_from_task_definition(bad)
+
+
+# --- undecodable bytes ------------------------------------------------------------------------------
+
+VALID_COMMAND = codec.encode_command(ScheduleCommand(KEY, Action.INSERT, CRON_SCHEDULE))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [None, b"", b"\xff", b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", b"hello, not avro", bytes(range(256))],
+    ids=["none", "empty", "one-byte", "varint-overflow", "text", "all-bytes"],
+)
+def test_garbage_is_a_decode_error(data: bytes | None) -> None:
+    with pytest.raises(codec.DecodeError):
+        codec.decode_command(data)
+
+
+@pytest.mark.parametrize("cut", [1, 2, 5, len(VALID_COMMAND) // 2, len(VALID_COMMAND) - 1])
+def test_truncated_bytes_are_a_decode_error(cut: int) -> None:
+    with pytest.raises(codec.DecodeError):
+        codec.decode_command(VALID_COMMAND[:cut])
+
+
+@pytest.mark.parametrize("extra", [b"x", b"\x00", b"\x02\x02trailing"])
+def test_trailing_bytes_are_a_decode_error(extra: bytes) -> None:
+    with pytest.raises(codec.DecodeError, match="trailing"):
+        codec.decode_command(VALID_COMMAND + extra)
+
+
+def test_truncated_fired_task_and_state_are_decode_errors() -> None:
+    fired = codec.encode_fired(FiredTask(KEY, job_id(KEY, T0), T0, T0, {"a": "b"}))
+    state = codec.encode_state(ScheduleState(FREQ_SCHEDULE, T0, T0, T0))
+    with pytest.raises(codec.DecodeError):
+        codec.decode_fired(fired[:-2])
+    with pytest.raises(codec.DecodeError):
+        codec.decode_state(state[:-2])
+
+
+def test_a_light_scheduler_task_definition_is_not_a_schedule_command() -> None:
+    with pytest.raises(codec.DecodeError):
+        codec.decode_command(task_definition("INSERT", frequency={"timeUnit": "SECONDS", "time": 1}))
+
+
+@pytest.mark.parametrize("schema_id", [1, 42, 100_000])
+def test_confluent_framed_payload_decodes(schema_id: int) -> None:
+    framed = b"\x00" + schema_id.to_bytes(4, "big") + VALID_COMMAND
+    assert codec.decode_command(framed) == codec.decode_command(VALID_COMMAND)
+
+
+def test_confluent_framed_light_scheduler_records_decode() -> None:
+    raw = task_definition("DELETE")
+    assert codec.command_from_task_definition(b"\x00\x00\x00\x00\x07" + raw) == ScheduleCommand(
+        KEY, Action.DELETE
+    )
+    key_raw = seed_encode(SEED_TASK_DEFINITION_KEY, {"host": "acme", "name": "nightly-report"})
+    assert codec.key_from_bytes(b"\x00\x00\x00\x00\x07" + key_raw) == KEY
+
+
+def test_confluent_frame_around_garbage_is_still_a_decode_error() -> None:
+    with pytest.raises(codec.DecodeError):
+        codec.decode_command(b"\x00\x00\x00\x00\x01" + b"garbage!")

@@ -1,0 +1,376 @@
+"""Cron trigger: field layouts, strictly-after semantics, time zones, DST, validation, memoisation."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from scheduler.model import CronTrigger, InvalidSchedule, TimeUnit
+from scheduler.triggers import cron as cron_module
+from scheduler.triggers.cron import CronEvaluator, cron_evaluator, validate_cron
+
+pytestmark = pytest.mark.unit
+
+NEW_YORK = ZoneInfo("America/New_York")
+PARIS = ZoneInfo("Europe/Paris")
+
+#: 2024-01-01T00:00:00Z, a Monday; a whole second, minute, hour and day.
+BASE = 1_704_067_200_000
+
+
+def ms(dt: datetime) -> int:
+    return round(dt.timestamp() * 1000)
+
+
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> int:
+    return ms(datetime(year, month, day, hour, minute, second, tzinfo=UTC))
+
+
+def dues(evaluator: CronEvaluator, after_ms: int, n: int) -> list[int]:
+    out: list[int] = []
+    t = after_ms
+    for _ in range(n):
+        nxt = evaluator.next_due(t)
+        assert nxt is not None
+        out.append(nxt)
+        t = nxt
+    return out
+
+
+# --- field layouts ------------------------------------------------------------------------------
+
+
+def test_five_field_expression_is_minute_first_and_driven_by_the_minute_timer() -> None:
+    ev = CronEvaluator("*/15 * * * *", "UTC")
+    assert ev.unit is TimeUnit.MINUTES
+    assert dues(ev, BASE, 4) == [BASE + k * 900_000 for k in (1, 2, 3, 4)]
+
+
+def test_six_field_expression_is_second_first_so_star_slash_five_fires_every_five_seconds() -> None:
+    ev = CronEvaluator("*/5 * * * * *", "UTC")
+    assert ev.unit is TimeUnit.SECONDS
+    assert dues(ev, BASE, 4) == [BASE + k * 5_000 for k in (1, 2, 3, 4)]
+
+
+def test_the_same_leading_number_means_second_in_six_fields_and_minute_in_five() -> None:
+    six = CronEvaluator("30 * * * * *", "UTC")  # second 30 of every minute
+    five = CronEvaluator("30 * * * *", "UTC")  # minute 30 of every hour
+    assert dues(six, BASE, 2) == [BASE + 30_000, BASE + 90_000]
+    assert dues(five, BASE, 2) == [BASE + 1_800_000, BASE + 5_400_000]
+
+
+def test_six_field_daily_expression_fires_at_hour_minute_second() -> None:
+    ev = CronEvaluator("15 30 2 * * *", "UTC")
+    assert dues(ev, BASE, 2) == [utc(2024, 1, 1, 2, 30, 15), utc(2024, 1, 2, 2, 30, 15)]
+
+
+def test_cron_trigger_record_gives_the_shared_memoised_evaluator() -> None:
+    trigger = CronTrigger("*/5 * * * * *", "Europe/Paris")
+    assert trigger.evaluator() is cron_evaluator("*/5 * * * * *", "Europe/Paris")
+    assert CronTrigger("0 * * * *").timezone == "UTC"
+
+
+# --- strictly after ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("offset_ms", "expected_offset_ms"),
+    [
+        (0, 5_000),  # from an exact due instant: the next one, never itself
+        (1, 5_000),
+        (999, 5_000),
+        (2_500, 5_000),
+        (4_999, 5_000),  # a millisecond before a due instant: that instant
+        (5_000, 10_000),
+        (-1, 0),
+    ],
+)
+def test_six_field_next_due_is_strictly_after_its_argument(offset_ms: int, expected_offset_ms: int) -> None:
+    ev = CronEvaluator("*/5 * * * * *", "UTC")
+    assert ev.next_due(BASE + offset_ms) == BASE + expected_offset_ms
+
+
+@pytest.mark.parametrize(
+    ("offset_ms", "expected_offset_ms"),
+    [
+        (0, 900_000),
+        (1, 900_000),
+        (500, 900_000),  # sub-second instant
+        (899_999, 900_000),
+        (900_000, 1_800_000),
+        (900_001, 1_800_000),
+    ],
+)
+def test_five_field_next_due_is_strictly_after_its_argument(offset_ms: int, expected_offset_ms: int) -> None:
+    ev = CronEvaluator("*/15 * * * *", "UTC")
+    assert ev.next_due(BASE + offset_ms) == BASE + expected_offset_ms
+
+
+def test_iterating_next_due_from_each_due_never_repeats_an_instant() -> None:
+    ev = CronEvaluator("*/7 * * * * *", "Europe/Paris")
+    seq = dues(ev, BASE + 123, 30)
+    assert all(b > a for a, b in zip(seq, seq[1:], strict=False))
+    assert seq[0] > BASE + 123
+
+
+# --- time zones ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("zone", "after", "expected_local"),
+    [
+        # 2024-06-01T00:00Z is 05:30 in Kolkata: today's 02:30 has passed, so tomorrow's.
+        ("Asia/Kolkata", datetime(2024, 6, 1, tzinfo=UTC), datetime(2024, 6, 2, 2, 30)),
+        # 2024-07-01T00:00Z is 20:00 EDT on June 30: 02:30 EDT on July 1.
+        ("America/New_York", datetime(2024, 7, 1, tzinfo=UTC), datetime(2024, 7, 1, 2, 30)),
+        # Winter in Sydney is AEST (+10): 2024-07-01T00:00Z is 10:00 local.
+        ("Australia/Sydney", datetime(2024, 7, 1, tzinfo=UTC), datetime(2024, 7, 2, 2, 30)),
+        ("UTC", datetime(2024, 7, 1, 1, tzinfo=UTC), datetime(2024, 7, 1, 2, 30)),
+    ],
+)
+def test_daily_cron_is_evaluated_in_its_time_zone(
+    zone: str, after: datetime, expected_local: datetime
+) -> None:
+    ev = CronEvaluator("0 30 2 * * *", zone)
+    expected = ms(expected_local.replace(tzinfo=ZoneInfo(zone)))
+    assert ev.next_due(ms(after)) == expected
+    # and the day after, at the same local wall time (no DST change in these ranges)
+    assert ev.next_due(expected) == ms((expected_local + timedelta(days=1)).replace(tzinfo=ZoneInfo(zone)))
+
+
+def test_same_expression_in_two_zones_fires_at_different_instants() -> None:
+    after = ms(datetime(2024, 7, 1, tzinfo=UTC))
+    in_utc = CronEvaluator("0 30 2 * * *", "UTC").next_due(after)
+    in_new_york = CronEvaluator("0 30 2 * * *", "America/New_York").next_due(after)
+    assert in_utc is not None and in_new_york is not None
+    assert in_new_york - in_utc == 4 * 3_600_000  # EDT is UTC-4
+
+
+# --- DST: what actually happens ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("expression", ["30 2 * * *", "0 30 2 * * *"])
+@pytest.mark.parametrize(
+    ("zone", "day"),
+    [(NEW_YORK, datetime(2024, 3, 10)), (PARIS, datetime(2024, 3, 31))],
+    ids=["new-york", "paris"],
+)
+def test_spring_forward_gap_daily_0230_fires_once_at_0330_new_local_time(
+    expression: str, zone: ZoneInfo, day: datetime
+) -> None:
+    """Defined: a daily job at 02:30, a local time that does not exist on the spring-forward day (clocks
+    jump 02:00 -> 03:00), fires once that day, at 03:30 local, i.e. one hour later in wall time. That is
+    the instant zoneinfo gives to the non-existent 02:30 (read with the pre-transition offset, fold=0).
+    """
+    ev = CronEvaluator(expression, zone.key)
+    midnight = ms(day.replace(tzinfo=zone))
+    end_of_day = ms((day + timedelta(days=1)).replace(tzinfo=zone)) - 1
+    fired = ev.dues_between(midnight, end_of_day, 10)
+    assert fired == [ms(day.replace(hour=3, minute=30, tzinfo=zone))]
+    assert fired == [ms(day.replace(hour=2, minute=30, tzinfo=zone))]  # zoneinfo's reading of the gap
+    assert datetime.fromtimestamp(fired[0] / 1000, zone).strftime("%H:%M") == "03:30"
+    # iterating from the day before's fire lands on the same instant
+    day_before = ms((day - timedelta(days=1)).replace(hour=2, minute=30, tzinfo=zone))
+    assert ev.next_due(day_before) == fired[0]
+
+
+@pytest.mark.parametrize("expression", ["30 1 * * *", "0 30 1 * * *"])
+def test_fall_back_overlap_new_york_daily_0130_fires_once_at_the_first_occurrence(expression: str) -> None:
+    """Defined: on 2024-11-03 New York repeats 01:00-02:00 (EDT, then EST). A daily job at 01:30 fires
+    once, at the first (EDT, fold=0) 01:30 = 05:30Z; the second (EST) 01:30 = 06:30Z does not fire.
+    """
+    ev = CronEvaluator(expression, "America/New_York")
+    day = datetime(2024, 11, 3)
+    midnight = ms(day.replace(tzinfo=NEW_YORK))
+    noon = ms(day.replace(hour=12, tzinfo=NEW_YORK))
+    assert ev.dues_between(midnight, noon, 10) == [utc(2024, 11, 3, 5, 30)]
+    assert utc(2024, 11, 3, 5, 30) == ms(day.replace(hour=1, minute=30, fold=0, tzinfo=NEW_YORK))
+    # from the day before's fire, the next one is the same first occurrence
+    assert ev.next_due(ms(datetime(2024, 11, 2, 1, 30, tzinfo=NEW_YORK))) == utc(2024, 11, 3, 5, 30)
+    # and not the second occurrence
+    assert ev.count_between(midnight, noon, 10) == 1
+
+
+def test_fall_back_overlap_paris_daily_0230_fires_once_at_the_first_occurrence() -> None:
+    """Defined: on 2024-10-27 Paris repeats 02:00-03:00 (CEST, then CET). A daily job at 02:30 fires once,
+    at the first (CEST, fold=0) 02:30 = 00:30Z; the second (CET) 02:30 = 01:30Z does not fire.
+    """
+    ev = CronEvaluator("0 30 2 * * *", "Europe/Paris")
+    day = datetime(2024, 10, 27)
+    midnight = ms(day.replace(tzinfo=PARIS))
+    noon = ms(day.replace(hour=12, tzinfo=PARIS))
+    assert ev.dues_between(midnight, noon, 10) == [utc(2024, 10, 27, 0, 30)]
+    assert ev.next_due(ms(datetime(2024, 10, 26, 2, 30, tzinfo=PARIS))) == utc(2024, 10, 27, 0, 30)
+
+
+def test_hourly_job_on_spring_forward_day_skips_only_the_missing_hour() -> None:
+    """Defined: "0 * * * *" in New York on 2024-03-10 fires at 01:00 EST then 03:00 EDT (one real hour
+    apart): nothing is lost, the 02:00 that does not exist is simply not there."""
+    ev = CronEvaluator("0 * * * *", "America/New_York")
+    start = ms(datetime(2024, 3, 10, 0, 30, tzinfo=NEW_YORK))
+    assert dues(ev, start, 3) == [utc(2024, 3, 10, 6), utc(2024, 3, 10, 7), utc(2024, 3, 10, 8)]
+
+
+def test_the_day_after_fall_back_a_daily_0130_job_fires_at_0130_again() -> None:
+    ev = CronEvaluator("30 1 * * *", "America/New_York")
+    first_occurrence = utc(2024, 11, 3, 5, 30)  # 01:30 EDT on the fall-back day
+    assert ev.next_due(first_occurrence) == ms(datetime(2024, 11, 4, 1, 30, tzinfo=NEW_YORK))
+
+
+@pytest.mark.parametrize(
+    ("zone", "transition_day"),
+    [
+        (NEW_YORK, datetime(2024, 3, 10)),
+        (NEW_YORK, datetime(2024, 11, 3)),
+        (PARIS, datetime(2024, 3, 31)),
+        (PARIS, datetime(2024, 10, 27)),
+    ],
+    ids=["new-york-spring", "new-york-fall", "paris-spring", "paris-fall"],
+)
+def test_daily_noon_job_fires_once_a_day_at_noon_local_through_a_dst_change(
+    zone: ZoneInfo, transition_day: datetime
+) -> None:
+    ev = CronEvaluator("0 12 * * *", zone.key)
+    first_day = transition_day - timedelta(days=2)
+    expected = [ms((first_day + timedelta(days=k)).replace(hour=12, tzinfo=zone)) for k in range(5)]
+    assert dues(ev, ms(first_day.replace(tzinfo=zone)), 5) == expected
+
+
+@pytest.mark.parametrize(
+    ("expression", "zone", "start", "step_ms"),
+    [
+        ("*/5 * * * * *", "Europe/Paris", utc(2024, 10, 27, 0, 59, 50), 5_000),
+        ("0 * * * *", "America/New_York", utc(2024, 11, 3, 4, 30), 3_600_000),
+    ],
+    ids=["every-5s-paris", "hourly-new-york"],
+)
+def test_interval_cron_keeps_its_real_time_interval_through_the_repeated_hour(
+    expression: str, zone: str, start: int, step_ms: int
+) -> None:
+    ev = CronEvaluator(expression, zone)
+    first = ev.next_due(start)
+    assert first is not None
+    assert dues(ev, start, 4) == [first + k * step_ms for k in range(4)]
+
+
+# --- validation ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("expression", "zone"),
+    [
+        ("*/5 * * * *", "UTC"),
+        ("*/5 * * * * *", "UTC"),
+        ("0 30 2 * * *", "Europe/Paris"),
+        ("0 0 29 2 *", "UTC"),  # leap day: rare but fires
+        ("0 9 * * 1-5", "America/New_York"),
+    ],
+)
+def test_validate_cron_accepts_good_expressions(expression: str, zone: str) -> None:
+    validate_cron(expression, zone)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["", "* * * *", "* * * * * * *", "0 0 0 1 1 * 2030", "@daily"],
+)
+def test_validate_cron_rejects_a_wrong_number_of_fields(expression: str) -> None:
+    with pytest.raises(InvalidSchedule) as exc:
+        validate_cron(expression, "UTC")
+    assert exc.value.field == "trigger.expression"
+    assert "5 or 6 fields" in exc.value.message
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "60 * * * *",
+        "* 24 * * *",
+        "* * 32 * *",
+        "* * * 13 *",
+        "0 0 * * 8",
+        "abc * * * *",
+        "*/0 * * * *",
+        "61 * * * * *",
+    ],
+)
+def test_validate_cron_rejects_bad_field_values(expression: str) -> None:
+    with pytest.raises(InvalidSchedule) as exc:
+        validate_cron(expression, "UTC")
+    assert exc.value.field == "trigger.expression"
+
+
+@pytest.mark.parametrize("zone", ["Mars/Olympus", "", "Europe/Pariss", "../etc/passwd", "utc"])
+def test_validate_cron_rejects_unknown_time_zones(zone: str) -> None:
+    with pytest.raises(InvalidSchedule) as exc:
+        validate_cron("* * * * *", zone)
+    assert exc.value.field == "trigger.timezone"
+
+
+def test_validate_cron_reports_the_zone_before_the_expression() -> None:
+    with pytest.raises(InvalidSchedule) as exc:
+        validate_cron("not a cron", "Nowhere/Zone")
+    assert exc.value.field == "trigger.timezone"
+
+
+@pytest.mark.parametrize("expression", ["0 0 30 2 *", "0 0 31 4 *"])
+def test_validate_cron_rejects_an_expression_that_never_fires(expression: str) -> None:
+    with pytest.raises(InvalidSchedule) as exc:
+        validate_cron(expression, "UTC")
+    assert exc.value.field == "trigger.expression"
+    assert "never fires" in str(exc.value)
+
+
+def test_a_never_firing_expression_has_no_next_due() -> None:
+    assert CronEvaluator("0 0 30 2 *", "UTC").next_due(BASE) is None
+
+
+def test_validate_cron_never_fires_message_is_not_wrapped_twice() -> None:
+    with pytest.raises(InvalidSchedule) as exc:
+        validate_cron("0 0 30 2 *", "UTC")
+    assert exc.value.message == "cron expression '0 0 30 2 *' never fires"
+
+
+# --- memoisation --------------------------------------------------------------------------------
+
+
+def test_cron_evaluator_is_shared_per_expression_and_zone() -> None:
+    assert cron_evaluator("*/5 * * * *", "UTC") is cron_evaluator("*/5 * * * *", "UTC")
+    assert cron_evaluator("*/5 * * * *", "UTC") is not cron_evaluator("*/5 * * * *", "Europe/Paris")
+
+
+def test_memoised_next_due_returns_the_same_instant_as_a_fresh_evaluation() -> None:
+    instants = [BASE + k * 1_234 for k in range(20)]
+    memoised = CronEvaluator("*/5 * * * * *", "Europe/Paris")
+    first = [memoised.next_due(t) for t in instants]
+    # asked again, in another order, interleaved with other instants
+    again = [memoised.next_due(t) for t in reversed(instants)][::-1]
+    assert first == again
+    for t, expected in zip(instants, first, strict=True):
+        assert CronEvaluator("*/5 * * * * *", "Europe/Paris").next_due(t) == expected
+    assert set(memoised._memo) == set(instants)
+
+
+def test_memo_is_cleared_when_full_and_results_stay_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cron_module, "_MEMO_LIMIT", 3)
+    ev = CronEvaluator("*/5 * * * * *", "UTC")
+    instants = [BASE + k * 1_000 for k in range(10)]
+    results = [ev.next_due(t) for t in instants]
+    assert len(ev._memo) <= 3
+    assert [ev.next_due(t) for t in instants] == results
+    assert results == [BASE + 5_000] * 5 + [BASE + 10_000] * 5
+
+
+def test_memoised_never_fires_result_is_still_none() -> None:
+    ev = CronEvaluator("0 0 30 2 *", "UTC")
+    assert ev.next_due(BASE) is None
+    assert ev.next_due(BASE) is None
+
+
+def test_an_every_five_seconds_job_keeps_its_real_time_interval_through_spring_forward() -> None:
+    """Defined: a wildcard-hour job just continues in the new offset; nothing is fired twice or skipped."""
+    ev = CronEvaluator("*/5 * * * * *", "America/New_York")
+    start = utc(2024, 3, 10, 6, 59, 50)  # 01:59:50 EST, ten seconds before clocks jump to 03:00 EDT
+    assert dues(ev, start, 4) == [start + k * 5_000 for k in range(1, 5)]
