@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import httpx
@@ -132,18 +132,32 @@ async def test_a_body_that_is_not_json_gets_400(worker):
     assert r.status_code == 400 and r.json()["fields"][0]["field"] == "body"
 
 
-async def test_next_fire_times_match_croniter_in_the_schedule_time_zone(worker, app_id):
-    expression, tz = "0 30 2 * * *", "America/New_York"  # 02:30 local: crosses DST changes over the year
+async def test_next_fire_times_match_croniter_for_a_time_zone_cron(worker, app_id):
+    expression, tz = "0 15 9 * * 1-5", "Asia/Kolkata"  # weekdays 09:15 IST (UTC+05:30, no DST)
     async with httpx.AsyncClient(base_url=worker.url, timeout=10) as client:
-        await client.post("/schedules", json=_cron_body("ny", f"{app_id}-out", expression, tz))
+        await client.post("/schedules", json=_cron_body("ist", f"{app_id}-out", expression, tz))
+        await _eventually(client, "/schedules/acme/ist", 200)
+        r = await client.get("/schedules/acme/ist/next", params={"n": 50})
+    assert r.status_code == 200
+    it = croniter("15 9 * * 1-5", datetime.now(ZoneInfo(tz)))
+    assert r.json()["next"] == [round(it.get_next(float) * 1000) for _ in range(50)]
+
+
+async def test_next_fire_times_follow_the_wall_clock_through_dst_changes(worker, app_id):
+    """A daily 02:30 in New York, for 400 days: each day's 02:30 as zoneinfo reads it (a non-existent
+    02:30 shifted by the gap, a repeated one at its first occurrence)."""
+    async with httpx.AsyncClient(base_url=worker.url, timeout=10) as client:
+        await client.post(
+            "/schedules", json=_cron_body("ny", f"{app_id}-out", "0 30 2 * * *", "America/New_York")
+        )
         await _eventually(client, "/schedules/acme/ny", 200)
         r = await client.get("/schedules/acme/ny/next", params={"n": 400})
-    assert r.status_code == 200
     got = r.json()["next"]
-    it = croniter("30 2 * * *", datetime.now(ZoneInfo(tz)))
-    expected = [round(it.get_next(float) * 1000) for _ in range(400)]
+    zone = ZoneInfo("America/New_York")
+    first = datetime.fromtimestamp(got[0] / 1000, zone)
+    days = [first.date() + timedelta(days=k) for k in range(400)]
+    expected = [round(datetime(d.year, d.month, d.day, 2, 30, tzinfo=zone).timestamp() * 1000) for d in days]
     assert got == expected
-    assert all(b > a for a, b in zip(got, got[1:]))
 
 
 async def test_light_scheduler_endpoints_accept_its_task_definition_json(broker, worker, app_id):
