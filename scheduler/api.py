@@ -4,17 +4,39 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from scheduler.constraints import (
+    MAX_CONSTRAINT_VALUE,
+    ConcurrencyConstraint,
+    Constraint,
+    DelayConstraint,
+    LastRunConstraint,
+    PendingTimeout,
+    RateConstraint,
+    TimeoutAction,
+    TimeWindowConstraint,
+    UnmetAction,
+)
 from scheduler.model import (
+    MAX_CONSTRAINTS,
     MAX_FREQUENCY_TIME,
+    MAX_TRIGGER_LEAVES,
     CatchUpPolicy,
+    CompositeTrigger,
     CronTrigger,
+    DataSizeTrigger,
     FrequencyTrigger,
+    InvalidSchedule,
+    PartitionTrigger,
+    ProgramId,
+    ProgramOutcome,
+    ProgramStatusTrigger,
     Schedule,
     ScheduleKey,
     ScheduleState,
     TimeUnit,
+    Trigger,
 )
 
 _LONG_MAX = 2**63 - 1
@@ -37,7 +59,121 @@ class FrequencyTriggerIn(_In):
     start: int | None = Field(None, ge=0, le=_LONG_MAX, description="epoch milliseconds")
 
 
-TriggerIn = Annotated[CronTriggerIn | FrequencyTriggerIn, Field(discriminator="type")]
+def _program(value: str) -> str:
+    try:
+        ProgramId.parse(value)
+    except InvalidSchedule as exc:
+        raise ValueError(exc.message) from None
+    return value
+
+
+ProgramField = Annotated[str, AfterValidator(_program)]
+_BIG = 2**62
+
+
+class PartitionTriggerIn(_In):
+    type: Literal["partition"]
+    dataset: str
+    minPartitions: int = Field(1, ge=1, le=_BIG)
+
+
+class DataSizeTriggerIn(_In):
+    type: Literal["dataSize"]
+    dataset: str
+    minBytes: int = Field(ge=1, le=_BIG)
+
+
+class ProgramStatusTriggerIn(_In):
+    type: Literal["programStatus"]
+    program: ProgramField
+    on: list[ProgramOutcome] = Field(
+        default_factory=lambda: [ProgramOutcome.SUCCEEDED], min_length=1, max_length=4
+    )
+
+
+class CompositeTriggerIn(_In):
+    type: Literal["and", "or"]
+    triggers: list[TriggerIn] = Field(min_length=1, max_length=MAX_TRIGGER_LEAVES)
+
+
+TriggerIn = Annotated[
+    CronTriggerIn
+    | FrequencyTriggerIn
+    | PartitionTriggerIn
+    | DataSizeTriggerIn
+    | ProgramStatusTriggerIn
+    | CompositeTriggerIn,
+    Field(discriminator="type"),
+]
+CompositeTriggerIn.model_rebuild()
+
+
+class ConcurrencyIn(_In):
+    type: Literal["concurrency"]
+    maxRuns: int = Field(ge=1, le=100_000)
+    onUnmet: UnmetAction = UnmetAction.WAIT
+
+
+class DelayIn(_In):
+    type: Literal["delay"]
+    delayMs: int = Field(ge=0, le=MAX_CONSTRAINT_VALUE)
+
+
+class TimeWindowIn(_In):
+    type: Literal["timeWindow"]
+    start: str = Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
+    end: str = Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
+    timezone: str = "UTC"
+    onUnmet: UnmetAction = UnmetAction.WAIT
+
+
+class LastRunIn(_In):
+    type: Literal["lastRun"]
+    minMs: int = Field(ge=0, le=MAX_CONSTRAINT_VALUE)
+    onUnmet: UnmetAction = UnmetAction.WAIT
+
+
+class RateIn(_In):
+    type: Literal["rate"]
+    maxRuns: int = Field(ge=1, le=100_000)
+    unit: TimeUnit
+    onUnmet: UnmetAction = UnmetAction.WAIT
+
+
+ConstraintIn = Annotated[
+    ConcurrencyIn | DelayIn | TimeWindowIn | LastRunIn | RateIn, Field(discriminator="type")
+]
+
+
+class TimeoutIn(_In):
+    timeoutMs: int = Field(ge=1, le=MAX_CONSTRAINT_VALUE)
+    action: TimeoutAction = TimeoutAction.DISCARD
+
+
+def _trigger(t: Any) -> Trigger:
+    if isinstance(t, CronTriggerIn):
+        return CronTrigger(t.expression, t.timezone)
+    if isinstance(t, FrequencyTriggerIn):
+        return FrequencyTrigger(t.timeUnit, t.time, t.start)
+    if isinstance(t, PartitionTriggerIn):
+        return PartitionTrigger(t.dataset, t.minPartitions)
+    if isinstance(t, DataSizeTriggerIn):
+        return DataSizeTrigger(t.dataset, t.minBytes)
+    if isinstance(t, ProgramStatusTriggerIn):
+        return ProgramStatusTrigger(ProgramId.parse(t.program), tuple(t.on))
+    return CompositeTrigger(t.type.upper(), tuple(_trigger(c) for c in t.triggers))
+
+
+def _constraint(c: Any) -> Constraint:
+    if isinstance(c, ConcurrencyIn):
+        return ConcurrencyConstraint(c.maxRuns, c.onUnmet)
+    if isinstance(c, DelayIn):
+        return DelayConstraint(c.delayMs)
+    if isinstance(c, TimeWindowIn):
+        return TimeWindowConstraint(c.start, c.end, c.timezone, c.onUnmet)
+    if isinstance(c, LastRunIn):
+        return LastRunConstraint(c.minMs, c.onUnmet)
+    return RateConstraint(c.maxRuns, c.unit, c.onUnmet)
 
 
 class ScheduleBody(_In):
@@ -49,22 +185,24 @@ class ScheduleBody(_In):
     enabled: bool = False
     catchUp: CatchUpPolicy = CatchUpPolicy.COALESCE
     catchUpWindowMs: int = Field(3_600_000, ge=0, le=_LONG_MAX)
+    program: ProgramField | None = None
+    constraints: list[ConstraintIn] = Field(default_factory=list, max_length=MAX_CONSTRAINTS)
+    timeout: TimeoutIn | None = None
 
     def to_schedule(self, key: ScheduleKey) -> Schedule:
-        t = self.trigger
-        trigger: CronTrigger | FrequencyTrigger
-        if isinstance(t, CronTriggerIn):
-            trigger = CronTrigger(t.expression, t.timezone)
-        else:
-            trigger = FrequencyTrigger(t.timeUnit, t.time, t.start)
         return Schedule(
             key=key,
-            trigger=trigger,
+            trigger=_trigger(self.trigger),
             topic=self.topic,
             data=dict(self.data),
             enabled=self.enabled,
             catch_up=self.catchUp,
             catch_up_window_ms=self.catchUpWindowMs,
+            program=None if self.program is None else ProgramId.parse(self.program),
+            constraints=tuple(_constraint(c) for c in self.constraints),
+            timeout=None
+            if self.timeout is None
+            else PendingTimeout(self.timeout.timeoutMs, self.timeout.action),
         )
 
 
@@ -106,21 +244,56 @@ def validation_errors(exc: ValidationError) -> list[dict[str, str]]:
 
 
 def _field_name(loc: tuple[int | str, ...]) -> str:
-    """Dotted field name; pydantic puts the union tag after "trigger" ("trigger.cron.expression")."""
+    """Dotted field name without the union tags pydantic inserts ("trigger.cron.expression")."""
     parts = [
-        str(p) for i, p in enumerate(loc) if not (i > 0 and loc[i - 1] == "trigger" and p in _TRIGGER_TAGS)
+        str(p) for i, p in enumerate(loc) if not (i > 0 and _is_tag_position(loc, i) and p in _UNION_TAGS)
     ]
     return ".".join(parts) or "body"
 
 
-_TRIGGER_TAGS = ("cron", "frequency")
+def _is_tag_position(loc: tuple[int | str, ...], i: int) -> bool:
+    """A union's tag follows its field: trigger.<tag>, triggers.<n>.<tag>, constraints.<n>.<tag>."""
+    prev = loc[i - 1]
+    return prev == "trigger" or (
+        isinstance(prev, int) and i > 1 and loc[i - 2] in ("triggers", "constraints")
+    )
 
 
-def trigger_json(s: Schedule) -> dict[str, Any]:
-    t = s.trigger
+_UNION_TAGS = (
+    "cron",
+    "frequency",
+    "partition",
+    "dataSize",
+    "programStatus",
+    "and",
+    "or",
+    "concurrency",
+    "delay",
+    "timeWindow",
+    "lastRun",
+    "rate",
+)
+
+
+def trigger_json(t: Trigger) -> dict[str, Any]:
     if isinstance(t, CronTrigger):
         return {"type": "cron", "expression": t.expression, "timezone": t.timezone}
-    return {"type": "frequency", "timeUnit": t.unit.value, "time": t.time, "start": t.start_ms}
+    if isinstance(t, FrequencyTrigger):
+        return {"type": "frequency", "timeUnit": t.unit.value, "time": t.time, "start": t.start_ms}
+    if isinstance(t, PartitionTrigger):
+        return {"type": "partition", "dataset": t.dataset, "minPartitions": t.min_partitions}
+    if isinstance(t, DataSizeTrigger):
+        return {"type": "dataSize", "dataset": t.dataset, "minBytes": t.min_bytes}
+    if isinstance(t, ProgramStatusTrigger):
+        return {"type": "programStatus", "program": t.program.id, "on": [o.value for o in t.on]}
+    return {"type": t.op.lower(), "triggers": [trigger_json(c) for c in t.triggers]}
+
+
+def constraint_json(c: Constraint) -> dict[str, Any]:
+    from scheduler.codec import constraint_to_avro
+
+    _, fields = constraint_to_avro(c)
+    return {"type": c.kind, **fields}
 
 
 def schedule_json(state: ScheduleState, next_fire_at: int | None) -> dict[str, Any]:
@@ -129,7 +302,7 @@ def schedule_json(state: ScheduleState, next_fire_at: int | None) -> dict[str, A
         "key": s.key.id,
         "tenant": s.key.tenant,
         "name": s.key.name,
-        "trigger": trigger_json(s),
+        "trigger": trigger_json(s.trigger),
         "topic": s.topic,
         "data": s.data,
         "enabled": s.enabled,
@@ -139,18 +312,26 @@ def schedule_json(state: ScheduleState, next_fire_at: int | None) -> dict[str, A
         "updatedAt": state.updated_at,
         "activeSince": state.active_since,
         "version": state.version,
+        "program": None if s.program is None else s.program.id,
+        "constraints": [constraint_json(c) for c in s.constraints],
+        "timeout": None
+        if s.timeout is None
+        else {"timeoutMs": s.timeout.timeout_ms, "action": s.timeout.action.value},
         "nextFireAt": next_fire_at,
     }
 
 
 def state_from_json(d: dict[str, Any]) -> ScheduleState:
     """Inverse of schedule_json (how one worker reads what another answered)."""
-    body = ScheduleIn.model_validate(
-        {
-            k: d[k]
-            for k in ("tenant", "name", "trigger", "topic", "data", "enabled", "catchUp", "catchUpWindowMs")
-        }
-    )
+    body = ScheduleIn.model_validate({k: d[k] for k in ScheduleIn.model_fields})
     return ScheduleState(
         body.to_schedule(body.key()), d["createdAt"], d["updatedAt"], d["activeSince"], d["version"]
     )
+
+
+class EventIn(_In):
+    """Body of POST /events: a notification (timestamp defaults to now)."""
+
+    eventType: str
+    payload: dict[str, str] = Field(default_factory=dict)
+    timestamp: int | None = Field(None, ge=0, le=_LONG_MAX)

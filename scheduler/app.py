@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -28,11 +29,14 @@ from scheduler.codec import (
     register_codecs,
 )
 from scheduler.commands import CommandRejected, apply_command
-from scheduler.config import Settings, broker_profile
+from scheduler.config import Settings, apply_consumer_profile, broker_profile
+from scheduler.event_routing import EventRouting
+from scheduler.job_queue import JobQueueAgent
 from scheduler.journal import Journal
 from scheduler.model import Action, InvalidSchedule, ScheduleCommand, ScheduleState, TimeUnit
 from scheduler.producer import BatchedProducer, TopicCreator
 from scheduler.punctuator import Punctuator, wall_clock_ms
+from scheduler.trigger_agent import TriggerAgent
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +57,7 @@ class Worker:
         self.settings = settings
         self.clock = clock
         settings.data_dir.mkdir(parents=True, exist_ok=True)
+        apply_consumer_profile(settings.broker_profile)
         app = self.faust_app = faust.App(
             settings.app_id,
             broker=[f"kafka://{h.strip()}" for h in settings.bootstrap_servers.split(",")],
@@ -82,17 +87,39 @@ class Worker:
         )
         self.schedules = _raw_table(app, SCHEDULES_TABLE, settings.partitions)
         self.progress = _raw_table(app, PROGRESS_TABLE, settings.partitions)
+        events_topic, index_topic, trigger_topic, jobs_topic = (
+            app.topic(name, partitions=settings.partitions, internal=True, **raw)
+            for name in (
+                settings.events_topic,
+                settings.index_topic,
+                settings.trigger_topic,
+                settings.jobs_topic,
+            )
+        )
+        self.trigger_index = _raw_table(app, "trigger-index", settings.partitions)
+        self.trigger_progress = _raw_table(app, "trigger-progress", settings.partitions)
+        self.job_queue = _raw_table(app, "job-queue", settings.partitions)
+        self.stats: Counter[str] = Counter()
         self.producer = BatchedProducer(settings.bootstrap_servers)
         self.topics = TopicCreator(
             settings.bootstrap_servers, settings.partitions, settings.replication_factor
         )
         self.journal = Journal(settings.journal_path) if settings.journal_path else None
-        self.punctuator = Punctuator(self._send_fire, self._load, self._save_progress, clock)
+        self.punctuator = Punctuator(
+            self._send_fire, self._load, self._save_progress, clock, trigger_topic=settings.trigger_topic
+        )
+        self.routing = EventRouting(self)
+        self.triggers = TriggerAgent(self)
+        self.jobs = JobQueueAgent(self)
         self.dead_letters = 0
         self.commands_applied = 0
 
         app.agent(self.commands_topic, name="schedule-agent")(self._schedule_agent)
         app.agent(self.light_topic, name="light-scheduler-agent")(self._light_agent)
+        app.agent(index_topic, name="trigger-index-agent")(self.routing.index_agent)
+        app.agent(events_topic, name="event-agent")(self.routing.event_agent)
+        app.agent(trigger_topic, name="trigger-agent")(self.triggers.agent)
+        app.agent(jobs_topic, name="job-queue-agent")(self.jobs.agent)
         self.schedules.on_recover(self._on_recovered)
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
         app.service(_Timers(self))  # type: ignore[arg-type]  # an instance is accepted too
@@ -151,8 +178,44 @@ class Worker:
             await self.topics.ensure(new.schedule.topic)
             self.schedules[kb] = encode_state(new)
             self.punctuator.upsert(partition, kb, new)
+        await self._lifecycle(kb, cmd, current, new)
         if self.journal is not None:
             self.journal.append(kb, bytes(msg.value or b""))
+
+    async def _lifecycle(
+        self, kb: bytes, cmd: ScheduleCommand, old: ScheduleState | None, new: ScheduleState | None
+    ) -> None:
+        """Index, trigger progress and pending jobs follow the schedule (CDAP's update/delete semantics)."""
+        await self.routing.schedule_changed(kb, old, new)
+        if old is None:
+            return
+        if (
+            cmd.action in (Action.UPDATE, Action.DELETE, Action.DISABLE)
+            and self.trigger_progress.get(kb) is not None
+        ):
+            del self.trigger_progress[kb]  # an update resets trigger progress; delete and disable drop it
+        program = old.schedule.program
+        if program is None:
+            return
+        if cmd.action is Action.DELETE:
+            await self.jobs.cancel_jobs(program.id, cmd.key, None, "schedule deleted")
+        elif cmd.action is Action.DISABLE:
+            await self.jobs.cancel_jobs(program.id, cmd.key, None, "schedule disabled")
+        elif cmd.action is Action.UPDATE and new is not None:
+            await self.jobs.cancel_jobs(program.id, cmd.key, new.version, "schedule updated")
+
+    def partition_of(self, key: bytes) -> int:
+        return partition_for(key, self.settings.partitions)
+
+    async def send_keyed(
+        self, topic: str, key: bytes, value: bytes, partition: int | None | str = "auto"
+    ) -> None:
+        """Produce (batched) to a topic co-partitioned with ours, on the partition that owns `key`."""
+        if partition == "auto":
+            partition = self.partition_of(key)
+        await self.producer.send(
+            topic, key, value, partition=partition if isinstance(partition, int) else None
+        )
 
     async def send_command(self, cmd: ScheduleCommand, value: bytes | None = None) -> None:
         kb = key_bytes(cmd.key)
@@ -212,11 +275,13 @@ class Worker:
         active = self.active_partitions()
         for partition in self.punctuator.partitions - active:
             self.punctuator.revoke(partition)
+            self.jobs.checker.revoke(partition)
         for partition in sorted(active - self.punctuator.partitions):
             started = time.monotonic()
             await self.punctuator.assign(
                 partition, self.local_states(partition), self._fired_up_to(partition)
             )
+            self.jobs.checker.assign(partition, self.jobs.local_queues(partition))
             log.info("partition %d assigned in %.3fs", partition, time.monotonic() - started)
 
     async def _on_revoked(self, app: Any, revoked: Any, **_: Any) -> None:
@@ -225,9 +290,10 @@ class Worker:
         for tp in revoked:
             if tp.topic == commands:
                 self.punctuator.revoke(tp.partition)
+                self.jobs.checker.revoke(tp.partition)
 
     def local_states(self, partition: int) -> Iterator[tuple[bytes, ScheduleState]]:
-        for key, raw in _partition_items(self.schedules, partition):
+        for key, raw in partition_items(self.schedules, partition):
             try:
                 yield key, decode_state(raw)
             except DecodeError:
@@ -263,6 +329,7 @@ class _Timers(Service):
         for unit in TimeUnit:
             self.add_future(p.run_timer(unit))
         self.add_future(p.run_progress(self.worker.settings.progress_interval_ms / 1000))
+        self.add_future(self.worker.jobs.checker.run())
 
     async def on_stop(self) -> None:
         await self.worker.stop()
@@ -282,7 +349,7 @@ def _partition_db(table: Any, partition: int) -> Any:
     return table.data._db_for_partition(partition)
 
 
-def _partition_items(table: Any, partition: int) -> Iterator[tuple[bytes, bytes]]:
+def partition_items(table: Any, partition: int) -> Iterator[tuple[bytes, bytes]]:
     store = table.data
     yield from store._visible_items(store._db_for_partition(partition))
 

@@ -16,17 +16,36 @@ from typing import Any
 import fastavro
 from faust.serializers import codecs
 
+from scheduler.constraints import (
+    ConcurrencyConstraint,
+    Constraint,
+    DelayConstraint,
+    LastRunConstraint,
+    PendingTimeout,
+    RateConstraint,
+    TimeoutAction,
+    TimeWindowConstraint,
+    UnmetAction,
+)
+from scheduler.events import Notification
 from scheduler.model import (
     Action,
     CatchUpPolicy,
+    CompositeTrigger,
     CronTrigger,
+    DataSizeTrigger,
     FiredTask,
     FrequencyTrigger,
+    PartitionTrigger,
+    ProgramId,
+    ProgramOutcome,
+    ProgramStatusTrigger,
     Schedule,
     ScheduleCommand,
     ScheduleKey,
     ScheduleState,
     TimeUnit,
+    Trigger,
 )
 
 # Order matters: a schema may only name types parsed before it.
@@ -41,12 +60,27 @@ _SCHEMA_FILES = [
     "CatchUpPolicy",
     "CronTrigger",
     "FrequencyTrigger",
+    "ProgramId",
+    "ProgramOutcome",
+    "PartitionTrigger",
+    "DataSizeTrigger",
+    "ProgramStatusTrigger",
+    "CompositeTrigger",
+    "UnmetAction",
+    "ConcurrencyConstraint",
+    "DelayConstraint",
+    "TimeWindowConstraint",
+    "LastRunConstraint",
+    "RateConstraint",
+    "PendingTimeout",
     "Schedule",
     "ScheduleCommand",
     "ScheduleState",
     "FiredTask",
     "DeadLetter",
     "FireProgress",
+    "Notification",
+    "LaunchRequest",
 ]
 
 
@@ -103,6 +137,29 @@ def decode(schema_name: str, data: bytes | None) -> dict[str, Any]:
     raise DecodeError(f"not a valid Avro {schema_name}: {type(error).__name__}: {error}")
 
 
+def encode_json(obj: Any) -> bytes:
+    """Internal topics and tables (trigger index, trigger progress, job queue) hold compact JSON."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def decode_json(data: bytes | None) -> Any:
+    if data is None:
+        raise DecodeError("message has no value")
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise DecodeError(f"not valid JSON: {exc}") from None
+
+
+def notification_to_avro(n: Notification) -> dict[str, Any]:
+    return {"timestamp": n.timestamp, "eventType": n.event_type, "payload": dict(n.payload)}
+
+
+def decode_notification(data: bytes | None) -> Notification:
+    rec = decode("Notification", data)
+    return Notification(rec["timestamp"], rec["eventType"], dict(rec["payload"]))
+
+
 # --- records <-> Avro dicts -------------------------------------------------------------------
 
 
@@ -120,49 +177,120 @@ def key_from_bytes(data: bytes) -> ScheduleKey:
     return ScheduleKey(rec["tenant"], rec["name"])
 
 
+def program_to_avro(p: ProgramId) -> dict[str, Any]:
+    return {"namespace": p.namespace, "application": p.application, "type": p.type, "name": p.name}
+
+
+def program_from_avro(rec: dict[str, Any]) -> ProgramId:
+    return ProgramId(rec["namespace"], rec["application"], rec["type"], rec["name"])
+
+
+def trigger_to_avro(t: Trigger) -> tuple[str, dict[str, Any]]:
+    if isinstance(t, CronTrigger):
+        return "scheduler.CronTrigger", {"expression": t.expression, "timezone": t.timezone}
+    if isinstance(t, FrequencyTrigger):
+        return "scheduler.FrequencyTrigger", {
+            "frequency": {"timeUnit": t.unit.value, "time": t.time},
+            "start": t.start_ms,
+        }
+    if isinstance(t, PartitionTrigger):
+        return "scheduler.PartitionTrigger", {"dataset": t.dataset, "minPartitions": t.min_partitions}
+    if isinstance(t, DataSizeTrigger):
+        return "scheduler.DataSizeTrigger", {"dataset": t.dataset, "minBytes": t.min_bytes}
+    if isinstance(t, ProgramStatusTrigger):
+        return "scheduler.ProgramStatusTrigger", {
+            "program": program_to_avro(t.program),
+            "on": [o.value for o in t.on],
+        }
+    return "scheduler.CompositeTrigger", {"op": t.op, "triggers": [trigger_to_avro(c) for c in t.triggers]}
+
+
+def trigger_from_avro(value: tuple[str, dict[str, Any]]) -> Trigger:
+    kind, t = value
+    if kind == "scheduler.CronTrigger":
+        return CronTrigger(t["expression"], t["timezone"])
+    if kind == "scheduler.FrequencyTrigger":
+        freq = t["frequency"]
+        return FrequencyTrigger(TimeUnit(freq["timeUnit"]), freq["time"], t["start"])
+    if kind == "scheduler.PartitionTrigger":
+        return PartitionTrigger(t["dataset"], t["minPartitions"])
+    if kind == "scheduler.DataSizeTrigger":
+        return DataSizeTrigger(t["dataset"], t["minBytes"])
+    if kind == "scheduler.ProgramStatusTrigger":
+        return ProgramStatusTrigger(
+            program_from_avro(t["program"]), tuple(ProgramOutcome(o) for o in t["on"])
+        )
+    return CompositeTrigger(t["op"], tuple(trigger_from_avro(c) for c in t["triggers"]))
+
+
+def constraint_to_avro(c: Constraint) -> tuple[str, dict[str, Any]]:
+    if isinstance(c, ConcurrencyConstraint):
+        return "scheduler.ConcurrencyConstraint", {"maxRuns": c.max_runs, "onUnmet": c.on_unmet.value}
+    if isinstance(c, DelayConstraint):
+        return "scheduler.DelayConstraint", {"delayMs": c.delay_ms}
+    if isinstance(c, TimeWindowConstraint):
+        return "scheduler.TimeWindowConstraint", {
+            "start": c.start,
+            "end": c.end,
+            "timezone": c.timezone,
+            "onUnmet": c.on_unmet.value,
+        }
+    if isinstance(c, LastRunConstraint):
+        return "scheduler.LastRunConstraint", {"minMs": c.min_ms, "onUnmet": c.on_unmet.value}
+    assert isinstance(c, RateConstraint)
+    return "scheduler.RateConstraint", {
+        "maxRuns": c.max_runs,
+        "unit": c.unit.value,
+        "onUnmet": c.on_unmet.value,
+    }
+
+
+def constraint_from_avro(value: tuple[str, dict[str, Any]]) -> Constraint:
+    kind, c = value
+    if kind == "scheduler.ConcurrencyConstraint":
+        return ConcurrencyConstraint(c["maxRuns"], UnmetAction(c["onUnmet"]))
+    if kind == "scheduler.DelayConstraint":
+        return DelayConstraint(c["delayMs"])
+    if kind == "scheduler.TimeWindowConstraint":
+        return TimeWindowConstraint(c["start"], c["end"], c["timezone"], UnmetAction(c["onUnmet"]))
+    if kind == "scheduler.LastRunConstraint":
+        return LastRunConstraint(c["minMs"], UnmetAction(c["onUnmet"]))
+    return RateConstraint(c["maxRuns"], TimeUnit(c["unit"]), UnmetAction(c["onUnmet"]))
+
+
 def schedule_to_avro(s: Schedule) -> dict[str, Any]:
-    trigger: tuple[str, dict[str, Any]]
-    if isinstance(s.trigger, CronTrigger):
-        trigger = (
-            "scheduler.CronTrigger",
-            {"expression": s.trigger.expression, "timezone": s.trigger.timezone},
-        )
-    else:
-        trigger = (
-            "scheduler.FrequencyTrigger",
-            {
-                "frequency": {"timeUnit": s.trigger.unit.value, "time": s.trigger.time},
-                "start": s.trigger.start_ms,
-            },
-        )
     return {
         "tenant": s.key.tenant,
         "name": s.key.name,
-        "trigger": trigger,
+        "trigger": trigger_to_avro(s.trigger),
         "topic": s.topic,
         "data": dict(s.data),
         "enabled": s.enabled,
         "catchUp": s.catch_up.value,
         "catchUpWindowMs": s.catch_up_window_ms,
+        "program": None if s.program is None else program_to_avro(s.program),
+        "constraints": [constraint_to_avro(c) for c in s.constraints],
+        "timeout": None
+        if s.timeout is None
+        else {"timeoutMs": s.timeout.timeout_ms, "action": s.timeout.action.value},
     }
 
 
 def schedule_from_avro(rec: dict[str, Any]) -> Schedule:
-    kind, t = rec["trigger"]
-    trigger: CronTrigger | FrequencyTrigger
-    if kind == "scheduler.CronTrigger":
-        trigger = CronTrigger(t["expression"], t["timezone"])
-    else:
-        freq = t["frequency"]
-        trigger = FrequencyTrigger(TimeUnit(freq["timeUnit"]), freq["time"], t["start"])
+    timeout = rec.get("timeout")
     return Schedule(
         key=ScheduleKey(rec["tenant"], rec["name"]),
-        trigger=trigger,
+        trigger=trigger_from_avro(rec["trigger"]),
         topic=rec["topic"],
         data=dict(rec["data"] or {}),
         enabled=rec["enabled"],
         catch_up=CatchUpPolicy(rec["catchUp"]),
         catch_up_window_ms=rec["catchUpWindowMs"],
+        program=None if rec.get("program") is None else program_from_avro(rec["program"]),
+        constraints=tuple(constraint_from_avro(c) for c in rec.get("constraints") or ()),
+        timeout=None
+        if timeout is None
+        else PendingTimeout(timeout["timeoutMs"], TimeoutAction(timeout["action"])),
     )
 
 

@@ -29,6 +29,7 @@ ENV_VARS = {
     "SCHEDULER_COMMANDS_TOPIC": "commands_topic",
     "SCHEDULER_LIGHT_TOPIC": "light_topic",
     "SCHEDULER_DEAD_LETTER_TOPIC": "dead_letter_topic",
+    "SCHEDULER_EVENTS_TOPIC": "events_topic",
     "SCHEDULER_JOURNAL": "journal_path",
     "SCHEDULER_LOG_LEVEL": "log_level",
     "SCHEDULER_PROGRESS_INTERVAL_MS": "progress_interval_ms",
@@ -49,6 +50,7 @@ class Settings(BaseModel):
     commands_topic: str = ""
     light_topic: str = "light-scheduler"
     dead_letter_topic: str = ""
+    events_topic: str = ""
     journal_path: Path | None = None
     log_level: str = "info"
     progress_interval_ms: int = Field(1000, ge=10)
@@ -58,12 +60,26 @@ class Settings(BaseModel):
             self.commands_topic = f"{self.app_id}-commands"
         if not self.web_bind:
             self.web_bind = self.web_host
+        if not self.events_topic:
+            self.events_topic = f"{self.app_id}-events"
         if not self.dead_letter_topic:
             self.dead_letter_topic = f"{self.app_id}-dead-letters"
 
     @property
     def progress_topic(self) -> str:
         return f"{self.app_id}-fire-progress"
+
+    @property
+    def index_topic(self) -> str:
+        return f"{self.app_id}-trigger-index"
+
+    @property
+    def trigger_topic(self) -> str:
+        return f"{self.app_id}-trigger-fired"
+
+    @property
+    def jobs_topic(self) -> str:
+        return f"{self.app_id}-jobs"
 
     @property
     def web_url(self) -> str:
@@ -87,6 +103,35 @@ class Settings(BaseModel):
             if value is not None:
                 out[env] = str(value)
         return out
+
+
+#: Tansu does not answer a waiting fetch when data arrives; it holds it for the whole fetch_max_wait
+#: (Faust fixes it at 1.5 s), so every hop between agents would cost up to 1.5 s. Poll often instead.
+TANSU_FETCH_MAX_WAIT_MS = 20
+
+
+def apply_consumer_profile(profile: BrokerProfile) -> None:
+    """Process-wide: make the consumers Faust creates poll at the profile's fetch wait."""
+    if profile != "tansu":
+        return
+    import types
+
+    import aiokafka
+    import faust.transport.drivers.aiokafka as driver
+
+    if getattr(driver.aiokafka, "_scheduler_profile", False):
+        return
+
+    class ShortPollConsumer(aiokafka.AIOKafkaConsumer):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["fetch_max_wait_ms"] = TANSU_FETCH_MAX_WAIT_MS
+            super().__init__(*args, **kwargs)
+
+    proxy = types.ModuleType("aiokafka")
+    proxy.__dict__.update(vars(aiokafka))
+    proxy.AIOKafkaConsumer = ShortPollConsumer  # type: ignore[attr-defined]
+    proxy._scheduler_profile = True  # type: ignore[attr-defined]
+    driver.aiokafka = proxy  # type: ignore[attr-defined]
 
 
 def broker_profile(profile: BrokerProfile) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from scheduler.constraints import Constraint, PendingTimeout
     from scheduler.triggers.base import TimeTrigger
 
 
@@ -130,7 +131,103 @@ class FrequencyTrigger:
         return FrequencyEvaluator(self.unit, self.time, self.start_ms)
 
 
-Trigger = CronTrigger | FrequencyTrigger
+@dataclass(frozen=True, slots=True)
+class ProgramId:
+    """A program the scheduler launches (CDAP's namespace/application/type/name)."""
+
+    namespace: str
+    application: str
+    type: str
+    name: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.namespace}/{self.application}/{self.type}/{self.name}"
+
+    @classmethod
+    def parse(cls, program_id: str) -> ProgramId:
+        parts = program_id.split("/")
+        if len(parts) != 4 or not all(parts) or any(len(p) > 128 for p in parts):
+            raise InvalidSchedule(
+                "program", f"program id {program_id!r} is not 'namespace/application/type/name'"
+            )
+        return cls(*parts)
+
+
+class ProgramOutcome(StrEnum):
+    """What a program-status trigger waits for; FINISHED is any end (COMPLETED, FAILED or KILLED)."""
+
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+    FINISHED = "FINISHED"
+
+    def matches(self, status: str) -> bool:
+        return _OUTCOME_STATUSES[self].__contains__(status)
+
+
+_OUTCOME_STATUSES = {
+    ProgramOutcome.SUCCEEDED: frozenset({"COMPLETED"}),
+    ProgramOutcome.FAILED: frozenset({"FAILED"}),
+    ProgramOutcome.KILLED: frozenset({"KILLED"}),
+    ProgramOutcome.FINISHED: frozenset({"COMPLETED", "FAILED", "KILLED"}),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionTrigger:
+    """At least `min_partitions` new partitions of `dataset` ('<namespace>.<dataset>')."""
+
+    dataset: str
+    min_partitions: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class DataSizeTrigger:
+    """At least `min_bytes` of new data in `dataset` (partition and data events both count)."""
+
+    dataset: str
+    min_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramStatusTrigger:
+    """Another program reached one of `on` (SUCCEEDED / FAILED / KILLED / FINISHED)."""
+
+    program: ProgramId
+    on: tuple[ProgramOutcome, ...] = (ProgramOutcome.SUCCEEDED,)
+
+
+@dataclass(frozen=True, slots=True)
+class CompositeTrigger:
+    """AND: every child must have fired since the last job; OR: any child."""
+
+    op: str  # "AND" | "OR"
+    triggers: tuple[Trigger, ...]
+
+
+Trigger = (
+    CronTrigger
+    | FrequencyTrigger
+    | PartitionTrigger
+    | DataSizeTrigger
+    | ProgramStatusTrigger
+    | CompositeTrigger
+)
+TimeTriggerDef = CronTrigger | FrequencyTrigger
+MAX_TRIGGER_DEPTH = 8
+MAX_TRIGGER_LEAVES = 64
+MAX_CONSTRAINTS = 16
+
+
+def trigger_leaves(trigger: Trigger, path: str = "0") -> list[tuple[str, Trigger]]:
+    """The non-composite triggers of a tree with their paths ("0", "0.1", "0.1.0", ...)."""
+    if isinstance(trigger, CompositeTrigger):
+        out: list[tuple[str, Trigger]] = []
+        for i, child in enumerate(trigger.triggers):
+            out.extend(trigger_leaves(child, f"{path}.{i}"))
+        return out
+    return [(path, trigger)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +239,9 @@ class Schedule:
     enabled: bool = False
     catch_up: CatchUpPolicy = CatchUpPolicy.COALESCE
     catch_up_window_ms: int = 3_600_000
+    program: ProgramId | None = None  # launched on each fire (via the job queue) instead of a plain fire
+    constraints: tuple[Constraint, ...] = ()
+    timeout: PendingTimeout | None = None
 
     def validate(self) -> None:
         """Raise InvalidSchedule naming the first field that is wrong."""
@@ -155,16 +255,61 @@ class Schedule:
             raise InvalidSchedule("data", f"larger than {MAX_DATA_BYTES} bytes")
         if not 0 <= self.catch_up_window_ms <= MAX_CATCH_UP_WINDOW_MS:
             raise InvalidSchedule("catchUpWindowMs", f"must be between 0 and {MAX_CATCH_UP_WINDOW_MS}")
-        trigger = self.trigger
-        if isinstance(trigger, FrequencyTrigger):
-            if not 1 <= trigger.time <= MAX_FREQUENCY_TIME:
-                raise InvalidSchedule("trigger.time", f"must be between 1 and {MAX_FREQUENCY_TIME}")
-            if trigger.start_ms is not None and trigger.start_ms < 0:
-                raise InvalidSchedule("trigger.start", "must not be negative")
+        _validate_trigger(self.trigger, "trigger", 1)
+        leaves = trigger_leaves(self.trigger)
+        if len(leaves) > MAX_TRIGGER_LEAVES:
+            raise InvalidSchedule("trigger", f"more than {MAX_TRIGGER_LEAVES} triggers")
+        if self.program is None:
+            if self.constraints or self.timeout is not None:
+                raise InvalidSchedule("program", "constraints and timeout need a program to launch")
+            if not isinstance(self.trigger, CronTrigger | FrequencyTrigger):
+                raise InvalidSchedule("program", "an event or composite trigger needs a program to launch")
         else:
-            from scheduler.triggers.cron import validate_cron
+            ProgramId.parse(self.program.id)
+            for _, leaf in leaves:
+                if isinstance(leaf, ProgramStatusTrigger) and leaf.program == self.program:
+                    raise InvalidSchedule("trigger.program", "a program never triggers itself")
+        if len(self.constraints) > MAX_CONSTRAINTS:
+            raise InvalidSchedule("constraints", f"more than {MAX_CONSTRAINTS} constraints")
+        for c in self.constraints:
+            c.validate()
+        if self.timeout is not None and not 0 < self.timeout.timeout_ms <= MAX_CATCH_UP_WINDOW_MS:
+            raise InvalidSchedule("timeout.timeoutMs", f"must be between 1 and {MAX_CATCH_UP_WINDOW_MS}")
 
+
+def _validate_trigger(trigger: Trigger, field_name: str, depth: int) -> None:
+    if depth > MAX_TRIGGER_DEPTH:
+        raise InvalidSchedule(field_name, f"triggers nested deeper than {MAX_TRIGGER_DEPTH}")
+    if isinstance(trigger, FrequencyTrigger):
+        if not 1 <= trigger.time <= MAX_FREQUENCY_TIME:
+            raise InvalidSchedule(f"{field_name}.time", f"must be between 1 and {MAX_FREQUENCY_TIME}")
+        if trigger.start_ms is not None and trigger.start_ms < 0:
+            raise InvalidSchedule(f"{field_name}.start", "must not be negative")
+    elif isinstance(trigger, CronTrigger):
+        from scheduler.triggers.cron import validate_cron
+
+        try:
             validate_cron(trigger.expression, trigger.timezone)
+        except InvalidSchedule as exc:
+            raise InvalidSchedule(exc.field.replace("trigger", field_name, 1), exc.message) from None
+    elif isinstance(trigger, PartitionTrigger | DataSizeTrigger):
+        from scheduler.events import validate_dataset
+
+        validate_dataset(trigger.dataset, f"{field_name}.dataset")
+        amount = trigger.min_partitions if isinstance(trigger, PartitionTrigger) else trigger.min_bytes
+        if not 1 <= amount < 2**62:
+            raise InvalidSchedule(f"{field_name}", "the amount to wait for must be at least 1")
+    elif isinstance(trigger, ProgramStatusTrigger):
+        ProgramId.parse(trigger.program.id)
+        if not trigger.on:
+            raise InvalidSchedule(f"{field_name}.on", "name at least one outcome")
+    else:
+        if trigger.op not in ("AND", "OR"):
+            raise InvalidSchedule(f"{field_name}.op", "must be AND or OR")
+        if not trigger.triggers:
+            raise InvalidSchedule(f"{field_name}.triggers", "a composite trigger needs at least one trigger")
+        for i, child in enumerate(trigger.triggers):
+            _validate_trigger(child, f"{field_name}.triggers.{i}", depth + 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +323,18 @@ class ScheduleState:
     version: int = 1
 
     def evaluator(self) -> TimeTrigger:
-        return self.schedule.trigger.evaluator().anchored(self.active_since)
+        """The evaluator of a top-level time trigger."""
+        trigger = self.schedule.trigger
+        assert isinstance(trigger, CronTrigger | FrequencyTrigger)
+        return trigger.evaluator().anchored(self.active_since)
+
+    def time_leaves(self) -> list[tuple[str, TimeTrigger]]:
+        """Every time trigger of the schedule (top level or inside AND/OR) with its path."""
+        return [
+            (path, leaf.evaluator().anchored(self.active_since))
+            for path, leaf in trigger_leaves(self.schedule.trigger)
+            if isinstance(leaf, CronTrigger | FrequencyTrigger)
+        ]
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from scheduler.codec import encode_fired
+from scheduler.codec import encode_fired, encode_json
 from scheduler.model import FiredTask, ScheduleState, TimeUnit, job_id
 from scheduler.triggers import plan_catch_up
 
@@ -50,10 +50,11 @@ class _Sent:
 
 @dataclass
 class _Partition:
-    heaps: dict[TimeUnit, list[tuple[int, int, bytes]]] = field(
+    heaps: dict[TimeUnit, list[tuple[int, int, bytes, str]]] = field(
         default_factory=lambda: {u: [] for u in TimeUnit}
     )
-    live: dict[bytes, int] = field(default_factory=dict)  # schedule key -> seq of its valid heap entry
+    # schedule key -> time-trigger path -> seq of its valid heap entry
+    live: dict[bytes, dict[str, int]] = field(default_factory=dict)
     inflight: dict[TimeUnit, deque[tuple[int, list[_Sent]]]] = field(
         default_factory=lambda: {u: deque() for u in TimeUnit}
     )
@@ -75,11 +76,13 @@ class Punctuator:
         load: Load,
         save_progress: SaveProgress,
         clock: Clock = wall_clock_ms,
+        trigger_topic: str = "",
     ) -> None:
         self._send = send
         self._load = load
         self._save_progress = save_progress
         self._clock = clock
+        self._trigger_topic = trigger_topic
         self._parts: dict[int, _Partition] = {}
         self._seq = itertools.count()
         self._wakeup = {u: asyncio.Event() for u in TimeUnit}
@@ -105,18 +108,20 @@ class Punctuator:
         for n, (key, state) in enumerate(states):
             if not state.schedule.enabled:
                 continue
-            trigger = state.evaluator()
-            watermark = fired_up_to.get(trigger.unit)
-            since = state.active_since - 1 if watermark is None else max(watermark, state.active_since - 1)
-            plan = plan_catch_up(
-                trigger, state.schedule.catch_up, since, now, state.schedule.catch_up_window_ms
-            )
-            for due, missed in plan.fires:
-                fut = await self._fire(key, state, due, now, missed=missed, catch_up=True)
-                catch_up[trigger.unit].append(fut)
-            self.stats.skipped += plan.skipped
-            if plan.next_due is not None:
-                self._push(part, trigger.unit, key, plan.next_due)
+            for path, trigger in state.time_leaves():
+                watermark = fired_up_to.get(trigger.unit)
+                since = (
+                    state.active_since - 1 if watermark is None else max(watermark, state.active_since - 1)
+                )
+                plan = plan_catch_up(
+                    trigger, state.schedule.catch_up, since, now, state.schedule.catch_up_window_ms
+                )
+                for due, missed in plan.fires:
+                    fut = await self._fire(key, state, path, due, now, missed=missed, catch_up=True)
+                    catch_up[trigger.unit].append(fut)
+                self.stats.skipped += plan.skipped
+                if plan.next_due is not None:
+                    self._push(part, trigger.unit, key, path, plan.next_due)
             if n % 1000 == 999:
                 await asyncio.sleep(0)  # keep the event loop (heartbeats, web) responsive
         for unit, futures in catch_up.items():
@@ -137,25 +142,23 @@ class Punctuator:
         part = self._parts.get(partition)
         if part is None:
             return  # not (yet) ours: assign() will read it from the table
+        part.live.pop(key, None)
         if not state.schedule.enabled:
-            part.live.pop(key, None)
             return
-        trigger = state.evaluator()
-        nxt = trigger.next_due(max(self._clock(), state.active_since) - 1)
-        if nxt is None:
-            part.live.pop(key, None)
-        else:
-            self._push(part, trigger.unit, key, nxt)
+        for path, trigger in state.time_leaves():
+            nxt = trigger.next_due(max(self._clock(), state.active_since) - 1)
+            if nxt is not None:
+                self._push(part, trigger.unit, key, path, nxt)
 
     def remove(self, partition: int, key: bytes) -> None:
         part = self._parts.get(partition)
         if part is not None:
             part.live.pop(key, None)
 
-    def _push(self, part: _Partition, unit: TimeUnit, key: bytes, due: int) -> None:
+    def _push(self, part: _Partition, unit: TimeUnit, key: bytes, path: str, due: int) -> None:
         seq = next(self._seq)
-        part.live[key] = seq
-        heapq.heappush(part.heaps[unit], (due, seq, key))
+        part.live.setdefault(key, {})[path] = seq
+        heapq.heappush(part.heaps[unit], (due, seq, key, path))
         planned = self._planned_wake[unit]
         if planned is None or due < planned:
             self._wakeup[unit].set()
@@ -163,15 +166,41 @@ class Punctuator:
     # --- firing -----------------------------------------------------------------------------------
 
     async def _fire(
-        self, key: bytes, state: ScheduleState, due: int, now: int, *, missed: int = 0, catch_up: bool = False
+        self,
+        key: bytes,
+        state: ScheduleState,
+        path: str,
+        due: int,
+        now: int,
+        *,
+        missed: int = 0,
+        catch_up: bool = False,
     ) -> _Sent:
         s = state.schedule
-        task = FiredTask(s.key, job_id(s.key, due), due, now, s.data, missed, catch_up)
         self.stats.fires += 1
         if catch_up:
             self.stats.catch_up_fires += 1
-        value = encode_fired(task)
-        return _Sent(await self._send(s.topic, key, value), s.topic, key, value)
+        if s.program is None and path == "0":
+            topic = s.topic
+            value = encode_fired(FiredTask(s.key, job_id(s.key, due), due, now, s.data, missed, catch_up))
+        else:
+            # A schedule that launches a program, or a time trigger inside AND/OR: its trigger agent decides.
+            topic = self._trigger_topic
+            value = encode_json(
+                {
+                    "scheduleKey": key.hex(),
+                    "schedule": s.key.id,
+                    "version": state.version,
+                    "path": path,
+                    "source": f"t{path}",
+                    "position": due,
+                    "due": due,
+                    "at": now,
+                    "missed": missed,
+                    "catchUp": catch_up,
+                }
+            )
+        return _Sent(await self._send(topic, key, value), topic, key, value)
 
     async def tick(self, unit: TimeUnit) -> None:
         """Fire every schedule of `unit` due at or before now, in every owned partition."""
@@ -180,26 +209,27 @@ class Punctuator:
             heap = part.heaps[unit]
             futures: list[_Sent] = []
             while heap and heap[0][0] <= now:
-                due, seq, key = heapq.heappop(heap)
-                if part.live.get(key) != seq:
+                due, seq, key, path = heapq.heappop(heap)
+                if part.live.get(key, {}).get(path) != seq:
                     continue  # superseded by an update, disabled or deleted
                 state = self._load(partition, key)
-                if state is None or not state.schedule.enabled:
+                trigger = None if state is None else dict(state.time_leaves()).get(path)
+                if state is None or trigger is None or not state.schedule.enabled:
                     part.live.pop(key, None)
                     continue
                 try:
-                    futures.append(await self._fire(key, state, due, now))
+                    futures.append(await self._fire(key, state, path, due, now))
                 except Exception:
                     # Not queued (e.g. the producer's buffer is full): keep it due and retry next tick.
-                    heapq.heappush(heap, (due, seq, key))
+                    heapq.heappush(heap, (due, seq, key, path))
                     if futures:
                         part.inflight[unit].append((now, futures))
                     raise
-                nxt = state.evaluator().next_due(due)
+                nxt = trigger.next_due(due)
                 if nxt is None:
-                    part.live.pop(key, None)
+                    part.live[key].pop(path, None)
                 else:
-                    self._push(part, unit, key, nxt)
+                    self._push(part, unit, key, path, nxt)
                 if self._parts.get(partition) is not part:
                     break  # revoked while we were sending
             if futures:

@@ -17,6 +17,7 @@ from faust.web import Request, Response, View
 from pydantic import BaseModel, ValidationError
 
 from scheduler.api import (
+    EventIn,
     ScheduleBody,
     ScheduleIn,
     TaskDefinitionIn,
@@ -24,9 +25,19 @@ from scheduler.api import (
     state_from_json,
     validation_errors,
 )
-from scheduler.codec import command_from_task_definition_record, key_bytes, task_definition_from_schedule
+from scheduler.codec import (
+    command_from_task_definition_record,
+    encode,
+    key_bytes,
+    notification_to_avro,
+    task_definition_from_schedule,
+)
 from scheduler.commands import CommandRejected, validate_command
+from scheduler.events import InvalidEvent, Notification, event_key
+from scheduler.events import parse as parse_event
+from scheduler.jobs import Job
 from scheduler.model import Action, InvalidSchedule, ScheduleCommand, ScheduleKey, ScheduleState, TimeUnit
+from scheduler.triggers.progress import describe
 
 if TYPE_CHECKING:
     from scheduler.app import Worker
@@ -107,6 +118,21 @@ def register_views(worker: Worker) -> None:
         async def get(self, request: Request) -> Response:
             return await http.list_task_definitions(self, request)
 
+    @app.page("/schedules/{tenant}/{name}/trigger")
+    class TriggerProgressView(View):
+        async def get(self, request: Request, tenant: str, name: str) -> Response:
+            return await http.trigger_progress(self, request, ScheduleKey(tenant, name))
+
+    @app.page("/events")
+    class Events(View):
+        async def post(self, request: Request) -> Response:
+            return await http.publish_event(self, request)
+
+    @app.page("/jobs")
+    class Jobs(View):
+        async def get(self, request: Request) -> Response:
+            return await http.list_jobs(self, request)
+
     @app.page("/health")
     class Health(View):
         async def get(self, request: Request) -> Response:
@@ -118,6 +144,7 @@ def register_views(worker: Worker) -> None:
                     "catchUpFires": worker.punctuator.stats.catch_up_fires,
                     "commandsApplied": worker.commands_applied,
                     "deadLetters": worker.dead_letters,
+                    **worker.stats,
                 }
             )
 
@@ -225,15 +252,9 @@ class _Http:
             raise _Unavailable(f"owner {url} did not answer: {exc}") from None
 
     async def one(self, view: View, request: Request, key: ScheduleKey) -> Response:
-        try:
-            owner = self.owner(key)
-            if owner is not None:
-                if request.headers.get(ROUTED_HEADER):
-                    raise _Unavailable("forwarded to a worker that does not own the key")
-                status, body = await self._get(owner + cast(Any, request).path_qs)
-                return view.json(body, status=status)
-        except _Unavailable as exc:
-            return _unavailable(view, str(exc))
+        routed = await self._routed(view, request, key)
+        if routed is not None:
+            return routed
         state = self.worker.local_state(key_bytes(key))
         if state is None:
             return view.json({"error": "not found", "key": key.id}, status=404)
@@ -272,25 +293,33 @@ class _Http:
             for _, state in self.worker.local_states(partition)
             if tenant is None or state.schedule.key.tenant == tenant
         ]
+        query = {"tenant": tenant} if tenant else {}
+        results = await self._fan_out(request, "/schedules", query, local, "schedules")
+        results.sort(key=lambda s: s["key"])
+        return results
+
+    async def _fan_out(
+        self, request: Request, path: str, query: dict[str, str], local: list[Any], field: str
+    ) -> list[Any]:
+        """`local` plus what every other worker answers for `path?local=1`; 503 unless all partitions answered."""
         if request.query.get("local"):
             return local
         topic = self.worker.schedules.changelog_topic.get_topic_name()
-        distribution = self.worker.changelog_distribution()
         covered = set(self.worker.active_partitions())
         results = list(local)
-        for host, topics in distribution.items():
+        for host, topics in self.worker.changelog_distribution().items():
             partitions = set(topics.get(topic, ()))
             if not partitions or _same_url(host, self.worker.settings.web_url):
                 continue
-            query = {"local": "1", **({"tenant": tenant} if tenant else {})}
-            status, body = await self._get(f"{str(host).rstrip('/')}/schedules?{urlencode(query)}")
+            status, body = await self._get(
+                f"{str(host).rstrip('/')}{path}?{urlencode({'local': '1', **query})}"
+            )
             if status != 200:
                 raise _Unavailable(f"worker {host} answered {status}")
-            results.extend(body["schedules"])
+            results.extend(body[field])
             covered |= partitions
         if covered != set(range(self.worker.settings.partitions)):
             raise _Unavailable("not every partition has an owner right now (rebalancing)")
-        results.sort(key=lambda s: s["key"])
         return results
 
     async def list_schedules(self, view: View, request: Request) -> Response:
@@ -308,6 +337,92 @@ class _Http:
         if request.query.get("local"):
             return view.json({"schedules": schedules})
         return view.json({"schedules": schedules[:limit], "total": len(schedules)})
+
+    async def _routed(self, view: View, request: Request, key: ScheduleKey) -> Response | None:
+        """Forward to the owner of `key`; None if this worker owns it."""
+        try:
+            owner = self.owner(key)
+            if owner is None:
+                return None
+            if request.headers.get(ROUTED_HEADER):
+                raise _Unavailable("forwarded to a worker that does not own the key")
+            status, body = await self._get(owner + cast(Any, request).path_qs)
+            return view.json(body, status=status)
+        except _Unavailable as exc:
+            return _unavailable(view, str(exc))
+
+    async def trigger_progress(self, view: View, request: Request, key: ScheduleKey) -> Response:
+        routed = await self._routed(view, request, key)
+        if routed is not None:
+            return routed
+        kb = key_bytes(key)
+        state = self.worker.local_state(kb)
+        if state is None:
+            return view.json({"error": "not found", "key": key.id}, status=404)
+        progress = self.worker.triggers.load_progress(kb, state)
+        return view.json(
+            {
+                "key": key.id,
+                "version": state.version,
+                "enabled": state.schedule.enabled,
+                "jobsCreated": progress.seq,
+                "trigger": describe(state.schedule.trigger, progress),
+            }
+        )
+
+    async def publish_event(self, view: View, request: Request) -> Response:
+        body, error = await self.parse(view, request, EventIn)
+        if error is not None:
+            return error
+        assert isinstance(body, EventIn)
+        ts = body.timestamp if body.timestamp is not None else self.worker.clock()
+        notification = Notification(ts, body.eventType, dict(body.payload))
+        try:
+            key = event_key(parse_event(notification))
+        except InvalidEvent as exc:
+            return _field_error(view, "eventType" if "event type" in str(exc) else "payload", str(exc))
+        await self.worker.send_keyed(
+            self.worker.settings.events_topic,
+            key.encode(),
+            encode("Notification", notification_to_avro(notification)),
+        )
+        return view.json({"eventKey": key, "timestamp": ts}, status=202)
+
+    async def list_jobs(self, view: View, request: Request) -> Response:
+        """Pending jobs (and recent outcomes) of every program, filtered by schedule, program or state."""
+        want = {k: request.query.get(k) or None for k in ("schedule", "program", "state", "jobId")}
+        local: list[dict[str, Any]] = []
+        for partition in sorted(self.worker.active_partitions()):
+            for _, queue in self.worker.jobs.local_queues(partition):
+                for job in queue.jobs:
+                    local.append({"kind": "job", **_job_json(job)})
+                for outcome in queue.outcomes:
+                    local.append({"kind": "outcome", "program": queue.program, **outcome})
+        query = {k: v for k, v in want.items() if v}
+        try:
+            items = await self._fan_out(request, "/jobs", query, local, "items")
+        except _Unavailable as exc:
+            return _unavailable(view, str(exc))
+        if request.query.get("local"):
+            return view.json({"items": items})
+
+        def keep(item: dict[str, Any]) -> bool:
+            return (
+                (want["schedule"] is None or item.get("schedule") == want["schedule"])
+                and (want["program"] is None or item.get("program") == want["program"])
+                and (want["jobId"] is None or item.get("jobId") == want["jobId"])
+                and (want["state"] is None or item.get("state", item.get("outcome")) == want["state"])
+            )
+
+        items = [i for i in items if keep(i)]
+        return view.json(
+            {
+                "jobs": [{k: v for k, v in i.items() if k != "kind"} for i in items if i["kind"] == "job"],
+                "recent": [
+                    {k: v for k, v in i.items() if k != "kind"} for i in items if i["kind"] == "outcome"
+                ],
+            }
+        )
 
     async def list_task_definitions(self, view: View, request: Request) -> Response:
         host, name, unit = (request.query.get(k) or None for k in ("host", "name", "unit"))
@@ -330,6 +445,22 @@ class _Http:
                 continue
             out.append(td)
         return view.json(out)
+
+
+def _job_json(job: Job) -> dict[str, Any]:
+    return {
+        "jobId": job.job_id,
+        "schedule": job.schedule,
+        "program": job.program,
+        "state": job.state,
+        "triggeredAt": job.triggered_at,
+        "arguments": job.arguments,
+        "events": len(job.events),
+        # why it has not launched: the constraint holding it, and until when (None: until a run changes)
+        "blockedBy": job.blocked_by,
+        "reason": job.reason,
+        "checkAt": job.check_at,
+    }
 
 
 def _same_url(a: Any, b: str) -> bool:

@@ -183,6 +183,9 @@ def test_schedule_json_shape() -> None:
         "updatedAt": T0 + 1,
         "activeSince": T0 + 2,
         "version": 7,
+        "program": None,
+        "constraints": [],
+        "timeout": None,
         "nextFireAt": T0 + 60_000,
     }
     assert schedule_json(STATES[1], None)["trigger"] == {

@@ -1,0 +1,263 @@
+"""Run constraints: conditions a triggered job must meet before it launches. Pure.
+
+Each constraint looks at the job, the clock and the run state of the job's program (kept on the same
+partition as the job, from program-status events, so the check is exact) and says met, wait until T, or
+skip. A new constraint is one class here plus its Avro record and codec entry.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from zoneinfo import ZoneInfo
+
+from scheduler.model import InvalidSchedule, TimeUnit
+
+
+class UnmetAction(StrEnum):
+    WAIT = "WAIT"  # keep the job pending and check again
+    SKIP = "SKIP"  # drop the job
+
+
+class TimeoutAction(StrEnum):
+    DISCARD = "DISCARD"
+    FORCE_START = "FORCE_START"
+
+
+#: statuses of a run that has not ended (seed 004); a launched job counts as PENDING until the launcher reports
+ACTIVE_STATUSES = frozenset({"PENDING", "STARTING", "RUNNING", "SUSPENDED", "RESUMING", "STOPPING"})
+TERMINAL_STATUSES = frozenset({"COMPLETED", "FAILED", "KILLED"})
+MAX_RECENT_STARTS = 1_000
+MAX_CONSTRAINT_VALUE = 7 * 86_400_000
+_KINDS = {
+    "ConcurrencyConstraint": "concurrency",
+    "DelayConstraint": "delay",
+    "TimeWindowConstraint": "timeWindow",
+    "LastRunConstraint": "lastRun",
+    "RateConstraint": "rate",
+}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+@dataclass(frozen=True, slots=True)
+class RunState:
+    """What the constraint checker knows about one program's runs."""
+
+    active: dict[str, str] = field(default_factory=dict)  # run id -> status, runs not yet ended
+    last_start: int | None = None
+    last_end: int | None = None
+    recent_starts: tuple[int, ...] = ()  # newest last, at most MAX_RECENT_STARTS
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    met: bool
+    skip: bool = False
+    until: int | None = None  # when waiting: the instant worth checking again (None: on the next run change)
+    reason: str = ""
+
+
+MET = Verdict(True)
+
+
+class Constraint(ABC):
+    on_unmet: UnmetAction
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    @abstractmethod
+    def check(self, triggered_at: int, now: int, runs: RunState) -> Verdict: ...
+
+    def validate(self) -> None:
+        for name in ("max_runs", "delay_ms", "min_ms"):
+            value = getattr(self, name, None)
+            low = 1 if name == "max_runs" else 0
+            if value is not None and not low <= value <= MAX_CONSTRAINT_VALUE:
+                raise InvalidSchedule(
+                    f"constraints.{self.kind}.{_camel(name)}",
+                    f"must be between {low} and {MAX_CONSTRAINT_VALUE}",
+                )
+
+    @property
+    def kind(self) -> str:
+        """The constraint's name in JSON and Avro: concurrency, delay, timeWindow, lastRun, rate."""
+        return _KINDS[type(self).__name__]
+
+    def _unmet(self, reason: str, until: int | None) -> Verdict:
+        return Verdict(False, self.on_unmet is UnmetAction.SKIP, until, reason)
+
+
+@dataclass(frozen=True, slots=True)
+class ConcurrencyConstraint(Constraint):
+    """At most `max_runs` runs of the program at once (PENDING and STARTING runs count)."""
+
+    max_runs: int
+    on_unmet: UnmetAction = UnmetAction.WAIT
+
+    def check(self, triggered_at: int, now: int, runs: RunState) -> Verdict:
+        if len(runs.active) < self.max_runs:
+            return MET
+        return self._unmet(f"{len(runs.active)} runs active, at most {self.max_runs}", None)
+
+
+@dataclass(frozen=True, slots=True)
+class DelayConstraint(Constraint):
+    """Launch no sooner than `delay_ms` after the trigger fired."""
+
+    delay_ms: int
+    on_unmet: UnmetAction = UnmetAction.WAIT
+
+    def check(self, triggered_at: int, now: int, runs: RunState) -> Verdict:
+        due = triggered_at + self.delay_ms
+        return MET if now >= due else self._unmet(f"delayed until {due}", due)
+
+
+@dataclass(frozen=True, slots=True)
+class TimeWindowConstraint(Constraint):
+    """Launch only between `start` and `end` (HH:mm, minute granularity) in `timezone`; may cross midnight."""
+
+    start: str
+    end: str
+    timezone: str = "UTC"
+    on_unmet: UnmetAction = UnmetAction.WAIT
+
+    def validate(self) -> None:
+        for name, value in (("start", self.start), ("end", self.end)):
+            _minute_of_day(value, f"constraints.timeWindow.{name}")
+        try:
+            ZoneInfo(self.timezone)
+        except Exception:
+            raise InvalidSchedule(
+                "constraints.timeWindow.timezone", f"unknown time zone {self.timezone!r}"
+            ) from None
+
+    def _inside(self, minute: int) -> bool:
+        start, end = _minute_of_day(self.start), _minute_of_day(self.end)
+        if start == end:
+            return True
+        if start < end:
+            return start <= minute < end
+        return minute >= start or minute < end  # across midnight
+
+    def check(self, triggered_at: int, now: int, runs: RunState) -> Verdict:
+        zone = ZoneInfo(self.timezone)
+        local = datetime.fromtimestamp(now / 1000, zone)
+        if self._inside(local.hour * 60 + local.minute):
+            return MET
+        start = _minute_of_day(self.start)
+        opens = local.replace(hour=start // 60, minute=start % 60, second=0, microsecond=0)
+        if opens <= local:
+            opens = (opens.replace(tzinfo=None) + timedelta(days=1)).replace(tzinfo=zone)
+        until = int(opens.timestamp() * 1000)
+        return self._unmet(f"outside {self.start}-{self.end} {self.timezone}", until)
+
+
+@dataclass(frozen=True, slots=True)
+class LastRunConstraint(Constraint):
+    """At least `min_ms` since the program's last run started."""
+
+    min_ms: int
+    on_unmet: UnmetAction = UnmetAction.WAIT
+
+    def check(self, triggered_at: int, now: int, runs: RunState) -> Verdict:
+        if runs.last_start is None or now >= runs.last_start + self.min_ms:
+            return MET
+        until = runs.last_start + self.min_ms
+        return self._unmet(f"last run started at {runs.last_start}, next allowed at {until}", until)
+
+
+@dataclass(frozen=True, slots=True)
+class RateConstraint(Constraint):
+    """At most `max_runs` run starts of the program per `unit`, over a sliding window."""
+
+    max_runs: int
+    unit: TimeUnit
+    on_unmet: UnmetAction = UnmetAction.WAIT
+
+    def check(self, triggered_at: int, now: int, runs: RunState) -> Verdict:
+        window = self.unit.ms
+        recent = [t for t in runs.recent_starts if t > now - window]
+        if len(recent) < self.max_runs:
+            return MET
+        until = recent[-self.max_runs] + window
+        return self._unmet(
+            f"{len(recent)} runs in the last {self.unit.value.lower()}, at most {self.max_runs}", until
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PendingTimeout:
+    """A job still pending `timeout_ms` after it was triggered is discarded or started anyway."""
+
+    timeout_ms: int
+    action: TimeoutAction = TimeoutAction.DISCARD
+
+
+def _minute_of_day(value: str, field_name: str = "time") -> int:
+    try:
+        hh, mm = value.split(":")
+        h, m = int(hh), int(mm)
+        if len(hh) == 2 and len(mm) == 2 and 0 <= h < 24 and 0 <= m < 60:
+            return h * 60 + m
+    except ValueError:
+        pass
+    raise InvalidSchedule(field_name, f"{value!r} is not HH:mm")
+
+
+# --- the decision for one job ------------------------------------------------------------------------
+
+
+class Outcome(StrEnum):
+    LAUNCH = "LAUNCH"
+    WAIT = "WAIT"
+    SKIP = "SKIP"
+    DISCARD = "DISCARD"  # pending timeout reached
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    outcome: Outcome
+    until: int | None = None
+    blocked_by: str = ""  # the constraint that holds the job back
+    reason: str = ""
+    forced: bool = False
+
+
+def decide(
+    constraints: tuple[Constraint, ...],
+    timeout: PendingTimeout | None,
+    triggered_at: int,
+    now: int,
+    runs: RunState,
+) -> Decision:
+    """Launch, wait (until when, held by which constraint), skip or discard one pending job."""
+    if timeout is not None and now >= triggered_at + timeout.timeout_ms:
+        if timeout.action is TimeoutAction.FORCE_START:
+            return Decision(Outcome.LAUNCH, forced=True, reason="pending timeout: forced start")
+        return Decision(Outcome.DISCARD, reason=f"pending for {timeout.timeout_ms} ms: discarded")
+    waiting: list[tuple[Constraint, Verdict]] = []
+    for c in constraints:
+        v = c.check(triggered_at, now, runs)
+        if v.met:
+            continue
+        if v.skip:
+            return Decision(Outcome.SKIP, blocked_by=c.name, reason=v.reason)
+        waiting.append((c, v))
+    if not waiting:
+        return Decision(Outcome.LAUNCH)
+    # Check again when the first time-bound blocker may clear; a run change wakes the job anyway.
+    untils = [v.until for _, v in waiting if v.until is not None]
+    until = min(untils) if untils else None
+    if timeout is not None:
+        deadline = triggered_at + timeout.timeout_ms
+        until = deadline if until is None else min(until, deadline)
+    first, verdict = waiting[0]
+    return Decision(Outcome.WAIT, until=until, blocked_by=first.name, reason=verdict.reason)

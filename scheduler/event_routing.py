@@ -1,0 +1,158 @@
+"""Event routing: the reverse trigger index (event key -> triggers) and the agent that turns an event into
+trigger-fired messages for the schedules that care, without scanning schedules.
+
+- The schedule agent sends an index update per event key of a schedule's triggers (re-keyed by event
+  key) whenever the schedule changes; the index agent applies it to the trigger-index table.
+- The event agent reads an event on the partition of its event key, looks its triggers up, and sends one
+  trigger-fired message per trigger, re-keyed by schedule. Program-status events also go to the job queue
+  of their program (run state for constraints).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scheduler.codec import DecodeError, decode_json, decode_notification, encode_json, notification_to_avro
+from scheduler.events import (
+    DataEvent,
+    InvalidEvent,
+    Notification,
+    ProgramStatusEvent,
+    dataset_key,
+    event_key,
+    parse,
+    program_key,
+)
+from scheduler.model import (
+    DataSizeTrigger,
+    PartitionTrigger,
+    ProgramStatusTrigger,
+    ScheduleState,
+    trigger_leaves,
+)
+
+if TYPE_CHECKING:
+    from faust.types import EventT
+
+    from scheduler.app import Worker
+
+log = logging.getLogger(__name__)
+
+
+def event_keys(state: ScheduleState | None) -> dict[str, list[str]]:
+    """Event key -> paths of the schedule's triggers that listen to it."""
+    out: dict[str, list[str]] = {}
+    if state is None:
+        return out
+    for path, leaf in trigger_leaves(state.schedule.trigger):
+        if isinstance(leaf, PartitionTrigger | DataSizeTrigger):
+            out.setdefault(dataset_key(leaf.dataset), []).append(path)
+        elif isinstance(leaf, ProgramStatusTrigger):
+            out.setdefault(program_key(leaf.program), []).append(path)
+    return out
+
+
+class EventRouting:
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+
+    async def schedule_changed(
+        self, key: bytes, old: ScheduleState | None, new: ScheduleState | None
+    ) -> None:
+        """Point the index at the new definition (every change bumps the version)."""
+        schedule = (new or old).schedule.key.id  # type: ignore[union-attr]
+        new_keys = event_keys(new)  # disabled schedules stay indexed; the trigger agent ignores them
+        for ek in set(event_keys(old)) | set(new_keys):
+            update = {
+                "eventKey": ek,
+                "schedule": schedule,
+                "scheduleKey": key.hex(),
+                "version": new.version if new is not None else 0,
+                "paths": new_keys.get(ek, []),
+            }
+            await self.worker.send_keyed(self.worker.settings.index_topic, ek.encode(), encode_json(update))
+
+    # --- agents ---------------------------------------------------------------------------------
+
+    async def index_agent(self, stream: Any) -> None:
+        async for event in stream.events():
+            try:
+                update = decode_json(event.message.value)
+                kb = update["eventKey"].encode()
+                table = self.worker.trigger_index
+                raw = table.get(kb)
+                entry = decode_json(raw) if raw is not None else {"triggers": {}}
+                triggers = {k: v for k, v in entry["triggers"].items() if v["schedule"] != update["schedule"]}
+                for path in update["paths"]:
+                    triggers[f"{update['schedule']}#{path}"] = {
+                        "schedule": update["schedule"],
+                        "scheduleKey": update["scheduleKey"],
+                        "version": update["version"],
+                        "path": path,
+                    }
+                if triggers:
+                    table[kb] = encode_json({"triggers": triggers})
+                elif raw is not None:
+                    del table[kb]
+            except Exception as exc:  # internal topic: should not happen, must not stop the worker
+                log.exception("bad trigger-index update")
+                await self.worker.dead_letter(event, f"bad trigger-index update: {exc}")
+
+    async def event_agent(self, stream: Any) -> None:
+        async for event in stream.events():
+            try:
+                await self._handle_event(event)
+            except Exception as exc:
+                log.exception("unexpected error handling an event")
+                await self.worker.dead_letter(event, f"internal error: {type(exc).__name__}: {exc}")
+
+    async def _handle_event(self, event: EventT) -> None:
+        msg = event.message
+        worker = self.worker
+        try:
+            notification = decode_notification(msg.value)
+            parsed = parse(notification)
+        except (DecodeError, InvalidEvent) as exc:
+            await worker.dead_letter(event, str(exc))
+            return
+        key = event_key(parsed)
+        kb = key.encode()
+        if worker.partition_of(kb) != msg.partition:
+            # Keyed otherwise by its producer: move it to the partition of its event key.
+            await worker.send_keyed(worker.settings.events_topic, kb, bytes(msg.value or b""))
+            return
+        worker.stats["events"] += 1
+        if isinstance(parsed, ProgramStatusEvent):
+            status = {
+                "type": "status",
+                "runId": parsed.run_id,
+                "status": parsed.status,
+                "at": notification.timestamp,
+            }
+            await worker.send_keyed(
+                worker.settings.jobs_topic, parsed.program.id.encode(), encode_json(status)
+            )
+        raw = worker.trigger_index.get(kb)
+        triggers = decode_json(raw)["triggers"] if raw is not None else {}
+        if not triggers and isinstance(parsed, DataEvent):
+            await worker.dead_letter(event, f"unknown dataset {parsed.dataset!r}: no schedule triggers on it")
+            return
+        for t in triggers.values():
+            fired = {
+                "scheduleKey": t["scheduleKey"],
+                "schedule": t["schedule"],
+                "version": t["version"],
+                "path": t["path"],
+                "source": f"e{msg.partition}",
+                "position": msg.offset,
+                "at": notification.timestamp,
+                "event": notification_to_avro(notification),
+            }
+            await worker.send_keyed(
+                worker.settings.trigger_topic, bytes.fromhex(t["scheduleKey"]), encode_json(fired)
+            )
+
+
+def notification_from_json(d: dict[str, Any]) -> Notification:
+    return Notification(d["timestamp"], d["eventType"], dict(d["payload"]))

@@ -1,0 +1,128 @@
+"""Events that fire triggers: partitions and bytes added to a dataset, program status changes. Pure.
+
+An event is a CDAP-style notification (timestamp, event type, payload). Its event key says which
+triggers can care: `partition:<namespace>.<dataset>` for data events (partition triggers and data-size
+triggers both listen there), `program:<namespace>/<application>/<type>/<name>` for program status.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from scheduler.model import ProgramId
+
+
+class EventType(StrEnum):
+    PARTITION = "partition"  # payload: datasetId, partitionKeys (JSON list), bytes (optional)
+    DATA = "data"  # payload: datasetId, bytes
+    PROGRAM_STATUS = "program-status"  # payload: programId, runId, status
+
+
+class InvalidEvent(ValueError):
+    pass
+
+
+PROGRAM_STATUSES = (
+    "PENDING",
+    "STARTING",
+    "RUNNING",
+    "SUSPENDED",
+    "RESUMING",
+    "STOPPING",
+    "COMPLETED",
+    "FAILED",
+    "KILLED",
+)
+_DATASET_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}\.[A-Za-z0-9_.-]{1,256}$")
+MAX_PAYLOAD_ENTRIES = 64
+MAX_PAYLOAD_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    timestamp: int
+    event_type: str
+    payload: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DataEvent:
+    dataset: str
+    partitions: int  # partitions added by this event
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramStatusEvent:
+    program: ProgramId
+    run_id: str
+    status: str
+
+
+def dataset_key(dataset: str) -> str:
+    return f"partition:{dataset}"
+
+
+def program_key(program: ProgramId) -> str:
+    return f"program:{program.id}"
+
+
+def validate_dataset(dataset: str, field_name: str = "dataset") -> None:
+    from scheduler.model import InvalidSchedule
+
+    if not _DATASET_RE.match(dataset):
+        raise InvalidSchedule(field_name, f"dataset id {dataset!r} is not '<namespace>.<dataset>'")
+
+
+def parse(n: Notification) -> DataEvent | ProgramStatusEvent:
+    """The event a notification carries; InvalidEvent says what is wrong with it."""
+    p = n.payload
+    if len(p) > MAX_PAYLOAD_ENTRIES or sum(len(k) + len(v) for k, v in p.items()) > MAX_PAYLOAD_BYTES:
+        raise InvalidEvent("payload too large")
+    if n.event_type in (EventType.PARTITION, EventType.DATA):
+        dataset = p.get("datasetId", "")
+        if not _DATASET_RE.match(dataset):
+            raise InvalidEvent(f"datasetId {dataset!r} is not '<namespace>.<dataset>'")
+        size = _non_negative_int(p.get("bytes", "0"), "bytes")
+        partitions = 0
+        if n.event_type == EventType.PARTITION:
+            try:
+                keys = json.loads(p.get("partitionKeys", "[]"))
+            except json.JSONDecodeError:
+                raise InvalidEvent("partitionKeys is not a JSON list") from None
+            if not isinstance(keys, list) or not keys:
+                raise InvalidEvent("partitionKeys must be a non-empty JSON list")
+            partitions = len(keys)
+        return DataEvent(dataset, partitions, size)
+    if n.event_type == EventType.PROGRAM_STATUS:
+        try:
+            program = ProgramId.parse(p.get("programId", ""))
+        except ValueError as exc:
+            raise InvalidEvent(str(exc)) from None
+        status = p.get("status", "")
+        if status not in PROGRAM_STATUSES:
+            raise InvalidEvent(f"unknown program status {status!r}")
+        run_id = p.get("runId", "")
+        if not run_id or len(run_id) > 256:
+            raise InvalidEvent("runId missing or too long")
+        return ProgramStatusEvent(program, run_id, status)
+    raise InvalidEvent(f"unknown event type {n.event_type!r}")
+
+
+def event_key(event: DataEvent | ProgramStatusEvent) -> str:
+    if isinstance(event, DataEvent):
+        return dataset_key(event.dataset)
+    return program_key(event.program)
+
+
+def _non_negative_int(value: str, name: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise InvalidEvent(f"{name} is not an integer: {value[:40]!r}") from None
+    if not 0 <= n < 2**63:
+        raise InvalidEvent(f"{name} out of range")
+    return n

@@ -1,0 +1,171 @@
+"""The job queue agent and the constraint checker timer, on the partition of the program.
+
+The agent applies, in order, everything that concerns one program: jobs whose trigger was satisfied,
+status events of its runs, cancellations (schedule updated, disabled, deleted) and timer checks; after
+each it runs the pure check (scheduler.jobs) and produces a launch request for every job it launches.
+
+The checker is a next-check heap per owned partition (the earliest instant a waiting job may pass: a
+delay ending, a window opening, a timeout): when one comes due it sends a check to the agent. Like the
+punctuator's heaps it is rebuilt from the table on assignment and dropped on revocation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scheduler.codec import decode_json, encode, encode_json
+from scheduler.jobs import Job, Launch, ProgramQueue, add_job, apply_status, cancel, check
+from scheduler.model import ProgramId, ScheduleKey
+
+if TYPE_CHECKING:
+    from faust.types import EventT
+
+    from scheduler.app import Worker
+
+log = logging.getLogger(__name__)
+
+
+def launch_request(launch: Launch) -> bytes:
+    job = launch.job
+    tenant, _, name = job.schedule.partition("/")
+    program = ProgramId.parse(job.program)
+    return encode(
+        "LaunchRequest",
+        {
+            "jobId": job.job_id,
+            "schedule": {"tenant": tenant, "name": name},
+            "program": {
+                "namespace": program.namespace,
+                "application": program.application,
+                "type": program.type,
+                "name": program.name,
+            },
+            "arguments": job.arguments,
+            "triggeredAt": job.triggered_at,
+            "launchedAt": launch.launched_at,
+            "forced": launch.forced,
+            "events": [
+                {
+                    "timestamp": e.get("timestamp", 0),
+                    "eventType": e["eventType"],
+                    "payload": e.get("payload") or {},
+                }
+                for e in job.events
+            ],
+        },
+    )
+
+
+class CheckTimer:
+    """Next-check heap per owned partition; sends a check for a program when its instant comes."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self._heaps: dict[int, list[tuple[int, int, bytes]]] = {}
+        self._live: dict[int, dict[bytes, int]] = {}
+        self._seq = itertools.count()
+        self._wakeup = asyncio.Event()
+
+    def assign(self, partition: int, queues: list[tuple[bytes, ProgramQueue]]) -> None:
+        self._heaps[partition], self._live[partition] = [], {}
+        for key, queue in queues:
+            self.schedule(partition, key, queue.next_check)
+
+    def revoke(self, partition: int) -> None:
+        self._heaps.pop(partition, None)
+        self._live.pop(partition, None)
+
+    def schedule(self, partition: int, key: bytes, at: int | None) -> None:
+        live = self._live.get(partition)
+        if live is None:
+            return
+        if at is None:
+            live.pop(key, None)
+            return
+        seq = next(self._seq)
+        live[key] = seq
+        heapq.heappush(self._heaps[partition], (at, seq, key))
+        self._wakeup.set()
+
+    async def run(self, idle_s: float = 1.0) -> None:
+        while True:
+            now = self.worker.clock()
+            earliest: int | None = None
+            for partition, heap in list(self._heaps.items()):
+                live = self._live[partition]
+                while heap and heap[0][0] <= now:
+                    _, seq, key = heapq.heappop(heap)
+                    if live.get(key) == seq:
+                        del live[key]
+                        try:
+                            await self.worker.send_keyed(
+                                self.worker.settings.jobs_topic,
+                                key,
+                                encode_json({"type": "check"}),
+                                partition,
+                            )
+                        except Exception:
+                            log.exception("could not send a constraint check")
+                            live[key] = seq
+                            heapq.heappush(heap, (now + 1000, seq, key))
+                if heap:
+                    earliest = heap[0][0] if earliest is None else min(earliest, heap[0][0])
+            self._wakeup.clear()
+            timeout = idle_s if earliest is None else max(0.0, min(idle_s, (earliest - now) / 1000))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+
+
+class JobQueueAgent:
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.checker = CheckTimer(worker)
+
+    def local_queues(self, partition: int) -> list[tuple[bytes, ProgramQueue]]:
+        from scheduler.app import partition_items
+
+        return [
+            (k, ProgramQueue.from_json(decode_json(v)))
+            for k, v in partition_items(self.worker.job_queue, partition)
+        ]
+
+    async def agent(self, stream: Any) -> None:
+        async for event in stream.events():
+            try:
+                await self._handle(event)
+            except Exception as exc:
+                log.exception("unexpected error in the job queue")
+                await self.worker.dead_letter(event, f"internal error: {type(exc).__name__}: {exc}")
+
+    async def _handle(self, event: EventT) -> None:
+        worker = self.worker
+        msg = event.message
+        key = bytes(msg.key or b"")
+        command = decode_json(msg.value)
+        raw = worker.job_queue.get(key)
+        queue = ProgramQueue.from_json(decode_json(raw)) if raw is not None else ProgramQueue(key.decode())
+        now = worker.clock()
+        kind = command["type"]
+        if kind == "triggered":
+            add_job(queue, Job(**command["job"]))
+        elif kind == "status":
+            apply_status(queue, command["runId"], command["status"], command["at"])
+        elif kind == "cancel":
+            cancel(queue, command["schedule"], command.get("belowVersion"), command["reason"], now)
+        launches = check(queue, now)
+        for launch in launches:
+            worker.stats["launches"] += 1
+            await worker.send_keyed(launch.job.topic, key, launch_request(launch), partition=None)
+        worker.job_queue[key] = encode_json(queue.to_json())
+        self.checker.schedule(msg.partition, key, queue.next_check)
+
+    async def cancel_jobs(
+        self, program: str, schedule: ScheduleKey, below_version: int | None, reason: str
+    ) -> None:
+        command = {"type": "cancel", "schedule": schedule.id, "belowVersion": below_version, "reason": reason}
+        await self.worker.send_keyed(self.worker.settings.jobs_topic, program.encode(), encode_json(command))

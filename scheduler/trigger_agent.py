@@ -1,0 +1,110 @@
+"""The trigger agent: on the schedule's partition, applies trigger-fired messages (from events and from
+the punctuator's time triggers) to the schedule's trigger progress, and creates a job on the job queue of
+the schedule's program when the trigger tree is satisfied.
+
+Replays are harmless: progress remembers, per source (an events partition, a time trigger), the last
+position it applied, and a job's id comes from (schedule, version, job sequence) or (schedule, due time).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scheduler.codec import constraint_to_avro, decode_json, decode_state, encode_json
+from scheduler.event_routing import notification_from_json
+from scheduler.events import InvalidEvent, parse
+from scheduler.jobs import Job
+from scheduler.model import ScheduleState, job_id
+from scheduler.triggers.progress import TriggerProgress, apply, reset, satisfied
+
+if TYPE_CHECKING:
+    from faust.types import EventT
+
+    from scheduler.app import Worker
+
+log = logging.getLogger(__name__)
+
+
+def job_arguments(state: ScheduleState, events: list[dict[str, Any]]) -> dict[str, str]:
+    """Runtime arguments: the schedule's properties, then what the triggering events said."""
+    args = dict(state.schedule.data)
+    if events:
+        last = events[-1]
+        args["trigger.eventType"] = str(last.get("eventType", "time"))
+        for k, v in (last.get("payload") or {}).items():
+            args[f"trigger.{k}"] = str(v)
+        args["trigger.events"] = str(len(events))
+    return args
+
+
+class TriggerAgent:
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+
+    def load_progress(self, key: bytes, state: ScheduleState) -> TriggerProgress:
+        raw = self.worker.trigger_progress.get(key)
+        progress = TriggerProgress.from_json(decode_json(raw)) if raw is not None else None
+        if progress is None or progress.version != state.version:
+            return TriggerProgress(state.version)  # an update (or enable) starts from zero
+        return progress
+
+    async def agent(self, stream: Any) -> None:
+        async for event in stream.events():
+            try:
+                await self._handle(event)
+            except Exception as exc:
+                log.exception("unexpected error handling a trigger")
+                await self.worker.dead_letter(event, f"internal error: {type(exc).__name__}: {exc}")
+
+    async def _handle(self, event: EventT) -> None:
+        worker = self.worker
+        fired = decode_json(event.message.value)
+        key = bytes.fromhex(fired["scheduleKey"])
+        raw = worker.schedules.get(key)
+        state = decode_state(raw) if raw is not None else None
+        if state is None or not state.schedule.enabled or state.version != fired["version"]:
+            worker.stats["triggersIgnored"] += 1  # deleted, disabled or updated since
+            return
+        progress = self.load_progress(key, state)
+        if progress.seen(fired["source"], fired["position"]):
+            return
+        progress.mark(fired["source"], fired["position"])
+        if "event" in fired:
+            notification = notification_from_json(fired["event"])
+            try:
+                parsed = parse(notification)
+            except InvalidEvent:
+                return
+            summary = fired["event"]
+        else:
+            parsed, summary = None, {"eventType": "time", "payload": {"due": str(fired["due"])}}
+        apply(state.schedule.trigger, progress, fired["path"], parsed, summary)
+        if satisfied(state.schedule.trigger, progress):
+            s = state.schedule
+            assert s.program is not None
+            if parsed is None and fired["path"] == "0":
+                jid = job_id(s.key, fired["due"])  # a plain time schedule: one job per due instant
+            else:
+                jid = f"{s.key.id}#v{state.version}.{progress.seq + 1}"
+            job = Job(
+                job_id=jid,
+                schedule=s.key.id,
+                version=state.version,
+                program=s.program.id,
+                topic=s.topic,
+                arguments=job_arguments(state, progress.events),
+                triggered_at=worker.clock(),
+                constraints=[list(constraint_to_avro(c)) for c in s.constraints],
+                timeout=None
+                if s.timeout is None
+                else {"timeoutMs": s.timeout.timeout_ms, "action": s.timeout.action.value},
+                events=list(progress.events),
+            )
+            reset(progress)
+            await worker.send_keyed(
+                worker.settings.jobs_topic,
+                s.program.id.encode(),
+                encode_json({"type": "triggered", "job": job.to_json()}),
+            )
+        worker.trigger_progress[key] = encode_json(progress.to_json())

@@ -1,0 +1,156 @@
+"""Trigger progress of one schedule: what each trigger of its (possibly composite) tree has seen since
+the schedule's last job. Pure; stored as JSON in the trigger-progress table, keyed by schedule.
+
+A leaf is satisfied when its partitions or bytes reach the threshold, or when its program reached the
+awaited outcome, or when its time trigger came due; AND needs every child, OR any. When the root is
+satisfied the schedule gets a job and its progress starts again from zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.events import DataEvent, ProgramStatusEvent
+from scheduler.model import (
+    CompositeTrigger,
+    CronTrigger,
+    DataSizeTrigger,
+    FrequencyTrigger,
+    PartitionTrigger,
+    ProgramStatusTrigger,
+    Trigger,
+)
+
+MAX_EVENTS_KEPT = 100  # events remembered for the job (its launch carries them)
+
+
+@dataclass
+class LeafProgress:
+    partitions: int = 0
+    bytes: int = 0
+    fired: bool = False
+
+
+@dataclass
+class TriggerProgress:
+    version: int  # the schedule version this progress belongs to
+    leaves: dict[str, LeafProgress] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    sources: dict[str, int] = field(default_factory=dict)  # source -> highest offset/instant applied
+    seq: int = 0  # jobs created so far for this version
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "leaves": {p: vars(lp) for p, lp in self.leaves.items()},
+            "events": self.events,
+            "sources": self.sources,
+            "seq": self.seq,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TriggerProgress:
+        return cls(
+            d["version"],
+            {p: LeafProgress(**lp) for p, lp in d["leaves"].items()},
+            d["events"],
+            d["sources"],
+            d["seq"],
+        )
+
+    def seen(self, source: str, position: int) -> bool:
+        """True if this source already delivered `position` (a replay after a crash)."""
+        return self.sources.get(source, -1) >= position
+
+    def mark(self, source: str, position: int) -> None:
+        self.sources[source] = max(position, self.sources.get(source, -1))
+
+
+def find(trigger: Trigger, path: str) -> Trigger | None:
+    """The trigger at `path` ("0", "0.1", ...) of a tree."""
+    parts = path.split(".")
+    if parts[0] != "0":
+        return None
+    node = trigger
+    for part in parts[1:]:
+        if not isinstance(node, CompositeTrigger):
+            return None
+        i = int(part)
+        if not 0 <= i < len(node.triggers):
+            return None
+        node = node.triggers[i]
+    return node
+
+
+def apply(
+    trigger: Trigger,
+    progress: TriggerProgress,
+    path: str,
+    event: DataEvent | ProgramStatusEvent | None,
+    summary: dict[str, Any],
+) -> bool:
+    """Record what reached the leaf at `path` (event None: its time trigger came due); True if it counted."""
+    leaf = find(trigger, path)
+    lp = progress.leaves.setdefault(path, LeafProgress())
+    counted = False
+    if isinstance(leaf, CronTrigger | FrequencyTrigger) and event is None:
+        lp.fired = counted = True
+    elif isinstance(leaf, PartitionTrigger) and isinstance(event, DataEvent) and event.partitions:
+        lp.partitions += event.partitions
+        counted = True
+    elif isinstance(leaf, DataSizeTrigger) and isinstance(event, DataEvent) and event.bytes:
+        lp.bytes += event.bytes
+        counted = True
+    elif (
+        isinstance(leaf, ProgramStatusTrigger)
+        and isinstance(event, ProgramStatusEvent)
+        and any(o.matches(event.status) for o in leaf.on)
+    ):
+        lp.fired = counted = True
+    if counted and len(progress.events) < MAX_EVENTS_KEPT:
+        progress.events.append(summary)
+    return counted
+
+
+def satisfied(trigger: Trigger, progress: TriggerProgress, path: str = "0") -> bool:
+    if isinstance(trigger, CompositeTrigger):
+        children = (satisfied(c, progress, f"{path}.{i}") for i, c in enumerate(trigger.triggers))
+        return all(children) if trigger.op == "AND" else any(children)
+    lp = progress.leaves.get(path)
+    if lp is None:
+        return False
+    if isinstance(trigger, PartitionTrigger):
+        return lp.partitions >= trigger.min_partitions
+    if isinstance(trigger, DataSizeTrigger):
+        return lp.bytes >= trigger.min_bytes
+    return lp.fired
+
+
+def describe(trigger: Trigger, progress: TriggerProgress, path: str = "0") -> dict[str, Any]:
+    """Progress as a tree for people (HTTP): what each trigger has and what it needs."""
+    lp = progress.leaves.get(path, LeafProgress())
+    out: dict[str, Any] = {"path": path, "satisfied": satisfied(trigger, progress, path)}
+    if isinstance(trigger, CompositeTrigger):
+        out["op"] = trigger.op
+        out["triggers"] = [describe(c, progress, f"{path}.{i}") for i, c in enumerate(trigger.triggers)]
+    elif isinstance(trigger, PartitionTrigger):
+        out.update(
+            type="partition", dataset=trigger.dataset, partitions=lp.partitions, needs=trigger.min_partitions
+        )
+    elif isinstance(trigger, DataSizeTrigger):
+        out.update(type="dataSize", dataset=trigger.dataset, bytes=lp.bytes, needs=trigger.min_bytes)
+    elif isinstance(trigger, ProgramStatusTrigger):
+        out.update(
+            type="programStatus", program=trigger.program.id, on=[o.value for o in trigger.on], fired=lp.fired
+        )
+    else:
+        out.update(type="time", fired=lp.fired)
+    return out
+
+
+def reset(progress: TriggerProgress) -> None:
+    """After a job was created: everything seen so far belongs to that job."""
+    progress.leaves.clear()
+    progress.events.clear()
+    progress.seq += 1
