@@ -7,6 +7,7 @@ skip. A new constraint is one class here plus its Avro record and codec entry.
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -152,12 +153,30 @@ class TimeWindowConstraint(Constraint):
         local = datetime.fromtimestamp(now / 1000, zone)
         if self._inside(local.hour * 60 + local.minute):
             return MET
+        return self._unmet(f"outside {self.start}-{self.end} {self.timezone}", self._opens_after(now, zone))
+
+    def _opens_after(self, now: int, zone: ZoneInfo) -> int:
+        """The first instant after `now` inside the window: its start, or around a DST change the first
+        minute of it that exists (a start in a spring-forward gap) or occurs again (fall-back)."""
         start = _minute_of_day(self.start)
-        opens = local.replace(hour=start // 60, minute=start % 60, second=0, microsecond=0)
-        if opens <= local:
-            opens = (opens.replace(tzinfo=None) + timedelta(days=1)).replace(tzinfo=zone)
-        until = int(opens.timestamp() * 1000)
-        return self._unmet(f"outside {self.start}-{self.end} {self.timezone}", until)
+        today = datetime.fromtimestamp(now / 1000, zone).replace(tzinfo=None).date()
+        for days in range(3):
+            wall = datetime.combine(today + timedelta(days=days), datetime.min.time()) + timedelta(
+                minutes=start
+            )
+            first, second = sorted(int(wall.replace(tzinfo=zone, fold=f).timestamp() * 1000) for f in (0, 1))
+            t = first
+            while t <= second:  # one instant, or the hour around a DST change
+                if t > now and self._inside_at(t, zone):
+                    return t
+                t += 60_000
+            if second > now and self._inside_at(second, zone):
+                return second
+        return now + 86_400_000  # unreachable for a valid window; check again in a day
+
+    def _inside_at(self, instant: int, zone: ZoneInfo) -> bool:
+        local = datetime.fromtimestamp(instant / 1000, zone)
+        return self._inside(local.hour * 60 + local.minute)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,15 +220,14 @@ class PendingTimeout:
     action: TimeoutAction = TimeoutAction.DISCARD
 
 
+_HH_MM = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])", re.ASCII)
+
+
 def _minute_of_day(value: str, field_name: str = "time") -> int:
-    try:
-        hh, mm = value.split(":")
-        h, m = int(hh), int(mm)
-        if len(hh) == 2 and len(mm) == 2 and 0 <= h < 24 and 0 <= m < 60:
-            return h * 60 + m
-    except ValueError:
-        pass
-    raise InvalidSchedule(field_name, f"{value!r} is not HH:mm")
+    match = _HH_MM.fullmatch(value)
+    if match is None:
+        raise InvalidSchedule(field_name, f"{value!r} is not HH:mm")
+    return int(match[1]) * 60 + int(match[2])
 
 
 # --- the decision for one job ------------------------------------------------------------------------

@@ -36,7 +36,7 @@ PROGRAM_STATUSES = (
     "FAILED",
     "KILLED",
 )
-_DATASET_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}\.[A-Za-z0-9_.-]{1,256}$")
+_DATASET_RE = re.compile(r"[A-Za-z0-9_-]{1,128}\.[A-Za-z0-9_.-]{1,256}", re.ASCII)
 MAX_PAYLOAD_ENTRIES = 64
 MAX_PAYLOAD_BYTES = 64 * 1024
 
@@ -73,7 +73,7 @@ def program_key(program: ProgramId) -> str:
 def validate_dataset(dataset: str, field_name: str = "dataset") -> None:
     from scheduler.model import InvalidSchedule
 
-    if not _DATASET_RE.match(dataset):
+    if not _DATASET_RE.fullmatch(dataset):
         raise InvalidSchedule(field_name, f"dataset id {dataset!r} is not '<namespace>.<dataset>'")
 
 
@@ -84,14 +84,14 @@ def parse(n: Notification) -> DataEvent | ProgramStatusEvent:
         raise InvalidEvent("payload too large")
     if n.event_type in (EventType.PARTITION, EventType.DATA):
         dataset = p.get("datasetId", "")
-        if not _DATASET_RE.match(dataset):
+        if not _DATASET_RE.fullmatch(dataset):
             raise InvalidEvent(f"datasetId {dataset!r} is not '<namespace>.<dataset>'")
         size = _non_negative_int(p.get("bytes", "0"), "bytes")
         partitions = 0
         if n.event_type == EventType.PARTITION:
             try:
                 keys = json.loads(p.get("partitionKeys", "[]"))
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 raise InvalidEvent("partitionKeys is not a JSON list") from None
             if not isinstance(keys, list) or not keys:
                 raise InvalidEvent("partitionKeys must be a non-empty JSON list")

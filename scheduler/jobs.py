@@ -49,6 +49,7 @@ class Job:
     blocked_by: str = ""
     reason: str = ""
     check_at: int | None = None
+    merged: list[str] = field(default_factory=list)  # ids of later triggers folded into this job
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -90,12 +91,15 @@ class Launch:
 
 def add_job(queue: ProgramQueue, job: Job) -> bool:
     """A satisfied trigger. Merges into the schedule's waiting job if it has one (CDAP); False if a replay."""
-    if job.job_id in queue.launched or any(j.job_id == job.job_id for j in queue.jobs):
+    if job.job_id in queue.launched or any(
+        job.job_id == j.job_id or job.job_id in j.merged for j in queue.jobs
+    ):
         return False
     for waiting in queue.jobs:
         if waiting.schedule == job.schedule and waiting.version == job.version:
             room = MAX_EVENTS_PER_JOB - len(waiting.events)
             waiting.events.extend(job.events[: max(room, 0)])
+            waiting.merged.append(job.job_id)
             return True
     queue.jobs.append(job)
     return True
@@ -109,7 +113,7 @@ def apply_status(queue: ProgramQueue, run_id: str, status: str, at: int) -> None
         return
     if status not in ACTIVE_STATUSES:
         return
-    if run_id not in queue.active and run_id not in queue.launched and status in ("STARTING", "RUNNING"):
+    if run_id not in queue.active and run_id not in queue.launched:
         _started(queue, at)  # a run we did not launch (manual, another scheduler) counts too
     queue.active[run_id] = status
 
@@ -144,7 +148,7 @@ def check(queue: ProgramQueue, now: int) -> list[Launch]:
             job.state, job.blocked_by, job.reason, job.check_at = "PENDING_LAUNCH", "", d.reason, None
             queue.active[job.job_id] = "PENDING"
             _started(queue, now)
-            queue.launched.append(job.job_id)
+            queue.launched.extend([job.job_id, *job.merged])
             del queue.launched[:-MAX_LAUNCHED_REMEMBERED]
             launches.append(Launch(job, now, d.forced))
         elif d.outcome is Outcome.WAIT:

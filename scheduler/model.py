@@ -58,7 +58,7 @@ MAX_DATA_ENTRIES = 256
 MAX_DATA_BYTES = 64 * 1024
 MAX_CATCH_UP_WINDOW_MS = 7 * 86_400_000
 MAX_FREQUENCY_TIME = 1_000_000_000
-_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}", re.ASCII)
 
 
 class InvalidSchedule(ValueError):
@@ -246,7 +246,7 @@ class Schedule:
     def validate(self) -> None:
         """Raise InvalidSchedule naming the first field that is wrong."""
         self.key.validate()
-        if not _TOPIC_RE.match(self.topic):
+        if not _TOPIC_RE.fullmatch(self.topic):
             raise InvalidSchedule("topic", "must be 1-249 characters of [A-Za-z0-9._-]")
         if len(self.data) > MAX_DATA_ENTRIES:
             raise InvalidSchedule("data", f"more than {MAX_DATA_ENTRIES} entries")
@@ -296,11 +296,16 @@ def _validate_trigger(trigger: Trigger, field_name: str, depth: int) -> None:
         from scheduler.events import validate_dataset
 
         validate_dataset(trigger.dataset, f"{field_name}.dataset")
+        partitions = isinstance(trigger, PartitionTrigger)
         amount = trigger.min_partitions if isinstance(trigger, PartitionTrigger) else trigger.min_bytes
         if not 1 <= amount < 2**62:
-            raise InvalidSchedule(f"{field_name}", "the amount to wait for must be at least 1")
+            name = "minPartitions" if partitions else "minBytes"
+            raise InvalidSchedule(f"{field_name}.{name}", "must be at least 1")
     elif isinstance(trigger, ProgramStatusTrigger):
-        ProgramId.parse(trigger.program.id)
+        try:
+            ProgramId.parse(trigger.program.id)
+        except InvalidSchedule as exc:
+            raise InvalidSchedule(f"{field_name}.program", exc.message) from None
         if not trigger.on:
             raise InvalidSchedule(f"{field_name}.on", "name at least one outcome")
     else:

@@ -27,6 +27,7 @@ from scheduler.api import (
 )
 from scheduler.codec import (
     command_from_task_definition_record,
+    decode_json,
     encode,
     key_bytes,
     notification_to_avro,
@@ -128,6 +129,13 @@ def register_views(worker: Worker) -> None:
         async def post(self, request: Request) -> Response:
             return await http.publish_event(self, request)
 
+    @app.page("/triggers")
+    class TriggerIndex(View):
+        """Which schedules' triggers an event key reaches (the reverse trigger index)."""
+
+        async def get(self, request: Request) -> Response:
+            return await http.index_entry(self, request)
+
     @app.page("/jobs")
     class Jobs(View):
         async def get(self, request: Request) -> Response:
@@ -207,16 +215,18 @@ class _Http:
     def _next_fire(self, state: ScheduleState) -> int | None:
         if not state.schedule.enabled:
             return None
-        return state.evaluator().next_due(max(self.worker.clock(), state.active_since - 1))
+        nxt = next_time_fires(state, self.worker.clock(), 1)
+        return nxt[0] if nxt else None
 
     def _local_json(self, state: ScheduleState) -> dict[str, Any]:
         return schedule_json(state, self._next_fire(state))
 
     def owner(self, key: ScheduleKey) -> str | None:
         """Base URL of the worker owning `key`, None if that is this worker."""
-        from scheduler.app import partition_for
+        return self.owner_of(self.worker.partition_of(key_bytes(key)))
 
-        partition = partition_for(key_bytes(key), self.worker.settings.partitions)
+    def owner_of(self, partition: int) -> str | None:
+        """Base URL of the worker owning `partition`, None if that is this worker."""
         if partition in self.worker.active_partitions():
             return None
         topic = self.worker.schedules.changelog_topic.get_topic_name()
@@ -275,14 +285,7 @@ class _Http:
             return view.json({"error": "not found", "key": key.id}, status=404)
         state = state_from_json(current)
         schedule = state.schedule
-        trigger = state.evaluator()
-        out: list[int] = []
-        t: int | None = max(self.worker.clock(), state.active_since - 1)
-        while len(out) < n:
-            t = trigger.next_due(t) if t is not None else None
-            if t is None:
-                break
-            out.append(t)
+        out = next_time_fires(state, self.worker.clock(), n)
         return view.json({"key": key.id, "enabled": schedule.enabled, "next": out})
 
     async def _all_schedules(self, request: Request, tenant: str | None) -> list[dict[str, Any]]:
@@ -338,10 +341,11 @@ class _Http:
             return view.json({"schedules": schedules})
         return view.json({"schedules": schedules[:limit], "total": len(schedules)})
 
-    async def _routed(self, view: View, request: Request, key: ScheduleKey) -> Response | None:
-        """Forward to the owner of `key`; None if this worker owns it."""
+    async def _routed(self, view: View, request: Request, key: ScheduleKey | bytes) -> Response | None:
+        """Forward to the owner of `key` (a schedule, or raw key bytes); None if this worker owns it."""
         try:
-            owner = self.owner(key)
+            kb = key if isinstance(key, bytes) else key_bytes(key)
+            owner = self.owner_of(self.worker.partition_of(kb))
             if owner is None:
                 return None
             if request.headers.get(ROUTED_HEADER):
@@ -369,6 +373,22 @@ class _Http:
                 "trigger": describe(state.schedule.trigger, progress),
             }
         )
+
+    async def index_entry(self, view: View, request: Request) -> Response:
+        event_key = request.query.get("eventKey") or ""
+        if not event_key:
+            return _field_error(view, "eventKey", "required, e.g. partition:<namespace>.<dataset>")
+        kb = event_key.encode()
+        routed = await self._routed(view, request, kb)
+        if routed is not None:
+            return routed
+        raw = self.worker.trigger_index.get(kb)
+        triggers = (
+            sorted(decode_json(raw)["triggers"].values(), key=lambda t: (t["schedule"], t["path"]))
+            if raw
+            else []
+        )
+        return view.json({"eventKey": event_key, "triggers": triggers})
 
     async def publish_event(self, view: View, request: Request) -> Response:
         body, error = await self.parse(view, request, EventIn)
@@ -445,6 +465,23 @@ class _Http:
                 continue
             out.append(td)
         return view.json(out)
+
+
+def next_time_fires(state: ScheduleState, now: int, n: int) -> list[int]:
+    """The next `n` instants any time trigger of the schedule comes due (none for event-only triggers)."""
+    leaves = [t for _, t in state.time_leaves()]
+    after = max(now, state.active_since) - 1
+    cursors = [t.next_due(after) for t in leaves]
+    out: list[int] = []
+    while len(out) < n:
+        live = [(due, i) for i, due in enumerate(cursors) if due is not None]
+        if not live:
+            break
+        due, i = min(live)
+        if not out or due != out[-1]:
+            out.append(due)
+        cursors[i] = leaves[i].next_due(due)
+    return out
 
 
 def _job_json(job: Job) -> dict[str, Any]:

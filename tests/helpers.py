@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -170,3 +171,118 @@ __all__ = [
     "produce",
     "send_commands",
 ]
+
+
+def decode_launch(value: bytes) -> dict[str, Any]:
+    return decode("LaunchRequest", value)
+
+
+class Api:
+    """The HTTP API as a test uses it: writes, then waits until the owner shows them."""
+
+    def __init__(self, url: str) -> None:
+        self.client = httpx.AsyncClient(base_url=url, timeout=10)
+
+    async def __aenter__(self) -> Api:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.client.aclose()
+
+    async def _until(
+        self, path: str, predicate: Callable[[httpx.Response], bool], timeout_s: float = 15
+    ) -> httpx.Response:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            r = await self.client.get(path)
+            if predicate(r):
+                return r
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{path}: {r.status_code} {r.text}")
+            await asyncio.sleep(0.05)
+
+    async def create(self, body: dict[str, Any]) -> dict[str, Any]:
+        r = await self.client.post("/schedules", json={"enabled": True, **body})
+        assert r.status_code == 202, r.text
+        path = f"/schedules/{body['tenant']}/{body['name']}"
+        created = (await self._until(path, lambda r: r.status_code == 200)).json()
+        await self.indexed(created)
+        return created
+
+    async def indexed(self, schedule: dict[str, Any]) -> None:
+        """Until the trigger index points every event key of the schedule at this version of it."""
+        for key in _event_keys(schedule["trigger"]):
+            await self._until(
+                f"/triggers?eventKey={quote(key)}",
+                lambda r: any(
+                    t["schedule"] == schedule["key"] and t["version"] == schedule["version"]
+                    for t in r.json()["triggers"]
+                ),
+            )
+
+    async def update(self, tenant: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        version = (await self.client.get(f"/schedules/{tenant}/{name}")).json()["version"]
+        r = await self.client.put(f"/schedules/{tenant}/{name}", json=body)
+        assert r.status_code == 202, r.text
+        path = f"/schedules/{tenant}/{name}"
+        updated = (
+            await self._until(path, lambda r: r.status_code == 200 and r.json()["version"] > version)
+        ).json()
+        await self.indexed(updated)
+        return updated
+
+    async def delete(self, tenant: str, name: str) -> None:
+        r = await self.client.delete(f"/schedules/{tenant}/{name}")
+        assert r.status_code == 202, r.text
+        await self._until(f"/schedules/{tenant}/{name}", lambda r: r.status_code == 404)
+
+    async def event(self, event_type: str, **payload: str) -> None:
+        r = await self.client.post("/events", json={"eventType": event_type, "payload": payload})
+        assert r.status_code == 202, r.text
+
+    async def partitions(self, dataset: str, *keys: str, size: int = 100) -> None:
+        import json
+
+        await self.event(
+            "partition", datasetId=dataset, partitionKeys=json.dumps(list(keys)), bytes=str(size)
+        )
+
+    async def status(self, program: str, run_id: str, status: str) -> None:
+        await self.event("program-status", programId=program, runId=run_id, status=status)
+
+    async def run(self, program: str, run_id: str, *statuses: str) -> None:
+        for s in statuses:
+            await self.status(program, run_id, s)
+
+    async def jobs(self, **query: str) -> dict[str, Any]:
+        r = await self.client.get("/jobs", params=query)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    async def progress(self, tenant: str, name: str) -> dict[str, Any]:
+        r = await self.client.get(f"/schedules/{tenant}/{name}/trigger")
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    async def wait_jobs(
+        self, predicate: Callable[[dict[str, Any]], bool], timeout_s: float = 15, **query: str
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            j = await self.jobs(**query)
+            if predicate(j):
+                return j
+            if time.monotonic() > deadline:
+                raise AssertionError(f"jobs: {j}")
+            await asyncio.sleep(0.05)
+
+
+def _event_keys(trigger: dict[str, Any]) -> list[str]:
+    kind = trigger["type"]
+    if kind in ("and", "or"):
+        return [k for t in trigger["triggers"] for k in _event_keys(t)]
+    if kind in ("partition", "dataSize"):
+        return [f"partition:{trigger['dataset']}"]
+    if kind == "programStatus":
+        return [f"program:{trigger['program']}"]
+    return []

@@ -1,0 +1,520 @@
+"""Event-driven scheduling on a real broker: the scenario tables of seeds 003 (CDAP scheduler) and 002
+(program-status triggers), one test each, in seconds instead of minutes. The test plays the launcher: it
+reads launch requests and publishes the program-status events of the runs (run id = job id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from scheduler.codec import encode, encode_command, key_bytes
+from tests.helpers import Api, TopicReader, dead_letter, decode_launch, produce
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+A = "acme/pipes/workflow/A"
+B = "acme/pipes/workflow/B"
+SPARK = "acme/pipes/spark/clean"
+ETL = "acme/pipes/workflow/etl"
+
+
+def schedule(name: str, trigger: dict[str, Any], program: str, topic: str, **extra: Any) -> dict[str, Any]:
+    return {"tenant": "acme", "name": name, "trigger": trigger, "program": program, "topic": topic, **extra}
+
+
+def partitions(dataset: str, n: int) -> dict[str, Any]:
+    return {"type": "partition", "dataset": dataset, "minPartitions": n}
+
+
+def on(program: str, *outcomes: str) -> dict[str, Any]:
+    return {"type": "programStatus", "program": program, "on": list(outcomes) or ["SUCCEEDED"]}
+
+
+def of(launches: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [x for x in launches if x["schedule"]["name"] == name]
+
+
+async def quiet(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+# --- seed 003: the CDAP scheduler scenarios ---------------------------------------------------------
+
+
+async def test_scenario_003_1_any_new_partition_with_a_minimum_interval_between_runs(broker, worker, app_id):
+    """Five partitions over a short window: the first launches, the rest are skipped (too soon)."""
+    out = f"{app_id}-launches"
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(
+            schedule(
+                "any",
+                partitions("acme.feed", 1),
+                ETL,
+                out,
+                constraints=[{"type": "lastRun", "minMs": 60_000, "onUnmet": "SKIP"}],
+            )
+        )
+        for day in range(5):
+            await api.partitions("acme.feed", f"2026-11-{day + 10}")
+            await quiet(0.4)
+        recent = (await api.wait_jobs(lambda j: len(j["recent"]) >= 4, schedule="acme/any"))["recent"]
+        await launches.wait_for(lambda r: len(r) >= 1)
+        await quiet(1)
+    assert len(launches.records) == 1
+    assert {r["outcome"] for r in recent} == {"SKIP"} and all(
+        "LastRunConstraint" in r["reason"] for r in recent
+    )
+
+
+async def test_scenario_003_2_schedule_properties_are_runtime_args_and_an_update_changes_them(
+    broker, worker, app_id
+):
+    out = f"{app_id}-launches"
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(schedule("props", partitions("acme.feed", 1), ETL, out, data={"mode": "full"}))
+        await api.partitions("acme.feed", "p1")
+        await launches.wait_for(lambda r: len(r) >= 1)
+        first = launches.records[0]
+        await api.run(ETL, first["jobId"], "STARTING", "RUNNING", "COMPLETED")
+        await api.update(
+            "acme",
+            "props",
+            {
+                "trigger": partitions("acme.feed", 1),
+                "program": ETL,
+                "topic": out,
+                "data": {"mode": "incremental"},
+            },
+        )
+        await api.partitions("acme.feed", "p2")
+        await launches.wait_for(lambda r: len(r) >= 2)
+    assert first["arguments"]["mode"] == "full" and first["arguments"]["trigger.partitionKeys"] == '["p1"]'
+    assert launches.records[1]["arguments"]["mode"] == "incremental"
+
+
+async def test_scenario_003_4_an_update_resets_partition_progress(broker, worker, app_id):
+    out = f"{app_id}-launches"
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(schedule("five", partitions("acme.feed", 5), ETL, out, data={"v": "1"}))
+        await api.partitions("acme.feed", "p1")
+        await api.update(
+            "acme",
+            "five",
+            {"trigger": partitions("acme.feed", 5), "program": ETL, "topic": out, "data": {"v": "2"}},
+        )
+        await api.partitions("acme.feed", "p2", "p3", "p4", "p5")
+        await quiet(2)
+        assert launches.records == [], "launched on partitions counted before the update"
+        assert (await api.progress("acme", "five"))["trigger"]["partitions"] == 4
+        await api.partitions("acme.feed", "p6")
+        await launches.wait_for(lambda r: len(r) >= 1)
+    assert len(launches.records) == 1 and launches.records[0]["arguments"]["v"] == "2"
+
+
+async def test_scenario_003_5_an_update_replaces_a_job_waiting_on_its_delay(broker, worker, app_id):
+    out = f"{app_id}-launches"
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(
+            schedule(
+                "delayed",
+                partitions("acme.feed", 5),
+                ETL,
+                out,
+                data={"v": "1"},
+                constraints=[{"type": "delay", "delayMs": 600_000}],
+            )
+        )
+        await api.partitions("acme.feed", "a", "b", "c", "d", "e")
+        waiting = await api.wait_jobs(lambda j: len(j["jobs"]) == 1, schedule="acme/delayed")
+        assert waiting["jobs"][0]["blockedBy"] == "DelayConstraint" and waiting["jobs"][0]["checkAt"] > 0
+        await api.update(
+            "acme",
+            "delayed",
+            {
+                "trigger": partitions("acme.feed", 3),
+                "program": ETL,
+                "topic": out,
+                "data": {"v": "2"},
+                "constraints": [{"type": "delay", "delayMs": 100}],
+            },
+        )
+        await api.partitions("acme.feed", "f", "g", "h")
+        await launches.wait_for(lambda r: len(r) >= 1)
+        await quiet(1)
+        jobs = await api.jobs(schedule="acme/delayed")
+    assert len(launches.records) == 1 and launches.records[0]["arguments"]["v"] == "2"
+    assert jobs["jobs"] == [] and [r["outcome"] for r in jobs["recent"]] == ["CANCELLED"]
+
+
+async def test_scenario_003_6_delete_before_the_trigger_completes_launches_nothing(broker, worker, app_id):
+    out = f"{app_id}-launches"
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(schedule("gone", partitions("acme.feed", 5), ETL, out))
+        await api.create(schedule("witness", partitions("acme.feed", 5), SPARK, out))
+        await api.partitions("acme.feed", "a", "b", "c", "d")
+        await api.delete("acme", "gone")
+        await api.partitions("acme.feed", "e")
+        await launches.wait_for(lambda r: len(r) >= 1)  # the witness proves the fifth partition arrived
+        await quiet(2)
+    assert [x["schedule"]["name"] for x in launches.records] == ["witness"]
+
+
+async def test_scenario_003_7_delete_cancels_a_job_waiting_on_its_delay(broker, worker, app_id):
+    out = f"{app_id}-launches"
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(
+            schedule(
+                "wait",
+                partitions("acme.feed", 5),
+                ETL,
+                out,
+                constraints=[{"type": "delay", "delayMs": 4_000}],
+            )
+        )
+        await api.partitions("acme.feed", "a", "b", "c", "d", "e")
+        job = (await api.wait_jobs(lambda j: len(j["jobs"]) == 1, schedule="acme/wait"))["jobs"][0]
+        await asyncio.sleep(max(0.0, (job["checkAt"] - 500) / 1000 - time.time()))
+        await api.delete("acme", "wait")
+        await asyncio.sleep(max(0.0, job["checkAt"] / 1000 - time.time()) + 2)
+    assert launches.records == []
+
+
+async def test_scenario_003_8_a_trigger_with_several_constraints_launches_only_when_all_hold(
+    broker, worker, app_id
+):
+    out = f"{app_id}-launches"
+    now = datetime.now(ZoneInfo("Asia/Tokyo"))
+    window = {
+        "type": "timeWindow",
+        "start": (now - timedelta(minutes=5)).strftime("%H:%M"),
+        "end": (now + timedelta(minutes=30)).strftime("%H:%M"),
+        "timezone": "Asia/Tokyo",
+    }
+    constraints = [
+        {"type": "delay", "delayMs": 1_500},
+        {"type": "concurrency", "maxRuns": 1},
+        window,
+        {"type": "rate", "maxRuns": 2, "unit": "HOURS"},
+    ]
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(schedule("all", partitions("acme.feed", 1), ETL, out, constraints=constraints))
+        await api.partitions("acme.feed", "a")
+        await launches.wait_for(lambda r: len(r) >= 1)
+        first = launches.records[0]
+        assert first["launchedAt"] - first["triggeredAt"] >= 1_500, "launched before its delay"
+        await api.run(ETL, first["jobId"], "STARTING", "RUNNING")
+        await api.partitions("acme.feed", "b")
+        held = await api.wait_jobs(
+            lambda j: any(x["blockedBy"] == "ConcurrencyConstraint" for x in j["jobs"]), schedule="acme/all"
+        )
+        assert held["jobs"][0]["reason"].startswith("1 runs active")
+        await api.run(ETL, first["jobId"], "COMPLETED")
+        await launches.wait_for(lambda r: len(r) >= 2)
+        await api.run(ETL, launches.records[1]["jobId"], "STARTING", "COMPLETED")
+        await api.partitions("acme.feed", "c")  # a third run within the hour: the rate limit holds it
+        held = await api.wait_jobs(
+            lambda j: any(x["blockedBy"] == "RateConstraint" for x in j["jobs"]), schedule="acme/all"
+        )
+        await quiet(2)
+    assert len(launches.records) == 2
+    assert held["jobs"][0]["checkAt"] >= first["launchedAt"] + 3_600_000
+
+
+# --- seed 002: program-status triggers --------------------------------------------------------------
+
+
+async def test_scenario_002_1_b_runs_after_a_succeeded(broker, worker, app_id):
+    out = f"{app_id}-launches"
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(schedule("a", {"type": "frequency", "timeUnit": "SECONDS", "time": 2}, A, out))
+        await api.create(schedule("b", on(A, "SUCCEEDED"), B, out))
+        await launches.wait_for(lambda r: len(of(r, "a")) >= 1)
+        a_run = of(launches.records, "a")[0]["jobId"]
+        await api.run(A, a_run, "STARTING", "RUNNING", "COMPLETED")
+        await launches.wait_for(lambda r: len(of(r, "b")) >= 1)
+    b = of(launches.records, "b")[0]
+    assert b["program"]["name"] == "B" and b["arguments"]["trigger.runId"] == a_run
+    assert b["arguments"]["trigger.status"] == "COMPLETED"
+
+
+async def test_scenario_002_2_b_does_not_run_when_a_failed(broker, worker, app_id):
+    out = f"{app_id}-launches"
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(schedule("b-on-success", on(A, "SUCCEEDED"), B, out))
+        await api.create(schedule("cleanup-on-failure", on(A, "FAILED"), SPARK, out))
+        await api.run(A, "run-1", "STARTING", "RUNNING", "FAILED")
+        await launches.wait_for(lambda r: len(of(r, "cleanup-on-failure")) >= 1)
+        await quiet(1.5)
+    assert of(launches.records, "b-on-success") == []
+
+
+async def test_scenario_002_3_b_deleted_while_a_runs_never_runs(broker, worker, app_id):
+    out = f"{app_id}-launches"
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(schedule("b", on(A), B, out))
+        await api.create(schedule("witness", on(A), SPARK, out))
+        await api.run(A, "run-1", "STARTING", "RUNNING")
+        await api.delete("acme", "b")  # "500 ms before A completes"
+        await quiet(0.5)
+        await api.run(A, "run-1", "COMPLETED")
+        await launches.wait_for(lambda r: len(of(r, "witness")) >= 1)
+        await quiet(1.5)
+    assert of(launches.records, "b") == []
+
+
+async def test_scenario_002_4_a_spark_program_that_succeeded_starts_the_schedule(broker, worker, app_id):
+    """The Spark program's status arrives the way any system reports it: Avro on the events topic."""
+    out = f"{app_id}-launches"
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(schedule("after-spark", on(SPARK, "SUCCEEDED"), B, out))
+        records = []
+        for status in ("STARTING", "RUNNING", "COMPLETED"):
+            n = {
+                "timestamp": int(time.time() * 1000),
+                "eventType": "program-status",
+                "payload": {"programId": SPARK, "runId": "spark-run-7", "status": status},
+            }
+            records.append((f"program:{SPARK}".encode(), encode("Notification", n)))
+        await produce(broker.bootstrap_servers, f"{app_id}-events", records)
+        await launches.wait_for(lambda r: len(r) >= 1)
+    assert launches.records[0]["arguments"]["trigger.runId"] == "spark-run-7"
+
+
+async def test_scenario_002_5_b_waits_outside_its_time_window_after_a_completed(broker, worker, app_id):
+    out = f"{app_id}-launches"
+    zone = ZoneInfo("America/Los_Angeles")
+    now = datetime.now(zone)
+    start, end = now + timedelta(hours=2), now + timedelta(hours=3)
+    window = {
+        "type": "timeWindow",
+        "start": start.strftime("%H:%M"),
+        "end": end.strftime("%H:%M"),
+        "timezone": "America/Los_Angeles",
+    }
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(schedule("b", on(A), B, out, constraints=[window]))
+        await api.run(A, "run-1", "STARTING", "COMPLETED")
+        job = (await api.wait_jobs(lambda j: len(j["jobs"]) == 1, schedule="acme/b"))["jobs"][0]
+        await quiet(1)
+    assert launches.records == []
+    assert job["blockedBy"] == "TimeWindowConstraint"
+    opens = start.replace(second=0, microsecond=0)
+    assert job["checkAt"] == int(opens.timestamp() * 1000)
+
+
+# --- composite triggers, concurrency, timeouts -------------------------------------------------------
+
+
+async def test_and_of_a_succeeded_and_two_partitions_fires_only_when_both_hold(broker, worker, app_id):
+    out = f"{app_id}-launches"
+    both = {"type": "and", "triggers": [on(A), partitions("acme.feed", 2)]}
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(schedule("both", both, ETL, out))
+        await api.partitions("acme.feed", "a", "b")
+        await quiet(1.5)
+        assert launches.records == []
+        progress = (await api.progress("acme", "both"))["trigger"]
+        assert [t["satisfied"] for t in progress["triggers"]] == [False, True]
+        await api.run(A, "run-1", "COMPLETED")
+        await launches.wait_for(lambda r: len(r) >= 1)
+        await api.partitions("acme.feed", "c", "d")  # progress started again: partitions alone do nothing
+        await quiet(1.5)
+    assert len(launches.records) == 1 and launches.records[0]["arguments"]["trigger.events"] == "2"
+
+
+async def test_or_of_a_succeeded_or_two_partitions_fires_on_either(broker, worker, app_id):
+    out = f"{app_id}-launches"
+    either = {"type": "or", "triggers": [on(A), partitions("acme.feed", 2)]}
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(schedule("either", either, ETL, out))
+        await api.run(A, "run-1", "COMPLETED")
+        await launches.wait_for(lambda r: len(r) >= 1)
+        await api.partitions("acme.feed", "a", "b")
+        await launches.wait_for(lambda r: len(r) >= 2)
+    assert [x["arguments"]["trigger.eventType"] for x in launches.records] == ["program-status", "partition"]
+
+
+async def test_concurrency_one_holds_the_second_job_until_the_first_run_ends(broker, worker, app_id):
+    """Launched-but-not-started (PENDING), STARTING and RUNNING runs all count against the limit."""
+    out = f"{app_id}-launches"
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(
+            schedule(
+                "one",
+                partitions("acme.feed", 1),
+                ETL,
+                out,
+                constraints=[{"type": "concurrency", "maxRuns": 1}],
+            )
+        )
+        await api.partitions("acme.feed", "a")
+        await launches.wait_for(lambda r: len(r) >= 1)
+        await api.partitions("acme.feed", "b")  # the first run is launched but not yet STARTING
+        await api.wait_jobs(lambda j: len(j["jobs"]) == 1, schedule="acme/one")
+        run = launches.records[0]["jobId"]
+        await api.run(ETL, run, "STARTING")
+        await quiet(0.5)
+        await api.run(ETL, run, "RUNNING")
+        await quiet(1)
+        assert len(launches.records) == 1
+        await api.run(ETL, run, "COMPLETED")
+        await launches.wait_for(lambda r: len(r) >= 2)
+
+
+@pytest.mark.parametrize("action", ["DISCARD", "FORCE_START"])
+async def test_pending_timeout_discards_or_force_starts(broker, worker, app_id, action):
+    out = f"{app_id}-launches"
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(
+            schedule(
+                "t",
+                partitions("acme.feed", 1),
+                ETL,
+                out,
+                constraints=[{"type": "concurrency", "maxRuns": 1}],
+                timeout={"timeoutMs": 1_500, "action": action},
+            )
+        )
+        await api.run(ETL, "manual-run", "STARTING", "RUNNING")  # a run nobody will finish
+        await api.partitions("acme.feed", "a")
+        jobs = await api.wait_jobs(
+            lambda j: bool(j["recent"]) or not j["jobs"] and len(launches.records) > 0,
+            schedule="acme/t",
+            timeout_s=10,
+        )
+        await quiet(1)
+    if action == "DISCARD":
+        assert launches.records == [] and jobs["recent"][0]["outcome"] == "DISCARD"
+    else:
+        assert len(launches.records) == 1 and launches.records[0]["forced"] is True
+
+
+async def test_disable_drops_pending_jobs_and_enable_starts_trigger_progress_again(broker, worker, app_id):
+    out = f"{app_id}-launches"
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(
+            schedule(
+                "d", partitions("acme.feed", 2), ETL, out, constraints=[{"type": "delay", "delayMs": 60_000}]
+            )
+        )
+        await api.partitions("acme.feed", "a", "b")
+        await api.wait_jobs(lambda j: len(j["jobs"]) == 1, schedule="acme/d")
+        assert (await api.client.post("/schedules/acme/d/disable")).status_code == 202
+        jobs = await api.wait_jobs(lambda j: not j["jobs"], schedule="acme/d")
+        assert jobs["recent"][0]["outcome"] == "CANCELLED"
+        await api.partitions("acme.feed", "c")  # while disabled: not counted
+        assert (await api.client.post("/schedules/acme/d/enable")).status_code == 202
+        await api._until("/schedules/acme/d", lambda r: r.json()["enabled"])
+        await api.partitions("acme.feed", "d")
+        await quiet(1)
+        assert (await api.progress("acme", "d"))["trigger"]["partitions"] == 1
+    assert launches.records == []
+
+
+# --- failures and bad input ------------------------------------------------------------------------
+
+
+async def test_a_worker_killed_while_a_job_waits_on_its_delay_launches_it_once_after_restart(
+    broker, start_worker, app_id, tmp_path
+):
+    out = f"{app_id}-launches"
+    first = start_worker()
+    async with Api(first.url) as api:
+        await api.create(
+            schedule(
+                "survivor",
+                partitions("acme.feed", 1),
+                ETL,
+                out,
+                constraints=[{"type": "delay", "delayMs": 5_000}],
+            )
+        )
+        await api.partitions("acme.feed", "a")
+        job = (await api.wait_jobs(lambda j: len(j["jobs"]) == 1, schedule="acme/survivor"))["jobs"][0]
+    first.kill()
+    second = start_worker(SCHEDULER_DATA_DIR=str(tmp_path / "elsewhere"))  # state from the changelogs
+    async with TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await launches.wait_for(lambda r: len(r) >= 1, timeout_s=60)
+        await quiet(2)
+    assert [x["jobId"] for x in launches.records] == [job["jobId"]]
+    assert launches.records[0]["launchedAt"] >= job["checkAt"]
+    assert second.health()["launches"] == 1
+
+
+async def test_bad_events_are_dead_lettered_and_good_ones_still_count(broker, worker, app_id):
+    out = f"{app_id}-launches"
+    good = {
+        "timestamp": 1,
+        "eventType": "partition",
+        "payload": {"datasetId": "acme.feed", "partitionKeys": '["a"]'},
+    }
+    bad = {
+        "undecodable": (b"partition:acme.feed", b"\x01\x02garbage"),
+        "unknown type": (
+            b"x",
+            encode("Notification", {"timestamp": 1, "eventType": "meteor", "payload": {}}),
+        ),
+        "unknown dataset": (
+            b"partition:acme.nobody",
+            encode(
+                "Notification", {**good, "payload": {"datasetId": "acme.nobody", "partitionKeys": '["a"]'}}
+            ),
+        ),
+        "bad payload": (
+            b"partition:acme.feed",
+            encode(
+                "Notification", {**good, "payload": {"datasetId": "acme.feed", "partitionKeys": "not json"}}
+            ),
+        ),
+    }
+    reasons = {
+        "undecodable": "not a valid Avro Notification",
+        "unknown type": "unknown event type",
+        "unknown dataset": "unknown dataset",
+        "bad payload": "partitionKeys",
+    }
+    async with (
+        Api(worker.url) as api,
+        TopicReader(broker.bootstrap_servers, out, decode_launch) as launches,
+        TopicReader(broker.bootstrap_servers, f"{app_id}-dead-letters", dead_letter) as dlq,
+    ):
+        await api.create(schedule("feed", partitions("acme.feed", 2), ETL, out))
+        records = [(b"partition:acme.feed", encode("Notification", good))]
+        records += list(bad.values())
+        records += [(b"partition:acme.feed", encode("Notification", good))]
+        await produce(broker.bootstrap_servers, f"{app_id}-events", records)
+        await dlq.wait_for(lambda r: len(r) >= len(bad))
+        await launches.wait_for(lambda r: len(r) >= 1)
+    by_value = {d["value"]: d for d in dlq.records}
+    for kind, (_, value) in bad.items():
+        assert reasons[kind] in by_value[value]["reason"], (kind, by_value[value]["reason"])
+
+
+async def test_an_event_schedule_from_the_commands_topic_is_indexed_like_one_from_http(
+    broker, worker, app_id
+):
+    from scheduler.model import Action, PartitionTrigger, ProgramId, Schedule, ScheduleCommand, ScheduleKey
+
+    out = f"{app_id}-launches"
+    s = Schedule(
+        ScheduleKey("acme", "topic-made"),
+        PartitionTrigger("acme.feed", 1),
+        out,
+        enabled=True,
+        program=ProgramId.parse(ETL),
+    )
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await produce(
+            broker.bootstrap_servers,
+            f"{app_id}-commands",
+            [(key_bytes(s.key), encode_command(ScheduleCommand(s.key, Action.INSERT, s)))],
+        )
+        await api._until("/schedules/acme/topic-made", lambda r: r.status_code == 200)
+        await api.partitions("acme.feed", "a")
+        await launches.wait_for(lambda r: len(r) >= 1)

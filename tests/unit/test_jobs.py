@@ -1,0 +1,419 @@
+"""The job queue of one program: jobs in (with replay and merge rules), run status in, launches out."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from scheduler.codec import constraint_to_avro
+from scheduler.constraints import (
+    ConcurrencyConstraint,
+    Constraint,
+    DelayConstraint,
+    LastRunConstraint,
+    RateConstraint,
+    UnmetAction,
+)
+from scheduler.jobs import (
+    MAX_EVENTS_PER_JOB,
+    Job,
+    ProgramQueue,
+    add_job,
+    apply_status,
+    cancel,
+    check,
+)
+from scheduler.model import TimeUnit
+
+pytestmark = pytest.mark.unit
+
+T0 = 1_704_067_200_000
+MINUTE = 60_000
+HOUR = 3_600_000
+PROGRAM = "sales/etl/workflow/daily"
+SCHEDULE = "acme/daily-etl"
+
+
+def avro(*constraints: Constraint) -> list[Any]:
+    """Constraints as a job carries them (the JSON form of their Avro union value)."""
+    return [list(constraint_to_avro(c)) for c in constraints]
+
+
+def job(
+    job_id: str,
+    schedule: str = SCHEDULE,
+    version: int = 1,
+    triggered_at: int = T0,
+    constraints: list[Any] | None = None,
+    timeout: dict[str, Any] | None = None,
+    events: list[dict[str, Any]] | None = None,
+) -> Job:
+    return Job(
+        job_id=job_id,
+        schedule=schedule,
+        version=version,
+        program=PROGRAM,
+        topic="launches",
+        arguments={"region": "eu"},
+        triggered_at=triggered_at,
+        constraints=[] if constraints is None else constraints,
+        timeout=timeout,
+        events=[] if events is None else events,
+    )
+
+
+def event(i: int) -> dict[str, Any]:
+    return {"timestamp": T0 + i, "eventType": "partition", "payload": {"datasetId": "sales.orders"}}
+
+
+def queue() -> ProgramQueue:
+    return ProgramQueue(PROGRAM)
+
+
+# --- jobs in -------------------------------------------------------------------------------------
+
+
+def test_add_job_appends_to_the_queue() -> None:
+    q = queue()
+    assert add_job(q, job("j1"))
+    assert add_job(q, job("j2", schedule="acme/other"))
+    assert [j.job_id for j in q.jobs] == ["j1", "j2"]
+
+
+def test_a_replayed_pending_job_id_is_ignored() -> None:
+    q = queue()
+    add_job(q, job("j1", events=[event(1)]))
+    assert not add_job(q, job("j1", events=[event(1)]))
+    assert len(q.jobs) == 1
+    assert q.jobs[0].events == [event(1)]
+
+
+def test_a_replayed_launched_job_id_is_ignored() -> None:
+    q = queue()
+    add_job(q, job("j1"))
+    assert [launch.job.job_id for launch in check(q, T0)] == ["j1"]
+    assert not add_job(q, job("j1"))
+    assert q.jobs == []
+    assert check(q, T0 + 1) == []
+
+
+def test_a_second_trigger_while_the_job_waits_is_merged_into_it() -> None:
+    q = queue()
+    add_job(q, job("j1", constraints=avro(DelayConstraint(HOUR)), events=[event(1)]))
+    check(q, T0)  # waiting for the delay
+    assert add_job(q, job("j2", triggered_at=T0 + MINUTE, events=[event(2), event(3)]))
+    assert [j.job_id for j in q.jobs] == ["j1"]
+    assert q.jobs[0].events == [event(1), event(2), event(3)]
+    assert q.jobs[0].triggered_at == T0  # the waiting job keeps its own trigger instant
+
+
+def test_a_trigger_of_another_version_is_not_merged() -> None:
+    q = queue()
+    add_job(q, job("j1", version=1))
+    add_job(q, job("j2", version=2))
+    assert [j.job_id for j in q.jobs] == ["j1", "j2"]
+
+
+def test_merged_events_are_bounded() -> None:
+    q = queue()
+    add_job(q, job("j1", events=[event(i) for i in range(MAX_EVENTS_PER_JOB - 1)]))
+    add_job(q, job("j2", events=[event(1000), event(1001), event(1002)]))
+    assert len(q.jobs[0].events) == MAX_EVENTS_PER_JOB
+    assert q.jobs[0].events[-1] == event(1000)
+
+
+def test_a_replayed_job_id_that_was_merged_is_ignored_while_the_job_waits() -> None:
+    q = queue()
+    add_job(q, job("j1", constraints=avro(DelayConstraint(HOUR)), events=[event(1)]))
+    add_job(q, job("j2", events=[event(2)]))
+    assert not add_job(q, job("j2", events=[event(2)]))
+    assert q.jobs[0].events == [event(1), event(2)]
+
+
+def test_a_replayed_job_id_that_was_merged_launches_nothing_after_the_launch() -> None:
+    q = queue()
+    add_job(q, job("j1", constraints=avro(DelayConstraint(HOUR)), events=[event(1)]))
+    add_job(q, job("j2", events=[event(2)]))
+    assert len(check(q, T0 + HOUR)) == 1
+    assert not add_job(q, job("j2", events=[event(2)]))
+    assert check(q, T0 + 2 * HOUR) == []
+
+
+# --- launches ------------------------------------------------------------------------------------
+
+
+def test_a_job_without_constraints_launches_on_check() -> None:
+    q = queue()
+    add_job(q, job("j1"))
+    launches = check(q, T0 + 5)
+    assert len(launches) == 1
+    launch = launches[0]
+    assert launch.job.job_id == "j1"
+    assert launch.job.state == "PENDING_LAUNCH"
+    assert launch.job.check_at is None
+    assert launch.launched_at == T0 + 5
+    assert not launch.forced
+    assert q.jobs == []
+    assert q.active == {"j1": "PENDING"}
+    assert q.launched == ["j1"]
+    assert q.last_start == T0 + 5
+    assert q.recent_starts == [T0 + 5]
+
+
+def test_check_of_an_empty_queue_launches_nothing() -> None:
+    assert check(queue(), T0) == []
+
+
+def test_concurrency_one_launches_the_first_and_holds_the_second_until_it_ends() -> None:
+    one = avro(ConcurrencyConstraint(1))
+    q = queue()
+    add_job(q, job("j1", constraints=one))
+    add_job(q, job("j2", schedule="acme/other", constraints=one))
+
+    launches = check(q, T0)
+    assert [launch.job.job_id for launch in launches] == ["j1"]
+    waiting = q.jobs[0]
+    assert waiting.job_id == "j2"
+    assert waiting.state == "PENDING_CONSTRAINT"
+    assert waiting.blocked_by == "ConcurrencyConstraint"
+    assert waiting.check_at is None
+
+    apply_status(q, "j1", "STARTING", T0 + MINUTE)
+    assert check(q, T0 + MINUTE) == []
+    apply_status(q, "j1", "RUNNING", T0 + 2 * MINUTE)
+    assert check(q, T0 + 2 * MINUTE) == []
+    assert q.active == {"j1": "RUNNING"}
+    assert q.recent_starts == [T0]  # our own run's STARTING is not a second start
+
+    apply_status(q, "j1", "COMPLETED", T0 + HOUR)
+    assert q.active == {}
+    assert q.last_end == T0 + HOUR
+    assert [launch.job.job_id for launch in check(q, T0 + HOUR)] == ["j2"]
+    assert q.active == {"j2": "PENDING"}
+
+
+def test_concurrency_two_launches_two_jobs_in_one_check() -> None:
+    two = avro(ConcurrencyConstraint(2))
+    q = queue()
+    for i, schedule in enumerate(["acme/a", "acme/b", "acme/c"]):
+        add_job(q, job(f"j{i}", schedule=schedule, constraints=two))
+    assert [launch.job.job_id for launch in check(q, T0)] == ["j0", "j1"]
+    assert [j.job_id for j in q.jobs] == ["j2"]
+
+
+@pytest.mark.parametrize("st", ["FAILED", "KILLED"])
+def test_any_end_of_the_run_frees_its_slot(st: str) -> None:
+    one = avro(ConcurrencyConstraint(1))
+    q = queue()
+    add_job(q, job("j1", constraints=one))
+    add_job(q, job("j2", schedule="acme/other", constraints=one))
+    check(q, T0)
+    apply_status(q, "j1", st, T0 + MINUTE)
+    assert [launch.job.job_id for launch in check(q, T0 + MINUTE)] == ["j2"]
+
+
+def test_a_manual_run_that_is_starting_counts_against_concurrency() -> None:
+    q = queue()
+    apply_status(q, "manual-7", "STARTING", T0)
+    assert q.active == {"manual-7": "STARTING"}
+    assert q.last_start == T0  # a run we did not launch starts now
+    assert q.recent_starts == [T0]
+    add_job(q, job("j1", constraints=avro(ConcurrencyConstraint(1))))
+    assert check(q, T0 + 1) == []
+    assert q.jobs[0].blocked_by == "ConcurrencyConstraint"
+    apply_status(q, "manual-7", "COMPLETED", T0 + MINUTE)
+    assert len(check(q, T0 + MINUTE)) == 1
+
+
+def test_a_manual_run_counts_against_last_run_and_rate() -> None:
+    q = queue()
+    apply_status(q, "manual-7", "RUNNING", T0)
+    apply_status(q, "manual-7", "COMPLETED", T0 + MINUTE)
+    add_job(q, job("j1", constraints=avro(LastRunConstraint(HOUR)), triggered_at=T0 + MINUTE))
+    assert check(q, T0 + MINUTE) == []
+    assert q.jobs[0].check_at == T0 + HOUR
+    assert len(check(q, T0 + HOUR)) == 1
+
+
+def test_a_manual_run_reported_pending_then_starting_counts_as_one_start_when_first_reported() -> None:
+    q = queue()
+    apply_status(q, "manual-7", "PENDING", T0)
+    apply_status(q, "manual-7", "STARTING", T0 + 1)
+    assert q.recent_starts == [T0]
+    assert q.last_start == T0
+
+
+def test_a_manual_pending_run_counts_against_concurrency() -> None:
+    q = queue()
+    apply_status(q, "manual-7", "PENDING", T0)
+    add_job(q, job("j1", constraints=avro(ConcurrencyConstraint(1))))
+    assert check(q, T0) == []
+
+
+def test_statuses_that_are_neither_active_nor_terminal_are_ignored() -> None:
+    q = queue()
+    apply_status(q, "r", "UNKNOWN", T0)
+    assert q.active == {}
+    assert q.last_start is None
+
+
+def test_the_end_of_an_unknown_run_only_moves_last_end() -> None:
+    q = queue()
+    apply_status(q, "r", "COMPLETED", T0 + 10)
+    apply_status(q, "s", "FAILED", T0 + 5)  # out of order: last_end keeps the latest
+    assert q.active == {}
+    assert q.last_end == T0 + 10
+
+
+def test_last_run_waits_after_our_own_launch() -> None:
+    gap = avro(LastRunConstraint(HOUR))
+    q = queue()
+    add_job(q, job("j1", constraints=gap))
+    check(q, T0)
+    add_job(q, job("j2", schedule="acme/other", constraints=gap, triggered_at=T0 + MINUTE))
+    assert check(q, T0 + MINUTE) == []
+    assert q.jobs[0].check_at == T0 + HOUR
+    assert q.next_check == T0 + HOUR
+    assert [launch.job.job_id for launch in check(q, T0 + HOUR)] == ["j2"]
+
+
+def test_rate_counts_our_launches() -> None:
+    rate = avro(RateConstraint(2, TimeUnit.HOURS))
+    q = queue()
+    for i in range(3):
+        add_job(q, job(f"j{i}", schedule=f"acme/s{i}", constraints=rate))
+    assert [launch.job.job_id for launch in check(q, T0)] == ["j0", "j1"]
+    assert q.jobs[0].check_at == T0 + HOUR
+    assert [launch.job.job_id for launch in check(q, T0 + HOUR)] == ["j2"]
+
+
+# --- skips, timeouts, cancels --------------------------------------------------------------------
+
+
+def test_a_skip_outcome_is_remembered_with_its_reason() -> None:
+    q = queue()
+    apply_status(q, "manual-7", "RUNNING", T0)
+    add_job(q, job("j1", constraints=avro(ConcurrencyConstraint(1, UnmetAction.SKIP))))
+    assert check(q, T0 + 1) == []
+    assert q.jobs == []
+    assert q.outcomes == [
+        {
+            "jobId": "j1",
+            "schedule": SCHEDULE,
+            "outcome": "SKIP",
+            "reason": "ConcurrencyConstraint: 1 runs active, at most 1",
+            "at": T0 + 1,
+        }
+    ]
+    assert "j1" not in q.launched
+
+
+def test_pending_timeout_discard_through_check() -> None:
+    q = queue()
+    apply_status(q, "manual-7", "RUNNING", T0)
+    add_job(
+        q,
+        job(
+            "j1",
+            constraints=avro(ConcurrencyConstraint(1)),
+            timeout={"timeoutMs": 10 * MINUTE, "action": "DISCARD"},
+        ),
+    )
+    assert check(q, T0) == []
+    assert q.jobs[0].check_at == T0 + 10 * MINUTE  # a run change or the deadline, whichever comes first
+    assert check(q, T0 + 10 * MINUTE) == []
+    assert q.jobs == []
+    assert [(o["jobId"], o["outcome"], o["at"]) for o in q.outcomes] == [("j1", "DISCARD", T0 + 10 * MINUTE)]
+    assert "discarded" in q.outcomes[0]["reason"]
+
+
+def test_pending_timeout_force_start_through_check() -> None:
+    q = queue()
+    apply_status(q, "manual-7", "RUNNING", T0)
+    add_job(
+        q,
+        job(
+            "j1",
+            constraints=avro(ConcurrencyConstraint(1)),
+            timeout={"timeoutMs": 10 * MINUTE, "action": "FORCE_START"},
+        ),
+    )
+    assert check(q, T0 + 10 * MINUTE - 1) == []
+    launches = check(q, T0 + 10 * MINUTE)
+    assert len(launches) == 1
+    assert launches[0].forced
+    assert launches[0].job.state == "PENDING_LAUNCH"
+    assert q.active == {"manual-7": "RUNNING", "j1": "PENDING"}
+    assert q.outcomes == []
+
+
+def test_cancel_below_a_version_drops_only_that_schedules_older_jobs() -> None:
+    q = queue()
+    add_job(q, job("a1", version=1))
+    add_job(q, job("a2", version=2))
+    add_job(q, job("b1", schedule="acme/other", version=1))
+    assert cancel(q, SCHEDULE, 2, "updated", T0) == 1
+    assert [j.job_id for j in q.jobs] == ["a2", "b1"]
+    assert q.outcomes == [
+        {"jobId": "a1", "schedule": SCHEDULE, "outcome": "CANCELLED", "reason": "updated", "at": T0}
+    ]
+
+
+def test_cancel_without_a_version_drops_all_of_that_schedules_jobs() -> None:
+    q = queue()
+    add_job(q, job("a1", version=1))
+    add_job(q, job("a2", version=2))
+    add_job(q, job("b1", schedule="acme/other"))
+    assert cancel(q, SCHEDULE, None, "deleted", T0) == 2
+    assert [j.job_id for j in q.jobs] == ["b1"]
+    assert [(o["jobId"], o["outcome"]) for o in q.outcomes] == [("a1", "CANCELLED"), ("a2", "CANCELLED")]
+
+
+def test_cancel_of_a_schedule_without_jobs_drops_nothing() -> None:
+    q = queue()
+    add_job(q, job("b1", schedule="acme/other"))
+    assert cancel(q, SCHEDULE, None, "deleted", T0) == 0
+    assert q.outcomes == []
+
+
+def test_next_check_is_the_earliest_check_at() -> None:
+    q = queue()
+    assert q.next_check is None
+    add_job(q, job("a", schedule="acme/a", constraints=avro(DelayConstraint(HOUR))))
+    add_job(q, job("b", schedule="acme/b", constraints=avro(DelayConstraint(10 * MINUTE))))
+    add_job(q, job("c", schedule="acme/c", constraints=avro(ConcurrencyConstraint(1)), triggered_at=T0))
+    apply_status(q, "manual-7", "RUNNING", T0)
+    check(q, T0)
+    assert [j.check_at for j in q.jobs] == [T0 + HOUR, T0 + 10 * MINUTE, None]
+    assert q.next_check == T0 + 10 * MINUTE
+
+
+# --- JSON form -----------------------------------------------------------------------------------
+
+
+def test_queue_round_trips_through_json() -> None:
+    q = queue()
+    apply_status(q, "manual-7", "RUNNING", T0)
+    add_job(q, job("a", schedule="acme/a", constraints=avro(ConcurrencyConstraint(2)), events=[event(1)]))
+    add_job(
+        q,
+        job(
+            "b",
+            schedule="acme/b",
+            constraints=avro(ConcurrencyConstraint(1), DelayConstraint(HOUR)),
+            timeout={"timeoutMs": 2 * HOUR, "action": "FORCE_START"},
+        ),
+    )
+    add_job(q, job("c", schedule="acme/c", constraints=avro(ConcurrencyConstraint(1, UnmetAction.SKIP))))
+    check(q, T0)
+    assert q.jobs and q.launched and q.outcomes  # a waiting job, a launch and a skip to carry
+
+    back = ProgramQueue.from_json(json.loads(json.dumps(q.to_json())))
+    assert back.to_json() == json.loads(json.dumps(q.to_json()))
+    assert back.jobs[0].blocked_by == "ConcurrencyConstraint"
+    # The restored queue decides as the original would.
+    apply_status(back, "manual-7", "COMPLETED", T0 + HOUR)
+    apply_status(back, "a", "COMPLETED", T0 + HOUR)
+    assert [launch.job.job_id for launch in check(back, T0 + HOUR)] == ["b"]
