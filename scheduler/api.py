@@ -26,6 +26,7 @@ from scheduler.model import (
     CompositeTrigger,
     CronTrigger,
     DataSizeTrigger,
+    ElapsedTrigger,
     FrequencyTrigger,
     InvalidSchedule,
     PartitionTrigger,
@@ -91,6 +92,15 @@ class ProgramStatusTriggerIn(_In):
     )
 
 
+class ElapsedTriggerIn(_In):
+    """ms since the last job ("at least every"), or since the last event of a dataset or program."""
+
+    type: Literal["elapsed"]
+    ms: int = Field(ge=1_000, le=MAX_CONSTRAINT_VALUE)
+    dataset: str | None = None
+    program: ProgramField | None = None
+
+
 class CompositeTriggerIn(_In):
     type: Literal["and", "or"]
     triggers: list[TriggerIn] = Field(min_length=1, max_length=MAX_TRIGGER_LEAVES)
@@ -102,6 +112,7 @@ TriggerIn = Annotated[
     | PartitionTriggerIn
     | DataSizeTriggerIn
     | ProgramStatusTriggerIn
+    | ElapsedTriggerIn
     | CompositeTriggerIn,
     Field(discriminator="type"),
 ]
@@ -112,6 +123,7 @@ class ConcurrencyIn(_In):
     type: Literal["concurrency"]
     maxRuns: int = Field(ge=1, le=100_000)
     onUnmet: UnmetAction = UnmetAction.WAIT
+    group: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]{1,128}$")
 
 
 class DelayIn(_In):
@@ -161,12 +173,14 @@ def _trigger(t: Any) -> Trigger:
         return DataSizeTrigger(t.dataset, t.minBytes)
     if isinstance(t, ProgramStatusTriggerIn):
         return ProgramStatusTrigger(ProgramId.parse(t.program), tuple(t.on))
+    if isinstance(t, ElapsedTriggerIn):
+        return ElapsedTrigger(t.ms, t.dataset, None if t.program is None else ProgramId.parse(t.program))
     return CompositeTrigger(t.type.upper(), tuple(_trigger(c) for c in t.triggers))
 
 
 def _constraint(c: Any) -> Constraint:
     if isinstance(c, ConcurrencyIn):
-        return ConcurrencyConstraint(c.maxRuns, c.onUnmet)
+        return ConcurrencyConstraint(c.maxRuns, c.onUnmet, c.group)
     if isinstance(c, DelayIn):
         return DelayConstraint(c.delayMs)
     if isinstance(c, TimeWindowIn):
@@ -265,6 +279,7 @@ _UNION_TAGS = (
     "partition",
     "dataSize",
     "programStatus",
+    "elapsed",
     "and",
     "or",
     "concurrency",
@@ -286,6 +301,13 @@ def trigger_json(t: Trigger) -> dict[str, Any]:
         return {"type": "dataSize", "dataset": t.dataset, "minBytes": t.min_bytes}
     if isinstance(t, ProgramStatusTrigger):
         return {"type": "programStatus", "program": t.program.id, "on": [o.value for o in t.on]}
+    if isinstance(t, ElapsedTrigger):
+        return {
+            "type": "elapsed",
+            "ms": t.ms,
+            "dataset": t.dataset,
+            "program": None if t.program is None else t.program.id,
+        }
     return {"type": t.op.lower(), "triggers": [trigger_json(c) for c in t.triggers]}
 
 

@@ -179,6 +179,8 @@ class Worker:
             self.schedules[kb] = encode_state(new)
             self.punctuator.upsert(partition, kb, new)
         await self._lifecycle(kb, cmd, current, new)
+        if new is not None:
+            self.triggers.arm_elapsed(partition, kb, new)
         if self.journal is not None:
             self.journal.append(kb, bytes(msg.value or b""))
 
@@ -198,11 +200,11 @@ class Worker:
         if program is None:
             return
         if cmd.action is Action.DELETE:
-            await self.jobs.cancel_jobs(program.id, cmd.key, None, "schedule deleted")
+            await self.jobs.cancel_jobs(old.schedule.queue_key, cmd.key, None, "schedule deleted")
         elif cmd.action is Action.DISABLE:
-            await self.jobs.cancel_jobs(program.id, cmd.key, None, "schedule disabled")
+            await self.jobs.cancel_jobs(old.schedule.queue_key, cmd.key, None, "schedule disabled")
         elif cmd.action is Action.UPDATE and new is not None:
-            await self.jobs.cancel_jobs(program.id, cmd.key, new.version, "schedule updated")
+            await self.jobs.cancel_jobs(old.schedule.queue_key, cmd.key, new.version, "schedule updated")
 
     def partition_of(self, key: bytes) -> int:
         return partition_for(key, self.settings.partitions)
@@ -282,6 +284,8 @@ class Worker:
                 partition, self.local_states(partition), self._fired_up_to(partition)
             )
             self.jobs.checker.assign(partition, self.jobs.local_queues(partition))
+            for key, state in self.local_states(partition):
+                self.triggers.arm_elapsed(partition, key, state)
             log.info("partition %d assigned in %.3fs", partition, time.monotonic() - started)
 
     async def _on_revoked(self, app: Any, revoked: Any, **_: Any) -> None:

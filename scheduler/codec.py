@@ -34,6 +34,7 @@ from scheduler.model import (
     CompositeTrigger,
     CronTrigger,
     DataSizeTrigger,
+    ElapsedTrigger,
     FiredTask,
     FrequencyTrigger,
     PartitionTrigger,
@@ -65,6 +66,7 @@ _SCHEMA_FILES = [
     "PartitionTrigger",
     "DataSizeTrigger",
     "ProgramStatusTrigger",
+    "ElapsedTrigger",
     "CompositeTrigger",
     "UnmetAction",
     "ConcurrencyConstraint",
@@ -202,6 +204,12 @@ def trigger_to_avro(t: Trigger) -> tuple[str, dict[str, Any]]:
             "program": program_to_avro(t.program),
             "on": [o.value for o in t.on],
         }
+    if isinstance(t, ElapsedTrigger):
+        return "scheduler.ElapsedTrigger", {
+            "ms": t.ms,
+            "dataset": t.dataset,
+            "program": None if t.program is None else program_to_avro(t.program),
+        }
     return "scheduler.CompositeTrigger", {"op": t.op, "triggers": [trigger_to_avro(c) for c in t.triggers]}
 
 
@@ -220,12 +228,19 @@ def trigger_from_avro(value: tuple[str, dict[str, Any]]) -> Trigger:
         return ProgramStatusTrigger(
             program_from_avro(t["program"]), tuple(ProgramOutcome(o) for o in t["on"])
         )
+    if kind == "scheduler.ElapsedTrigger":
+        program = None if t["program"] is None else program_from_avro(t["program"])
+        return ElapsedTrigger(t["ms"], t["dataset"], program)
     return CompositeTrigger(t["op"], tuple(trigger_from_avro(c) for c in t["triggers"]))
 
 
 def constraint_to_avro(c: Constraint) -> tuple[str, dict[str, Any]]:
     if isinstance(c, ConcurrencyConstraint):
-        return "scheduler.ConcurrencyConstraint", {"maxRuns": c.max_runs, "onUnmet": c.on_unmet.value}
+        return "scheduler.ConcurrencyConstraint", {
+            "maxRuns": c.max_runs,
+            "onUnmet": c.on_unmet.value,
+            "group": c.group,
+        }
     if isinstance(c, DelayConstraint):
         return "scheduler.DelayConstraint", {"delayMs": c.delay_ms}
     if isinstance(c, TimeWindowConstraint):
@@ -248,7 +263,7 @@ def constraint_to_avro(c: Constraint) -> tuple[str, dict[str, Any]]:
 def constraint_from_avro(value: tuple[str, dict[str, Any]]) -> Constraint:
     kind, c = value
     if kind == "scheduler.ConcurrencyConstraint":
-        return ConcurrencyConstraint(c["maxRuns"], UnmetAction(c["onUnmet"]))
+        return ConcurrencyConstraint(c["maxRuns"], UnmetAction(c["onUnmet"]), c.get("group"))
     if kind == "scheduler.DelayConstraint":
         return DelayConstraint(c["delayMs"])
     if kind == "scheduler.TimeWindowConstraint":

@@ -54,6 +54,7 @@ class RunState:
     last_start: int | None = None
     last_end: int | None = None
     recent_starts: tuple[int, ...] = ()  # newest last, at most MAX_RECENT_STARTS
+    group_active: int = 0  # runs not yet ended of every program of the job's concurrency group
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,15 +99,19 @@ class Constraint(ABC):
 
 @dataclass(frozen=True, slots=True)
 class ConcurrencyConstraint(Constraint):
-    """At most `max_runs` runs of the program at once (PENDING and STARTING runs count)."""
+    """At most `max_runs` runs of the program at once (PENDING and STARTING runs count), or with a group,
+    of all programs whose schedules name that group."""
 
     max_runs: int
     on_unmet: UnmetAction = UnmetAction.WAIT
+    group: str | None = None
 
     def check(self, triggered_at: int, now: int, runs: RunState) -> Verdict:
-        if len(runs.active) < self.max_runs:
+        active = runs.group_active if self.group is not None else len(runs.active)
+        if active < self.max_runs:
             return MET
-        return self._unmet(f"{len(runs.active)} runs active, at most {self.max_runs}", None)
+        where = f" in group {self.group}" if self.group is not None else ""
+        return self._unmet(f"{active} runs active{where}, at most {self.max_runs}", None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from scheduler.events import (
 )
 from scheduler.model import (
     DataSizeTrigger,
+    ElapsedTrigger,
     PartitionTrigger,
     ProgramStatusTrigger,
     ScheduleState,
@@ -40,15 +41,27 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+#: index entries with this path prefix are group memberships, not triggers
+GROUP_PREFIX = "group:"
+
+
 def event_keys(state: ScheduleState | None) -> dict[str, list[str]]:
     """Event key -> paths of the schedule's triggers that listen to it."""
     out: dict[str, list[str]] = {}
     if state is None:
         return out
-    for path, leaf in trigger_leaves(state.schedule.trigger):
+    s = state.schedule
+    if s.program is not None and s.group is not None:
+        # Group membership: the program's status events must also reach the group's job queue.
+        out.setdefault(program_key(s.program), []).append(f"{GROUP_PREFIX}{s.group}")
+    for path, leaf in trigger_leaves(s.trigger):
         if isinstance(leaf, PartitionTrigger | DataSizeTrigger):
             out.setdefault(dataset_key(leaf.dataset), []).append(path)
         elif isinstance(leaf, ProgramStatusTrigger):
+            out.setdefault(program_key(leaf.program), []).append(path)
+        elif isinstance(leaf, ElapsedTrigger) and leaf.dataset is not None:
+            out.setdefault(dataset_key(leaf.dataset), []).append(path)
+        elif isinstance(leaf, ElapsedTrigger) and leaf.program is not None:
             out.setdefault(program_key(leaf.program), []).append(path)
     return out
 
@@ -123,18 +136,21 @@ class EventRouting:
             await worker.send_keyed(worker.settings.events_topic, kb, bytes(msg.value or b""))
             return
         worker.stats["events"] += 1
+        raw = worker.trigger_index.get(kb)
+        entries = decode_json(raw)["triggers"] if raw is not None else {}
+        triggers = {k: t for k, t in entries.items() if not t["path"].startswith(GROUP_PREFIX)}
         if isinstance(parsed, ProgramStatusEvent):
+            # Run state for constraints: to the program's job queue and to the queue of each of its groups.
             status = {
                 "type": "status",
                 "runId": parsed.run_id,
                 "status": parsed.status,
                 "at": notification.timestamp,
+                "program": parsed.program.id,
             }
-            await worker.send_keyed(
-                worker.settings.jobs_topic, parsed.program.id.encode(), encode_json(status)
-            )
-        raw = worker.trigger_index.get(kb)
-        triggers = decode_json(raw)["triggers"] if raw is not None else {}
+            groups = {t["path"] for t in entries.values() if t["path"].startswith(GROUP_PREFIX)}
+            for queue in (parsed.program.id, *sorted(groups)):
+                await worker.send_keyed(worker.settings.jobs_topic, queue.encode(), encode_json(status))
         if not triggers and isinstance(parsed, DataEvent):
             await worker.dead_letter(event, f"unknown dataset {parsed.dataset!r}: no schedule triggers on it")
             return

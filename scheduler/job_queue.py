@@ -154,7 +154,7 @@ class JobQueueAgent:
         if kind == "triggered":
             add_job(queue, Job(**command["job"]))
         elif kind == "status":
-            apply_status(queue, command["runId"], command["status"], command["at"])
+            apply_status(queue, command["runId"], command["status"], command["at"], command.get("program"))
         elif kind == "cancel":
             cancel(queue, command["schedule"], command.get("belowVersion"), command["reason"], now)
         launches = check(queue, now)
@@ -165,7 +165,9 @@ class JobQueueAgent:
         self.checker.schedule(msg.partition, key, queue.next_check)
 
     async def cancel_jobs(
-        self, program: str, schedule: ScheduleKey, below_version: int | None, reason: str
+        self, queue_key: str, schedule: ScheduleKey, below_version: int | None, reason: str
     ) -> None:
         command = {"type": "cancel", "schedule": schedule.id, "belowVersion": below_version, "reason": reason}
-        await self.worker.send_keyed(self.worker.settings.jobs_topic, program.encode(), encode_json(command))
+        await self.worker.send_keyed(
+            self.worker.settings.jobs_topic, queue_key.encode(), encode_json(command)
+        )

@@ -60,6 +60,7 @@ class ProgramQueue:
     program: str
     jobs: list[Job] = field(default_factory=list)
     active: dict[str, str] = field(default_factory=dict)  # run id -> status of runs not yet ended
+    run_program: dict[str, str] = field(default_factory=dict)  # run id -> program, in a group queue
     last_start: int | None = None
     last_end: int | None = None
     recent_starts: list[int] = field(default_factory=list)
@@ -73,8 +74,14 @@ class ProgramQueue:
     def from_json(cls, d: dict[str, Any]) -> ProgramQueue:
         return cls(**{**d, "jobs": [Job(**j) for j in d["jobs"]]})
 
-    def runs(self) -> RunState:
-        return RunState(dict(self.active), self.last_start, self.last_end, tuple(self.recent_starts))
+    def runs(self, program: str | None = None) -> RunState:
+        """Run state as a job of `program` sees it: its program's runs, and the whole queue's (its group)."""
+        active = {
+            r: s
+            for r, s in self.active.items()
+            if program is None or self.run_program.get(r, program) == program
+        }
+        return RunState(active, self.last_start, self.last_end, tuple(self.recent_starts), len(self.active))
 
     @property
     def next_check(self) -> int | None:
@@ -105,10 +112,11 @@ def add_job(queue: ProgramQueue, job: Job) -> bool:
     return True
 
 
-def apply_status(queue: ProgramQueue, run_id: str, status: str, at: int) -> None:
-    """A program-status event of one of the program's runs."""
+def apply_status(queue: ProgramQueue, run_id: str, status: str, at: int, program: str | None = None) -> None:
+    """A program-status event of one of the queue's runs (`program`: which one, in a group queue)."""
     if status in TERMINAL_STATUSES:
         queue.active.pop(run_id, None)
+        queue.run_program.pop(run_id, None)
         queue.last_end = at if queue.last_end is None else max(queue.last_end, at)
         return
     if status not in ACTIVE_STATUSES:
@@ -116,6 +124,8 @@ def apply_status(queue: ProgramQueue, run_id: str, status: str, at: int) -> None
     if run_id not in queue.active and run_id not in queue.launched:
         _started(queue, at)  # a run we did not launch (manual, another scheduler) counts too
     queue.active[run_id] = status
+    if program is not None and program != queue.program:
+        queue.run_program[run_id] = program
 
 
 def cancel(queue: ProgramQueue, schedule: str, below_version: int | None, reason: str, now: int) -> int:
@@ -143,10 +153,12 @@ def check(queue: ProgramQueue, now: int) -> list[Launch]:
         if job.timeout is not None:
             timeout = PendingTimeout(job.timeout["timeoutMs"], TimeoutAction(job.timeout["action"]))
         constraints = tuple(constraint_from_avro((c[0], c[1])) for c in job.constraints)
-        d: Decision = decide(constraints, timeout, job.triggered_at, now, queue.runs())
+        d: Decision = decide(constraints, timeout, job.triggered_at, now, queue.runs(job.program))
         if d.outcome is Outcome.LAUNCH:
             job.state, job.blocked_by, job.reason, job.check_at = "PENDING_LAUNCH", "", d.reason, None
             queue.active[job.job_id] = "PENDING"
+            if job.program != queue.program:
+                queue.run_program[job.job_id] = job.program
             _started(queue, now)
             queue.launched.extend([job.job_id, *job.merged])
             del queue.launched[:-MAX_LAUNCHED_REMEMBERED]

@@ -199,6 +199,16 @@ class ProgramStatusTrigger:
 
 
 @dataclass(frozen=True, slots=True)
+class ElapsedTrigger:
+    """`ms` has passed: since the schedule's last job ("at least every T"), or, with a dataset or a program,
+    since the last event of it without another one (a quiet period: "T since the last event")."""
+
+    ms: int
+    dataset: str | None = None
+    program: ProgramId | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class CompositeTrigger:
     """AND: every child must have fired since the last job; OR: any child."""
 
@@ -212,6 +222,7 @@ Trigger = (
     | PartitionTrigger
     | DataSizeTrigger
     | ProgramStatusTrigger
+    | ElapsedTrigger
     | CompositeTrigger
 )
 TimeTriggerDef = CronTrigger | FrequencyTrigger
@@ -243,6 +254,21 @@ class Schedule:
     constraints: tuple[Constraint, ...] = ()
     timeout: PendingTimeout | None = None
 
+    @property
+    def group(self) -> str | None:
+        """The concurrency group the schedule's program runs in, if any."""
+        for c in self.constraints:
+            group = getattr(c, "group", None)
+            if group is not None:
+                return str(group)
+        return None
+
+    @property
+    def queue_key(self) -> str:
+        """The job queue its jobs wait in: its program's, or its concurrency group's."""
+        assert self.program is not None
+        return f"group:{self.group}" if self.group is not None else self.program.id
+
     def validate(self) -> None:
         """Raise InvalidSchedule naming the first field that is wrong."""
         self.key.validate()
@@ -273,6 +299,8 @@ class Schedule:
             raise InvalidSchedule("constraints", f"more than {MAX_CONSTRAINTS} constraints")
         for c in self.constraints:
             c.validate()
+        if len({g for c in self.constraints if (g := getattr(c, "group", None)) is not None}) > 1:
+            raise InvalidSchedule("constraints", "a schedule can be in one concurrency group only")
         if self.timeout is not None and not 0 < self.timeout.timeout_ms <= MAX_CATCH_UP_WINDOW_MS:
             raise InvalidSchedule("timeout.timeoutMs", f"must be between 1 and {MAX_CATCH_UP_WINDOW_MS}")
 
@@ -301,6 +329,15 @@ def _validate_trigger(trigger: Trigger, field_name: str, depth: int) -> None:
         if not 1 <= amount < 2**62:
             name = "minPartitions" if partitions else "minBytes"
             raise InvalidSchedule(f"{field_name}.{name}", "must be at least 1")
+    elif isinstance(trigger, ElapsedTrigger):
+        if not 1_000 <= trigger.ms <= MAX_CATCH_UP_WINDOW_MS:
+            raise InvalidSchedule(f"{field_name}.ms", f"must be between 1000 and {MAX_CATCH_UP_WINDOW_MS}")
+        if trigger.dataset is not None and trigger.program is not None:
+            raise InvalidSchedule(field_name, "wait after a dataset or a program, not both")
+        if trigger.dataset is not None:
+            from scheduler.events import validate_dataset
+
+            validate_dataset(trigger.dataset, f"{field_name}.dataset")
     elif isinstance(trigger, ProgramStatusTrigger):
         try:
             ProgramId.parse(trigger.program.id)

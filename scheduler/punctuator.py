@@ -22,8 +22,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from scheduler.codec import encode_fired, encode_json
-from scheduler.model import FiredTask, ScheduleState, TimeUnit, job_id
+from scheduler.model import ElapsedTrigger, FiredTask, ScheduleState, TimeUnit, job_id
 from scheduler.triggers import plan_catch_up
+from scheduler.triggers.progress import find
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +151,12 @@ class Punctuator:
             if nxt is not None:
                 self._push(part, trigger.unit, key, path, nxt)
 
+    def arm(self, partition: int, key: bytes, path: str, due: int) -> None:
+        """Make the elapsed trigger at `path` come due at `due` (replacing what was armed before)."""
+        part = self._parts.get(partition)
+        if part is not None:
+            self._push(part, TimeUnit.SECONDS, key, path, due)
+
     def remove(self, partition: int, key: bytes) -> None:
         part = self._parts.get(partition)
         if part is not None:
@@ -214,7 +221,8 @@ class Punctuator:
                     continue  # superseded by an update, disabled or deleted
                 state = self._load(partition, key)
                 trigger = None if state is None else dict(state.time_leaves()).get(path)
-                if state is None or trigger is None or not state.schedule.enabled:
+                elapsed = state is not None and isinstance(find(state.schedule.trigger, path), ElapsedTrigger)
+                if state is None or (trigger is None and not elapsed) or not state.schedule.enabled:
                     part.live.pop(key, None)
                     continue
                 try:
@@ -225,7 +233,7 @@ class Punctuator:
                     if futures:
                         part.inflight[unit].append((now, futures))
                     raise
-                nxt = trigger.next_due(due)
+                nxt = None if trigger is None else trigger.next_due(due)  # an elapsed trigger is re-armed
                 if nxt is None:
                     part.live[key].pop(path, None)
                 else:

@@ -15,8 +15,8 @@ from scheduler.codec import constraint_to_avro, decode_json, decode_state, encod
 from scheduler.event_routing import notification_from_json
 from scheduler.events import InvalidEvent, parse
 from scheduler.jobs import Job
-from scheduler.model import ScheduleState, job_id
-from scheduler.triggers.progress import TriggerProgress, apply, reset, satisfied
+from scheduler.model import ElapsedTrigger, ScheduleState, job_id, trigger_leaves
+from scheduler.triggers.progress import TriggerProgress, apply, elapsed_due, reset, satisfied
 
 if TYPE_CHECKING:
     from faust.types import EventT
@@ -79,7 +79,17 @@ class TriggerAgent:
             summary = fired["event"]
         else:
             parsed, summary = None, {"eventType": "time", "payload": {"due": str(fired["due"])}}
-        apply(state.schedule.trigger, progress, fired["path"], parsed, summary)
+        now = worker.clock()
+        apply(
+            state.schedule.trigger,
+            progress,
+            fired["path"],
+            parsed,
+            summary,
+            now=now,
+            due=fired.get("due"),
+            active_since=state.active_since,
+        )
         if satisfied(state.schedule.trigger, progress):
             s = state.schedule
             assert s.program is not None
@@ -94,17 +104,33 @@ class TriggerAgent:
                 program=s.program.id,
                 topic=s.topic,
                 arguments=job_arguments(state, progress.events),
-                triggered_at=worker.clock(),
+                triggered_at=now,
                 constraints=[list(constraint_to_avro(c)) for c in s.constraints],
                 timeout=None
                 if s.timeout is None
                 else {"timeoutMs": s.timeout.timeout_ms, "action": s.timeout.action.value},
                 events=list(progress.events),
             )
-            reset(progress)
+            reset(progress, now)
             await worker.send_keyed(
                 worker.settings.jobs_topic,
-                s.program.id.encode(),
+                s.queue_key.encode(),
                 encode_json({"type": "triggered", "job": job.to_json()}),
             )
         worker.trigger_progress[key] = encode_json(progress.to_json())
+        self.arm_elapsed(event.message.partition, key, state, progress)
+
+    def arm_elapsed(
+        self, partition: int, key: bytes, state: ScheduleState, progress: TriggerProgress | None = None
+    ) -> None:
+        """Tell the punctuator when each elapsed trigger of the schedule comes due now."""
+        leaves = [(p, t) for p, t in trigger_leaves(state.schedule.trigger) if isinstance(t, ElapsedTrigger)]
+        if not leaves or not state.schedule.enabled:
+            return
+        if progress is None:
+            progress = self.load_progress(key, state)
+        for path, leaf in leaves:
+            lp = progress.leaves.get(path)
+            due = elapsed_due(leaf, progress, path, state.active_since)
+            if due is not None and not (lp is not None and lp.fired):
+                self.worker.punctuator.arm(partition, key, path, due)

@@ -16,6 +16,7 @@ from scheduler.model import (
     CompositeTrigger,
     CronTrigger,
     DataSizeTrigger,
+    ElapsedTrigger,
     FrequencyTrigger,
     PartitionTrigger,
     ProgramStatusTrigger,
@@ -30,6 +31,7 @@ class LeafProgress:
     partitions: int = 0
     bytes: int = 0
     fired: bool = False
+    since: int | None = None  # elapsed trigger after an event: when its last event arrived
 
 
 @dataclass
@@ -39,6 +41,7 @@ class TriggerProgress:
     events: list[dict[str, Any]] = field(default_factory=list)
     sources: dict[str, int] = field(default_factory=dict)  # source -> highest offset/instant applied
     seq: int = 0  # jobs created so far for this version
+    last_job_at: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -47,6 +50,7 @@ class TriggerProgress:
             "events": self.events,
             "sources": self.sources,
             "seq": self.seq,
+            "lastJobAt": self.last_job_at,
         }
 
     @classmethod
@@ -57,6 +61,7 @@ class TriggerProgress:
             d["events"],
             d["sources"],
             d["seq"],
+            d.get("lastJobAt"),
         )
 
     def seen(self, source: str, position: int) -> bool:
@@ -83,18 +88,38 @@ def find(trigger: Trigger, path: str) -> Trigger | None:
     return node
 
 
+def elapsed_due(leaf: ElapsedTrigger, progress: TriggerProgress, path: str, active_since: int) -> int | None:
+    """When an elapsed trigger comes due: `ms` after the last job (or activation), or after its last event."""
+    if leaf.dataset is None and leaf.program is None:
+        return max(progress.last_job_at or 0, active_since) + leaf.ms
+    lp = progress.leaves.get(path)
+    return None if lp is None or lp.since is None else lp.since + leaf.ms
+
+
 def apply(
     trigger: Trigger,
     progress: TriggerProgress,
     path: str,
     event: DataEvent | ProgramStatusEvent | None,
     summary: dict[str, Any],
+    *,
+    now: int = 0,
+    due: int | None = None,
+    active_since: int = 0,
 ) -> bool:
-    """Record what reached the leaf at `path` (event None: its time trigger came due); True if it counted."""
+    """Record what reached the leaf at `path` (event None: its time trigger came due at `due`);
+    True if it counted toward the trigger."""
     leaf = find(trigger, path)
     lp = progress.leaves.setdefault(path, LeafProgress())
     counted = False
-    if isinstance(leaf, CronTrigger | FrequencyTrigger) and event is None:
+    if isinstance(leaf, ElapsedTrigger):
+        if event is None:
+            # Only the due instant armed last counts: an event since then moved it.
+            counted = due is not None and due == elapsed_due(leaf, progress, path, active_since)
+            lp.fired = lp.fired or counted
+        else:
+            lp.since, lp.fired = now, False
+    elif isinstance(leaf, CronTrigger | FrequencyTrigger) and event is None:
         lp.fired = counted = True
     elif isinstance(leaf, PartitionTrigger) and isinstance(event, DataEvent) and event.partitions:
         lp.partitions += event.partitions
@@ -140,6 +165,10 @@ def describe(trigger: Trigger, progress: TriggerProgress, path: str = "0") -> di
         )
     elif isinstance(trigger, DataSizeTrigger):
         out.update(type="dataSize", dataset=trigger.dataset, bytes=lp.bytes, needs=trigger.min_bytes)
+    elif isinstance(trigger, ElapsedTrigger):
+        out.update(
+            type="elapsed", ms=trigger.ms, fired=lp.fired, since=lp.since, lastJobAt=progress.last_job_at
+        )
     elif isinstance(trigger, ProgramStatusTrigger):
         out.update(
             type="programStatus", program=trigger.program.id, on=[o.value for o in trigger.on], fired=lp.fired
@@ -149,8 +178,9 @@ def describe(trigger: Trigger, progress: TriggerProgress, path: str = "0") -> di
     return out
 
 
-def reset(progress: TriggerProgress) -> None:
+def reset(progress: TriggerProgress, now: int = 0) -> None:
     """After a job was created: everything seen so far belongs to that job."""
     progress.leaves.clear()
     progress.events.clear()
     progress.seq += 1
+    progress.last_job_at = now

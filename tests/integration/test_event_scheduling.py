@@ -518,3 +518,65 @@ async def test_an_event_schedule_from_the_commands_topic_is_indexed_like_one_fro
         await api._until("/schedules/acme/topic-made", lambda r: r.status_code == 200)
         await api.partitions("acme.feed", "a")
         await launches.wait_for(lambda r: len(r) >= 1)
+
+
+async def test_at_least_every_t_and_sooner_when_enough_data_arrived(broker, worker, app_id):
+    """CDAP user story: run at least every T, but sooner as soon as N bytes arrived (sizes in seconds/bytes)."""
+    out = f"{app_id}-launches"
+    trigger = {
+        "type": "or",
+        "triggers": [
+            {"type": "dataSize", "dataset": "acme.feed", "minBytes": 1_000},
+            {"type": "elapsed", "ms": 3_000},
+        ],
+    }
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        created = await api.create(schedule("bursty", trigger, ETL, out))
+        await launches.wait_for(lambda r: len(r) >= 1, timeout_s=20)  # nothing arrived: T passed
+        by_time = launches.records[0]
+        await api.partitions("acme.feed", "a", size=600)
+        await api.partitions("acme.feed", "b", size=600)
+        await launches.wait_for(lambda r: len(r) >= 2)
+        by_data = launches.records[1]
+    assert by_time["launchedAt"] >= created["activeSince"] + 3_000
+    assert by_time["arguments"]["trigger.eventType"] == "time"
+    assert by_data["arguments"]["trigger.eventType"] == "partition"
+    assert by_data["launchedAt"] - by_time["launchedAt"] < 3_000, "the data did not launch sooner"
+
+
+async def test_t_since_the_last_event_waits_for_the_data_to_stop_arriving(broker, worker, app_id):
+    """A feed arriving in chunks: launch once, two seconds after the last chunk."""
+    out = f"{app_id}-launches"
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(
+            schedule("settled", {"type": "elapsed", "ms": 2_000, "dataset": "acme.feed"}, ETL, out)
+        )
+        for chunk in range(4):
+            await api.partitions("acme.feed", f"chunk-{chunk}")
+            await quiet(0.8)
+        last_chunk = int(time.time() * 1000) - 800
+        await launches.wait_for(lambda r: len(r) >= 1)
+        await quiet(3)
+    assert len(launches.records) == 1
+    assert launches.records[0]["launchedAt"] >= last_chunk + 2_000
+
+
+async def test_a_concurrency_group_limits_runs_across_programs(broker, worker, app_id):
+    """Two programs sharing a cluster: at most one run of either at a time."""
+    out = f"{app_id}-launches"
+    group = [{"type": "concurrency", "maxRuns": 1, "group": "small-cluster"}]
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(schedule("x", partitions("acme.x", 1), A, out, constraints=group))
+        await api.create(schedule("y", partitions("acme.y", 1), B, out, constraints=group))
+        await api.partitions("acme.x", "1")
+        await launches.wait_for(lambda r: len(r) >= 1)
+        await api.partitions("acme.y", "1")
+        held = await api.wait_jobs(lambda j: len(j["jobs"]) == 1, schedule="acme/y")
+        assert "in group small-cluster" in held["jobs"][0]["reason"]
+        x_run = launches.records[0]["jobId"]
+        await api.run(A, x_run, "STARTING", "RUNNING")
+        await quiet(1)
+        assert len(launches.records) == 1
+        await api.run(A, x_run, "COMPLETED")  # reported as program A's status: reaches the group's queue
+        await launches.wait_for(lambda r: len(r) >= 2)
+    assert [x["program"]["name"] for x in launches.records] == ["A", "B"]

@@ -450,3 +450,12 @@ def test_validate_accepts_good_values(constraint: object) -> None:
 def test_validate_rejects_hh_mm_that_int_would_accept(value: str) -> None:
     with pytest.raises(InvalidSchedule):
         TimeWindowConstraint(value, "06:00").validate()
+
+
+def test_group_concurrency_counts_the_runs_of_every_program_in_the_group() -> None:
+    c = ConcurrencyConstraint(2, group="spark-cluster")
+    mine = {"run-1": "RUNNING"}
+    assert c.check(T0, T0, RunState(active=mine, group_active=1)).met
+    held = c.check(T0, T0, RunState(active=mine, group_active=2))
+    assert not held.met and "in group spark-cluster" in held.reason
+    assert ConcurrencyConstraint(2).check(T0, T0, RunState(active=mine, group_active=5)).met

@@ -446,7 +446,7 @@ def test_schedule_json_of_an_event_schedule() -> None:
         "frequency",
     ]
     assert out["constraints"] == [
-        {"type": "concurrency", "maxRuns": 1, "onUnmet": "WAIT"},
+        {"type": "concurrency", "maxRuns": 1, "onUnmet": "WAIT", "group": None},
         {"type": "delay", "delayMs": 60_000},
         {
             "type": "timeWindow",

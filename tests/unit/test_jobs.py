@@ -417,3 +417,13 @@ def test_queue_round_trips_through_json() -> None:
     apply_status(back, "manual-7", "COMPLETED", T0 + HOUR)
     apply_status(back, "a", "COMPLETED", T0 + HOUR)
     assert [launch.job.job_id for launch in check(back, T0 + HOUR)] == ["b"]
+
+
+def test_a_group_queue_counts_runs_per_program_and_for_the_whole_group() -> None:
+    group = ProgramQueue("group:spark")
+    group.active = {"x-run": "RUNNING", "y-run": "RUNNING"}
+    group.run_program = {"x-run": "ns/app/spark/x", "y-run": "ns/app/spark/y"}
+    runs = group.runs("ns/app/spark/x")
+    assert list(runs.active) == ["x-run"] and runs.group_active == 2
+    apply_status(group, "y-run", "COMPLETED", T0, "ns/app/spark/y")
+    assert group.runs("ns/app/spark/x").group_active == 1 and "y-run" not in group.run_program

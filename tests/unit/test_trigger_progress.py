@@ -12,6 +12,7 @@ from scheduler.model import (
     CompositeTrigger,
     CronTrigger,
     DataSizeTrigger,
+    ElapsedTrigger,
     FrequencyTrigger,
     PartitionTrigger,
     ProgramId,
@@ -27,6 +28,7 @@ from scheduler.triggers.progress import (
     TriggerProgress,
     apply,
     describe,
+    elapsed_due,
     find,
     reset,
     satisfied,
@@ -356,10 +358,11 @@ def test_progress_json_shape() -> None:
     apply(PartitionTrigger(DATASET, 5), p, "0", parts(2), summary())
     assert json.loads(json.dumps(p.to_json())) == {
         "version": 2,
-        "leaves": {"0": {"partitions": 2, "bytes": 0, "fired": False}},
+        "leaves": {"0": {"partitions": 2, "bytes": 0, "fired": False, "since": None}},
         "events": [summary()],
         "sources": {},
         "seq": 0,
+        "lastJobAt": None,
     }
 
 
@@ -431,3 +434,35 @@ def test_describe_of_untouched_progress_shows_zeros() -> None:
         "partitions": 0,
         "needs": 2,
     }
+
+
+# --- elapsed triggers -------------------------------------------------------------------------------
+
+
+def test_at_least_every_t_is_due_t_after_the_last_job_or_activation() -> None:
+    leaf = ElapsedTrigger(60_000)
+    p = TriggerProgress(version=1)
+    assert elapsed_due(leaf, p, "0", active_since=1_000) == 61_000
+    reset(p, now=500_000)
+    assert elapsed_due(leaf, p, "0", active_since=1_000) == 560_000
+
+
+def test_an_elapsed_trigger_fires_only_at_the_due_instant_armed_last() -> None:
+    leaf = ElapsedTrigger(60_000)
+    p = TriggerProgress(version=1)
+    assert not apply(leaf, p, "0", None, summary(), due=99, active_since=1_000)
+    assert not satisfied(leaf, p)
+    assert apply(leaf, p, "0", None, summary(), due=61_000, active_since=1_000)
+    assert satisfied(leaf, p)
+
+
+def test_t_since_the_last_event_restarts_with_each_event_of_its_dataset() -> None:
+    leaf = ElapsedTrigger(10_000, dataset=DATASET)
+    p = TriggerProgress(version=1)
+    assert elapsed_due(leaf, p, "0", active_since=0) is None  # no event yet: nothing to wait after
+    apply(leaf, p, "0", parts(1), summary(), now=100_000)
+    assert elapsed_due(leaf, p, "0", active_since=0) == 110_000
+    apply(leaf, p, "0", parts(1), summary(), now=105_000)  # another event: a new quiet period
+    assert not apply(leaf, p, "0", None, summary(), due=110_000, active_since=0)
+    assert apply(leaf, p, "0", None, summary(), due=115_000, active_since=0)
+    assert satisfied(leaf, p)
