@@ -194,7 +194,7 @@ class ScheduleBody(_In):
     """Body of PUT /schedules/{tenant}/{name}: the key comes from the path."""
 
     trigger: TriggerIn
-    topic: str
+    topic: str = ""  # required, except for a schedule with a program: its launch topic by default
     data: dict[str, str] = Field(default_factory=dict)
     enabled: bool = False
     catchUp: CatchUpPolicy = CatchUpPolicy.COALESCE

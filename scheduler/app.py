@@ -35,6 +35,7 @@ from scheduler.job_queue import JobQueueAgent
 from scheduler.journal import Journal
 from scheduler.model import Action, InvalidSchedule, ScheduleCommand, ScheduleState, TimeUnit
 from scheduler.producer import BatchedProducer, TopicCreator
+from scheduler.programs import ProgramRegistry
 from scheduler.punctuator import Punctuator, wall_clock_ms
 from scheduler.trigger_agent import TriggerAgent
 
@@ -99,6 +100,10 @@ class Worker:
         self.trigger_index = _raw_table(app, "trigger-index", settings.partitions)
         self.trigger_progress = _raw_table(app, "trigger-progress", settings.partitions)
         self.job_queue = _raw_table(app, "job-queue", settings.partitions)
+        self.run_records = _raw_table(app, "run-records", settings.partitions)
+        self.registry = ProgramRegistry(
+            settings.bootstrap_servers, settings.programs_topic, settings.programs_file
+        )
         self.stats: Counter[str] = Counter()
         self.producer = BatchedProducer(settings.bootstrap_servers)
         self.topics = TopicCreator(
@@ -165,6 +170,12 @@ class Worker:
         current = decode_state(raw) if raw is not None else None
         try:
             new = apply_command(current, cmd, self.clock())
+            if cmd.schedule is not None and cmd.schedule.program is not None:
+                await self.registry.start()
+                if self.registry.get(cmd.schedule.program.id) is None:
+                    raise InvalidSchedule(
+                        "program", f"unknown program {cmd.schedule.program.id} (register it first)"
+                    )
         except (InvalidSchedule, CommandRejected) as exc:
             await self.dead_letter(event, f"{cmd.action.value} {cmd.key.id}: {exc}")
             return
@@ -317,6 +328,7 @@ class Worker:
     async def stop(self) -> None:
         await self.punctuator.flush_progress()
         await self.producer.stop()
+        await self.registry.stop()
         if self.journal is not None:
             self.journal.close()
 
@@ -334,8 +346,17 @@ class _Timers(Service):
             self.add_future(p.run_timer(unit))
         self.add_future(p.run_progress(self.worker.settings.progress_interval_ms / 1000))
         self.add_future(self.worker.jobs.checker.run())
+        self.add_future(self.worker.registry.start())
+        if self.worker.settings.launcher == "embedded":
+            from scheduler.launcher import Launcher
+
+            self.launcher = Launcher(self.worker.settings, self.worker.registry)
+            self.add_future(self.launcher.run())
 
     async def on_stop(self) -> None:
+        launcher = getattr(self, "launcher", None)
+        if launcher is not None:
+            await launcher.stop()
         await self.worker.stop()
 
 

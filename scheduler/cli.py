@@ -38,6 +38,21 @@ def cmd_worker(args: argparse.Namespace) -> None:
     run_worker(_settings(args))
 
 
+def cmd_launcher(args: argparse.Namespace) -> None:
+    """The launcher as its own process: runs the programs of launch requests, reports their states."""
+    from scheduler.launcher import Launcher
+
+    async def main() -> None:
+        launcher = Launcher(_settings(args))
+        try:
+            await launcher.run()
+        finally:
+            await launcher.stop()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
+
+
 async def _prepare_embedded(settings: Settings, replay: list[tuple[bytes, bytes]]) -> None:
     from scheduler.app import partition_for
     from scheduler.producer import BatchedProducer, TopicCreator
@@ -61,7 +76,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     from scheduler.broker import EmbeddedBroker
     from scheduler.journal import compact_journal
 
-    settings = _settings(args, broker_profile="tansu")
+    settings = _settings(args, broker_profile="tansu", launcher="off" if args.no_launcher else "embedded")
     data_dir = Path(settings.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     journal = settings.journal_path or data_dir / "journal.bin"
@@ -141,7 +156,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--data-dir", type=Path)
     p.set_defaults(func=cmd_worker)
 
-    p = sub.add_parser("run", help="embedded broker + one worker + HTTP, for one machine")
+    p = sub.add_parser("launcher", help="run the programs of launch requests (config from SCHEDULER_* env)")
+    common(p)
+    p.add_argument("--data-dir", type=Path)
+    p.set_defaults(func=cmd_launcher)
+
+    p = sub.add_parser("run", help="embedded broker + one worker (with its launcher) + HTTP, for one machine")
+    p.add_argument("--no-launcher", action="store_true", help="do not run programs in this process")
     p.add_argument("--app-id")
     p.add_argument("--web-port", type=int)
     p.add_argument("--data-dir", type=Path)

@@ -30,6 +30,11 @@ ENV_VARS = {
     "SCHEDULER_LIGHT_TOPIC": "light_topic",
     "SCHEDULER_DEAD_LETTER_TOPIC": "dead_letter_topic",
     "SCHEDULER_EVENTS_TOPIC": "events_topic",
+    "SCHEDULER_LAUNCH_TOPIC": "launch_topic",
+    "SCHEDULER_PROGRAMS_FILE": "programs_file",
+    "SCHEDULER_LAUNCHER": "launcher",
+    "SCHEDULER_SPARK_MASTER": "spark_master",
+    "SCHEDULER_DATASETS_DIR": "datasets_dir",
     "SCHEDULER_JOURNAL": "journal_path",
     "SCHEDULER_LOG_LEVEL": "log_level",
     "SCHEDULER_PROGRESS_INTERVAL_MS": "progress_interval_ms",
@@ -51,6 +56,11 @@ class Settings(BaseModel):
     light_topic: str = "light-scheduler"
     dead_letter_topic: str = ""
     events_topic: str = ""
+    launch_topic: str = ""
+    programs_file: Path | None = None
+    launcher: Literal["off", "embedded"] = "off"  # embedded: the worker also runs the launcher
+    spark_master: str = "local[*]"
+    datasets_dir: Path | None = None
     journal_path: Path | None = None
     log_level: str = "info"
     progress_interval_ms: int = Field(1000, ge=10)
@@ -60,6 +70,10 @@ class Settings(BaseModel):
             self.commands_topic = f"{self.app_id}-commands"
         if not self.web_bind:
             self.web_bind = self.web_host
+        if not self.launch_topic:
+            self.launch_topic = f"{self.app_id}-launches"
+        if self.datasets_dir is None:
+            self.datasets_dir = self.data_dir / "datasets"
         if not self.events_topic:
             self.events_topic = f"{self.app_id}-events"
         if not self.dead_letter_topic:
@@ -80,6 +94,14 @@ class Settings(BaseModel):
     @property
     def jobs_topic(self) -> str:
         return f"{self.app_id}-jobs"
+
+    @property
+    def programs_topic(self) -> str:
+        return f"{self.app_id}-programs"
+
+    @property
+    def launcher_control_topic(self) -> str:
+        return f"{self.app_id}-launcher-control"
 
     @property
     def web_url(self) -> str:

@@ -141,12 +141,17 @@ class EventRouting:
         triggers = {k: t for k, t in entries.items() if not t["path"].startswith(GROUP_PREFIX)}
         if isinstance(parsed, ProgramStatusEvent):
             # Run state for constraints: to the program's job queue and to the queue of each of its groups.
-            status = {
+            status: dict[str, Any] = {
                 "type": "status",
                 "runId": parsed.run_id,
                 "status": parsed.status,
                 "at": notification.timestamp,
                 "program": parsed.program.id,
+                **{
+                    k: notification.payload[k]
+                    for k in ("jobId", "schedule", "arguments", "error")
+                    if k in notification.payload
+                },
             }
             groups = {t["path"] for t in entries.values() if t["path"].startswith(GROUP_PREFIX)}
             for queue in (parsed.program.id, *sorted(groups)):

@@ -15,12 +15,14 @@ import asyncio
 import contextlib
 import heapq
 import itertools
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 
 from scheduler.codec import decode_json, encode, encode_json
 from scheduler.jobs import Job, Launch, ProgramQueue, add_job, apply_status, cancel, check
 from scheduler.model import ProgramId, ScheduleKey
+from scheduler.runs import MAX_RUNS_KEPT, RunRecord, RunStatus, apply_transition
 
 if TYPE_CHECKING:
     from faust.types import EventT
@@ -155,14 +157,68 @@ class JobQueueAgent:
             add_job(queue, Job(**command["job"]))
         elif kind == "status":
             apply_status(queue, command["runId"], command["status"], command["at"], command.get("program"))
+            if command.get("program", queue.program) == queue.program:
+                self._record_run(key, command)
         elif kind == "cancel":
             cancel(queue, command["schedule"], command.get("belowVersion"), command["reason"], now)
         launches = check(queue, now)
         for launch in launches:
             worker.stats["launches"] += 1
             await worker.send_keyed(launch.job.topic, key, launch_request(launch), partition=None)
+            await self._announce(launch)
         worker.job_queue[key] = encode_json(queue.to_json())
         self.checker.schedule(msg.partition, key, queue.next_check)
+
+    async def _announce(self, launch: Launch) -> None:
+        """The run exists from its launch on: PENDING is its first user-facing status (seed 004)."""
+        job = launch.job
+        payload = {
+            "programId": job.program,
+            "runId": job.job_id,
+            "status": "PENDING",
+            "jobId": job.job_id,
+            "schedule": job.schedule,
+            "arguments": json.dumps(job.arguments),
+        }
+        value = encode(
+            "Notification",
+            {"timestamp": launch.launched_at, "eventType": "program-status", "payload": payload},
+        )
+        await self.worker.send_keyed(
+            self.worker.settings.events_topic, f"program:{job.program}".encode(), value
+        )
+
+    def _record_run(self, key: bytes, status: dict[str, Any]) -> None:
+        """Keep the program's run records (newest last) from its status events; invalid transitions are refused."""
+        table = self.worker.run_records
+        raw = table.get(key)
+        records = [RunRecord(**r) for r in decode_json(raw)] if raw is not None else []
+        record = next((r for r in records if r.run_id == status["runId"]), None)
+        if record is None:
+            args = {}
+            with contextlib.suppress(ValueError, TypeError):
+                args = json.loads(status.get("arguments", "{}"))
+            record = RunRecord(
+                status["runId"],
+                key.decode(),
+                status["status"],
+                job_id=status.get("jobId", ""),
+                schedule=status.get("schedule", ""),
+                arguments=args,
+                created_at=status["at"],
+                transitions=[[status["status"], status["at"]]],
+            )
+            if RunStatus(status["status"]).terminal:
+                record.ended_at = status["at"]
+                record.error = status.get("error", "")
+            records.append(record)
+            del records[:-MAX_RUNS_KEPT]
+        elif not apply_transition(record, status["status"], status["at"], status.get("error", "")):
+            if record.status != status["status"]:
+                self.worker.stats["invalidTransitions"] += 1
+                log.warning("run %s: %s -> %s refused", record.run_id, record.status, status["status"])
+            return
+        table[key] = encode_json([r.to_json() for r in records])
 
     async def cancel_jobs(
         self, queue_key: str, schedule: ScheduleKey, below_version: int | None, reason: str

@@ -37,7 +37,18 @@ from scheduler.commands import CommandRejected, validate_command
 from scheduler.events import InvalidEvent, Notification, event_key
 from scheduler.events import parse as parse_event
 from scheduler.jobs import Job
-from scheduler.model import Action, InvalidSchedule, ScheduleCommand, ScheduleKey, ScheduleState, TimeUnit
+from scheduler.launcher import stop_request
+from scheduler.model import (
+    Action,
+    InvalidSchedule,
+    ProgramId,
+    ScheduleCommand,
+    ScheduleKey,
+    ScheduleState,
+    TimeUnit,
+)
+from scheduler.programs import ProgramSpec
+from scheduler.runs import RunStatus
 from scheduler.triggers.progress import describe
 
 if TYPE_CHECKING:
@@ -141,6 +152,61 @@ def register_views(worker: Worker) -> None:
         async def get(self, request: Request) -> Response:
             return await http.list_jobs(self, request)
 
+    @app.page("/programs")
+    class Programs(View):
+        async def get(self, request: Request) -> Response:
+            await worker.registry.start()
+            return self.json({pid: spec.model_dump() for pid, spec in sorted(worker.registry.all().items())})
+
+    @app.page("/programs/{namespace}/{application}/{type}/{name}")
+    class OneProgram(View):
+        async def put(
+            self, request: Request, namespace: str, application: str, type: str, name: str
+        ) -> Response:
+            return await http.register_program(self, request, f"{namespace}/{application}/{type}/{name}")
+
+        async def get(
+            self, request: Request, namespace: str, application: str, type: str, name: str
+        ) -> Response:
+            await worker.registry.start()
+            spec = worker.registry.get(f"{namespace}/{application}/{type}/{name}")
+            if spec is None:
+                return self.json({"error": "not found"}, status=404)
+            return self.json(spec.model_dump())
+
+    @app.page("/programs/{namespace}/{application}/{type}/{name}/status")
+    class ProgramStatusView(View):
+        async def get(
+            self, request: Request, namespace: str, application: str, type: str, name: str
+        ) -> Response:
+            return await http.program_runs(
+                self, request, f"{namespace}/{application}/{type}/{name}", "status"
+            )
+
+    @app.page("/programs/{namespace}/{application}/{type}/{name}/runs")
+    class ProgramRuns(View):
+        async def get(
+            self, request: Request, namespace: str, application: str, type: str, name: str
+        ) -> Response:
+            return await http.program_runs(self, request, f"{namespace}/{application}/{type}/{name}", "runs")
+
+    # Run ids contain '/' (they are job ids): the stop route must be matched before the one-run route.
+    @app.page("/programs/{namespace}/{application}/{type}/{name}/runs/{run_id:.+}/stop")
+    class StopRun(View):
+        async def post(
+            self, request: Request, namespace: str, application: str, type: str, name: str, run_id: str
+        ) -> Response:
+            return await http.stop_run(self, request, f"{namespace}/{application}/{type}/{name}", run_id)
+
+    @app.page("/programs/{namespace}/{application}/{type}/{name}/runs/{run_id:.+}")
+    class OneRun(View):
+        async def get(
+            self, request: Request, namespace: str, application: str, type: str, name: str, run_id: str
+        ) -> Response:
+            return await http.program_runs(
+                self, request, f"{namespace}/{application}/{type}/{name}", "run", run_id
+            )
+
     @app.page("/health")
     class Health(View):
         async def get(self, request: Request) -> Response:
@@ -189,6 +255,14 @@ class _Http:
 
     async def submit(self, view: View, cmd: ScheduleCommand, status: int = 202) -> Response:
         """Validate, check the key against the owner's table, and produce the command."""
+        schedule = cmd.schedule
+        if schedule is not None and schedule.program is not None:
+            program = schedule.program.id
+            if not schedule.topic:
+                cmd = replace(cmd, schedule=replace(schedule, topic=self.worker.settings.launch_topic))
+            await self.worker.registry.start()
+            if self.worker.registry.get(program) is None:
+                return _field_error(view, "program", f"unknown program {program} (register it first)")
         try:
             validate_command(cmd)
         except (InvalidSchedule, CommandRejected) as exc:
@@ -443,6 +517,76 @@ class _Http:
                 ],
             }
         )
+
+    async def register_program(self, view: View, request: Request, program_id: str) -> Response:
+        try:
+            ProgramId.parse(program_id)
+        except InvalidSchedule as exc:
+            return _field_error(view, "program", exc.message)
+        body, error = await self.parse(view, request, ProgramSpec)
+        if error is not None:
+            return error
+        assert isinstance(body, ProgramSpec)
+        for field_name, message in body.problems():
+            return _field_error(view, field_name, message)
+        await self.worker.send_keyed(
+            self.worker.settings.programs_topic,
+            program_id.encode(),
+            body.model_dump_json().encode(),
+            partition=None,
+        )
+        return view.json({"program": program_id}, status=202)
+
+    async def program_runs(
+        self, view: View, request: Request, program_id: str, what: str, run_id: str | None = None
+    ) -> Response:
+        """Run records of a program, from the worker that owns its partition."""
+        kb = program_id.encode()
+        routed = await self._routed(view, request, kb)
+        if routed is not None:
+            return routed
+        raw = self.worker.run_records.get(kb)
+        runs = decode_json(raw) if raw is not None else []
+        if what == "run":
+            run = next((r for r in runs if r["run_id"] == run_id), None)
+            if run is None:
+                return view.json({"error": "not found", "runId": run_id}, status=404)
+            return view.json(run)
+        if what == "runs":
+            status = request.query.get("status")
+            return view.json(
+                {"program": program_id, "runs": [r for r in runs if status is None or r["status"] == status]}
+            )
+        active = [r for r in runs if not RunStatus(r["status"]).terminal]
+        latest = runs[-1] if runs else None
+        return view.json(
+            {
+                "program": program_id,
+                "status": "RUNNING" if active else (latest["status"] if latest else "NEVER_RUN"),
+                "activeRuns": [{"runId": r["run_id"], "status": r["status"]} for r in active],
+                "lastRun": latest,
+            }
+        )
+
+    async def stop_run(self, view: View, request: Request, program_id: str, run_id: str) -> Response:
+        owner = self.owner_of(self.worker.partition_of(program_id.encode()))
+        if owner is None:
+            raw = self.worker.run_records.get(program_id.encode())
+            run = next((r for r in (decode_json(raw) if raw else []) if r["run_id"] == run_id), None)
+            status = 200 if run is not None else 404
+        else:
+            status, run = await self._get(f"{owner}/programs/{program_id}/runs/{quote(run_id, safe='')}")
+        if status == 404 or run is None:
+            return view.json({"error": "not found", "runId": run_id}, status=404)
+        if RunStatus(run["status"]).terminal:
+            return view.json({"error": "conflict", "reason": f"run already {run['status']}"}, status=409)
+        await self.worker.send_keyed(
+            self.worker.settings.launcher_control_topic,
+            run_id.encode(),
+            stop_request(run_id, program_id),
+            partition=None,
+        )
+        return view.json({"runId": run_id, "action": "stop"}, status=202)
 
     async def list_task_definitions(self, view: View, request: Request) -> Response:
         host, name, unit = (request.query.get(k) or None for k in ("host", "name", "unit"))

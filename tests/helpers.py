@@ -201,7 +201,18 @@ class Api:
                 raise AssertionError(f"{path}: {r.status_code} {r.text}")
             await asyncio.sleep(0.05)
 
+    async def register(self, program: str, spec: dict[str, Any] | None = None) -> None:
+        """Register a program (by default `external`: launch requests only, nobody runs it here)."""
+        r = await self.client.put(f"/programs/{program}", json=spec or {"kind": "external"})
+        assert r.status_code == 202, r.text
+        await self._until(
+            f"/programs/{program}",
+            lambda r: r.status_code == 200 and (spec is None or r.json()["kind"] == spec["kind"]),
+        )
+
     async def create(self, body: dict[str, Any]) -> dict[str, Any]:
+        if body.get("program") and (await self.client.get(f"/programs/{body['program']}")).status_code == 404:
+            await self.register(body["program"])
         r = await self.client.post("/schedules", json={"enabled": True, **body})
         assert r.status_code == 202, r.text
         path = f"/schedules/{body['tenant']}/{body['name']}"

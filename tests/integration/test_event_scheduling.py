@@ -510,6 +510,7 @@ async def test_an_event_schedule_from_the_commands_topic_is_indexed_like_one_fro
         program=ProgramId.parse(ETL),
     )
     async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.register(ETL)
         await produce(
             broker.bootstrap_servers,
             f"{app_id}-commands",
