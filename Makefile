@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install run test unit integration lint format clean
+.PHONY: install run test unit integration lint format demo clean
 
 install: $(VENV)/.installed
 
@@ -19,6 +19,9 @@ run: install          ## embedded broker + one worker + HTTP on :6066
 
 test: install         ## the whole suite: unit + integration on a real broker
 	$(BIN)/pytest
+
+demo: install         ## ingest -> transform -> report on the embedded broker with Spark local
+	$(BIN)/scheduler demo
 
 unit: install
 	$(BIN)/pytest -m unit

@@ -9,6 +9,7 @@ import contextlib
 import json
 import logging
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +169,25 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--data-dir", type=Path)
     p.add_argument("--broker-port", type=int, default=9092, help="embedded broker port (default 9092)")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser(
+        "demo", help="the data loop on the embedded broker with Spark local: ingest, transform, report"
+    )
+    p.add_argument("--data-dir", type=Path, default=Path("data/demo"))
+    p.add_argument("--timeout", type=float, default=600)
+    p.set_defaults(func=lambda a: sys.exit(__import__("scheduler.demo").demo.main(a.data_dir, a.timeout)))
+
+    p = sub.add_parser(
+        "report", help="run analytics on Spark: per schedule runs, success, latency, wasted runs"
+    )
+    common(p)
+    p.add_argument("--url", default="http://127.0.0.1:6066", help="the scheduler's HTTP API")
+    p.add_argument("--out", type=Path, default=Path("data/reports"))
+    p.set_defaults(
+        func=lambda a: __import__("scheduler.analytics").analytics.main(
+            a.url, _settings(a).bootstrap_servers, _settings(a).events_topic, a.out
+        )
+    )
 
     p = sub.add_parser("tail", help="print a topic's records as JSON lines (fired tasks by default)")
     common(p)

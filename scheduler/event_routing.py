@@ -149,7 +149,7 @@ class EventRouting:
                 "program": parsed.program.id,
                 **{
                     k: notification.payload[k]
-                    for k in ("jobId", "schedule", "arguments", "error")
+                    for k in ("jobId", "schedule", "arguments", "error", "triggeredAt")
                     if k in notification.payload
                 },
             }

@@ -179,6 +179,7 @@ class JobQueueAgent:
             "jobId": job.job_id,
             "schedule": job.schedule,
             "arguments": json.dumps(job.arguments),
+            "triggeredAt": str(job.triggered_at),
         }
         value = encode(
             "Notification",
@@ -206,6 +207,7 @@ class JobQueueAgent:
                 schedule=status.get("schedule", ""),
                 arguments=args,
                 created_at=status["at"],
+                triggered_at=int(status["triggeredAt"]) if status.get("triggeredAt", "").isdigit() else None,
                 transitions=[[status["status"], status["at"]]],
             )
             if RunStatus(status["status"]).terminal:

@@ -70,6 +70,7 @@ class RunRecord:
     schedule: str = ""
     arguments: dict[str, str] = field(default_factory=dict)
     created_at: int = 0  # launched (PENDING) or first seen
+    triggered_at: int | None = None  # when its schedule's trigger was satisfied
     started_at: int | None = None  # STARTING
     running_at: int | None = None  # RUNNING
     ended_at: int | None = None

@@ -28,6 +28,7 @@ def main(argv: list[str]) -> int:
         SparkSession.builder.master(os.environ.get("SCHEDULER_SPARK_MASTER", "local[*]"))
         .appName(os.environ.get("SCHEDULER_PROGRAM", target))
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .getOrCreate()
     )
