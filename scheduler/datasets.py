@@ -47,16 +47,23 @@ def write_partitions(
 ) -> PartitionsWritten:
     """Write `df` partitioned by `partition_by` (replacing those partitions), then announce them in one event."""
     path = dataset_path(dataset, root)
-    values = [tuple(str(v) for v in row) for row in df.select(*partition_by).distinct().collect()]
+    before = _parquet_files(path)
     df.write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy(*partition_by).parquet(
         str(path)
     )
-    keys = sorted("/".join(f"{c}={v}" for c, v in zip(partition_by, vals, strict=True)) for vals in values)
-    size = sum(f.stat().st_size for key in keys for f in (path / key).rglob("*.parquet"))
+    # The partitions written are the directories holding files this write created; their names are
+    # Spark's own (it escapes and normalises values), so the event names what is on disk.
+    new = [f for f in _parquet_files(path) if f not in before]
+    keys = sorted({f.parent.relative_to(path).as_posix() for f in new})
+    size = sum(f.stat().st_size for f in new)
     written = PartitionsWritten(dataset, keys, size)
     if publish and keys:
         publish_partitions(written)
     return written
+
+
+def _parquet_files(path: Path) -> set[Path]:
+    return set(path.rglob("*.parquet")) if path.exists() else set()
 
 
 def read_dataset(spark: Any, dataset: str, root: str | Path | None = None) -> Any:

@@ -36,7 +36,8 @@ PROGRAM_STATUSES = (
     "FAILED",
     "KILLED",
 )
-_DATASET_RE = re.compile(r"[A-Za-z0-9_-]{1,128}\.[A-Za-z0-9_.-]{1,256}", re.ASCII)
+# namespace.name; the name may hold dots but not start with one, nor hold ".." (datasets are paths too)
+_DATASET_RE = re.compile(r"[A-Za-z0-9_-]{1,128}\.(?!.*\.\.)[A-Za-z0-9_-][A-Za-z0-9_.-]{0,255}", re.ASCII)
 MAX_PAYLOAD_ENTRIES = 64
 MAX_PAYLOAD_BYTES = 64 * 1024
 

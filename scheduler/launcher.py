@@ -62,7 +62,7 @@ class LauncherJournal:
         self.in_flight: dict[str, dict[str, Any]] = {}
         if path.exists():
             for line in path.read_text().splitlines():
-                with contextlib.suppress(ValueError, KeyError):
+                with contextlib.suppress(ValueError, KeyError, TypeError):
                     self._fold(json.loads(line))
         self._rewrite()
         self._file = open(path, "a")  # noqa: SIM115
@@ -78,7 +78,9 @@ class LauncherJournal:
             self.in_flight.pop(job, None)
 
     def _rewrite(self) -> None:
-        self.started = self.started[-MAX_STARTED_REMEMBERED:]
+        kept = self.started[-MAX_STARTED_REMEMBERED:]
+        # Runs still in flight are kept however old: a restart must still find and fail them.
+        self.started = [j for j in self.started[:-MAX_STARTED_REMEMBERED] if j in self.in_flight] + kept
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "w") as f:
             for job in self.started:

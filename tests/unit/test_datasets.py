@@ -103,11 +103,6 @@ def test_dataset_path_rejects_bad_dataset_id(bad: str, tmp_path: Path) -> None:
         dataset_path(bad, tmp_path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: events._DATASET_RE allows a name of only dots, so 'ns..' resolves to <root>/ns and 'ns...' "
-    "to <root>/ns/.. (the datasets root itself); a write there overwrites partitions at the wrong level",
-)
 @pytest.mark.parametrize("bad", ["ns..", "ns..."])
 def test_dataset_path_rejects_dot_segment_names(bad: str, tmp_path: Path) -> None:
     with pytest.raises(InvalidSchedule):
@@ -206,12 +201,6 @@ def test_date_and_int_partition_columns(spark: Any, tmp_path: Path) -> None:
         assert parquet_files(base / key)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: write_partitions builds keys with Python str() while Spark writes escaped/normalised "
-    "directory names (':' -> %3A, True -> true, None -> __HIVE_DEFAULT_PARTITION__): the announced keys "
-    "name no directory and bytes is 0",
-)
 @pytest.mark.parametrize(
     ("schema", "value", "directory"),
     [
