@@ -117,6 +117,7 @@ class Worker:
         self.triggers = TriggerAgent(self)
         self.jobs = JobQueueAgent(self)
         self.dead_letters = 0
+        self._progress_sent: list[Any] = []
         self.commands_applied = 0
 
         app.agent(self.commands_topic, name="schedule-agent")(self._schedule_agent)
@@ -263,12 +264,20 @@ class Worker:
         raw = _partition_db(self.schedules, partition).get(key)
         return None if raw is None else decode_state(raw)
 
+    async def _await_progress_sent(self, timeout_s: float = 5.0) -> None:
+        """The watermarks just saved reach the changelog before the partitions move."""
+        sent, self._progress_sent = self._progress_sent, []
+        futures = [asyncio.ensure_future(f) for f in sent]
+        if futures:
+            await asyncio.wait(futures, timeout=timeout_s)
+
     def _save_progress(self, partition: int, unit: TimeUnit, fired_up_to: int) -> None:
         key = f"{partition}:{unit.value}".encode()
         value = encode("FireProgress", {"partition": partition, "unit": unit.value, "firedUpTo": fired_up_to})
         # A timer has no current event, so Faust's table API refuses the write: send the changelog
         # record ourselves and put the same value in the local store, as a table write would.
-        self.progress.send_changelog(partition, key, value)
+        self._progress_sent.append(self.progress.send_changelog(partition, key, value))
+        del self._progress_sent[:-256]
         _partition_db(self.progress, partition)[key] = value
 
     def _fired_up_to(self, partition: int) -> dict[TimeUnit, int]:
@@ -300,7 +309,8 @@ class Worker:
             log.info("partition %d assigned in %.3fs", partition, time.monotonic() - started)
 
     async def _on_revoked(self, app: Any, revoked: Any, **_: Any) -> None:
-        await self.punctuator.flush_progress()
+        await self.punctuator.drain()
+        await self._await_progress_sent()
         commands = self.settings.commands_topic
         for tp in revoked:
             if tp.topic == commands:
@@ -326,7 +336,8 @@ class Worker:
         return partition_for(key, self.settings.partitions) in self.active_partitions()
 
     async def stop(self) -> None:
-        await self.punctuator.flush_progress()
+        await self.punctuator.drain()
+        await self._await_progress_sent()
         await self.producer.stop()
         await self.registry.stop()
         if self.journal is not None:

@@ -161,7 +161,8 @@ async def run_demo(data_dir: Path, timeout_s: float) -> int:
             deadline = time.monotonic() + 120
             while True:
                 with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
-                    if len((await api.get("/health")).json()["partitions"]) == 8:
+                    health = (await api.get("/health")).json()
+                    if health["ready"] and len(health["partitions"]) == 8:
                         break
                 if proc.poll() is not None or time.monotonic() > deadline:
                     say("the scheduler did not start; see its log")

@@ -292,6 +292,20 @@ class Punctuator:
                     part.saved[unit] = acked
                     self._save_progress(partition, unit, acked)
 
+    async def drain(self, timeout_s: float = 5.0) -> None:
+        """Wait (bounded) until every fire produced so far is acknowledged, then persist the watermarks:
+        a clean handover then gives the next owner nothing to repeat."""
+        pending = [
+            s.future
+            for part in self._parts.values()
+            for q in part.inflight.values()
+            for _, sent in q
+            for s in sent
+        ]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout_s)
+        await self.flush_progress()
+
     async def _resend(self, sent: _Sent) -> _Sent:
         return _Sent(await self._send(sent.topic, sent.key, sent.value), sent.topic, sent.key, sent.value)
 

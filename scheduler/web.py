@@ -214,6 +214,9 @@ def register_views(worker: Worker) -> None:
                 {
                     "status": "ok",
                     "partitions": sorted(worker.active_partitions()),
+                    # ready: not rebalancing nor recovering, so queries are answered (not 503)
+                    "ready": not worker.faust_app.rebalancing
+                    and not getattr(worker.faust_app, "in_recovery", False),
                     "fires": worker.punctuator.stats.fires,
                     "catchUpFires": worker.punctuator.stats.catch_up_fires,
                     "commandsApplied": worker.commands_applied,
@@ -301,6 +304,9 @@ class _Http:
 
     def owner_of(self, partition: int) -> str | None:
         """Base URL of the worker owning `partition`, None if that is this worker."""
+        app = self.worker.faust_app
+        if app.rebalancing or getattr(app, "in_recovery", False):
+            raise _Unavailable("partitions are moving between workers (rebalancing)")
         if partition in self.worker.active_partitions():
             return None
         topic = self.worker.schedules.changelog_topic.get_topic_name()
@@ -379,6 +385,9 @@ class _Http:
         self, request: Request, path: str, query: dict[str, str], local: list[Any], field: str
     ) -> list[Any]:
         """`local` plus what every other worker answers for `path?local=1`; 503 unless all partitions answered."""
+        app = self.worker.faust_app
+        if app.rebalancing or getattr(app, "in_recovery", False):
+            raise _Unavailable("partitions are moving between workers (rebalancing)")
         if request.query.get("local"):
             return local
         topic = self.worker.schedules.changelog_topic.get_topic_name()

@@ -90,11 +90,12 @@ def workers(tmp_path: Path) -> Iterator[list[WorkerProcess]]:
 
 @pytest.fixture
 def start_worker(worker_env: dict[str, str], workers: list[WorkerProcess], tmp_path: Path):  # type: ignore[no-untyped-def]
-    def _start(**env: str) -> WorkerProcess:
+    def _start(partitions: int | None = None, **env: str) -> WorkerProcess:
+        """A worker process, ready and owning `partitions` partitions (default: all; 0 when others run too)."""
         w = WorkerProcess({**worker_env, **env}, log_path=tmp_path / f"worker-{len(workers)}.log")
         workers.append(w)
         w.start()
-        w.wait_ready()
+        w.wait_ready(partitions=partitions)
         return w
 
     return _start

@@ -62,7 +62,7 @@ class WorkerProcess:
             if self.proc is not None and self.proc.poll() is not None:
                 raise AssertionError(f"worker exited with {self.proc.returncode}:\n{self.log_tail()}")
             h = self.health()
-            if h is not None and len(h["partitions"]) >= want:
+            if h is not None and h["ready"] and len(h["partitions"]) >= want:
                 return
             time.sleep(0.2)
         raise AssertionError(f"worker not ready after {timeout_s}s:\n{self.log_tail()}")

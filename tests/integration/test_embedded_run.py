@@ -51,7 +51,8 @@ class RunProcess:
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.log.read_text()[-3000:]
             try:
-                if len(httpx.get(f"{self.url}/health", timeout=2).json()["partitions"]) == 8:
+                health = httpx.get(f"{self.url}/health", timeout=2).json()
+                if health["ready"] and len(health["partitions"]) == 8:
                     return self
             except (httpx.HTTPError, ValueError, KeyError):
                 pass

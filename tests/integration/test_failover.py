@@ -1,0 +1,179 @@
+"""Scale-out and failover with several worker processes on one broker: partitions split and move, no
+due instant is lost, a clean handover repeats nothing, a killed owner's pending job launches once, and
+queries during a rebalance are right or 503 — never wrong."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any
+
+import httpx
+import pytest
+
+from scheduler.model import (
+    Action,
+    CatchUpPolicy,
+    FrequencyTrigger,
+    Schedule,
+    ScheduleCommand,
+    ScheduleKey,
+    TimeUnit,
+)
+from tests.helpers import Api, TopicReader, WorkerProcess, decode_launch, send_commands
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+def every_second(i: int, topic: str) -> ScheduleCommand:
+    s = Schedule(ScheduleKey("acme", f"s{i:03d}"), FrequencyTrigger(TimeUnit.SECONDS, 1), topic, enabled=True,
+                 catch_up=CatchUpPolicy.EACH)  # fmt: skip
+    return ScheduleCommand(s.key, Action.INSERT, s)
+
+
+def owned(w: WorkerProcess) -> set[int]:
+    h = w.health()
+    return set(h["partitions"]) if h and h["ready"] else set()
+
+
+def wait_split(*workers: WorkerProcess, total: int = 4, timeout_s: float = 60) -> None:
+    """Until the workers own disjoint, non-empty sets of partitions covering all of them."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        sets = [owned(w) for w in workers]
+        if all(sets) and sum(len(s) for s in sets) == total and set().union(*sets) == set(range(total)):
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"partitions not split: {[owned(w) for w in workers]}")
+
+
+def check_fires(records: list[Any], names: set[str]) -> dict[str, Any]:
+    """Every due instant between each schedule's first and last fire was fired (after dedupe by job id)."""
+    by_name: dict[str, set[int]] = {}
+    for r in records:
+        by_name.setdefault(r.key.name, set()).add(r.due_at)
+    missed = {
+        n: sorted(set(range(min(d), max(d) + 1000, 1000)) - d) for n, d in by_name.items() if n in names
+    }
+    duplicates = sum(c - 1 for c in Counter(r.job_id for r in records).values() if c > 1)
+    lateness = max(r.fired_at - r.due_at for r in records)
+    return {
+        "missed": {n: m for n, m in missed.items() if m},
+        "duplicates": duplicates,
+        "max_lateness_ms": lateness,
+    }
+
+
+async def test_two_workers_split_the_schedules_and_a_clean_stop_and_restart_lose_and_repeat_nothing(
+    broker, start_worker, app_id, tmp_path
+):
+    out = f"{app_id}-out"
+    names = {f"s{i:03d}" for i in range(40)}
+    first = start_worker()
+    async with TopicReader(broker.bootstrap_servers, out) as reader:
+        await send_commands(
+            broker.bootstrap_servers, f"{app_id}-commands", *(every_second(i, out) for i in range(40))
+        )
+        await reader.wait_for(lambda r: {x.key.name for x in r} == names)
+        second = start_worker(partitions=0, SCHEDULER_DATA_DIR=str(tmp_path / "second"))
+        await asyncio.to_thread(wait_split, first, second)
+        await asyncio.sleep(3)
+        first.stop()  # clean: revokes, acknowledges its fires, hands over its watermarks
+        await asyncio.to_thread(second.wait_ready)
+        await asyncio.sleep(4)
+        first = start_worker(partitions=0)  # same data dir: the partitions move back
+        await asyncio.to_thread(wait_split, first, second)
+        await asyncio.sleep(3)
+        both_fired = {x.key.name for x in reader.records[-200:]}
+    report = check_fires(reader.records, names)
+    assert report["missed"] == {}, report
+    assert report["duplicates"] == 0, report
+    assert both_fired == names
+
+
+async def test_sigkill_of_the_owner_of_a_pending_delayed_job_launches_it_once_on_time(
+    broker, start_worker, app_id, tmp_path
+):
+    out = f"{app_id}-launches"
+    one = start_worker()
+    two = start_worker(partitions=0, SCHEDULER_DATA_DIR=str(tmp_path / "two"))
+    await asyncio.to_thread(wait_split, one, two)
+    async with Api(one.url) as api:
+        await api.create({"tenant": "acme", "name": "delayed", "program": "acme/pipes/workflow/etl", "topic": out,
+                          "trigger": {"type": "partition", "dataset": "acme.feed", "minPartitions": 1},
+                          "constraints": [{"type": "delay", "delayMs": 20_000}]})  # fmt: skip
+        await api.partitions("acme.feed", "a")
+        job = (await api.wait_jobs(lambda j: len(j["jobs"]) == 1, schedule="acme/delayed"))["jobs"][0]
+    owner = None
+    for w in (one, two):
+        local = httpx.get(f"{w.url}/jobs", params={"local": "1"}).json()["items"]
+        if any(i.get("jobId") == job["jobId"] for i in local):
+            owner = w
+    assert owner is not None
+    survivor = two if owner is one else one
+    owner.kill()
+    async with TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await launches.wait_for(lambda r: len(r) >= 1, timeout_s=90)
+        await asyncio.sleep(2)
+    assert [x["jobId"] for x in launches.records] == [job["jobId"]]
+    assert launches.records[0]["launchedAt"] >= job["checkAt"]
+    assert survivor.health()["launches"] == 1
+
+
+async def test_queries_during_a_rebalance_are_right_or_503_never_wrong(
+    broker, start_worker, app_id, tmp_path
+):
+    out = f"{app_id}-out"
+    one = start_worker()
+    commands = [every_second(i, out) for i in range(20)]
+    await send_commands(broker.bootstrap_servers, f"{app_id}-commands", *commands)
+    expected = sorted(f"acme/s{i:03d}" for i in range(20))
+    async with httpx.AsyncClient(timeout=10) as client:
+        deadline = time.monotonic() + 20
+        while True:
+            r = await client.get(f"{one.url}/schedules")
+            if r.status_code == 200 and [s["key"] for s in r.json()["schedules"]] == expected:
+                break
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.1)
+        outcomes: Counter[str] = Counter()
+        stop = asyncio.Event()
+
+        async def poll(w: WorkerProcess) -> None:
+            while not stop.is_set():
+                for path in ("/schedules", "/schedules/acme/s007", "/schedules/acme/s013"):
+                    try:
+                        r = await client.get(f"{w.url}{path}")
+                    except httpx.HTTPError:
+                        outcomes["connection"] += 1  # a worker not yet (or no longer) listening
+                        continue
+                    if r.status_code == 503:
+                        assert r.headers.get("Retry-After"), r.text
+                        outcomes["503"] += 1
+                    elif path == "/schedules":
+                        assert (
+                            r.status_code == 200 and [s["key"] for s in r.json()["schedules"]] == expected
+                        ), r.text
+                        outcomes["200"] += 1
+                    else:
+                        assert r.status_code == 200 and r.json()["key"] == path.removeprefix("/schedules/"), (
+                            r.text
+                        )
+                        outcomes["200"] += 1
+                await asyncio.sleep(0.05)
+
+        two = WorkerProcess({**one.env, "SCHEDULER_DATA_DIR": str(tmp_path / "two")}, tmp_path / "two.log")
+        pollers = [asyncio.create_task(poll(one)), asyncio.create_task(poll(two))]
+        try:
+            two.start()
+            await asyncio.to_thread(wait_split, one, two)
+            await asyncio.sleep(2)
+            two.stop()
+            await asyncio.to_thread(one.wait_ready)
+            await asyncio.sleep(1)
+        finally:
+            stop.set()
+            await asyncio.gather(*pollers)
+            two.kill()
+    assert outcomes["200"] > 0, outcomes
