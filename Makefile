@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install run test unit integration lint format demo clean
+.PHONY: install run test unit integration chaos lint format demo clean
 
 install: $(VENV)/.installed
 
@@ -22,6 +22,9 @@ test: install         ## the whole suite: unit + integration on a real broker
 
 demo: install         ## ingest -> transform -> report on the embedded broker with Spark local
 	$(BIN)/scheduler demo
+
+chaos: install        ## 3 workers, 2000 every-second schedules, random SIGKILLs for 3 min: 0 missed
+	$(BIN)/python -m tests.chaos --workers 3 --schedules 2000 --duration 180
 
 unit: install
 	$(BIN)/pytest -m unit
