@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install run test unit integration chaos lint format demo clean
+.PHONY: install run test unit integration chaos bench lint format demo clean
 
 install: $(VENV)/.installed
 
@@ -25,6 +25,9 @@ demo: install         ## ingest -> transform -> report on the embedded broker wi
 
 chaos: install        ## 3 workers, 2000 every-second schedules, random SIGKILLs for 3 min: 0 missed
 	$(BIN)/python -m tests.chaos --workers 3 --schedules 2000 --duration 180
+
+bench: install        ## benchmarks (report, never assert): results in data/bench/ and the README
+	$(BIN)/python -m tests.bench.run
 
 unit: install
 	$(BIN)/pytest -m unit

@@ -72,7 +72,14 @@ class Worker:
             web_bind=settings.web_bind,
             web_host=settings.web_host,
             web_port=settings.web_port,
-            **broker_profile(settings.broker_profile),
+            **{
+                **broker_profile(settings.broker_profile),
+                **(
+                    {"broker_session_timeout": settings.session_timeout_s}
+                    if settings.session_timeout_s
+                    else {}
+                ),
+            },
         )
         raw: dict[str, Any] = {
             "key_type": bytes,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -408,6 +409,48 @@ def encode_fired(f: FiredTask) -> bytes:
             "catchUp": f.catch_up,
         },
     )
+
+
+def _zigzag(n: int) -> bytes:
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while n & ~0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _avro_string(s: str) -> bytes:
+    b = s.encode()
+    return _zigzag(len(b)) + b
+
+
+def fired_task_encoder(key: ScheduleKey, data: dict[str, str]) -> Callable[[int, int, int, bool], bytes]:
+    """encode_fired for one schedule, with everything but the instants encoded once (the punctuator's hot path).
+    Byte-identical to encode_fired (unit-tested)."""
+    head = _avro_string(key.tenant) + _avro_string(key.name)
+    job_prefix = f"{key.id}@"
+    data_bytes = (
+        _zigzag(len(data)) + b"".join(_avro_string(k) + _avro_string(v) for k, v in data.items()) + b"\x00"
+        if data
+        else b"\x00"
+    )
+
+    def encode_one(due_at: int, fired_at: int, missed: int = 0, catch_up: bool = False) -> bytes:
+        return b"".join(
+            (
+                head,
+                _avro_string(job_prefix + str(due_at)),
+                _zigzag(due_at),
+                _zigzag(fired_at),
+                data_bytes,
+                _zigzag(missed),
+                b"\x01" if catch_up else b"\x00",
+            )
+        )
+
+    return encode_one
 
 
 def decode_fired(data: bytes) -> FiredTask:

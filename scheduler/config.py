@@ -38,6 +38,7 @@ ENV_VARS = {
     "SCHEDULER_JOURNAL": "journal_path",
     "SCHEDULER_LOG_LEVEL": "log_level",
     "SCHEDULER_PROGRESS_INTERVAL_MS": "progress_interval_ms",
+    "SCHEDULER_SESSION_TIMEOUT_S": "session_timeout_s",
 }
 
 
@@ -64,6 +65,7 @@ class Settings(BaseModel):
     journal_path: Path | None = None
     log_level: str = "info"
     progress_interval_ms: int = Field(1000, ge=10)
+    session_timeout_s: float | None = Field(None, ge=3, le=300)  # default: the broker profile's
 
     def model_post_init(self, _context: Any) -> None:
         if not self.commands_topic:
@@ -170,4 +172,5 @@ def broker_profile(profile: BrokerProfile) -> dict[str, Any]:
             "broker_session_timeout": 8.0,
             "broker_heartbeat_interval": 1.0,
         }
-    return {}
+    # Real Kafka: a dead worker is noticed after the session timeout; Faust's default is 60 s.
+    return {"broker_session_timeout": 10.0, "broker_heartbeat_interval": 3.0}

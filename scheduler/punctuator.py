@@ -21,10 +21,10 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from scheduler.codec import encode_fired, encode_json
-from scheduler.model import ElapsedTrigger, FiredTask, ScheduleState, TimeUnit, job_id
+from scheduler.codec import encode_json, fired_task_encoder
+from scheduler.model import ElapsedTrigger, ScheduleState, TimeUnit, trigger_leaves
 from scheduler.triggers import plan_catch_up
-from scheduler.triggers.progress import find
+from scheduler.triggers.base import TimeTrigger
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,33 @@ class _Sent:
     value: bytes
 
 
+@dataclass(slots=True)
+class _Compiled:
+    """What firing a schedule needs, prepared once per definition (the table is read on change, not per fire).
+    `fast` schedules (a plain time trigger and no program) fire a FiredTask encoded from prebuilt bytes."""
+
+    topic: str
+    leaves: tuple[tuple[str, TimeTrigger], ...]
+    elapsed: tuple[str, ...]
+    encode: Callable[[int, int, int, bool], bytes] | None  # fast path
+    state: ScheduleState | None  # slow path: the trigger agent decides
+
+    def leaf(self, path: str) -> TimeTrigger | None:
+        for p, t in self.leaves:
+            if p == path:
+                return t
+        return None
+
+
+def compile_schedule(state: ScheduleState) -> _Compiled:
+    s = state.schedule
+    leaves = tuple(state.time_leaves())
+    elapsed = tuple(p for p, t in trigger_leaves(s.trigger) if isinstance(t, ElapsedTrigger))
+    if s.program is None and [p for p, _ in leaves] == ["0"]:
+        return _Compiled(s.topic, leaves, elapsed, fired_task_encoder(s.key, s.data), None)
+    return _Compiled(s.topic, leaves, elapsed, None, state)
+
+
 @dataclass
 class _Partition:
     heaps: dict[TimeUnit, list[tuple[int, int, bytes, str]]] = field(
@@ -56,6 +83,7 @@ class _Partition:
     )
     # schedule key -> time-trigger path -> seq of its valid heap entry
     live: dict[bytes, dict[str, int]] = field(default_factory=dict)
+    compiled: dict[bytes, _Compiled] = field(default_factory=dict)  # enabled schedules with time triggers
     inflight: dict[TimeUnit, deque[tuple[int, list[_Sent]]]] = field(
         default_factory=lambda: {u: deque() for u in TimeUnit}
     )
@@ -109,7 +137,10 @@ class Punctuator:
         for n, (key, state) in enumerate(states):
             if not state.schedule.enabled:
                 continue
-            for path, trigger in state.time_leaves():
+            entry = compile_schedule(state)
+            if entry.leaves or entry.elapsed:
+                part.compiled[key] = entry
+            for path, trigger in entry.leaves:
                 watermark = fired_up_to.get(trigger.unit)
                 since = (
                     state.active_since - 1 if watermark is None else max(watermark, state.active_since - 1)
@@ -118,7 +149,7 @@ class Punctuator:
                     trigger, state.schedule.catch_up, since, now, state.schedule.catch_up_window_ms
                 )
                 for due, missed in plan.fires:
-                    fut = await self._fire(key, state, path, due, now, missed=missed, catch_up=True)
+                    fut = await self._fire(key, entry, path, due, now, missed=missed, catch_up=True)
                     catch_up[trigger.unit].append(fut)
                 self.stats.skipped += plan.skipped
                 if plan.next_due is not None:
@@ -144,9 +175,13 @@ class Punctuator:
         if part is None:
             return  # not (yet) ours: assign() will read it from the table
         part.live.pop(key, None)
+        part.compiled.pop(key, None)
         if not state.schedule.enabled:
             return
-        for path, trigger in state.time_leaves():
+        entry = compile_schedule(state)
+        if entry.leaves or entry.elapsed:
+            part.compiled[key] = entry
+        for path, trigger in entry.leaves:
             nxt = trigger.next_due(max(self._clock(), state.active_since) - 1)
             if nxt is not None:
                 self._push(part, trigger.unit, key, path, nxt)
@@ -161,6 +196,7 @@ class Punctuator:
         part = self._parts.get(partition)
         if part is not None:
             part.live.pop(key, None)
+            part.compiled.pop(key, None)
 
     def _push(self, part: _Partition, unit: TimeUnit, key: bytes, path: str, due: int) -> None:
         seq = next(self._seq)
@@ -175,7 +211,7 @@ class Punctuator:
     async def _fire(
         self,
         key: bytes,
-        state: ScheduleState,
+        entry: _Compiled,
         path: str,
         due: int,
         now: int,
@@ -183,14 +219,16 @@ class Punctuator:
         missed: int = 0,
         catch_up: bool = False,
     ) -> _Sent:
-        s = state.schedule
         self.stats.fires += 1
         if catch_up:
             self.stats.catch_up_fires += 1
-        if s.program is None and path == "0":
-            topic = s.topic
-            value = encode_fired(FiredTask(s.key, job_id(s.key, due), due, now, s.data, missed, catch_up))
+        if entry.encode is not None:
+            topic = entry.topic
+            value = entry.encode(due, now, missed, catch_up)
         else:
+            state = entry.state
+            assert state is not None
+            s = state.schedule
             # A schedule that launches a program, or a time trigger inside AND/OR: its trigger agent decides.
             topic = self._trigger_topic
             value = encode_json(
@@ -219,14 +257,13 @@ class Punctuator:
                 due, seq, key, path = heapq.heappop(heap)
                 if part.live.get(key, {}).get(path) != seq:
                     continue  # superseded by an update, disabled or deleted
-                state = self._load(partition, key)
-                trigger = None if state is None else dict(state.time_leaves()).get(path)
-                elapsed = state is not None and isinstance(find(state.schedule.trigger, path), ElapsedTrigger)
-                if state is None or (trigger is None and not elapsed) or not state.schedule.enabled:
+                entry = part.compiled.get(key) or self._compile_loaded(part, partition, key)
+                trigger = None if entry is None else entry.leaf(path)
+                if entry is None or (trigger is None and path not in entry.elapsed):
                     part.live.pop(key, None)
                     continue
                 try:
-                    futures.append(await self._fire(key, state, path, due, now))
+                    futures.append(await self._fire(key, entry, path, due, now))
                 except Exception:
                     # Not queued (e.g. the producer's buffer is full): keep it due and retry next tick.
                     heapq.heappush(heap, (due, seq, key, path))
@@ -242,6 +279,14 @@ class Punctuator:
                     break  # revoked while we were sending
             if futures:
                 part.inflight[unit].append((now, futures))
+
+    def _compile_loaded(self, part: _Partition, partition: int, key: bytes) -> _Compiled | None:
+        """A schedule not compiled yet (should not happen: assign and upsert compile): read it from the table."""
+        state = self._load(partition, key)
+        if state is None or not state.schedule.enabled:
+            return None
+        entry = part.compiled[key] = compile_schedule(state)
+        return entry
 
     def _earliest(self, unit: TimeUnit) -> int | None:
         dues = [part.heaps[unit][0][0] for part in self._parts.values() if part.heaps[unit]]

@@ -269,6 +269,7 @@ async def test_a_schedule_disabled_in_the_table_does_not_fire() -> None:
     await h.assign(0, [state("a")], {S: T0 - 1})
     kb = key_bytes(ScheduleKey("acme", "a"))
     h.table[(0, kb)] = state("a", enabled=False)
+    h.punctuator.upsert(0, kb, h.table[(0, kb)])  # the schedule agent tells the punctuator of every change
     assert await h.tick_at(T0) == []
     assert await h.tick_at(T0 + 100_000) == []
 
@@ -277,6 +278,7 @@ async def test_a_schedule_gone_from_the_table_does_not_fire() -> None:
     h = Harness(T0 - 1)
     await h.assign(0, [state("a"), state("b")], {S: T0 - 1})
     del h.table[(0, key_bytes(ScheduleKey("acme", "a")))]
+    h.punctuator.remove(0, key_bytes(ScheduleKey("acme", "a")))
     assert dues_by_name(await h.tick_at(T0)) == [("b", 0)]
     assert dues_by_name(await h.tick_at(T0 + 10_000)) == [("b", 10_000)]
 

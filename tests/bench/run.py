@@ -1,0 +1,536 @@
+"""Benchmarks (`make bench`): they report, never assert. Results go to data/bench/results.json, a Markdown
+table and a PNG plot, and into the README's performance section.
+
+Scenarios (each bounded to a minute or two):
+- core: the scheduler core in-process — due-time heaps, cron math, schedule state read from RocksDB and
+  decoded, fired task encoded — up to the producer call, with a null sink; N live cron schedules.
+- firing: end to end on the broker — one worker process, N schedules inserted through the commands topic,
+  lateness measured at a consumer of the output topic.
+- commands: INSERTs per second through the commands topic, and the time until all are live.
+- events: event -> launch request latency for a partition trigger without constraints.
+- recovery: worker start to first fire with N schedules in the changelog, with and without standby.
+- peer: APScheduler 3.x (AsyncIOScheduler, memory job store) on the same cron workload, in the same run.
+
+Workload: N cron schedules, 6 fields, UTC; 10 % every 5 s (`*/5 * * * * *`), 90 % once a minute at a
+second spread over the minute (`S * * * * *`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from scheduler.codec import encode_state, key_bytes
+from scheduler.model import (
+    Action,
+    CatchUpPolicy,
+    CronTrigger,
+    Schedule,
+    ScheduleCommand,
+    ScheduleKey,
+    ScheduleState,
+)
+
+MINUTE_MS = 60_000
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def cron_of(i: int) -> str:
+    return "*/5 * * * * *" if i % 10 == 0 else f"{i % 60} * * * * *"
+
+
+def workload(n: int, topic: str) -> list[Schedule]:
+    return [
+        Schedule(
+            ScheduleKey("bench", f"s{i:07d}"),
+            CronTrigger(cron_of(i)),
+            topic,
+            enabled=True,
+            catch_up=CatchUpPolicy.SKIP,
+        )  # fmt: skip
+        for i in range(n)
+    ]
+
+
+def expected_fires_per_s(n: int) -> float:
+    return n * 0.1 / 5 + n * 0.9 / 60
+
+
+def pct(values: list[int], q: float) -> int | None:
+    if not values:
+        return None
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * q))]
+
+
+def rss_mb(pid: int | None = None) -> float:
+    return psutil.Process(pid or os.getpid()).memory_info().rss / 2**20
+
+
+def dir_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
+
+
+# --- core: in-process, null sink ------------------------------------------------------------------
+
+
+async def core(n: int, duration_s: float) -> dict[str, Any]:
+    from rocksdict import Rdict
+
+    from scheduler.codec import decode_state
+    from scheduler.model import TimeUnit
+    from scheduler.punctuator import Punctuator
+
+    work = Path(tempfile.mkdtemp(prefix="bench-core-"))
+    db = Rdict(str(work / "schedules.db"))
+    start = now_ms()
+    keys = []
+    for s in workload(n, "null"):
+        kb = key_bytes(s.key)
+        db[kb] = encode_state(ScheduleState(s, start, start, start))
+        keys.append(kb)
+    gc.collect()
+    rss_before = rss_mb()
+    lateness: list[int] = []
+    done: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+    done.set_result(None)
+
+    class Measured(Punctuator):
+        async def _fire(self, key, state, path, due, now, **kw):  # type: ignore[no-untyped-def]
+            sent = await super()._fire(key, state, path, due, now, **kw)
+            lateness.append(now_ms() - due)
+            return sent
+
+    async def null_send(topic: str, key: bytes, value: bytes) -> asyncio.Future[object]:
+        return done
+
+    p = Measured(null_send, lambda part, k: decode_state(db[k]), lambda *a: None)
+    partitions = 8
+    t0 = time.monotonic()
+    for part in range(partitions):
+        await p.assign(part, ((k, decode_state(db[k])) for k in keys[part::partitions]), {})
+    assign_s = time.monotonic() - t0
+    gc.freeze()  # long-lived heaps: keep the collector off them
+    timer = asyncio.create_task(p.run_timer(TimeUnit.SECONDS))
+    progress = asyncio.create_task(p.run_progress(1.0))
+    await asyncio.sleep(2)
+    lateness.clear()
+    measured_from = time.monotonic()
+    await asyncio.sleep(duration_s)
+    elapsed = time.monotonic() - measured_from
+    fires = len(lateness)
+    timer.cancel()
+    progress.cancel()
+    gc.unfreeze()
+    result = {
+        "layer": "core",
+        "schedules": n,
+        "expected_fires_per_s": round(expected_fires_per_s(n)),
+        "fires_per_s": round(fires / elapsed),
+        "lateness_p50_ms": pct(lateness, 0.5),
+        "lateness_p99_ms": pct(lateness, 0.99),
+        "lateness_max_ms": max(lateness) if lateness else None,
+        "missed": None,
+        "rebuild_s": round(assign_s, 2),
+        "rss_mb": round(rss_mb()),
+        "heap_rss_mb": round(rss_mb() - rss_before),
+        "state_mb": round(dir_mb(work), 1),
+    }
+    db.close()
+    shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
+# --- end to end on the broker --------------------------------------------------------------------
+
+
+class Worker:
+    def __init__(self, bootstrap: str, profile: str, app_id: str, work: Path, **env: str) -> None:
+        from tests.helpers import WorkerProcess
+
+        self.proc = WorkerProcess(
+            {"KAFKA_BOOTSTRAP_SERVERS": bootstrap, "SCHEDULER_BROKER_PROFILE": profile, "SCHEDULER_APP_ID": app_id,
+             "SCHEDULER_PARTITIONS": "8", "SCHEDULER_DATA_DIR": str(work / "data"), "SCHEDULER_LOG_LEVEL": "warning",
+             **env},
+            work / f"worker-{uuid.uuid4().hex[:4]}.log",
+        )  # fmt: skip
+
+    def __enter__(self) -> Worker:
+        self.proc.start()
+        self.proc.wait_ready(timeout_s=180)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.kill()
+
+
+async def insert_all(bootstrap: str, topic: str, schedules: list[Schedule]) -> float:
+    """Produce the INSERTs batched; seconds it took."""
+    from aiokafka import AIOKafkaProducer
+
+    from scheduler.app import partition_for
+    from scheduler.codec import encode_command
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=512 * 1024)
+    await producer.start()
+    t0 = time.monotonic()
+    futures = []
+    for s in schedules:
+        kb = key_bytes(s.key)
+        cmd = encode_command(ScheduleCommand(s.key, Action.INSERT, s))
+        futures.append(await producer.send(topic, cmd, key=kb, partition=partition_for(kb, 8)))
+    await asyncio.gather(*futures)
+    took = time.monotonic() - t0
+    await producer.stop()
+    return took
+
+
+def wait_applied(worker: Worker, n: int, timeout_s: float) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        h = worker.proc.health() or {}
+        if h.get("commandsApplied", 0) >= n:
+            return time.monotonic() - t0
+        time.sleep(0.2)
+    return float("nan")
+
+
+async def firing(bootstrap: str, profile: str, n: int, duration_s: float) -> dict[str, Any]:
+    from tests.helpers import TopicReader
+
+    work = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
+    app_id = f"bench{uuid.uuid4().hex[:6]}"
+    topic = f"{app_id}-out"
+    schedules = workload(n, topic)
+    with Worker(bootstrap, profile, app_id, work) as w:
+        produce_s = await insert_all(bootstrap, f"{app_id}-commands", schedules)
+        live_s = await asyncio.to_thread(wait_applied, w, n, 900)
+        async with TopicReader(bootstrap, topic) as reader:
+            await asyncio.sleep(3)
+            t0 = now_ms()
+            first = len(reader.records)
+            await asyncio.sleep(duration_s)
+            t1 = now_ms()
+            records = reader.records[first:]
+        window = [r for r in records if t0 + 2_000 <= r.due_at <= t1 - 5_000]
+        fired = {r.job_id for r in window}
+        expected = 0
+        for i, _s in enumerate(schedules):
+            step = 5_000 if i % 10 == 0 else MINUTE_MS
+            offset = 0 if i % 10 == 0 else (i % 60) * 1000
+            lo, hi = t0 + 2_000, t1 - 5_000
+            first_due = ((lo - offset - 1) // step + 1) * step + offset
+            expected += max(0, (hi - first_due) // step + 1) if first_due <= hi else 0
+        lateness = [r.fired_at - r.due_at for r in window]  # fired_at: the worker's clock at produce
+        consumer_lateness = [
+            m.timestamp - r.due_at for m, r in zip(reader.raw[first:], records, strict=False) if r in window
+        ]
+        rss = rss_mb(w.proc.proc.pid) if w.proc.proc else None
+        state = dir_mb(work / "data")
+    shutil.rmtree(work, ignore_errors=True)
+    return {
+        "layer": "end to end",
+        "schedules": n,
+        "expected_fires_per_s": round(expected_fires_per_s(n)),
+        "fires_per_s": round(len(records) / ((t1 - t0) / 1000)),
+        "lateness_p50_ms": pct(lateness, 0.5),
+        "lateness_p99_ms": pct(lateness, 0.99),
+        "lateness_max_ms": max(lateness) if lateness else None,
+        "broker_ts_lateness_p99_ms": pct(consumer_lateness, 0.99),
+        "missed": max(0, expected - len(fired)),
+        "inserts_per_s": round(n / max(produce_s, live_s)),
+        "live_after_s": round(live_s, 1),
+        "rss_mb": round(rss) if rss else None,
+        "state_mb": round(state, 1),
+    }
+
+
+async def events(bootstrap: str, profile: str, n: int, count: int) -> dict[str, Any]:
+    """Event -> launch request, measured from the event's produce time to the launch request's timestamp."""
+    import httpx
+
+    from tests.helpers import Api, TopicReader, decode_launch
+
+    work = Path(tempfile.mkdtemp(prefix="bench-events-"))
+    app_id = f"bench{uuid.uuid4().hex[:6]}"
+    out = f"{app_id}-launches"
+    with Worker(bootstrap, profile, app_id, work) as w:
+        async with Api(w.proc.url) as api:
+            await api.register("bench/apps/workflow/etl")
+            bodies = [
+                {"tenant": "bench", "name": f"e{i:06d}", "enabled": True, "program": "bench/apps/workflow/etl",
+                 "topic": out, "trigger": {"type": "partition", "dataset": f"bench.d{i:06d}", "minPartitions": 1}}
+                for i in range(n)
+            ]  # fmt: skip
+            async with httpx.AsyncClient(base_url=w.proc.url, timeout=30) as client:
+                for i in range(0, n, 200):
+                    await asyncio.gather(*(client.post("/schedules", json=b) for b in bodies[i : i + 200]))
+            await asyncio.to_thread(wait_applied, w, n, 600)
+            await api.indexed((await api.client.get("/schedules/bench/e000000")).json())
+            latencies = []
+            async with TopicReader(bootstrap, out, decode_launch) as launches:
+                for k in range(count):
+                    i = (k * 7919) % n
+                    sent = now_ms()
+                    await api.partitions(f"bench.d{i:06d}", f"p{k}")
+                    await launches.wait_for(lambda r, k=k: len(r) > k, timeout_s=30)
+                    latencies.append(launches.raw[k].timestamp - sent)
+                    await asyncio.sleep(0.02)
+    shutil.rmtree(work, ignore_errors=True)
+    return {"schedules": n, "events": count, "p50_ms": pct(latencies, 0.5), "p99_ms": pct(latencies, 0.99),
+            "max_ms": max(latencies)}  # fmt: skip
+
+
+async def recovery(bootstrap: str, profile: str, n: int, standby: bool) -> dict[str, Any]:
+    """A worker dies; another (fresh data dir) takes over: time from its start to its first fire."""
+    from tests.helpers import TopicReader
+
+    work = Path(tempfile.mkdtemp(prefix="bench-rec-"))
+    app_id = f"bench{uuid.uuid4().hex[:6]}"
+    topic = f"{app_id}-out"
+    env = {"SCHEDULER_STANDBY_REPLICAS": "1"} if standby else {}
+    first = Worker(bootstrap, profile, app_id, work / "a", **env).__enter__()
+    helper = Worker(bootstrap, profile, app_id, work / "b", **env) if standby else None
+    try:
+        await insert_all(bootstrap, f"{app_id}-commands", workload(n, topic))
+        await asyncio.to_thread(wait_applied, first, n, 900)
+        if helper is not None:
+            helper.proc.start()
+            await asyncio.to_thread(helper.proc.wait_ready, 180, 0)
+            await asyncio.sleep(5)  # standbys catch up
+        first.proc.kill()
+        killed = now_ms()
+        if helper is None:
+            helper = Worker(bootstrap, profile, app_id, work / "c", **env)
+            started = now_ms()
+            helper.proc.start()
+        else:
+            started = killed
+        async with TopicReader(bootstrap, topic) as reader:
+            before = len(reader.records)
+            await asyncio.sleep(1)
+            before = len(reader.records)
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                new = [m for m in reader.raw[before:] if m.timestamp > killed]
+                if new:
+                    return {
+                        "schedules": n,
+                        "standby": standby,
+                        "start_to_first_fire_s": round((new[0].timestamp - started) / 1000, 1),
+                    }
+                await asyncio.sleep(0.1)
+        return {"schedules": n, "standby": standby, "start_to_first_fire_s": None}
+    finally:
+        first.__exit__()
+        if helper is not None:
+            helper.__exit__()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# --- the peer: APScheduler 3.x --------------------------------------------------------------------
+
+
+async def peer(n: int, duration_s: float) -> dict[str, Any]:
+    """The same workload in APScheduler 3.x: AsyncIOScheduler, memory job store, default misfire grace (1 s).
+    Lateness = submission time - scheduled run time, from its own events; misses from EVENT_JOB_MISSED."""
+    from apscheduler.events import EVENT_JOB_MISSED, EVENT_JOB_SUBMITTED
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+    from apscheduler.triggers.cron import CronTrigger as APCron
+
+    lateness: list[int] = []
+    missed = [0]
+    scheduler = AsyncIOScheduler(timezone="UTC")
+
+    def on_event(event: Any) -> None:
+        if event.code == EVENT_JOB_MISSED:
+            missed[0] += 1
+            return
+        now = now_ms()
+        for due in event.scheduled_run_times:
+            lateness.append(now - int(due.timestamp() * 1000))
+
+    scheduler.add_listener(on_event, EVENT_JOB_MISSED | EVENT_JOB_SUBMITTED)
+    rss_before = rss_mb()
+    for i in range(n):
+        second, minute, hour, day, month, _ = cron_of(i).split()
+        trigger = APCron(second=second, minute=minute, hour=hour, day=day, month=month, timezone="UTC")
+        scheduler.add_job(_noop, trigger, id=f"s{i}")
+    scheduler.start()
+    await asyncio.sleep(2)
+    lateness.clear()
+    missed[0] = 0
+    await asyncio.sleep(duration_s)
+    measured = list(lateness)
+    scheduler.shutdown(wait=False)
+    expected = round(expected_fires_per_s(n) * duration_s)
+    return {
+        "layer": "APScheduler 3.x",
+        "schedules": n,
+        "expected_fires_per_s": round(expected_fires_per_s(n)),
+        "fires_per_s": round(len(measured) / duration_s),
+        "lateness_p50_ms": pct(measured, 0.5),
+        "lateness_p99_ms": pct(measured, 0.99),
+        "lateness_max_ms": max(measured) if measured else None,
+        "missed": missed[0],
+        "missed_share": round(missed[0] / expected, 3) if expected else None,
+        "rss_mb": round(rss_mb()),
+        "heap_rss_mb": round(rss_mb() - rss_before),
+    }
+
+
+async def _noop() -> None:
+    return None
+
+
+# --- report ---------------------------------------------------------------------------------------
+
+
+def table(results: dict[str, Any]) -> str:
+    rows = results["firing"]
+    lines = [
+        f"Measured {results['date']} on {results['machine']} with `{results['command']}`; broker: {results['broker']}.",
+        "",
+        "| layer | schedules | expected fires/s | fires/s | lateness p50 ms | p99 ms | max ms | missed | RSS MB | state on disk MB | rebuild s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['layer']} | {r['schedules']:,} | {r['expected_fires_per_s']:,} | {r['fires_per_s']:,} | "
+            f"{r['lateness_p50_ms']} | {r['lateness_p99_ms']} | {r['lateness_max_ms']} | {r.get('missed', '')} | "
+            f"{r.get('rss_mb', '')} | {r.get('state_mb', '')} | {r.get('rebuild_s', '')} |"
+        )
+    lines.append("")
+    for name in ("commands", "events", "recovery"):
+        for r in results.get(name, []):
+            lines.append(f"- {name}: " + ", ".join(f"{k} {v}" for k, v in r.items()))
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for layer in sorted({r["layer"] for r in results["firing"]}):
+        rows = sorted((r for r in results["firing"] if r["layer"] == layer and r["lateness_p99_ms"] is not None),
+                      key=lambda r: r["schedules"])  # fmt: skip
+        if rows:
+            ax.plot(
+                [r["schedules"] for r in rows],
+                [max(r["lateness_p99_ms"], 1) for r in rows],
+                marker="o",
+                label=layer,
+            )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("live cron schedules")
+    ax.set_ylabel("fire lateness p99, ms")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def update_readme(readme: Path, text: str) -> None:
+    begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
+    if not readme.exists():
+        return
+    s = readme.read_text()
+    if begin in s and end in s:
+        s = s[: s.index(begin) + len(begin)] + "\n" + text + s[s.index(end) :]
+        readme.write_text(s)
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    from scheduler.broker import EmbeddedBroker
+
+    bootstrap, profile = (
+        os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
+        os.environ.get("SCHEDULER_BROKER_PROFILE", "kafka"),
+    )
+    broker = None
+    if not bootstrap:
+        broker = EmbeddedBroker().start()
+        bootstrap, profile = broker.bootstrap_servers, "tansu"
+    results: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{psutil.cpu_count()} cores, {round(psutil.virtual_memory().total / 2**30)} GiB, "
+        f"Python {platform.python_version()}",
+        "command": "make bench",
+        "broker": "embedded Tansu" if broker else bootstrap,
+        "firing": [],
+    }
+    try:
+        for n in args.core:
+            print(f"core {n}", flush=True)
+            results["firing"].append(await core(n, args.duration))
+        for n in args.peer:
+            print(f"peer {n}", flush=True)
+            results["firing"].append(await peer(n, args.duration))
+        for n in args.e2e:
+            print(f"end to end {n}", flush=True)
+            results["firing"].append(await firing(bootstrap, profile, n, args.duration))
+        results["events"] = []
+        for n in args.events:
+            print(f"events {n}", flush=True)
+            results["events"].append(await events(bootstrap, profile, n, 100))
+        results["recovery"] = []
+        for n in args.recovery:
+            for standby in (False, True):
+                print(f"recovery {n} standby={standby}", flush=True)
+                results["recovery"].append(await recovery(bootstrap, profile, n, standby))
+    finally:
+        if broker is not None:
+            broker.stop()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--core", type=int, nargs="*", default=[1_000, 10_000, 100_000, 1_000_000])
+    parser.add_argument("--peer", type=int, nargs="*", default=[1_000, 10_000, 100_000])
+    parser.add_argument("--e2e", type=int, nargs="*", default=[1_000, 10_000])
+    parser.add_argument("--events", type=int, nargs="*", default=[1_000])
+    parser.add_argument("--recovery", type=int, nargs="*", default=[10_000])
+    parser.add_argument("--duration", type=float, default=60)
+    parser.add_argument("--out", type=Path, default=Path("data/bench"))
+    parser.add_argument("--readme", type=Path, default=Path("README.md"))
+    args = parser.parse_args()
+    results = asyncio.run(run(args))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(results, indent=2))
+    text = table(results)
+    plot(results, args.out / "lateness.png")
+    (args.out / "results.md").write_text(text)
+    update_readme(args.readme, text + f"\n![lateness vs schedules]({args.out / 'lateness.png'})\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["statistics"]
