@@ -5,6 +5,7 @@ punctuator and the HTTP views. Thin: decode, call the pure logic (commands, trig
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections import Counter
@@ -314,6 +315,8 @@ class Worker:
             for key, state in self.local_states(partition):
                 self.triggers.arm_elapsed(partition, key, state)
             log.info("partition %d assigned in %.3fs", partition, time.monotonic() - started)
+        # The rebuilt heaps and compiled schedules live long: keep the collector from rescanning them.
+        gc.freeze()
 
     async def _on_revoked(self, app: Any, revoked: Any, **_: Any) -> None:
         await self.punctuator.drain()
