@@ -215,17 +215,9 @@ def report_program(spark: Any, args: dict[str, str]) -> None:
 
 
 def main(url: str, bootstrap: str, events_topic: str, out_dir: Path) -> None:
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
+    from scheduler.spark_runner import spark_session
 
-    spark = (
-        SparkSession.builder.master(os.environ.get("SCHEDULER_SPARK_MASTER", "local[*]"))
-        .appName("scheduler-report")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
-    )
+    spark = spark_session("scheduler-report")
     spark.sparkContext.setLogLevel("ERROR")
     try:
         run_report(spark, url, bootstrap, events_topic, out_dir)

@@ -131,7 +131,7 @@ class Settings(BaseModel):
 
 #: Tansu does not answer a waiting fetch when data arrives; it holds it for the whole fetch_max_wait
 #: (Faust fixes it at 1.5 s), so every hop between agents would cost up to 1.5 s. Poll often instead.
-TANSU_FETCH_MAX_WAIT_MS = 20
+TANSU_FETCH_MAX_WAIT_MS = 10
 
 
 def apply_consumer_profile(profile: BrokerProfile) -> None:

@@ -13,6 +13,24 @@ import json
 import os
 import runpy
 import sys
+from typing import Any
+
+
+def spark_session(app_name: str) -> Any:
+    """A Spark session on SCHEDULER_SPARK_MASTER (local[*] by default), quiet and without its web UI."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master(os.environ.get("SCHEDULER_SPARK_MASTER", "local[*]"))
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
 
 
 def main(argv: list[str]) -> int:
@@ -21,18 +39,7 @@ def main(argv: list[str]) -> int:
         return 2
     target = argv[0]
     args = json.loads(os.environ.get("SCHEDULER_ARGS", "{}"))
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master(os.environ.get("SCHEDULER_SPARK_MASTER", "local[*]"))
-        .appName(os.environ.get("SCHEDULER_PROGRAM", target))
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("WARN")
+    spark = spark_session(os.environ.get("SCHEDULER_PROGRAM", target))
     from scheduler.launcher import RUNNING_MARKER
 
     print(RUNNING_MARKER, flush=True)

@@ -98,6 +98,7 @@ class TopicReader:
         self.decoder = decoder
         self.records: list[Any] = []
         self.raw: list[Any] = []
+        self.received: list[int] = []  # epoch ms at which each record reached this consumer
         self._task: asyncio.Task[None] | None = None
         self._consumer: AIOKafkaConsumer | None = None
 
@@ -118,6 +119,7 @@ class TopicReader:
         async for msg in self._consumer:
             self.raw.append(msg)
             self.records.append(self.decoder(msg.value))
+            self.received.append(time.time_ns() // 1_000_000)
 
     async def __aexit__(self, *exc: object) -> None:
         if self._task is not None:
