@@ -222,9 +222,10 @@ class Punctuator:
         self.stats.fires += 1
         if catch_up:
             self.stats.catch_up_fires += 1
+        fired_at = self._clock()  # not the tick's start: a large tick takes a while
         if entry.encode is not None:
             topic = entry.topic
-            value = entry.encode(due, now, missed, catch_up)
+            value = entry.encode(due, fired_at, missed, catch_up)
         else:
             state = entry.state
             assert state is not None
@@ -240,7 +241,7 @@ class Punctuator:
                     "source": f"t{path}",
                     "position": due,
                     "due": due,
-                    "at": now,
+                    "at": fired_at,
                     "missed": missed,
                     "catchUp": catch_up,
                 }

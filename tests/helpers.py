@@ -109,6 +109,7 @@ class TopicReader:
             auto_offset_reset="earliest",
             enable_auto_commit=False,
             metadata_max_age_ms=1000,
+            fetch_max_wait_ms=10,  # the embedded broker holds a waiting fetch for its whole max wait
         )
         await self._consumer.start()
         self._task = asyncio.create_task(self._run())

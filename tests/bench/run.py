@@ -357,10 +357,13 @@ async def recovery(bootstrap: str, profile: str, n: int, standby: bool) -> dict[
 async def peer(n: int, duration_s: float) -> dict[str, Any]:
     """The same workload in APScheduler 3.x: AsyncIOScheduler, memory job store, default misfire grace (1 s).
     Lateness = submission time - scheduled run time, from its own events; misses from EVENT_JOB_MISSED."""
+    import logging
+
     from apscheduler.events import EVENT_JOB_MISSED, EVENT_JOB_SUBMITTED
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
     from apscheduler.triggers.cron import CronTrigger as APCron
 
+    logging.getLogger("apscheduler").setLevel(logging.ERROR)  # it logs every missed run
     lateness: list[int] = []
     missed = [0]
     scheduler = AsyncIOScheduler(timezone="UTC")
@@ -468,6 +471,17 @@ def update_readme(readme: Path, text: str) -> None:
         readme.write_text(s)
 
 
+async def isolated(kind: str, n: int, duration_s: float) -> dict[str, Any]:
+    """An in-process scenario in a fresh interpreter, so its memory figures are its own."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.bench.run", "--single", f"{kind}:{n}", "--duration", str(duration_s),
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, _ = await proc.communicate()
+    line = next(x for x in out.decode().splitlines() if x.startswith("RESULT "))
+    return dict(json.loads(line.removeprefix("RESULT ")))
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from scheduler.broker import EmbeddedBroker
 
@@ -488,12 +502,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "firing": [],
     }
     try:
-        for n in args.core:
-            print(f"core {n}", flush=True)
-            results["firing"].append(await core(n, args.duration))
-        for n in args.peer:
-            print(f"peer {n}", flush=True)
-            results["firing"].append(await peer(n, args.duration))
+        for kind, sizes in (("core", args.core), ("peer", args.peer)):
+            for n in sizes:
+                print(f"{kind} {n}", flush=True)
+                results["firing"].append(await isolated(kind, n, args.duration))
         for n in args.e2e:
             print(f"end to end {n}", flush=True)
             results["firing"].append(await firing(bootstrap, profile, n, args.duration))
@@ -524,7 +536,13 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=60)
     parser.add_argument("--out", type=Path, default=Path("data/bench"))
     parser.add_argument("--readme", type=Path, default=Path("README.md"))
+    parser.add_argument("--single", help=argparse.SUPPRESS)  # internal: one core/peer scenario, JSON out
     args = parser.parse_args()
+    if args.single:
+        kind, n = args.single.split(":")
+        scenario = core if kind == "core" else peer
+        print("RESULT " + json.dumps(asyncio.run(scenario(int(n), args.duration))))
+        return
     results = asyncio.run(run(args))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=2))
