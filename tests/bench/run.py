@@ -534,7 +534,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, nargs="*", default=[1_000])
     parser.add_argument("--recovery", type=int, nargs="*", default=[10_000])
     parser.add_argument("--duration", type=float, default=60)
-    parser.add_argument("--out", type=Path, default=Path("data/bench"))
+    parser.add_argument("--out", type=Path, default=Path("tests/bench/results"))
     parser.add_argument("--readme", type=Path, default=Path("README.md"))
     parser.add_argument("--single", help=argparse.SUPPRESS)  # internal: one core/peer scenario, JSON out
     args = parser.parse_args()
