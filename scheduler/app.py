@@ -342,9 +342,6 @@ class Worker:
         """Which worker (web URL) owns which partitions of which changelog, per the last assignment."""
         return dict(cast(Any, self.faust_app.assignor).changelog_distribution)
 
-    def owns(self, key: bytes) -> bool:
-        return partition_for(key, self.settings.partitions) in self.active_partitions()
-
     async def stop(self) -> None:
         await self.punctuator.drain()
         await self._await_progress_sent()

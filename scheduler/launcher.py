@@ -29,7 +29,7 @@ from scheduler.codec import DecodeError, decode, encode, encode_json
 from scheduler.config import Settings
 from scheduler.events import program_key
 from scheduler.producer import BatchedProducer, TopicCreator
-from scheduler.programs import ProgramRegistry, ProgramSpec
+from scheduler.programs import ProgramRegistry, ProgramSpec, program_env
 from scheduler.runs import RunStatus
 
 log = logging.getLogger(__name__)
@@ -211,7 +211,7 @@ class Launcher:
     async def _execute(self, run: _Run, spec: ProgramSpec, request: dict[str, Any]) -> None:
         env = {
             **os.environ,
-            **spec.env,
+            **program_env(spec, {}),
             "SCHEDULER_RUN_ID": run.job_id,
             "SCHEDULER_JOB_ID": run.job_id,
             "SCHEDULER_PROGRAM": run.program,

@@ -225,7 +225,6 @@ Trigger = (
     | ElapsedTrigger
     | CompositeTrigger
 )
-TimeTriggerDef = CronTrigger | FrequencyTrigger
 MAX_TRIGGER_DEPTH = 8
 MAX_TRIGGER_LEAVES = 64
 MAX_CONSTRAINTS = 16
