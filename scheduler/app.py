@@ -312,7 +312,7 @@ class Worker:
                 partition, self.local_states(partition), self._fired_up_to(partition)
             )
             self.jobs.checker.assign(partition, self.jobs.local_queues(partition))
-            for key, state in self.local_states(partition):
+            for key, state in self.punctuator.elapsed_schedules(partition):
                 self.triggers.arm_elapsed(partition, key, state)
             log.info("partition %d assigned in %.3fs", partition, time.monotonic() - started)
         # The rebuilt heaps and compiled schedules live long: keep the collector from rescanning them.

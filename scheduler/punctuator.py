@@ -186,6 +186,13 @@ class Punctuator:
             if nxt is not None:
                 self._push(part, trigger.unit, key, path, nxt)
 
+    def elapsed_schedules(self, partition: int) -> list[tuple[bytes, ScheduleState]]:
+        """The partition's enabled schedules with elapsed triggers (compiled at assignment: no table read)."""
+        part = self._parts.get(partition)
+        if part is None:
+            return []
+        return [(k, e.state) for k, e in part.compiled.items() if e.elapsed and e.state is not None]
+
     def arm(self, partition: int, key: bytes, path: str, due: int) -> None:
         """Make the elapsed trigger at `path` come due at `due` (replacing what was armed before)."""
         part = self._parts.get(partition)
