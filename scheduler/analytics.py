@@ -13,7 +13,6 @@ table and a PNG chart.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 from pathlib import Path
@@ -225,4 +224,4 @@ def main(url: str, bootstrap: str, events_topic: str, out_dir: Path) -> None:
         spark.stop()
 
 
-__all__ = ["json", "main", "report_program"]
+__all__ = ["main", "report_program"]

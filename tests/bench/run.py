@@ -24,7 +24,6 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -556,5 +555,3 @@ def main() -> None:
 if __name__ == "__main__":
     sys.exit(main())
 
-
-__all__ = ["statistics"]
