@@ -554,4 +554,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     sys.exit(main())
-
