@@ -8,6 +8,7 @@ import base64
 import contextlib
 import json
 import logging
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -77,7 +78,18 @@ def cmd_run(args: argparse.Namespace) -> None:
     from scheduler.broker import EmbeddedBroker
     from scheduler.journal import compact_journal
 
-    settings = _settings(args, broker_profile="tansu", launcher="off" if args.no_launcher else "embedded")
+    # `scheduler run` is the local development command: auth is off unless tokens are configured.
+    configured = any(
+        os.environ.get(v) for v in ("SCHEDULER_AUTH", "SCHEDULER_AUTH_TOKENS", "SCHEDULER_AUTH_TOKENS_FILE")
+    )
+    settings = _settings(
+        args,
+        broker_profile="tansu",
+        launcher="off" if args.no_launcher else "embedded",
+        auth=None if configured else "off",
+    )
+    if settings.auth == "off":
+        print("scheduler: HTTP auth is OFF (local development; set SCHEDULER_AUTH_TOKENS_FILE to turn it on)")
     data_dir = Path(settings.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     journal = settings.journal_path or data_dir / "journal.bin"

@@ -39,6 +39,11 @@ ENV_VARS = {
     "SCHEDULER_LOG_LEVEL": "log_level",
     "SCHEDULER_PROGRESS_INTERVAL_MS": "progress_interval_ms",
     "SCHEDULER_SESSION_TIMEOUT_S": "session_timeout_s",
+    "SCHEDULER_AUTH": "auth",
+    "SCHEDULER_AUTH_TOKENS_FILE": "auth_tokens_file",
+    "SCHEDULER_AUTH_TOKENS": "auth_tokens",
+    "SCHEDULER_LOG_FORMAT": "log_format",
+    "SCHEDULER_MAX_SCHEDULES_PER_TENANT": "max_schedules_per_tenant",
 }
 
 
@@ -66,6 +71,13 @@ class Settings(BaseModel):
     log_level: str = "info"
     progress_interval_ms: int = Field(1000, ge=10)
     session_timeout_s: float | None = Field(None, ge=3, le=300)  # default: the broker profile's
+    # HTTP auth: "on" (the default) needs tokens (a file, or JSON in SCHEDULER_AUTH_TOKENS); "off" is for
+    # local development only and must be asked for explicitly. See scheduler/auth.py.
+    auth: Literal["on", "off"] = "on"
+    auth_tokens_file: Path | None = None
+    auth_tokens: str = ""
+    log_format: Literal["text", "json"] = "text"
+    max_schedules_per_tenant: int = Field(100_000, ge=1)
 
     def model_post_init(self, _context: Any) -> None:
         if not self.commands_topic:

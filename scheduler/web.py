@@ -16,6 +16,7 @@ import aiohttp
 from faust.web import Request, Response, View
 from pydantic import BaseModel, ValidationError
 
+from scheduler import auth
 from scheduler.api import (
     EventIn,
     ScheduleBody,
@@ -66,6 +67,8 @@ class _Unavailable(Exception):
 def register_views(worker: Worker) -> None:
     app = worker.faust_app
     http = _Http(worker)
+    # every route, Faust's own included, goes through auth (raises AuthConfigError: the worker won't start)
+    app.web.web_app.middlewares.append(auth.middleware(auth.load_tokens(worker.settings)))
 
     @app.page("/schedules")
     class Schedules(View):
@@ -224,6 +227,12 @@ def register_views(worker: Worker) -> None:
                     **worker.stats,
                 }
             )
+
+    from scheduler import admin_ui, metrics, openapi
+
+    metrics.register_routes(worker)
+    admin_ui.register_routes(worker)
+    openapi.register_routes(worker)
 
 
 def _field_error(view: View, field: str, message: str, status: int = 400) -> Response:

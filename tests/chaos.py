@@ -63,6 +63,7 @@ async def run_chaos(
         "SCHEDULER_APP_ID": app_id,
         "SCHEDULER_PARTITIONS": str(partitions),
         "SCHEDULER_LOG_LEVEL": "warning",
+        "SCHEDULER_AUTH": "off",
         "SCHEDULER_PROGRESS_INTERVAL_MS": "500",
     }
     procs = [

@@ -167,7 +167,7 @@ class Worker:
         work.mkdir(parents=True, exist_ok=True)
         self.proc = WorkerProcess(
             {"KAFKA_BOOTSTRAP_SERVERS": bootstrap, "SCHEDULER_BROKER_PROFILE": profile, "SCHEDULER_APP_ID": app_id,
-             "SCHEDULER_PARTITIONS": "8", "SCHEDULER_DATA_DIR": str(work / "data"), "SCHEDULER_LOG_LEVEL": "warning",
+             "SCHEDULER_PARTITIONS": "8", "SCHEDULER_DATA_DIR": str(work / "data"), "SCHEDULER_LOG_LEVEL": "warning", "SCHEDULER_AUTH": "off",
              **env},
             work / f"worker-{uuid.uuid4().hex[:4]}.log",
         )  # fmt: skip

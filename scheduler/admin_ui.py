@@ -1,0 +1,12 @@
+"""The admin web page (GET /ui): schedules, next fires, pending jobs, recent runs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scheduler.app import Worker
+
+
+def register_routes(worker: Worker) -> None:
+    """Add this module's routes to the worker's web app (called by scheduler.web.register_views)."""
