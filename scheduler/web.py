@@ -68,7 +68,7 @@ def register_views(worker: Worker) -> None:
     app = worker.faust_app
     http = _Http(worker)
     # every route, Faust's own included, goes through auth (raises AuthConfigError: the worker won't start)
-    app.web.web_app.middlewares.append(auth.middleware(auth.load_tokens(worker.settings)))
+    cast(Any, app.web).web_app.middlewares.append(auth.middleware(auth.load_tokens(worker.settings)))
 
     @app.page("/schedules")
     class Schedules(View):
