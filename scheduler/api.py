@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from scheduler.constraints import (
     MAX_CONSTRAINT_VALUE,
@@ -349,6 +357,31 @@ def state_from_json(d: dict[str, Any]) -> ScheduleState:
     return ScheduleState(
         body.to_schedule(body.key()), d["createdAt"], d["updatedAt"], d["activeSince"], d["version"]
     )
+
+
+_FIRE_MIN, _FIRE_MAX = 946_684_800_000, 7_258_118_400_000  # 2000-01-01 .. 2200-01-01, epoch ms
+
+
+class RunIn(_In):
+    """Body of POST /schedules/{tenant}/{name}/run (optional): fire at `at` (default: now)."""
+
+    at: int | None = Field(None, ge=_FIRE_MIN, le=_FIRE_MAX, description="epoch milliseconds")
+
+
+class BackfillIn(_In):
+    """Body of POST /schedules/{tenant}/{name}/backfill: every due instant in [from, to] (epoch ms)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    from_ms: int = Field(alias="from", ge=_FIRE_MIN, le=_FIRE_MAX, description="epoch milliseconds")
+    to_ms: int = Field(alias="to", ge=_FIRE_MIN, le=_FIRE_MAX, description="epoch milliseconds, included")
+
+    @field_validator("to_ms")
+    @classmethod
+    def _ordered(cls, to_ms: int, info: ValidationInfo) -> int:
+        if "from_ms" in info.data and to_ms < info.data["from_ms"]:
+            raise ValueError("must not be before 'from'")
+        return to_ms
 
 
 class EventIn(_In):

@@ -26,10 +26,12 @@ from scheduler.codec import (
     encode,
     encode_command,
     encode_state,
+    fired_task_encoder,
     key_bytes,
+    key_from_bytes,
     register_codecs,
 )
-from scheduler.commands import CommandRejected, apply_command
+from scheduler.commands import CommandRejected, apply_command, manual_fires
 from scheduler.config import Settings, apply_consumer_profile, broker_profile
 from scheduler.event_routing import EventRouting
 from scheduler.job_queue import JobQueueAgent
@@ -38,7 +40,8 @@ from scheduler.model import Action, InvalidSchedule, ScheduleCommand, ScheduleSt
 from scheduler.producer import BatchedProducer, TopicCreator
 from scheduler.programs import ProgramRegistry
 from scheduler.punctuator import Punctuator, wall_clock_ms
-from scheduler.trigger_agent import TriggerAgent
+from scheduler.tenancy import partition_share
+from scheduler.trigger_agent import TriggerAgent, job_arguments, new_job, submit_job
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +116,7 @@ class Worker:
             settings.bootstrap_servers, settings.programs_topic, settings.programs_file
         )
         self.stats: Counter[str] = Counter()
+        self._tenant_counts: dict[int, Counter[str]] = {}  # partition -> schedules per tenant (lazy)
         self.producer = BatchedProducer(settings.bootstrap_servers)
         self.topics = TopicCreator(
             settings.bootstrap_servers, settings.partitions, settings.replication_factor
@@ -178,6 +182,15 @@ class Worker:
         raw = self.schedules.get(kb)
         current = decode_state(raw) if raw is not None else None
         try:
+            if (
+                current is None
+                and cmd.action is Action.INSERT
+                and self.tenant_full(partition, cmd.key.tenant)
+            ):
+                raise CommandRejected(
+                    f"tenant {cmd.key.tenant!r} holds its maximum of schedules "
+                    f"({self.settings.max_schedules_per_tenant}, SCHEDULER_MAX_SCHEDULES_PER_TENANT)"
+                )
             new = apply_command(current, cmd, self.clock())
             if cmd.schedule is not None and cmd.schedule.program is not None:
                 await self.registry.start()
@@ -189,8 +202,15 @@ class Worker:
             await self.dead_letter(event, f"{cmd.action.value} {cmd.key.id}: {exc}")
             return
         self.commands_applied += 1
+        if cmd.action in (Action.RUN, Action.BACKFILL):
+            assert current is not None
+            await self._manual_fires(kb, current, cmd)
+            return
         if new is current:
             return
+        counts = self._tenant_counts.get(partition)
+        if counts is not None and (current is None) != (new is None):
+            counts[cmd.key.tenant] += 1 if current is None else -1
         if new is None:
             del self.schedules[kb]
             self.punctuator.remove(partition, kb)
@@ -225,6 +245,35 @@ class Worker:
             await self.jobs.cancel_jobs(old.schedule.queue_key, cmd.key, None, "schedule disabled")
         elif cmd.action is Action.UPDATE and new is not None:
             await self.jobs.cancel_jobs(old.schedule.queue_key, cmd.key, new.version, "schedule updated")
+
+    def tenant_full(self, partition: int, tenant: str) -> bool:
+        """Whether the partition holds its share of the tenant's schedule limit (see tenancy.partition_share)."""
+        counts = self._tenant_counts.get(partition)
+        if counts is None:  # counted once per assignment, from the keys alone
+            counts = Counter(
+                key_from_bytes(key).tenant for key, _ in partition_items(self.schedules, partition)
+            )
+            self._tenant_counts[partition] = counts
+        share = partition_share(self.settings.max_schedules_per_tenant, self.settings.partitions)
+        return counts[tenant] >= share
+
+    async def _manual_fires(self, kb: bytes, state: ScheduleState, cmd: ScheduleCommand) -> None:
+        """RUN / BACKFILL: a FiredTask per instant (a job of the program for a program schedule)."""
+        s = state.schedule
+        now = self.clock()
+        backfill = cmd.action is Action.BACKFILL
+        instants = manual_fires(state, cmd)
+        if s.program is None:
+            encode_fired = fired_task_encoder(s.key, s.data)
+            for due in instants:
+                await self._send_fire(s.topic, kb, encode_fired(due, now, 0, backfill))
+        else:
+            kind = cmd.action.value.lower()
+            for due in instants:
+                arguments = {**job_arguments(state, []), "trigger.eventType": kind, "trigger.due": str(due)}
+                await submit_job(self, state, new_job(state, f"{s.key.id}#{kind}.{due}", arguments, now, []))
+        self.stats["manualFires"] += len(instants)
+        log.info("%s %s: %d fire(s)", cmd.action.value, s.key.id, len(instants))
 
     def partition_of(self, key: bytes) -> int:
         return partition_for(key, self.settings.partitions)
@@ -303,6 +352,7 @@ class Worker:
 
     async def _on_recovered(self) -> None:
         active = self.active_partitions()
+        self._tenant_counts.clear()
         for partition in self.punctuator.partitions - active:
             self.punctuator.revoke(partition)
             self.jobs.checker.revoke(partition)
@@ -319,6 +369,7 @@ class Worker:
         gc.freeze()
 
     async def _on_revoked(self, app: Any, revoked: Any, **_: Any) -> None:
+        self._tenant_counts.clear()
         await self.punctuator.drain()
         await self._await_progress_sent()
         commands = self.settings.commands_topic

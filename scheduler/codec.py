@@ -30,6 +30,7 @@ from scheduler.constraints import (
 )
 from scheduler.events import Notification
 from scheduler.model import (
+    MAX_TRIGGER_DEPTH,
     Action,
     CatchUpPolicy,
     CompositeTrigger,
@@ -95,14 +96,65 @@ def avro_dir() -> Path:
     return Path(os.environ.get("SCHEDULER_AVRO_DIR") or Path(__file__).resolve().parent.parent / "avro")
 
 
+#: Largest input message (commands, light-scheduler, events) the worker decodes: a larger one is
+#: dead-lettered unread. A valid schedule or event is far smaller (data and payload are at most 64 KiB).
+MAX_MESSAGE_BYTES = 256 * 1024
+#: AND/OR nesting the Avro reader follows at most; validation refuses more than MAX_TRIGGER_DEPTH anyway.
+READER_TRIGGER_DEPTH = 2 * MAX_TRIGGER_DEPTH
+
+
 @cache
 def schemas() -> dict[str, Any]:
+    """The schemas of avro/, as written (what we encode with)."""
+    return _parse_schemas(reader=False)
+
+
+@cache
+def _reader_schemas() -> dict[str, Any]:
+    """The same with CompositeTrigger unrolled to READER_TRIGGER_DEPTH levels (what we decode with)."""
+    return _parse_schemas(reader=True)
+
+
+def _parse_schemas(reader: bool) -> dict[str, Any]:
     named: dict[str, Any] = {}
     parsed: dict[str, Any] = {}
     for name in _SCHEMA_FILES:
         raw = json.loads((avro_dir() / f"{name}.avsc").read_text())
+        if reader and name == "CompositeTrigger":
+            *deeper, raw = _composite_levels(raw, READER_TRIGGER_DEPTH)
+            for level in deeper:
+                fastavro.parse_schema(level, named_schemas=named)
         parsed[name] = fastavro.parse_schema(raw, named_schemas=named)
     return parsed
+
+
+def _composite_levels(raw: dict[str, Any], depth: int) -> list[dict[str, Any]]:
+    """The recursive CompositeTrigger as `depth` records, deepest first, each naming the next level in
+    its union and the deepest none: fastavro's C reader recurses once per level with no limit, and a
+    hostile message nested a few thousand deep overflows the stack (the process dies, SIGSEGV). The
+    binary form is the same; a deeper message reads an out-of-range union branch and is refused."""
+    recursive = f"{raw['namespace']}.{raw['name']}"
+    fields = {f["name"]: f for f in raw["fields"]}
+    levels = []
+    for level in range(depth, 0, -1):
+        name = raw["name"] if level == 1 else f"{raw['name']}{level}"
+        deeper = f"{recursive}{level + 1}"
+        items = [deeper if b == recursive else b for b in fields["triggers"]["type"]["items"]]
+        if level == depth:
+            items.remove(deeper)
+        op = fields["op"]["type"]  # an enum defined inline: once, at the deepest level; named after
+        op_type = op if level == depth else f"{raw['namespace']}.{op['name']}"
+        levels.append(
+            {
+                **raw,
+                "name": name,
+                "fields": [
+                    {**fields["op"], "type": op_type},
+                    {**fields["triggers"], "type": {"type": "array", "items": items}},
+                ],
+            }
+        )
+    return levels
 
 
 def encode(schema_name: str, record: dict[str, Any]) -> bytes:
@@ -111,9 +163,11 @@ def encode(schema_name: str, record: dict[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-def decode(schema_name: str, data: bytes | None) -> dict[str, Any]:
+def decode(schema_name: str, data: bytes | None, max_bytes: int | None = None) -> dict[str, Any]:
     if data is None:
         raise DecodeError("message has no value")
+    if max_bytes is not None and len(data) > max_bytes:
+        raise DecodeError(f"message of {len(data)} bytes is larger than the limit ({max_bytes} bytes)")
     candidates = [data]
     if len(data) > 5 and data[0] == 0:
         candidates.append(data[5:])  # Confluent framing
@@ -122,10 +176,17 @@ def decode(schema_name: str, data: bytes | None) -> dict[str, Any]:
         buf = io.BytesIO(payload)
         try:
             record = fastavro.schemaless_reader(
-                buf, schemas()[schema_name], None, return_record_name=True, return_record_name_override=True
+                buf,
+                _reader_schemas()[schema_name],
+                None,
+                return_record_name=True,
+                return_record_name_override=True,
             )
         except IndexError:
-            error = DecodeError("unknown enum symbol (an action or unit this schema does not have)")
+            error = DecodeError(
+                "unknown enum symbol or union branch (an action or unit this schema does not have, "
+                f"or AND/OR triggers nested deeper than {READER_TRIGGER_DEPTH})"
+            )
             continue
         except Exception as exc:  # fastavro raises many types on garbage
             error = exc
@@ -159,7 +220,7 @@ def notification_to_avro(n: Notification) -> dict[str, Any]:
 
 
 def decode_notification(data: bytes | None) -> Notification:
-    rec = decode("Notification", data)
+    rec = decode("Notification", data, MAX_MESSAGE_BYTES)
     return Notification(rec["timestamp"], rec["eventType"], dict(rec["payload"]))
 
 
@@ -317,23 +378,27 @@ def encode_command(cmd: ScheduleCommand) -> bytes:
             "key": key_to_avro(cmd.key),
             "action": cmd.action.value,
             "schedule": None if cmd.schedule is None else schedule_to_avro(cmd.schedule),
+            "fireRange": None
+            if cmd.fire_range is None
+            else {"fromMs": cmd.fire_range[0], "toMs": cmd.fire_range[1]},
         },
     )
 
 
 def decode_command(data: bytes | None) -> ScheduleCommand:
-    rec = decode("ScheduleCommand", data)
+    rec = decode("ScheduleCommand", data, MAX_MESSAGE_BYTES)
     sched = rec["schedule"]
     return ScheduleCommand(
         key=ScheduleKey(rec["key"]["tenant"], rec["key"]["name"]),
         action=Action(rec["action"]),
         schedule=None if sched is None else schedule_from_avro(sched),
+        fire_range=None if rec.get("fireRange") is None else (rec["fireRange"]["fromMs"], rec["fireRange"]["toMs"]),
     )
 
 
 def command_from_task_definition(data: bytes | None) -> ScheduleCommand:
     """light-scheduler's TaskDefinition as a command: INSERT and UPDATE schedule it, enabled."""
-    rec = decode("TaskDefinition", data)
+    rec = decode("TaskDefinition", data, MAX_MESSAGE_BYTES)
     return command_from_task_definition_record(rec)
 
 

@@ -9,6 +9,9 @@
 - ENABLE resumes a disabled schedule from now: fires missed while it was disabled are not caught up.
 - DISABLE pauses it. ENABLE of an enabled and DISABLE of a disabled schedule are no-ops.
 - UPDATE, DELETE, ENABLE and DISABLE of a schedule that does not exist are refused.
+- RUN fires the schedule once at its instant (a job for a program schedule, a FiredTask otherwise), even
+  when it is disabled; BACKFILL fires every due instant of its time triggers in the range (at most
+  MAX_BACKFILL_FIRES). Neither changes the schedule; of a schedule that does not exist they are refused.
 A refused command raises CommandRejected and changes nothing; the worker dead-letters it.
 """
 
@@ -17,6 +20,10 @@ from __future__ import annotations
 import dataclasses
 
 from scheduler.model import Action, InvalidSchedule, ScheduleCommand, ScheduleState
+
+MAX_BACKFILL_FIRES = 10_000
+#: RUN / BACKFILL instants: from 2000-01-01 to 2200-01-01 (epoch ms)
+MIN_FIRE_MS, MAX_FIRE_MS = 946_684_800_000, 7_258_118_400_000
 
 
 class CommandRejected(ValueError):
@@ -34,6 +41,39 @@ def validate_command(cmd: ScheduleCommand) -> None:
                 "schedule", f"schedule {cmd.schedule.key.id!r} does not match command key {cmd.key.id!r}"
             )
         cmd.schedule.validate()
+    if cmd.action in (Action.RUN, Action.BACKFILL):
+        if cmd.fire_range is None:
+            raise InvalidSchedule("fireRange", f"{cmd.action.value} needs a fire range")
+        start, end = cmd.fire_range
+        for field, value in (("from", start), ("to", end)):
+            if not MIN_FIRE_MS <= value <= MAX_FIRE_MS:
+                raise InvalidSchedule(field, "must be epoch milliseconds between 2000 and 2200")
+        if end < start:
+            raise InvalidSchedule("to", "must not be before 'from'")
+    elif cmd.fire_range is not None:
+        raise InvalidSchedule("fireRange", f"{cmd.action.value} takes no fire range")
+
+
+def manual_fires(state: ScheduleState, cmd: ScheduleCommand) -> list[int]:
+    """The instants a RUN or BACKFILL command fires the schedule at (CommandRejected if too many / none)."""
+    assert cmd.fire_range is not None
+    start, end = cmd.fire_range
+    if cmd.action is Action.RUN:
+        return [start]
+    leaves = [leaf for _, leaf in state.time_leaves()]
+    if not leaves:
+        raise CommandRejected(f"BACKFILL of {cmd.key.id!r}: it has no time trigger (use RUN)")
+    out: set[int] = set()
+    for leaf in leaves:
+        due = leaf.next_due(start - 1)
+        while due is not None and due <= end:
+            out.add(due)
+            if len(out) > MAX_BACKFILL_FIRES:
+                raise CommandRejected(
+                    f"BACKFILL of {cmd.key.id!r}: more than {MAX_BACKFILL_FIRES} fires in the range"
+                )
+            due = leaf.next_due(due)
+    return sorted(out)
 
 
 def apply_command(current: ScheduleState | None, cmd: ScheduleCommand, now_ms: int) -> ScheduleState | None:
@@ -49,6 +89,9 @@ def apply_command(current: ScheduleState | None, cmd: ScheduleCommand, now_ms: i
         return ScheduleState(cmd.schedule, created_at=now_ms, updated_at=now_ms, active_since=now_ms)
     if current is None:
         raise CommandRejected(f"{action.value} of schedule {cmd.key.id!r}, which does not exist")
+    if action in (Action.RUN, Action.BACKFILL):
+        manual_fires(current, cmd)  # refused here when it would fire nothing or too much
+        return current
     if action is Action.UPDATE:
         assert cmd.schedule is not None
         schedule = dataclasses.replace(cmd.schedule, enabled=current.schedule.enabled)

@@ -43,6 +43,8 @@ class Action(StrEnum):
     DELETE = "DELETE"
     ENABLE = "ENABLE"
     DISABLE = "DISABLE"
+    RUN = "RUN"  # fire once now (or at a given instant), whatever the triggers say
+    BACKFILL = "BACKFILL"  # fire every due instant of the time triggers in a range
 
 
 class CatchUpPolicy(StrEnum):
@@ -383,6 +385,7 @@ class ScheduleCommand:
     key: ScheduleKey
     action: Action
     schedule: Schedule | None = None
+    fire_range: tuple[int, int] | None = None  # RUN / BACKFILL: epoch ms, both ends included
 
 
 @dataclass(frozen=True, slots=True)

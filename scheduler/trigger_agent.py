@@ -38,6 +38,37 @@ def job_arguments(state: ScheduleState, events: list[dict[str, Any]]) -> dict[st
     return args
 
 
+def new_job(
+    state: ScheduleState, jid: str, arguments: dict[str, str], now: int, events: list[dict[str, Any]]
+) -> Job:
+    """A job of the schedule's program, carrying its constraints and timeout."""
+    s = state.schedule
+    assert s.program is not None
+    return Job(
+        job_id=jid,
+        schedule=s.key.id,
+        version=state.version,
+        program=s.program.id,
+        topic=s.topic,
+        arguments=arguments,
+        triggered_at=now,
+        constraints=[list(constraint_to_avro(c)) for c in s.constraints],
+        timeout=None
+        if s.timeout is None
+        else {"timeoutMs": s.timeout.timeout_ms, "action": s.timeout.action.value},
+        events=events,
+    )
+
+
+async def submit_job(worker: Worker, state: ScheduleState, job: Job) -> None:
+    """Put the job on its program's (or concurrency group's) queue."""
+    await worker.send_keyed(
+        worker.settings.jobs_topic,
+        state.schedule.queue_key.encode(),
+        encode_json({"type": "triggered", "job": job.to_json()}),
+    )
+
+
 class TriggerAgent:
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
@@ -97,26 +128,9 @@ class TriggerAgent:
                 jid = job_id(s.key, fired["due"])  # a plain time schedule: one job per due instant
             else:
                 jid = f"{s.key.id}#v{state.version}.{progress.seq + 1}"
-            job = Job(
-                job_id=jid,
-                schedule=s.key.id,
-                version=state.version,
-                program=s.program.id,
-                topic=s.topic,
-                arguments=job_arguments(state, progress.events),
-                triggered_at=now,
-                constraints=[list(constraint_to_avro(c)) for c in s.constraints],
-                timeout=None
-                if s.timeout is None
-                else {"timeoutMs": s.timeout.timeout_ms, "action": s.timeout.action.value},
-                events=list(progress.events),
-            )
+            job = new_job(state, jid, job_arguments(state, progress.events), now, list(progress.events))
             reset(progress, now)
-            await worker.send_keyed(
-                worker.settings.jobs_topic,
-                s.queue_key.encode(),
-                encode_json({"type": "triggered", "job": job.to_json()}),
-            )
+            await submit_job(worker, state, job)
         worker.trigger_progress[key] = encode_json(progress.to_json())
         self.arm_elapsed(event.message.partition, key, state, progress)
 

@@ -18,7 +18,9 @@ from pydantic import BaseModel, ValidationError
 
 from scheduler import auth
 from scheduler.api import (
+    BackfillIn,
     EventIn,
+    RunIn,
     ScheduleBody,
     ScheduleIn,
     TaskDefinitionIn,
@@ -34,7 +36,7 @@ from scheduler.codec import (
     notification_to_avro,
     task_definition_from_schedule,
 )
-from scheduler.commands import CommandRejected, validate_command
+from scheduler.commands import CommandRejected, manual_fires, validate_command
 from scheduler.events import InvalidEvent, Notification, event_key
 from scheduler.events import parse as parse_event
 from scheduler.jobs import Job
@@ -50,6 +52,13 @@ from scheduler.model import (
 )
 from scheduler.programs import ProgramSpec
 from scheduler.runs import RunStatus
+from scheduler.tenancy import (
+    event_key_tenant,
+    event_tenant,
+    program_tenant,
+    schedule_id_tenant,
+    schedule_tenants,
+)
 from scheduler.triggers.progress import describe
 
 if TYPE_CHECKING:
@@ -78,7 +87,7 @@ def register_views(worker: Worker) -> None:
                 return error
             assert isinstance(body, ScheduleIn)
             cmd = ScheduleCommand(body.key(), Action.INSERT, body.to_schedule(body.key()))
-            return await http.submit(self, cmd)
+            return await http.submit(self, request, cmd)
 
         async def get(self, request: Request) -> Response:
             return await http.list_schedules(self, request)
@@ -86,32 +95,72 @@ def register_views(worker: Worker) -> None:
     @app.page("/schedules/{tenant}/{name}")
     class OneSchedule(View):
         async def get(self, request: Request, tenant: str, name: str) -> Response:
+            if denied := _deny_tenants(self, request, tenant):
+                return denied
             return await http.one(self, request, ScheduleKey(tenant, name))
 
         async def put(self, request: Request, tenant: str, name: str) -> Response:
+            if denied := _deny_tenants(self, request, tenant):
+                return denied
             body, error = await http.parse(self, request, ScheduleBody)
             if error is not None:
                 return error
             assert isinstance(body, ScheduleBody)
             key = ScheduleKey(tenant, name)
-            return await http.submit(self, ScheduleCommand(key, Action.UPDATE, body.to_schedule(key)))
+            return await http.submit(
+                self, request, ScheduleCommand(key, Action.UPDATE, body.to_schedule(key))
+            )
 
         async def delete(self, request: Request, tenant: str, name: str) -> Response:
-            return await http.submit(self, ScheduleCommand(ScheduleKey(tenant, name), Action.DELETE))
+            return await http.submit(self, request, ScheduleCommand(ScheduleKey(tenant, name), Action.DELETE))
 
     @app.page("/schedules/{tenant}/{name}/enable")
     class Enable(View):
         async def post(self, request: Request, tenant: str, name: str) -> Response:
-            return await http.submit(self, ScheduleCommand(ScheduleKey(tenant, name), Action.ENABLE))
+            return await http.submit(self, request, ScheduleCommand(ScheduleKey(tenant, name), Action.ENABLE))
 
     @app.page("/schedules/{tenant}/{name}/disable")
     class Disable(View):
         async def post(self, request: Request, tenant: str, name: str) -> Response:
-            return await http.submit(self, ScheduleCommand(ScheduleKey(tenant, name), Action.DISABLE))
+            return await http.submit(
+                self, request, ScheduleCommand(ScheduleKey(tenant, name), Action.DISABLE)
+            )
+
+    @app.page("/schedules/{tenant}/{name}/run")
+    class RunNow(View):
+        """Fire once now (or at `at`), whatever the triggers say: a job for a program schedule."""
+
+        async def post(self, request: Request, tenant: str, name: str) -> Response:
+            if denied := _deny_tenants(self, request, tenant):
+                return denied
+            body, error = await http.parse(self, request, RunIn, empty_ok=True)
+            if error is not None:
+                return error
+            at = body.at if body is not None and body.at is not None else worker.clock()
+            cmd = ScheduleCommand(ScheduleKey(tenant, name), Action.RUN, fire_range=(at, at))
+            return await http.submit(self, request, cmd)
+
+    @app.page("/schedules/{tenant}/{name}/backfill")
+    class Backfill(View):
+        """Fire every due instant of the schedule's time triggers in [from, to] (epoch ms)."""
+
+        async def post(self, request: Request, tenant: str, name: str) -> Response:
+            if denied := _deny_tenants(self, request, tenant):
+                return denied
+            body, error = await http.parse(self, request, BackfillIn)
+            if error is not None:
+                return error
+            assert isinstance(body, BackfillIn)
+            cmd = ScheduleCommand(
+                ScheduleKey(tenant, name), Action.BACKFILL, fire_range=(body.from_ms, body.to_ms)
+            )
+            return await http.submit(self, request, cmd)
 
     @app.page("/schedules/{tenant}/{name}/next")
     class NextFires(View):
         async def get(self, request: Request, tenant: str, name: str) -> Response:
+            if denied := _deny_tenants(self, request, tenant):
+                return denied
             return await http.next_fires(self, request, ScheduleKey(tenant, name))
 
     @app.page("/schedulers")
@@ -127,7 +176,7 @@ def register_views(worker: Worker) -> None:
                 cmd = command_from_task_definition_record(body.to_record())
             except InvalidSchedule as exc:
                 return _field_error(self, exc.field, exc.message)
-            response = await http.submit(self, cmd, status=200)
+            response = await http.submit(self, request, cmd, status=200)
             return response
 
         async def get(self, request: Request) -> Response:
@@ -136,6 +185,8 @@ def register_views(worker: Worker) -> None:
     @app.page("/schedules/{tenant}/{name}/trigger")
     class TriggerProgressView(View):
         async def get(self, request: Request, tenant: str, name: str) -> Response:
+            if denied := _deny_tenants(self, request, tenant):
+                return denied
             return await http.trigger_progress(self, request, ScheduleKey(tenant, name))
 
     @app.page("/events")
@@ -159,18 +210,29 @@ def register_views(worker: Worker) -> None:
     class Programs(View):
         async def get(self, request: Request) -> Response:
             await worker.registry.start()
-            return self.json({pid: spec.model_dump() for pid, spec in sorted(worker.registry.all().items())})
+            who = auth.principal_of(request)
+            return self.json(
+                {
+                    pid: spec.model_dump()
+                    for pid, spec in sorted(worker.registry.all().items())
+                    if who.sees(program_tenant(pid))
+                }
+            )
 
     @app.page("/programs/{namespace}/{application}/{type}/{name}")
     class OneProgram(View):
         async def put(
             self, request: Request, namespace: str, application: str, type: str, name: str
         ) -> Response:
+            if denied := _deny_tenants(self, request, namespace):
+                return denied
             return await http.register_program(self, request, f"{namespace}/{application}/{type}/{name}")
 
         async def get(
             self, request: Request, namespace: str, application: str, type: str, name: str
         ) -> Response:
+            if denied := _deny_tenants(self, request, namespace):
+                return denied
             await worker.registry.start()
             spec = worker.registry.get(f"{namespace}/{application}/{type}/{name}")
             if spec is None:
@@ -182,6 +244,8 @@ def register_views(worker: Worker) -> None:
         async def get(
             self, request: Request, namespace: str, application: str, type: str, name: str
         ) -> Response:
+            if denied := _deny_tenants(self, request, namespace):
+                return denied
             return await http.program_runs(
                 self, request, f"{namespace}/{application}/{type}/{name}", "status"
             )
@@ -191,6 +255,8 @@ def register_views(worker: Worker) -> None:
         async def get(
             self, request: Request, namespace: str, application: str, type: str, name: str
         ) -> Response:
+            if denied := _deny_tenants(self, request, namespace):
+                return denied
             return await http.program_runs(self, request, f"{namespace}/{application}/{type}/{name}", "runs")
 
     # Run ids contain '/' (they are job ids): the stop route must be matched before the one-run route.
@@ -199,6 +265,8 @@ def register_views(worker: Worker) -> None:
         async def post(
             self, request: Request, namespace: str, application: str, type: str, name: str, run_id: str
         ) -> Response:
+            if denied := _deny_tenants(self, request, namespace):
+                return denied
             return await http.stop_run(self, request, f"{namespace}/{application}/{type}/{name}", run_id)
 
     @app.page("/programs/{namespace}/{application}/{type}/{name}/runs/{run_id:.+}")
@@ -206,6 +274,8 @@ def register_views(worker: Worker) -> None:
         async def get(
             self, request: Request, namespace: str, application: str, type: str, name: str, run_id: str
         ) -> Response:
+            if denied := _deny_tenants(self, request, namespace):
+                return denied
             return await http.program_runs(
                 self, request, f"{namespace}/{application}/{type}/{name}", "run", run_id
             )
@@ -235,6 +305,17 @@ def register_views(worker: Worker) -> None:
     openapi.register_routes(worker)
 
 
+def _deny_tenants(view: View, request: Request, *tenants: str) -> Response | None:
+    """403 unless the request's token holds every one of `tenants`."""
+    who = auth.principal_of(request)
+    for tenant in sorted(set(tenants)):
+        if not who.sees(tenant):
+            return view.json(
+                {"error": "forbidden", "reason": f"this token may not access tenant {tenant!r}"}, status=403
+            )
+    return None
+
+
 def _field_error(view: View, field: str, message: str, status: int = 400) -> Response:
     return view.json(
         {"error": "invalid request", "fields": [{"field": field, "message": message}]}, status=status
@@ -254,8 +335,10 @@ class _Http:
     # --- input --------------------------------------------------------------------------------
 
     async def parse(
-        self, view: View, request: Request, model: type[BaseModel]
+        self, view: View, request: Request, model: type[BaseModel], empty_ok: bool = False
     ) -> tuple[Any, Response | None]:
+        if empty_ok and not await cast(Any, request).read():
+            return None, None
         try:
             raw = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
@@ -265,9 +348,12 @@ class _Http:
         except ValidationError as exc:
             return None, view.json({"error": "invalid request", "fields": validation_errors(exc)}, status=400)
 
-    async def submit(self, view: View, cmd: ScheduleCommand, status: int = 202) -> Response:
-        """Validate, check the key against the owner's table, and produce the command."""
+    async def submit(self, view: View, request: Request, cmd: ScheduleCommand, status: int = 202) -> Response:
+        """Check tenants, validate, check the key against the owner's table, and produce the command."""
         schedule = cmd.schedule
+        tenants = schedule_tenants(schedule) if schedule is not None else set()
+        if denied := _deny_tenants(view, request, cmd.key.tenant, *tenants):
+            return denied
         if schedule is not None and schedule.program is not None:
             program = schedule.program.id
             if not schedule.topic:
@@ -282,9 +368,25 @@ class _Http:
             message = exc.message if isinstance(exc, InvalidSchedule) else str(exc)
             return _field_error(view, field, message)
         try:
-            current = await self.fetch(cmd.key)
+            current, tenant_full = await self.fetch_full(cmd.key, request)
         except _Unavailable as exc:
             return _unavailable(view, str(exc))
+        if cmd.action is Action.INSERT and current is None and tenant_full:
+            limit = self.worker.settings.max_schedules_per_tenant
+            return view.json(
+                {
+                    "error": "limit",
+                    "reason": f"tenant {cmd.key.tenant!r} holds its maximum of {limit} schedules",
+                },
+                status=409,
+            )
+        if cmd.action in (Action.RUN, Action.BACKFILL) and current is not None:
+            try:
+                fires = len(manual_fires(state_from_json(current), cmd))
+            except CommandRejected as exc:
+                return _field_error(view, "to" if cmd.action is Action.BACKFILL else "body", str(exc))
+            await self.worker.send_command(cmd)
+            return view.json({"key": cmd.key.id, "action": cmd.action.value, "fires": fires}, status=status)
         if cmd.action is Action.INSERT and current is not None and cmd.schedule is not None:
             if replace(state_from_json(current).schedule, enabled=cmd.schedule.enabled) != cmd.schedule:
                 return view.json(
@@ -326,25 +428,35 @@ class _Http:
                 return str(host).rstrip("/")
         raise _Unavailable(f"partition {partition} has no owner right now (rebalancing)")
 
-    async def fetch(self, key: ScheduleKey) -> dict[str, Any] | None:
+    async def fetch(self, key: ScheduleKey, request: Request) -> dict[str, Any] | None:
         """The schedule as its owner sees it, or None."""
+        return (await self.fetch_full(key, request))[0]
+
+    async def fetch_full(self, key: ScheduleKey, request: Request) -> tuple[dict[str, Any] | None, bool]:
+        """The schedule as its owner sees it (or None), and whether its tenant's share there is full."""
         owner = self.owner(key)
         if owner is None:
-            state = self.worker.local_state(key_bytes(key))
-            return None if state is None else self._local_json(state)
+            kb = key_bytes(key)
+            state = self.worker.local_state(kb)
+            if state is None:
+                return None, self.worker.tenant_full(self.worker.partition_of(kb), key.tenant)
+            return self._local_json(state), False
         status, body = await self._get(
-            f"{owner}/schedules/{quote(key.tenant, safe='')}/{quote(key.name, safe='')}"
+            f"{owner}/schedules/{quote(key.tenant, safe='')}/{quote(key.name, safe='')}", request
         )
         if status == 404:
-            return None
+            return None, bool(body.get("tenantFull")) if isinstance(body, dict) else False
         if status != 200:
             raise _Unavailable(f"owner answered {status}")
-        return dict(body)
+        return dict(body), False
 
-    async def _get(self, url: str) -> tuple[int, Any]:
+    async def _get(self, url: str, request: Request | None = None) -> tuple[int, Any]:
+        headers = {ROUTED_HEADER: "1"}
+        if request is not None and "Authorization" in request.headers:
+            headers["Authorization"] = request.headers["Authorization"]  # the owner checks it too
         try:
             async with self.worker.faust_app.http_client.get(
-                url, headers={ROUTED_HEADER: "1"}, timeout=aiohttp.ClientTimeout(total=10)
+                url, headers=headers, timeout=aiohttp.ClientTimeout(total=10)
             ) as response:
                 return response.status, await response.json(content_type=None)
         except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as exc:
@@ -354,9 +466,11 @@ class _Http:
         routed = await self._routed(view, request, key)
         if routed is not None:
             return routed
-        state = self.worker.local_state(key_bytes(key))
+        kb = key_bytes(key)
+        state = self.worker.local_state(kb)
         if state is None:
-            return view.json({"error": "not found", "key": key.id}, status=404)
+            full = self.worker.tenant_full(self.worker.partition_of(kb), key.tenant)
+            return view.json({"error": "not found", "key": key.id, "tenantFull": full}, status=404)
         return view.json(self._local_json(state))
 
     async def next_fires(self, view: View, request: Request, key: ScheduleKey) -> Response:
@@ -367,7 +481,7 @@ class _Http:
         except ValueError:
             return _field_error(view, "n", f"must be an integer between 1 and {MAX_NEXT}")
         try:
-            current = await self.fetch(key)
+            current = await self.fetch(key, request)
         except _Unavailable as exc:
             return _unavailable(view, str(exc))
         if current is None:
@@ -378,12 +492,13 @@ class _Http:
         return view.json({"key": key.id, "enabled": schedule.enabled, "next": out})
 
     async def _all_schedules(self, request: Request, tenant: str | None) -> list[dict[str, Any]]:
-        """Every schedule (of `tenant`), from every worker."""
+        """Every schedule (of `tenant`) the request's token may see, from every worker."""
+        who = auth.principal_of(request)
         local = [
             self._local_json(state)
             for partition in sorted(self.worker.active_partitions())
             for _, state in self.worker.local_states(partition)
-            if tenant is None or state.schedule.key.tenant == tenant
+            if (tenant is None or state.schedule.key.tenant == tenant) and who.sees(state.schedule.key.tenant)
         ]
         query = {"tenant": tenant} if tenant else {}
         results = await self._fan_out(request, "/schedules", query, local, "schedules")
@@ -407,7 +522,7 @@ class _Http:
             if not partitions or _same_url(host, self.worker.settings.web_url):
                 continue
             status, body = await self._get(
-                f"{str(host).rstrip('/')}{path}?{urlencode({'local': '1', **query})}"
+                f"{str(host).rstrip('/')}{path}?{urlencode({'local': '1', **query})}", request
             )
             if status != 200:
                 raise _Unavailable(f"worker {host} answered {status}")
@@ -419,6 +534,8 @@ class _Http:
 
     async def list_schedules(self, view: View, request: Request) -> Response:
         tenant = request.query.get("tenant") or None
+        if tenant is not None and (denied := _deny_tenants(view, request, tenant)):
+            return denied
         try:
             limit = int(request.query.get("limit", "1000"))
             if not 1 <= limit <= MAX_LIST:
@@ -442,7 +559,7 @@ class _Http:
                 return None
             if request.headers.get(ROUTED_HEADER):
                 raise _Unavailable("forwarded to a worker that does not own the key")
-            status, body = await self._get(owner + cast(Any, request).path_qs)
+            status, body = await self._get(owner + cast(Any, request).path_qs, request)
             return view.json(body, status=status)
         except _Unavailable as exc:
             return _unavailable(view, str(exc))
@@ -470,6 +587,8 @@ class _Http:
         event_key = request.query.get("eventKey") or ""
         if not event_key:
             return _field_error(view, "eventKey", "required, e.g. partition:<namespace>.<dataset>")
+        if denied := _deny_tenants(view, request, event_key_tenant(event_key)):
+            return denied
         kb = event_key.encode()
         routed = await self._routed(view, request, kb)
         if routed is not None:
@@ -490,9 +609,12 @@ class _Http:
         ts = body.timestamp if body.timestamp is not None else self.worker.clock()
         notification = Notification(ts, body.eventType, dict(body.payload))
         try:
-            key = event_key(parse_event(notification))
+            parsed = parse_event(notification)
         except InvalidEvent as exc:
             return _field_error(view, "eventType" if "event type" in str(exc) else "payload", str(exc))
+        if denied := _deny_tenants(view, request, event_tenant(parsed)):
+            return denied
+        key = event_key(parsed)
         await self.worker.send_keyed(
             self.worker.settings.events_topic,
             key.encode(),
@@ -503,13 +625,18 @@ class _Http:
     async def list_jobs(self, view: View, request: Request) -> Response:
         """Pending jobs (and recent outcomes) of every program, filtered by schedule, program or state."""
         want = {k: request.query.get(k) or None for k in ("schedule", "program", "state", "jobId")}
+        who = auth.principal_of(request)
         local: list[dict[str, Any]] = []
         for partition in sorted(self.worker.active_partitions()):
             for _, queue in self.worker.jobs.local_queues(partition):
                 for job in queue.jobs:
-                    local.append({"kind": "job", **_job_json(job)})
+                    if who.sees(schedule_id_tenant(job.schedule)):
+                        local.append({"kind": "job", **_job_json(job)})
                 for outcome in queue.outcomes:
-                    local.append({"kind": "outcome", "program": queue.program, **outcome})
+                    schedule = outcome.get("schedule")
+                    tenant = schedule_id_tenant(schedule) if schedule else program_tenant(queue.program)
+                    if who.sees(tenant):
+                        local.append({"kind": "outcome", "program": queue.program, **outcome})
         query = {k: v for k, v in want.items() if v}
         try:
             items = await self._fan_out(request, "/jobs", query, local, "items")
@@ -593,7 +720,9 @@ class _Http:
             run = next((r for r in (decode_json(raw) if raw else []) if r["run_id"] == run_id), None)
             status = 200 if run is not None else 404
         else:
-            status, run = await self._get(f"{owner}/programs/{program_id}/runs/{quote(run_id, safe='')}")
+            status, run = await self._get(
+                f"{owner}/programs/{program_id}/runs/{quote(run_id, safe='')}", request
+            )
         if status == 404 or run is None:
             return view.json({"error": "not found", "runId": run_id}, status=404)
         if RunStatus(run["status"]).terminal:
@@ -610,9 +739,11 @@ class _Http:
         host, name, unit = (request.query.get(k) or None for k in ("host", "name", "unit"))
         if unit is not None and unit not in TimeUnit.__members__:
             return _field_error(view, "unit", f"must be one of {', '.join(TimeUnit.__members__)}")
+        if host is not None and (denied := _deny_tenants(view, request, host)):
+            return denied
         try:
             if host and name:
-                one = await self.fetch(ScheduleKey(host, name))
+                one = await self.fetch(ScheduleKey(host, name), request)
                 schedules = [one] if one else []
             else:
                 schedules = await self._all_schedules(request, host)

@@ -183,8 +183,9 @@ def decode_launch(value: bytes) -> dict[str, Any]:
 class Api:
     """The HTTP API as a test uses it: writes, then waits until the owner shows them."""
 
-    def __init__(self, url: str) -> None:
-        self.client = httpx.AsyncClient(base_url=url, timeout=10)
+    def __init__(self, url: str, token: str | None = None) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.client = httpx.AsyncClient(base_url=url, timeout=10, headers=headers)
 
     async def __aenter__(self) -> Api:
         return self

@@ -1,0 +1,95 @@
+"""Which tenants a request touches: the line a tenant-bound token may not cross.
+
+A tenant is light-scheduler's `host` and CDAP's namespace. A schedule belongs to the tenant of its key,
+and it also touches the namespaces of what it refers to: the program it launches, the datasets and
+programs its triggers watch. A token may create or change a schedule only if it holds every one of
+them, so no tenant can launch another's program or react to another's data. Events belong to the
+namespace of their dataset or program; a program's runs to the program's namespace.
+"""
+
+from __future__ import annotations
+
+import math
+
+from scheduler.events import DataEvent, ProgramStatusEvent
+from scheduler.model import (
+    DataSizeTrigger,
+    ElapsedTrigger,
+    PartitionTrigger,
+    ProgramStatusTrigger,
+    Schedule,
+    trigger_leaves,
+)
+
+
+def dataset_tenant(dataset: str) -> str:
+    """'<namespace>.<dataset>' -> namespace."""
+    return dataset.split(".", 1)[0]
+
+
+def program_tenant(program_id: str) -> str:
+    """'namespace/application/type/name' -> namespace."""
+    return program_id.split("/", 1)[0]
+
+
+def schedule_tenants(schedule: Schedule) -> set[str]:
+    """The schedule's tenant and every namespace it refers to."""
+    out = {schedule.key.tenant}
+    if schedule.program is not None:
+        out.add(schedule.program.namespace)
+    for _, leaf in trigger_leaves(schedule.trigger):
+        if isinstance(leaf, PartitionTrigger | DataSizeTrigger):
+            out.add(dataset_tenant(leaf.dataset))
+        elif isinstance(leaf, ProgramStatusTrigger):
+            out.add(leaf.program.namespace)
+        elif isinstance(leaf, ElapsedTrigger):
+            if leaf.dataset is not None:
+                out.add(dataset_tenant(leaf.dataset))
+            if leaf.program is not None:
+                out.add(leaf.program.namespace)
+    return out
+
+
+def event_tenant(event: DataEvent | ProgramStatusEvent) -> str:
+    if isinstance(event, DataEvent):
+        return dataset_tenant(event.dataset)
+    return event.program.namespace
+
+
+def event_key_tenant(event_key: str) -> str:
+    """'partition:<ns>.<dataset>' or 'program:<ns>/<app>/<type>/<name>' -> ns ('' if neither)."""
+    kind, _, rest = event_key.partition(":")
+    if kind == "partition":
+        return dataset_tenant(rest)
+    if kind == "program":
+        return program_tenant(rest)
+    return ""
+
+
+def schedule_id_tenant(schedule_id: str) -> str:
+    """'tenant/name' -> tenant."""
+    return schedule_id.split("/", 1)[0]
+
+
+def partition_share(limit: int, partitions: int) -> int:
+    """How many of one tenant's schedules one partition may hold, for `limit` in all.
+
+    A tenant's schedules are spread over the partitions by the hash of their key and no worker sees
+    them all, so each partition enforces its share, with 10 % slack for the uneven spread: a tenant
+    can hold `limit` schedules (a little more when spread evenly) but never more than 1.1 x limit + P.
+    With one partition the limit is exact.
+    """
+    if partitions == 1:
+        return limit
+    return math.ceil(limit * 1.1 / partitions)
+
+
+__all__ = [
+    "dataset_tenant",
+    "event_key_tenant",
+    "event_tenant",
+    "partition_share",
+    "program_tenant",
+    "schedule_id_tenant",
+    "schedule_tenants",
+]
