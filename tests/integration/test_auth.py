@@ -128,6 +128,8 @@ async def test_401_403_scopes_and_tenant_lines_on_every_route(start_worker, auth
             "topic": out,
         }
         assert (await acme.client.post("/schedulers", json=td)).status_code == 403
+        assert (await beta.client.post("/schedulers", json=td)).status_code == 200
+        assert (await acme.client.post("/schedulers", json={**td, "host": "acme"})).status_code == 200
 
         # --- a schedule may not launch or watch another tenant's programs and data
         await beta.register("beta/app/workflow/p")
@@ -174,6 +176,7 @@ async def test_401_403_scopes_and_tenant_lines_on_every_route(start_worker, auth
         assert all(x["program"].startswith("acme/") for x in acme_jobs["recent"])
         keys = [s["key"] for s in (await acme.client.get("/schedules")).json()["schedules"]]
         assert "acme/a1" in keys and not [k for k in keys if not k.startswith("acme/")]
+        await admin._until("/schedulers", lambda r: {s["host"] for s in r.json()} >= {"acme", "beta"})
         assert {s["host"] for s in (await acme.client.get("/schedulers")).json()} == {"acme"}
         assert set((await acme.client.get("/programs")).json()) == {"acme/app/workflow/p"}
         assert set((await admin.client.get("/programs")).json()) >= {
@@ -225,7 +228,7 @@ async def test_forwarded_and_fanned_out_queries_keep_the_token(start_worker, aut
 
 
 def test_a_worker_with_auth_on_and_no_tokens_refuses_to_start(worker_env, tmp_path):
-    env = {**worker_env, "SCHEDULER_AUTH": "on", "SCHEDULER_WEB_PORT": "0"}
+    env = {**worker_env, "SCHEDULER_AUTH": "on"}
     proc = subprocess.run(
         [sys.executable, "-m", "scheduler", "worker"],
         env={**dict(__import__("os").environ), **env},
