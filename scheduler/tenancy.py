@@ -9,8 +9,6 @@ namespace of their dataset or program; a program's runs to the program's namespa
 
 from __future__ import annotations
 
-import math
-
 from scheduler.events import DataEvent, ProgramStatusEvent
 from scheduler.model import (
     DataSizeTrigger,
@@ -81,7 +79,7 @@ def partition_share(limit: int, partitions: int) -> int:
     """
     if partitions == 1:
         return limit
-    return math.ceil(limit * 1.1 / partitions)
+    return -(-limit * 11 // (10 * partitions))  # ceil(1.1 * limit / partitions), in integers
 
 
 __all__ = [
