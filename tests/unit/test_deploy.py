@@ -130,3 +130,31 @@ def test_services_select_the_workers():
     assert sts["spec"]["serviceName"] == "scheduler-workers"
     headless = next(s for s in services if s["metadata"]["name"] == "scheduler-workers")
     assert headless["spec"]["clusterIP"] == "None"
+
+
+def test_auth_is_on_in_every_deployment_with_a_mounted_token_file_that_parses():
+    from scheduler.auth import parse_tokens
+
+    config = next(d for d in k8s_documents() if d["kind"] == "ConfigMap")["data"]
+    workers = {n: s for n, s in scheduler_services(compose()).items() if s["command"] == ["worker"]}
+    envs = [config, *(s["environment"] for s in workers.values())]
+    for env in envs:
+        assert (
+            env["SCHEDULER_AUTH"] == "on"
+            and env["SCHEDULER_AUTH_TOKENS_FILE"] == "/etc/scheduler/tokens.yaml"
+        )
+    for s in workers.values():
+        assert any(v.endswith(":/etc/scheduler/tokens.yaml:ro") for v in s["volumes"]), s["volumes"]
+    sts = next(d for d in k8s_documents() if d["metadata"]["name"] == "scheduler-worker")
+    pod = sts["spec"]["template"]["spec"]
+    mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "tokens")
+    volume = next(v for v in pod["volumes"] if v["name"] == "tokens")
+    secret = next(d for d in k8s_documents() if d["kind"] == "Secret")
+    assert (
+        mount["mountPath"] == "/etc/scheduler"
+        and volume["secret"]["secretName"] == secret["metadata"]["name"]
+    )
+    assert parse_tokens(yaml.safe_load(secret["stringData"]["tokens.yaml"]))
+    assert parse_tokens(yaml.safe_load((DEPLOY / "tokens.example.yaml").read_text()))
+    example = (DEPLOY / "worker.env.example").read_text()
+    assert "SCHEDULER_AUTH=on" in example
