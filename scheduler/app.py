@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -36,6 +37,7 @@ from scheduler.config import Settings, apply_consumer_profile, broker_profile
 from scheduler.event_routing import EventRouting
 from scheduler.job_queue import JobQueueAgent
 from scheduler.journal import Journal
+from scheduler.metrics import WorkerCounts
 from scheduler.model import Action, InvalidSchedule, ScheduleCommand, ScheduleState, TimeUnit
 from scheduler.producer import BatchedProducer, TopicCreator
 from scheduler.programs import ProgramRegistry
@@ -128,9 +130,8 @@ class Worker:
         self.routing = EventRouting(self)
         self.triggers = TriggerAgent(self)
         self.jobs = JobQueueAgent(self)
-        self.dead_letters = 0
+        self.counts = WorkerCounts()  # commands, dead letters, jobs, runs: /metrics and /health
         self._progress_sent: list[Any] = []
-        self.commands_applied = 0
 
         app.agent(self.commands_topic, name="schedule-agent")(self._schedule_agent)
         app.agent(self.light_topic, name="light-scheduler-agent")(self._light_agent)
@@ -154,6 +155,7 @@ class Worker:
                 await self._handle_command(event)
             except Exception as exc:  # never die on input
                 log.exception("unexpected error handling a command")
+                self.counts.command("unknown", "dead_lettered")
                 await self.dead_letter(event, f"internal error: {type(exc).__name__}: {exc}")
 
     async def _light_agent(self, stream: Any) -> None:
@@ -171,6 +173,7 @@ class Worker:
         try:
             cmd = decode_command(msg.value)
         except DecodeError as exc:
+            self.counts.command("unknown", "dead_lettered")
             await self.dead_letter(event, str(exc))
             return
         kb = key_bytes(cmd.key)
@@ -199,9 +202,10 @@ class Worker:
                         "program", f"unknown program {cmd.schedule.program.id} (register it first)"
                     )
         except (InvalidSchedule, CommandRejected) as exc:
+            self.counts.command(cmd.action.value, "rejected")
             await self.dead_letter(event, f"{cmd.action.value} {cmd.key.id}: {exc}")
             return
-        self.commands_applied += 1
+        self.counts.command(cmd.action.value, "applied")
         if cmd.action in (Action.RUN, Action.BACKFILL):
             assert current is not None
             await self._manual_fires(kb, current, cmd)
@@ -275,6 +279,14 @@ class Worker:
         self.stats["manualFires"] += len(instants)
         log.info("%s %s: %d fire(s)", cmd.action.value, s.key.id, len(instants))
 
+    @property
+    def commands_applied(self) -> int:
+        return self.counts.commands_applied
+
+    @property
+    def dead_letters(self) -> int:
+        return self.counts.dead_letters_total
+
     def partition_of(self, key: bytes) -> int:
         return partition_for(key, self.settings.partitions)
 
@@ -299,7 +311,7 @@ class Worker:
 
     async def dead_letter(self, event: EventT, reason: str) -> None:
         msg = event.message
-        self.dead_letters += 1
+        self.counts.dead_letter(msg.topic, reason, sys.exc_info()[1])  # classed by the exception handled
         log.warning("dead-lettered %s[%d]@%d: %s", msg.topic, msg.partition, msg.offset, reason)
         record = {
             "topic": msg.topic,

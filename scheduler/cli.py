@@ -7,13 +7,13 @@ import asyncio
 import base64
 import contextlib
 import json
-import logging
 import os
 import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
+from scheduler import logs
 from scheduler.config import Settings
 
 
@@ -33,7 +33,8 @@ def run_worker(settings: Settings) -> None:
     from scheduler.app import Worker
 
     worker = Worker(settings)
-    faust.Worker(worker.faust_app, loglevel=settings.log_level).execute_from_commandline()
+    options = logs.worker_options(settings.log_format, settings.log_level)
+    faust.Worker(worker.faust_app, **options).execute_from_commandline()
 
 
 def cmd_worker(args: argparse.Namespace) -> None:
@@ -212,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
     p.set_defaults(func=cmd_tail)
 
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.basic_config(os.environ.get("SCHEDULER_LOG_FORMAT", "text"))
     args.func(args)
 
 

@@ -77,10 +77,12 @@ class CheckTimer:
         self._heaps[partition], self._live[partition] = [], {}
         for key, queue in queues:
             self.schedule(partition, key, queue.next_check)
+        self.worker.counts.jobs_assigned(partition, queues)
 
     def revoke(self, partition: int) -> None:
         self._heaps.pop(partition, None)
         self._live.pop(partition, None)
+        self.worker.counts.jobs_revoked(partition)
 
     def schedule(self, partition: int, key: bytes, at: int | None) -> None:
         live = self._live.get(partition)
@@ -167,6 +169,7 @@ class JobQueueAgent:
             await worker.send_keyed(launch.job.topic, key, launch_request(launch), partition=None)
             await self._announce(launch)
         worker.job_queue[key] = encode_json(queue.to_json())
+        worker.counts.job_queue_changed(msg.partition, key, queue)
         self.checker.schedule(msg.partition, key, queue.next_check)
 
     async def _announce(self, launch: Launch) -> None:
@@ -220,6 +223,7 @@ class JobQueueAgent:
                 self.worker.stats["invalidTransitions"] += 1
                 log.warning("run %s: %s -> %s refused", record.run_id, record.status, status["status"])
             return
+        self.worker.counts.runs[status["status"]] += 1
         table[key] = encode_json([r.to_json() for r in records])
 
     async def cancel_jobs(

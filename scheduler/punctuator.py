@@ -17,11 +17,12 @@ import heapq
 import itertools
 import logging
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from scheduler.codec import encode_json, fired_task_encoder
+from scheduler.metrics import Histogram, count_missed
 from scheduler.model import ElapsedTrigger, ScheduleState, TimeUnit, trigger_leaves
 from scheduler.triggers import plan_catch_up
 from scheduler.triggers.base import TimeTrigger
@@ -92,10 +93,27 @@ class _Partition:
 
 @dataclass
 class Stats:
-    fires: int = 0
-    catch_up_fires: int = 0
-    skipped: int = 0
+    """Plain ints, read by /health and at scrape time by /metrics (scheduler.metrics): fires are counted
+    per tick and per assignment, not per fire."""
+
+    fires_by_unit: Counter[TimeUnit] = field(default_factory=Counter)  # scheduled fires
+    catch_up_by_unit: Counter[TimeUnit] = field(default_factory=Counter)
+    missed: Counter[str] = field(default_factory=Counter)  # due instants by reason (metrics.MISSED_REASONS)
+    lateness: Histogram = field(default_factory=Histogram)  # ms, of scheduled fires
     failed_sends: int = 0
+
+    @property
+    def catch_up_fires(self) -> int:
+        return sum(self.catch_up_by_unit.values())
+
+    @property
+    def fires(self) -> int:
+        return sum(self.fires_by_unit.values()) + self.catch_up_fires
+
+    @property
+    def skipped(self) -> int:
+        """Missed due instants that will never fire (policy, window or EACH cap)."""
+        return sum(n for reason, n in self.missed.items() if reason != "coalesced")
 
 
 class Punctuator:
@@ -151,12 +169,13 @@ class Punctuator:
                 for due, missed in plan.fires:
                     fut = await self._fire(key, entry, path, due, now, missed=missed, catch_up=True)
                     catch_up[trigger.unit].append(fut)
-                self.stats.skipped += plan.skipped
+                count_missed(self.stats.missed, state.schedule.catch_up, plan)
                 if plan.next_due is not None:
                     self._push(part, trigger.unit, key, path, plan.next_due)
             if n % 1000 == 999:
                 await asyncio.sleep(0)  # keep the event loop (heartbeats, web) responsive
         for unit, futures in catch_up.items():
+            self.stats.catch_up_by_unit[unit] += len(futures)
             if futures:
                 part.inflight[unit].append((now, futures))
         for unit in TimeUnit:
@@ -226,10 +245,9 @@ class Punctuator:
         missed: int = 0,
         catch_up: bool = False,
     ) -> _Sent:
-        self.stats.fires += 1
-        if catch_up:
-            self.stats.catch_up_fires += 1
         fired_at = self._clock()  # not the tick's start: a large tick takes a while
+        if not catch_up:
+            self.stats.lateness.observe(fired_at - due)
         if entry.encode is not None:
             topic = entry.topic
             value = entry.encode(due, fired_at, missed, catch_up)
@@ -277,6 +295,7 @@ class Punctuator:
                     heapq.heappush(heap, (due, seq, key, path))
                     if futures:
                         part.inflight[unit].append((now, futures))
+                    self.stats.fires_by_unit[unit] += len(futures)
                     raise
                 nxt = None if trigger is None else trigger.next_due(due)  # an elapsed trigger is re-armed
                 if nxt is None:
@@ -285,6 +304,7 @@ class Punctuator:
                     self._push(part, unit, key, path, nxt)
                 if self._parts.get(partition) is not part:
                     break  # revoked while we were sending
+            self.stats.fires_by_unit[unit] += len(futures)
             if futures:
                 part.inflight[unit].append((now, futures))
 

@@ -18,6 +18,7 @@ class CatchUpPlan:
     fires: list[tuple[int, int]]  # (due_at, number of other missed dues this fire stands for)
     skipped: int  # missed dues that will never fire (policy, window or EACH cap)
     next_due: int | None  # first due strictly after now
+    outside_window: int = 0  # of the skipped: older than the catch-up window (for /metrics)
 
 
 def plan_catch_up(
@@ -34,13 +35,13 @@ def plan_catch_up(
     lower = max(fired_up_to_ms, now_ms - window_ms)
     outside = trigger.count_between(fired_up_to_ms, lower, MAX_COUNTED) if lower > fired_up_to_ms else 0
     if policy is CatchUpPolicy.SKIP:
-        return CatchUpPlan([], outside + trigger.count_between(lower, now_ms, MAX_COUNTED), next_due)
+        return CatchUpPlan([], outside + trigger.count_between(lower, now_ms, MAX_COUNTED), next_due, outside)
     if policy is CatchUpPolicy.COALESCE:
         last = trigger.dues_between(lower, now_ms, 1)
         if not last:
-            return CatchUpPlan([], outside, next_due)
+            return CatchUpPlan([], outside, next_due, outside)
         within = trigger.count_between(lower, now_ms, MAX_COUNTED)
-        return CatchUpPlan([(last[0], within - 1)], outside, next_due)
+        return CatchUpPlan([(last[0], within - 1)], outside, next_due, outside)
     dues = trigger.dues_between(lower, now_ms, MAX_EACH_FIRES)
     within = trigger.count_between(lower, now_ms, MAX_COUNTED)
-    return CatchUpPlan([(d, 0) for d in dues], outside + within - len(dues), next_due)
+    return CatchUpPlan([(d, 0) for d in dues], outside + within - len(dues), next_due, outside)
