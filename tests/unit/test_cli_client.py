@@ -1,0 +1,360 @@
+"""The CLI's client side without a server: files, instants, tables, words, argument errors, 503 retries."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from scheduler import auth, cli
+from scheduler.client import (
+    ApiError,
+    Client,
+    UsageError,
+    duration,
+    explain_job,
+    explain_trigger,
+    fields_table,
+    iso,
+    load_document,
+    objects_of,
+    parse_instant,
+    parse_payload,
+    parse_program,
+    parse_schedule_ref,
+    schedule_body,
+    table,
+    trigger_summary,
+    validate_locally,
+)
+
+pytestmark = pytest.mark.unit
+
+CRON = {"tenant": "acme", "name": "a", "trigger": {"type": "cron", "expression": "0 * * * *"}, "topic": "out"}
+
+
+# --- files ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("suffix", "text"),
+    [
+        (".yaml", "tenant: acme\nname: a\ntrigger: {type: cron, expression: '0 * * * *'}\ntopic: out\n"),
+        (".yaml", "- " + json.dumps(CRON)),
+        (".json", json.dumps({"schedules": [CRON], "total": 1})),
+        (".json", json.dumps([CRON])),
+    ],
+)
+def test_a_file_holds_one_schedule_a_list_or_the_listing_of_get_schedules(
+    tmp_path: Path, suffix: str, text: str
+) -> None:
+    path = tmp_path / f"s{suffix}"
+    path.write_text(text)
+    assert objects_of(load_document(str(path)), "schedules") == [CRON]
+
+
+def test_standard_input_is_read_for_a_dash() -> None:
+    assert load_document("-", stdin_text=lambda: json.dumps(CRON)) == CRON
+
+
+def test_the_fields_the_server_adds_are_dropped_so_a_listing_imports_again() -> None:
+    listed = {**CRON, "key": "acme/a", "version": 3, "createdAt": 1, "updatedAt": 2, "activeSince": 2}
+    body = schedule_body({**listed, "nextFireAt": None})
+    assert body == CRON and validate_locally(body) == []
+
+
+def test_unreadable_and_malformed_files_are_usage_errors_that_say_where(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="cannot read .*missing.yaml"):
+        load_document(str(tmp_path / "missing.yaml"))
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("tenant: [unclosed\n")
+    with pytest.raises(UsageError, match="bad.yaml: not valid YAML"):
+        load_document(str(bad_yaml))
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text("{'single': 'quotes'}")
+    with pytest.raises(UsageError, match="bad.json: not valid JSON"):
+        load_document(str(bad_json))
+    with pytest.raises(UsageError, match="f.yaml: item 1: expected a mapping, got str"):
+        objects_of([CRON, "oops"], "schedules", "f.yaml")
+    with pytest.raises(UsageError, match="no schedules"):
+        objects_of([], "schedules")
+
+
+def test_local_validation_names_the_offending_field_like_the_server() -> None:
+    assert validate_locally({**CRON, "trigger": {"type": "cron", "expression": "0 * *"}}) == [
+        {"field": "trigger.expression", "message": "cron needs 5 or 6 fields (second first), got 3: '0 * *'"}
+    ]
+    problems = validate_locally({**CRON, "trigger": {"type": "frequency", "timeUnit": "SECONDS", "time": 0}})
+    assert [p["field"] for p in problems] == ["trigger.time"]
+    assert [p["field"] for p in validate_locally({**CRON, "colour": "red"})] == ["colour"]
+    assert [p["field"] for p in validate_locally({**CRON, "tenant": "a/b"})] == ["tenant"]
+    # an update's body has no key; a program schedule's topic is filled in by the server
+    body = {"trigger": {"type": "partition", "dataset": "acme.clicks"}, "program": "acme/app/spark/etl"}
+    assert validate_locally(body, with_key=False) == []
+
+
+# --- arguments --------------------------------------------------------------------------------------
+
+
+def test_schedule_and_program_references() -> None:
+    assert parse_schedule_ref("acme/nightly") == ("acme", "nightly")
+    for bad in ("acme", "acme/", "/x", "a/b/c"):
+        with pytest.raises(UsageError, match="TENANT/NAME"):
+            parse_schedule_ref(bad)
+    assert parse_program("acme/app/spark/etl run") == "acme/app/spark/etl%20run"
+    with pytest.raises(UsageError, match="namespace/application/type/name"):
+        parse_program("acme/app/etl")
+
+
+def test_event_payload_from_key_value_arguments() -> None:
+    assert parse_payload(["datasetId=acme.clicks", 'partitionKeys=["a=1"]']) == {
+        "datasetId": "acme.clicks",
+        "partitionKeys": '["a=1"]',
+    }
+    with pytest.raises(UsageError, match="expected key=value, got 'oops'"):
+        parse_payload(["oops"])
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [
+        ("2026-11-22T10:00:00Z", 1795341600000),
+        ("2026-11-22T11:00:00+01:00", 1795341600000),
+        ("2026-11-22T10:00:00", 1795341600000),  # naive is UTC
+        ("2026-11-22T10:00:00.250Z", 1795341600250),
+        ("2026-11-22", 1795305600000),
+        ("1795341600000", 1795341600000),
+        ("now", 42),
+    ],
+)
+def test_instants_are_iso_8601_epoch_ms_or_now(text: str, ms: int) -> None:
+    assert parse_instant(text, now_ms=42) == ms
+
+
+def test_a_bad_instant_says_what_is_accepted() -> None:
+    with pytest.raises(UsageError, match="ISO-8601"):
+        parse_instant("yesterday")
+
+
+def test_iso_shows_milliseconds_only_when_there_are_any() -> None:
+    assert iso(1795341600000) == "2026-11-22T10:00:00Z"
+    assert iso(1795341600250) == "2026-11-22T10:00:00.250Z"
+    assert iso(None) == "-"
+    assert parse_instant(iso(1795341600250)) == 1795341600250
+    assert [duration(ms) for ms in (950, 12_000, 303_000, 7_500_000, 3 * 86_400_000)] == [
+        "950ms",
+        "12s",
+        "5m 3s",
+        "2h 5m",
+        "3d",
+    ]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["schedules"],
+        ["schedules", "create"],  # -f is required
+        ["schedules", "next", "acme/a", "-n", "many"],
+        ["schedules", "backfill", "acme/a", "--from", "2026-01-01"],  # --to is required
+        ["runs", "stop", "acme/app/spark/etl"],
+        ["token", "new", "--name", "x"],  # --tenants is required
+    ],
+)
+def test_argument_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    assert exit_.value.code == 2
+    assert "error" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["schedules", "get", "acme"], "expected TENANT/NAME, got 'acme'"),
+        (
+            ["schedules", "backfill", "acme/a", "--from", "2026-01-02", "--to", "2026-01-01"],
+            "is before --from",
+        ),
+        (["schedules", "run", "acme/a", "--at", "tomorrow"], "not an instant"),
+        (["events", "publish"], "give TYPE key=value... or -f FILE"),
+        (["events", "publish", "partition", "datasetId"], "expected key=value"),
+        (["runs", "list", "a/b/c"], "namespace/application/type/name"),
+        (["schedules", "create", "-f", "/nonexistent/s.yaml"], "cannot read /nonexistent/s.yaml"),
+        (["token", "new", "--name", "x", "--scopes", "admin", "--tenants", "a"], "--scopes"),
+    ],
+)
+def test_usage_errors_found_after_parsing_exit_2_before_any_request(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SCHEDULER_URL", "http://127.0.0.1:9")  # nothing listens: a request would exit 1
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_dry_run_lists_every_invalid_schedule_with_its_field_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "s.yaml"
+    bad = {**CRON, "name": "b", "trigger": {"type": "cron", "expression": "61 * * * *"}}
+    path.write_text(yaml.safe_dump({"schedules": [CRON, bad]}))
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["schedules", "create", "-f", str(path), "--dry-run", "--url", "http://127.0.0.1:9"])
+    assert exit_.value.code == 1
+    out = capsys.readouterr()
+    assert "1 of 2 schedules valid (nothing sent)" in out.out
+    assert "#1 acme/b:" in out.err and "trigger.expression:" in out.err
+
+
+def test_token_new_prints_a_token_and_an_entry_the_worker_accepts(capsys: pytest.CaptureFixture[str]) -> None:
+    cli.main(["token", "new", "--name", "etl team", "--scopes", "sched:r,sched:w", "--tenants", "acme,*"])
+    out = capsys.readouterr().out
+    token = out.splitlines()[1]
+    entry = out.split("under `tokens:`:\n")[1]
+    principals = auth.parse_tokens(yaml.safe_load("tokens:\n" + entry))
+    principal = principals[auth.hash_token(token)]
+    assert principal.name == "etl team" and principal.all_tenants and principal.can("sched:w")
+    assert token.startswith("sch_") and out.count(token) == 1
+
+
+# --- output -----------------------------------------------------------------------------------------
+
+
+def test_tables_align_columns_and_right_align_numbers() -> None:
+    text = table(
+        ["KEY", "N", "ENABLED", "NEXT"], [("acme/a", 5, True, None), ("acme/long-name", 120, False, "x")]
+    )
+    assert text.splitlines() == [
+        "KEY               N  ENABLED  NEXT",
+        "acme/a            5  yes      -",
+        "acme/long-name  120  no       x",
+    ]
+    assert table(["A"], []) == "A"
+
+
+def test_one_object_as_fields_with_times_in_iso() -> None:
+    text = fields_table({"key": "acme/a", "nextFireAt": 1795341600000, "data": {"a": "1"}}, ["nextFireAt"])
+    assert text.splitlines() == [
+        "key         acme/a",
+        "nextFireAt  2026-11-22T10:00:00Z (1795341600000)",
+        'data        {"a":"1"}',
+    ]
+
+
+def test_trigger_summaries() -> None:
+    composite = {
+        "type": "and",
+        "triggers": [
+            {"type": "partition", "dataset": "acme.clicks", "minPartitions": 2},
+            {"type": "frequency", "timeUnit": "HOURS", "time": 1, "start": None},
+            {"type": "elapsed", "ms": 3_600_000, "dataset": None, "program": None},
+        ],
+    }
+    assert trigger_summary(composite) == "and(2 partitions of acme.clicks, every 1 hours, 1h since last job)"
+    assert trigger_summary({"type": "cron", "expression": "*/5 * * * * *", "timezone": "Europe/Paris"}) == (
+        "cron */5 * * * * * Europe/Paris"
+    )
+
+
+def test_trigger_progress_and_pending_jobs_in_words() -> None:
+    progress = {
+        "path": "0",
+        "satisfied": False,
+        "op": "AND",
+        "triggers": [
+            {"path": "0.0", "satisfied": False, "type": "partition", "dataset": "d", "partitions": 1, "needs": 2},
+            {"path": "0.1", "satisfied": True, "type": "programStatus", "program": "a/b/c/d", "on": ["SUCCEEDED"],
+             "fired": True},
+        ],
+    }  # fmt: skip
+    assert explain_trigger(progress) == [
+        "[ ] all of:",
+        "  [ ] 1 of 2 new partitions of d",
+        "  [x] a/b/c/d reaching SUCCEEDED: seen",
+    ]
+    job = {
+        "jobId": "acme/etl#1",
+        "state": "PENDING_CONSTRAINT",
+        "triggeredAt": 1795341600000,
+        "blockedBy": "timeWindow",
+        "reason": "outside 22:00-06:00 Europe/Paris",
+        "checkAt": 1795341600000 + 90_000,
+    }
+    assert explain_job(job, now_ms=1795341600000) == (
+        "acme/etl#1 (PENDING_CONSTRAINT, triggered 2026-11-22T10:00:00Z): blocked by timeWindow: "
+        "outside 22:00-06:00 Europe/Paris; checked again at 2026-11-22T10:01:30Z (in 1m 30s)"
+    )
+    assert "when a run of the program changes" in explain_job({**job, "checkAt": None}, now_ms=0)
+
+
+# --- HTTP behaviour -----------------------------------------------------------------------------------
+
+
+async def test_503_is_retried_after_retry_after_then_the_answer_is_returned() -> None:
+    answers = [
+        httpx.Response(503, json={"error": "unavailable"}, headers={"Retry-After": "2"}),
+        httpx.Response(503, json={"error": "unavailable"}, headers={"Retry-After": "0.5"}),
+        httpx.Response(200, json={"schedules": [], "total": 0}),
+    ]
+    seen: list[httpx.Request] = []
+    slept: list[float] = []
+
+    async def sleep(s: float) -> None:
+        slept.append(s)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return answers[len(seen) - 1]
+
+    async with Client("http://x", "tok", transport=httpx.MockTransport(handler), sleep=sleep) as client:
+        assert await client.schedules("acme") == {"schedules": [], "total": 0}
+    assert slept == [2.0, 0.5]
+    assert seen[0].headers["Authorization"] == "Bearer tok" and seen[0].url.params["tenant"] == "acme"
+
+
+async def test_503_that_persists_fails_with_the_servers_reason() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            503, json={"error": "unavailable", "reason": "rebalancing"}, headers={"Retry-After": "2"}
+        )
+
+    async def sleep(s: float) -> None:
+        pass
+
+    async with Client("http://x", transport=httpx.MockTransport(handler), sleep=sleep, retries=2) as client:
+        with pytest.raises(ApiError) as err:
+            await client.schedules()
+    assert err.value.status == 503 and err.value.lines() == ["GET /schedules: 503 unavailable: rebalancing"]
+
+
+async def test_bulk_create_keeps_going_and_reports_failures_in_file_order() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        body: dict[str, Any] = json.loads(request.content)
+        if body["name"].startswith("bad"):
+            fields = [{"field": "trigger.expression", "message": "invalid"}]
+            return httpx.Response(400, json={"error": "invalid request", "fields": fields})
+        return httpx.Response(202, json={"key": f"acme/{body['name']}", "action": "INSERT"})
+
+    bodies = [{**CRON, "name": n} for n in ["a", "bad-1", "b", "c", "bad-2"] * 10]
+    progress: list[int] = []
+    async with Client("http://x", transport=httpx.MockTransport(handler)) as client:
+        result = await client.create_many(
+            bodies, concurrency=4, on_progress=lambda r: progress.append(r.done)
+        )
+    assert (result.total, result.accepted, len(result.failures)) == (50, 30, 20)
+    assert [i for i, _, _ in result.failures][:4] == [1, 4, 6, 9]
+    _, key, error = result.failures[0]
+    assert key == "acme/bad-1" and error.one_line() == "400 invalid request; trigger.expression: invalid"
+    assert sorted(progress) == list(range(1, 51))
+
+
+async def test_an_unreachable_server_is_an_api_error_naming_the_url() -> None:
+    async with Client("http://127.0.0.1:9", retries=0) as client:
+        with pytest.raises(ApiError, match=r"cannot reach http://127.0.0.1:9"):
+            await client.schedules()
