@@ -36,8 +36,13 @@ def run_worker(settings: Settings) -> None:
     import faust
 
     from scheduler.app import Worker
+    from scheduler.auth import AuthConfigError
 
-    worker = Worker(settings)
+    try:
+        worker = Worker(settings)
+    except AuthConfigError as exc:
+        print(f"scheduler: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     options = logs.worker_options(settings.log_format, settings.log_level)
     faust.Worker(worker.faust_app, **options).execute_from_commandline()
 

@@ -1,0 +1,114 @@
+"""Fires prepared ahead of their due instant (the punctuator's staging): what may and may not change between
+staging and firing, and the FiredTask bytes split around firedAt."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from scheduler.codec import decode_fired, encode_fired, fired_task_parts, zigzag_long
+from scheduler.model import CronTrigger, FiredTask, FrequencyTrigger, ScheduleKey
+from scheduler.punctuator import STAGE_AHEAD_MS
+from tests.unit.test_punctuator import T0, Harness, S, state
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize("data", [{}, {"a": "b", "ü": "x" * 300}])
+@pytest.mark.parametrize(("due", "fired_at"), [(T0, T0), (T0, T0 + 3), (0, 1), (2**45, 2**45 + 99_999)])
+def test_fired_task_parts_around_fired_at_are_byte_identical_to_encode_fired(data, due, fired_at):
+    key = ScheduleKey("acme", "nightly/ü")
+    head, tail = fired_task_parts(key, data)(due)
+    expected = encode_fired(FiredTask(key, f"{key.id}@{due}", due, fired_at, data))
+    assert head + zigzag_long(fired_at) + tail == expected
+
+
+async def _stage(h: Harness, now: int) -> None:
+    """What the timer does STAGE_AHEAD_MS before an instant: take its fires off the heaps."""
+    h.clock.now = now
+    await h.punctuator._stage(S, now + STAGE_AHEAD_MS, None)
+
+
+async def test_a_staged_fire_fires_at_its_instant_with_the_firing_time_not_the_staging_time():
+    h = Harness(T0 - 1)
+    await h.assign(0, [state("a")], {S: T0 - 1})
+    await _stage(h, T0 - 300)
+    assert h.sent == []  # nothing is sent before its instant
+    assert await h.tick_at(T0 - 1) == []
+    [fire] = await h.tick_at(T0 + 2)
+    assert (fire.due_at, fire.fired_at) == (T0, T0 + 2)
+    assert [f.due_at for f in await h.tick_at(T0 + 10_000)] == [T0 + 10_000]  # the next due was pushed
+
+
+async def test_a_schedule_updated_deleted_or_disabled_after_staging_does_not_fire_its_staged_instant():
+    h = Harness(T0 - 1)
+    a, b, c = state("a"), state("b"), state("c")
+    await h.assign(0, [a, b, c], {S: T0 - 1})
+    await _stage(h, T0 - 200)
+    kb_a, kb_b, kb_c = (h.put(0, s) for s in (a, b, c))
+    # a: updated to fire at other instants; b: deleted; c: disabled
+    h.punctuator.upsert(
+        0,
+        kb_a,
+        dataclasses.replace(
+            a, schedule=dataclasses.replace(a.schedule, trigger=FrequencyTrigger(S, 7, T0 + 3))
+        ),
+    )
+    h.punctuator.remove(0, kb_b)
+    h.punctuator.upsert(
+        0, kb_c, dataclasses.replace(c, schedule=dataclasses.replace(c.schedule, enabled=False))
+    )
+    assert await h.tick_at(T0 + 1) == []
+    assert [(f.key.name, f.due_at) for f in await h.tick_at(T0 + 3)] == [("a", T0 + 3)]
+
+
+async def test_a_partition_revoked_after_staging_does_not_fire_and_its_watermark_stays_before_it():
+    h = Harness(T0 - 1)
+    await h.assign(0, [state("a")], {S: T0 - 1})
+    await _stage(h, T0 - 100)
+    await h.punctuator.flush_progress()
+    h.punctuator.revoke(0)
+    assert await h.tick_at(T0 + 5) == []
+    await h.punctuator.flush_progress()
+    assert all(up_to < T0 for _, _, up_to in h.saved)  # the next owner catches T0 up
+    # taken over again: the instant is caught up from the watermark
+    await h.assign(0, [state("a")], {S: T0 - 1})
+    assert [f.due_at for f in h.fired()] == [T0]
+
+
+async def test_staging_takes_every_instant_of_a_fast_schedule_within_the_lead_in_order():
+    h = Harness(T0 - 1)
+    every_100ms = state("fast", FrequencyTrigger(S, 1, T0))  # whole seconds: one instant in the lead
+    cron = state("cron", CronTrigger("* * * * * *"))
+    await h.assign(0, [every_100ms, cron], {S: T0 - 1})
+    await _stage(h, T0 - STAGE_AHEAD_MS + 1)
+    fires = await h.tick_at(T0 + 2_000)
+    assert [(f.key.name, f.due_at) for f in fires] == sorted(
+        [
+            ("fast", T0),
+            ("cron", T0),
+            ("fast", T0 + 1000),
+            ("cron", T0 + 1000),
+            ("fast", T0 + 2000),
+            ("cron", T0 + 2000),
+        ],
+        key=lambda x: x[1],
+    )
+    assert all(decode_fired(v).fired_at == T0 + 2_000 for _, _, v in h.sent)
+
+
+async def test_a_send_that_raises_keeps_the_fire_staged_and_the_watermark_before_it():
+    h = Harness(T0 - 1)
+    await h.assign(0, [state("a")], {S: T0 - 1})
+    await _stage(h, T0 - 100)
+    h.mode = "raise"
+    h.clock.now = T0 + 1
+    with pytest.raises(RuntimeError):
+        await h.punctuator.tick(S)
+    await h.punctuator.flush_progress()
+    assert all(up_to < T0 for _, _, up_to in h.saved)
+    h.mode = "ack"
+    assert [f.due_at for f in await h.tick_at(T0 + 2)] == [T0]
+    await h.punctuator.flush_progress()
+    assert h.saved[-1][2] == T0 + 2
