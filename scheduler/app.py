@@ -19,6 +19,7 @@ from faust.types import EventT
 from mode import Service
 
 from scheduler.codec import (
+    MAX_MESSAGE_BYTES,
     DecodeError,
     command_from_task_definition,
     decode,
@@ -32,7 +33,7 @@ from scheduler.codec import (
     key_from_bytes,
     register_codecs,
 )
-from scheduler.commands import CommandRejected, apply_command, manual_fires
+from scheduler.commands import CommandRejected, apply_command, manual_fires, validate_command
 from scheduler.config import Settings, apply_consumer_profile, broker_profile
 from scheduler.event_routing import EventRouting
 from scheduler.job_queue import JobQueueAgent
@@ -163,8 +164,13 @@ class Worker:
         async for event in stream.events():
             try:
                 cmd = command_from_task_definition(event.message.value)
-            except (DecodeError, InvalidSchedule, ValueError, KeyError) as exc:
+                validate_command(cmd)  # refused here, with the original bytes, not on the commands topic
+            except (DecodeError, InvalidSchedule, CommandRejected) as exc:
                 await self.dead_letter(event, str(exc))
+                continue
+            except Exception as exc:  # never die on input
+                log.exception("unexpected error handling a light-scheduler task definition")
+                await self.dead_letter(event, f"internal error: {type(exc).__name__}: {exc}")
                 continue
             await self.send_command(cmd)
 
@@ -313,16 +319,27 @@ class Worker:
         msg = event.message
         self.counts.dead_letter(msg.topic, reason, sys.exc_info()[1])  # classed by the exception handled
         log.warning("dead-lettered %s[%d]@%d: %s", msg.topic, msg.partition, msg.offset, reason)
+        # The original bytes, whole up to MAX_MESSAGE_BYTES (all an accepted message can be); beyond,
+        # their head only, so the dead letter stays under the broker's record size limit.
+        key, value = _head(msg.key), _head(msg.value)
+        cut = [
+            f"{name} cut to its first {MAX_MESSAGE_BYTES} of {len(b)} bytes"
+            for name, b in (("key", msg.key), ("value", msg.value))
+            if b is not None and len(b) > MAX_MESSAGE_BYTES
+        ]
         record = {
             "topic": msg.topic,
             "partition": msg.partition,
             "offset": msg.offset,
-            "key": msg.key,
-            "value": msg.value,
-            "reason": reason[:4096],
+            "key": key,
+            "value": value,
+            "reason": reason[:4000] + (f" ({'; '.join(cut)})" if cut else ""),
             "at": self.clock(),
         }
-        await self.producer.send(self.settings.dead_letter_topic, msg.key, encode("DeadLetter", record))
+        try:
+            await self.producer.send(self.settings.dead_letter_topic, key, encode("DeadLetter", record))
+        except Exception:  # a dead letter the producer refuses must not take the agent down with it
+            log.exception("could not dead-letter %s[%d]@%d", msg.topic, msg.partition, msg.offset)
 
     # --- punctuator plumbing --------------------------------------------------------------------
 
@@ -442,6 +459,10 @@ class _Timers(Service):
 
 
 # --- the few places that reach into Faust's RocksDB store ------------------------------------------
+
+
+def _head(data: bytes | None) -> bytes | None:
+    return data if data is None or len(data) <= MAX_MESSAGE_BYTES else bytes(data[:MAX_MESSAGE_BYTES])
 
 
 def _raw_table(app: faust.App, name: str, partitions: int) -> Any:

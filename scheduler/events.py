@@ -39,7 +39,8 @@ PROGRAM_STATUSES = (
 # namespace.name; the name may hold dots but not start with one, nor hold ".." (datasets are paths too)
 _DATASET_RE = re.compile(r"[A-Za-z0-9_-]{1,128}\.(?!.*\.\.)[A-Za-z0-9_-][A-Za-z0-9_.-]{0,255}", re.ASCII)
 MAX_PAYLOAD_ENTRIES = 64
-MAX_PAYLOAD_BYTES = 64 * 1024
+MAX_PAYLOAD_BYTES = 64 * 1024  # keys and values, UTF-8
+MAX_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +82,16 @@ def validate_dataset(dataset: str, field_name: str = "dataset") -> None:
 def parse(n: Notification) -> DataEvent | ProgramStatusEvent:
     """The event a notification carries; InvalidEvent says what is wrong with it."""
     p = n.payload
-    if len(p) > MAX_PAYLOAD_ENTRIES or sum(len(k) + len(v) for k, v in p.items()) > MAX_PAYLOAD_BYTES:
+    if len(p) > MAX_PAYLOAD_ENTRIES:
         raise InvalidEvent("payload too large")
+    try:
+        size = sum(len(k.encode()) + len(v.encode()) for k, v in p.items())
+    except UnicodeEncodeError:
+        raise InvalidEvent("payload is not valid Unicode (a lone surrogate)") from None
+    if size > MAX_PAYLOAD_BYTES:
+        raise InvalidEvent("payload too large")
+    if not 0 <= n.timestamp <= MAX_TIMESTAMP_MS:
+        raise InvalidEvent(f"timestamp {n.timestamp} is not epoch milliseconds between 1970 and 9999")
     if n.event_type in (EventType.PARTITION, EventType.DATA):
         dataset = p.get("datasetId", "")
         if not _DATASET_RE.fullmatch(dataset):
@@ -110,7 +119,7 @@ def parse(n: Notification) -> DataEvent | ProgramStatusEvent:
         if not run_id or len(run_id) > 256:
             raise InvalidEvent("runId missing or too long")
         return ProgramStatusEvent(program, run_id, status)
-    raise InvalidEvent(f"unknown event type {n.event_type!r}")
+    raise InvalidEvent(f"unknown event type {n.event_type[:64]!r}")
 
 
 def event_key(event: DataEvent | ProgramStatusEvent) -> str:
@@ -120,10 +129,12 @@ def event_key(event: DataEvent | ProgramStatusEvent) -> str:
 
 
 def _non_negative_int(value: str, name: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise InvalidEvent(f"{name} is not an integer: {value[:40]!r}") from None
-    if not 0 <= n < 2**63:
+    # ASCII digits only: int() would also take " 12", "1_000" and other scripts' digits
+    digits = value.removeprefix("-")
+    if not (digits.isascii() and digits.isdigit()):
+        raise InvalidEvent(f"{name} is not an integer: {value[:40]!r}")
+    if digits != value:
         raise InvalidEvent(f"{name} out of range")
-    return n
+    if len(value) > 19 or int(value) >= 2**63:
+        raise InvalidEvent(f"{name} out of range")
+    return int(value)

@@ -7,6 +7,7 @@ One frozen dataclass per concept. The Avro wire form lives in `scheduler.codec`,
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -60,7 +61,11 @@ MAX_DATA_ENTRIES = 256
 MAX_DATA_BYTES = 64 * 1024
 MAX_CATCH_UP_WINDOW_MS = 7 * 86_400_000
 MAX_FREQUENCY_TIME = 1_000_000_000
+MAX_CRON_LEN = 256  # croniter's cost grows with the expression; real ones are far shorter
+MAX_TIMEZONE_LEN = 64  # the longest IANA zone name has 32 characters
+_LONG_MAX = 2**63 - 1  # Avro long: what validation accepts must encode
 _TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}", re.ASCII)
+_GROUP_RE = re.compile(r"[A-Za-z0-9._-]{1,128}", re.ASCII)
 
 
 class InvalidSchedule(ValueError):
@@ -102,8 +107,28 @@ def _check_identifier(field_name: str, value: str, max_len: int) -> None:
         raise InvalidSchedule(field_name, f"longer than {max_len} characters")
     if "/" in value:
         raise InvalidSchedule(field_name, "must not contain '/'")
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
-        raise InvalidSchedule(field_name, "must not contain control characters")
+    if not _clean_text(value):
+        raise InvalidSchedule(
+            field_name, "must not contain control characters, line separators or surrogates"
+        )
+
+
+def _clean_text(value: str) -> bool:
+    """No C0/C1 control characters, line or paragraph separators, nor lone surrogates (which cannot be
+    encoded as UTF-8: they arrive through JSON's \\udXXX escapes). Other Unicode is welcome."""
+    return (value.isascii() and value.isprintable()) or not any(
+        unicodedata.category(c) in _UNCLEAN_CATEGORIES for c in value
+    )
+
+
+_UNCLEAN_CATEGORIES = frozenset({"Cc", "Cs", "Zl", "Zp"})
+
+
+def _utf8_len(value: str, field_name: str) -> int:
+    try:
+        return len(value.encode())
+    except UnicodeEncodeError:
+        raise InvalidSchedule(field_name, "not valid Unicode (a lone surrogate)") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +174,7 @@ class ProgramId:
     @classmethod
     def parse(cls, program_id: str) -> ProgramId:
         parts = program_id.split("/")
-        if len(parts) != 4 or not all(parts) or any(len(p) > 128 for p in parts):
+        if len(parts) != 4 or not all(parts) or any(len(p) > 128 or not _clean_text(p) for p in parts):
             raise InvalidSchedule(
                 "program", f"program id {program_id!r} is not 'namespace/application/type/name'"
             )
@@ -277,15 +302,14 @@ class Schedule:
             raise InvalidSchedule("topic", "must be 1-249 characters of [A-Za-z0-9._-]")
         if len(self.data) > MAX_DATA_ENTRIES:
             raise InvalidSchedule("data", f"more than {MAX_DATA_ENTRIES} entries")
-        size = sum(len(k.encode()) + len(v.encode()) for k, v in self.data.items())
+        size = sum(_utf8_len(k, "data") + _utf8_len(v, "data") for k, v in self.data.items())
         if size > MAX_DATA_BYTES:
             raise InvalidSchedule("data", f"larger than {MAX_DATA_BYTES} bytes")
         if not 0 <= self.catch_up_window_ms <= MAX_CATCH_UP_WINDOW_MS:
             raise InvalidSchedule("catchUpWindowMs", f"must be between 0 and {MAX_CATCH_UP_WINDOW_MS}")
+        _check_tree_shape(self.trigger)
         _validate_trigger(self.trigger, "trigger", 1)
         leaves = trigger_leaves(self.trigger)
-        if len(leaves) > MAX_TRIGGER_LEAVES:
-            raise InvalidSchedule("trigger", f"more than {MAX_TRIGGER_LEAVES} triggers")
         if self.program is None:
             if self.constraints or self.timeout is not None:
                 raise InvalidSchedule("program", "constraints and timeout need a program to launch")
@@ -300,10 +324,34 @@ class Schedule:
             raise InvalidSchedule("constraints", f"more than {MAX_CONSTRAINTS} constraints")
         for c in self.constraints:
             c.validate()
-        if len({g for c in self.constraints if (g := getattr(c, "group", None)) is not None}) > 1:
+        groups = {g for c in self.constraints if (g := getattr(c, "group", None)) is not None}
+        if len(groups) > 1:
             raise InvalidSchedule("constraints", "a schedule can be in one concurrency group only")
+        if groups and not _GROUP_RE.fullmatch(groups.pop()):
+            raise InvalidSchedule(
+                "constraints.concurrency.group", "must be 1-128 characters of [A-Za-z0-9._-]"
+            )
         if self.timeout is not None and not 0 < self.timeout.timeout_ms <= MAX_CATCH_UP_WINDOW_MS:
             raise InvalidSchedule("timeout.timeoutMs", f"must be between 1 and {MAX_CATCH_UP_WINDOW_MS}")
+
+
+def _check_tree_shape(trigger: Trigger) -> None:
+    """Depth and size of an AND/OR tree, without recursion and before any leaf is validated: a hostile
+    tree may be thousands deep or wide (each cron leaf costs croniter's time)."""
+    stack = [(trigger, 1, "trigger")]
+    leaves = 0
+    while stack:
+        node, depth, path = stack.pop()
+        if depth > MAX_TRIGGER_DEPTH:
+            raise InvalidSchedule(path, f"triggers nested deeper than {MAX_TRIGGER_DEPTH}")
+        if isinstance(node, CompositeTrigger) and node.triggers:
+            if len(node.triggers) > MAX_TRIGGER_LEAVES:
+                raise InvalidSchedule("trigger", f"more than {MAX_TRIGGER_LEAVES} triggers")
+            stack.extend((c, depth + 1, f"{path}.triggers.{i}") for i, c in enumerate(node.triggers))
+        else:  # an empty AND/OR counts too (it is refused later), so the walk stays short
+            leaves += 1
+            if leaves > MAX_TRIGGER_LEAVES:
+                raise InvalidSchedule("trigger", f"more than {MAX_TRIGGER_LEAVES} triggers")
 
 
 def _validate_trigger(trigger: Trigger, field_name: str, depth: int) -> None:
@@ -312,11 +360,20 @@ def _validate_trigger(trigger: Trigger, field_name: str, depth: int) -> None:
     if isinstance(trigger, FrequencyTrigger):
         if not 1 <= trigger.time <= MAX_FREQUENCY_TIME:
             raise InvalidSchedule(f"{field_name}.time", f"must be between 1 and {MAX_FREQUENCY_TIME}")
-        if trigger.start_ms is not None and trigger.start_ms < 0:
-            raise InvalidSchedule(f"{field_name}.start", "must not be negative")
+        if trigger.start_ms is not None and not 0 <= trigger.start_ms <= _LONG_MAX:
+            raise InvalidSchedule(f"{field_name}.start", "must be epoch milliseconds, not negative")
     elif isinstance(trigger, CronTrigger):
         from scheduler.triggers.cron import validate_cron
 
+        expression, timezone = trigger.expression, trigger.timezone
+        if len(expression) > MAX_CRON_LEN or not (expression.isascii() and expression.isprintable()):
+            raise InvalidSchedule(
+                f"{field_name}.expression", f"must be at most {MAX_CRON_LEN} printable ASCII characters"
+            )
+        if len(timezone) > MAX_TIMEZONE_LEN or not (timezone.isascii() and timezone.isprintable()):
+            raise InvalidSchedule(
+                f"{field_name}.timezone", f"unknown time zone {timezone[:MAX_TIMEZONE_LEN]!r}"
+            )
         try:
             validate_cron(trigger.expression, trigger.timezone)
         except InvalidSchedule as exc:

@@ -341,7 +341,7 @@ class _Http:
             return None, None
         try:
             raw = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
+        except (json.JSONDecodeError, UnicodeDecodeError, ValueError, RecursionError):  # 10k-deep JSON
             return None, _field_error(view, "body", "not valid JSON")
         try:
             return model.model_validate(raw), None
