@@ -51,9 +51,10 @@ class Histogram:
         self.counts = [0] * (len(bounds_ms) + 1)  # the last one is +Inf
         self.sum_ms = 0
 
-    def observe(self, ms: int) -> None:
-        self.counts[bisect_left(self.bounds_ms, ms)] += 1  # bucket i holds bounds[i-1] < ms <= bounds[i]
-        self.sum_ms += ms
+    def observe(self, ms: int, n: int = 1) -> None:
+        """`n` observations of `ms` each."""
+        self.counts[bisect_left(self.bounds_ms, ms)] += n  # bucket i holds bounds[i-1] < ms <= bounds[i]
+        self.sum_ms += ms * n
 
     @property
     def count(self) -> int:

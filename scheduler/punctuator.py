@@ -106,6 +106,12 @@ class _Partition:
     saved: dict[TimeUnit, int] = field(default_factory=dict)
 
 
+class _SendFailed(Exception):
+    def __init__(self, done: int, error: Exception) -> None:
+        super().__init__(str(error))
+        self.done, self.error = done, error
+
+
 @dataclass(slots=True)
 class _Staged:
     """A fire taken off its heap ahead of its due instant."""
@@ -165,9 +171,11 @@ class Punctuator:
         self._seq = itertools.count()
         self._wakeup = {u: asyncio.Event() for u in TimeUnit}
         self._planned_wake: dict[TimeUnit, int | None] = {u: None for u in TimeUnit}
-        # per unit: heap of (due, n, staged fire) taken off the partition heaps ahead of time
-        self._staged: dict[TimeUnit, list[tuple[int, int, _Staged]]] = {u: [] for u in TimeUnit}
-        self._zz_at: tuple[int, bytes] = (-1, b"")  # firedAt's encoding, reused within a millisecond
+        # per unit: fires taken off the partition heaps ahead of time: a heap of their distinct dues, and
+        # due -> the fires due then (a burst of 10k at one instant is one heap entry, not 10k)
+        self._staged: dict[TimeUnit, tuple[list[int], dict[int, list[_Staged]]]] = {
+            u: ([], {}) for u in TimeUnit
+        }
         self.stats = Stats()
 
     # --- ownership -------------------------------------------------------------------------------
@@ -316,7 +324,7 @@ class Punctuator:
     async def _stage(self, unit: TimeUnit, until: int, limit: int | None) -> int:
         """Take up to `limit` (None: all) entries due at or before `until` off the heaps, earliest first:
         push each one's next due, build its bytes but for firedAt. Returns how many were taken."""
-        staged = self._staged[unit]
+        dues, by_due = self._staged[unit]
         taken = 0
         heads = [(part.heaps[unit], partition, part) for partition, part in self._parts.items()]
         while limit is None or taken < limit:
@@ -341,48 +349,71 @@ class Punctuator:
                 self._push(part, unit, key, path, nxt)
             head, tail = entry.parts(due) if entry.parts is not None else (None, None)
             item = _Staged(partition, part, key, path, entry, seq, trigger is None, nxt is None, head, tail)
-            heapq.heappush(staged, (due, next(self._seq), item))
+            at_due = by_due.get(due)
+            if at_due is None:
+                at_due = by_due[due] = []
+                heapq.heappush(dues, due)
+            at_due.append(item)
         return taken
 
     async def _emit(self, unit: TimeUnit, now: int) -> None:
         """Fire every staged entry due at or before `now`; record them for the watermark per partition."""
-        staged = self._staged[unit]
+        dues, by_due = self._staged[unit]
         sent: dict[int, tuple[_Partition, list[_Sent]]] = {}
-        observe = self.stats.lateness.observe
         try:
-            while staged and staged[0][0] <= now:
-                due, n, item = heapq.heappop(staged)
-                part = item.part
-                if (
-                    self._parts.get(item.partition) is not part
-                    or part.compiled.get(item.key) is not item.entry
-                    or (item.elapsed and part.live.get(item.key, {}).get(item.path) != item.seq)
-                ):
-                    continue  # changed, re-armed or moved since it was staged: the new definition/owner decides
+            while dues and dues[0] <= now:
+                due = dues[0]
+                items = by_due[due]
                 try:
-                    if item.head is not None:
-                        fired_at = self._clock()
-                        observe(fired_at - due)
-                        at, zz = self._zz_at
-                        if at != fired_at:
-                            zz = zigzag_long(fired_at)
-                            self._zz_at = (fired_at, zz)
-                        value = item.head + zz + item.tail  # type: ignore[operator]
-                        topic = item.entry.topic
-                        one = _Sent(await self._send(topic, item.key, value), topic, item.key, value)
-                    else:
-                        one = await self._fire(item.key, item.entry, item.path, due, now)
-                except Exception:
-                    # Not queued (e.g. the producer's buffer is full): keep it staged and retry next round;
-                    # the watermark of its partition must stay before it.
-                    heapq.heappush(staged, (due, n, item))
-                    self._record(unit, sent, due - 1)
-                    raise
-                if item.final and (live := part.live.get(item.key)) and live.get(item.path) == item.seq:
-                    live.pop(item.path, None)
-                sent.setdefault(item.partition, (part, []))[1].append(one)
+                    await self._emit_due(due, items, now, sent)
+                except _SendFailed as failed:  # the producer refused one: keep the rest staged, retry later
+                    by_due[due] = items[failed.done :]
+                    self._record(unit, sent, due - 1)  # the watermark must stay before what is left
+                    raise failed.error from None
+                heapq.heappop(dues)
+                del by_due[due]
         finally:
             self._record(unit, sent, now)  # (empty after a failure: recorded up to before it above)
+
+    async def _emit_due(
+        self, due: int, items: list[_Staged], now: int, sent: dict[int, tuple[_Partition, list[_Sent]]]
+    ) -> None:
+        """Fire the staged entries of one instant (_SendFailed says how many were handled before a send raised)."""
+        parts, send, clock, observe = self._parts, self._send, self._clock, self.stats.lateness.observe
+        fired_at, zz, observed = -1, b"", 0
+        for i, item in enumerate(items):
+            part = item.part
+            if (
+                parts.get(item.partition) is not part
+                or part.compiled.get(item.key) is not item.entry
+                or (item.elapsed and part.live.get(item.key, {}).get(item.path) != item.seq)
+            ):
+                continue  # changed, re-armed or moved since it was staged: the new definition/owner decides
+            try:
+                if item.head is not None:
+                    if i & 31 == 0:  # the clock, and firedAt's bytes, every 32 fires (well within 1 ms)
+                        if observed:
+                            observe(fired_at - due, observed)
+                        fired_at, observed = clock(), 0
+                        zz = zigzag_long(fired_at)
+                    observed += 1
+                    value = item.head + zz + item.tail  # type: ignore[operator]
+                    topic = item.entry.topic
+                    one = _Sent(await send(topic, item.key, value), topic, item.key, value)
+                else:
+                    one = await self._fire(item.key, item.entry, item.path, due, now)
+            except Exception as exc:
+                if observed > 1:
+                    observe(fired_at - due, observed - 1)
+                raise _SendFailed(i, exc) from exc
+            if item.final and (live := part.live.get(item.key)) and live.get(item.path) == item.seq:
+                live.pop(item.path, None)
+            bucket = sent.get(item.partition)
+            if bucket is None:
+                bucket = sent[item.partition] = (part, [])
+            bucket[1].append(one)
+        if observed:
+            observe(fired_at - due, observed)
 
     def _record(self, unit: TimeUnit, sent: dict[int, tuple[_Partition, list[_Sent]]], tick_ms: int) -> None:
         for part, futures in sent.values():
@@ -405,13 +436,13 @@ class Punctuator:
     async def run_timer(self, unit: TimeUnit, idle_s: float = 1.0) -> None:
         """One timer per time unit: prepare what comes due within STAGE_AHEAD_MS, fire it when it is due."""
         wakeup = self._wakeup[unit]
-        staged = self._staged[unit]
+        staged, _ = self._staged[unit]  # the heap of staged dues
         while True:
             now = self._clock()
             try:
                 if (
                     staged
-                    and staged[0][0] <= now
+                    and staged[0] <= now
                     or ((earliest := self._earliest(unit)) is not None and earliest <= now)
                 ):
                     await self._stage(unit, now, None)  # whatever is due and not staged yet, first
@@ -427,7 +458,7 @@ class Punctuator:
                 continue
             self._planned_wake[unit] = earliest
             wakeup.clear()
-            wake_at = [staged[0][0]] if staged else []
+            wake_at = [staged[0]] if staged else []
             if earliest is not None:
                 wake_at.append(earliest - STAGE_AHEAD_MS)
             timeout = idle_s if not wake_at else max(0.0, min(idle_s, (min(wake_at) - now) / 1000))

@@ -33,7 +33,7 @@ from typing import Any
 
 import psutil
 
-from scheduler.codec import encode_state, key_bytes
+from scheduler.codec import decode_fired, encode_state, key_bytes
 from scheduler.model import (
     Action,
     CatchUpPolicy,
@@ -107,20 +107,16 @@ async def core(n: int, duration_s: float) -> dict[str, Any]:
         keys.append(kb)
     gc.collect()
     rss_before = rss_mb()
-    lateness: list[int] = []
     done: asyncio.Future[object] = asyncio.get_running_loop().create_future()
     done.set_result(None)
 
-    class Measured(Punctuator):
-        async def _fire(self, key, state, path, due, now, **kw):  # type: ignore[no-untyped-def]
-            sent = await super()._fire(key, state, path, due, now, **kw)
-            lateness.append(now_ms() - due)
-            return sent
+    sunk: list[tuple[bytes, int]] = []  # (FiredTask bytes, when the producer call was made), decoded after
 
     async def null_send(topic: str, key: bytes, value: bytes) -> asyncio.Future[object]:
+        sunk.append((value, now_ms()))
         return done
 
-    p = Measured(null_send, lambda part, k: decode_state(db[k]), lambda *a: None)
+    p = Punctuator(null_send, lambda part, k: decode_state(db[k]), lambda *a: None)
     partitions = 8
     t0 = time.monotonic()
     for part in range(partitions):
@@ -130,14 +126,16 @@ async def core(n: int, duration_s: float) -> dict[str, Any]:
     timer = asyncio.create_task(p.run_timer(TimeUnit.SECONDS))
     progress = asyncio.create_task(p.run_progress(1.0))
     await asyncio.sleep(2)
-    lateness.clear()
+    sunk.clear()
     measured_from = time.monotonic()
     await asyncio.sleep(duration_s)
     elapsed = time.monotonic() - measured_from
-    fires = len(lateness)
+    window = list(sunk)
+    fires = len(window)
     timer.cancel()
     progress.cancel()
     gc.unfreeze()
+    lateness = [at - decode_fired(value).due_at for value, at in window]
     result = {
         "layer": "core",
         "schedules": n,
