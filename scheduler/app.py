@@ -33,7 +33,7 @@ from scheduler.codec import (
     key_from_bytes,
     register_codecs,
 )
-from scheduler.commands import CommandRejected, apply_command, manual_fires, validate_command
+from scheduler.commands import CommandRejected, apply_command, manual_fires_yielding, validate_command
 from scheduler.config import Settings, apply_consumer_profile, broker_profile
 from scheduler.event_routing import EventRouting
 from scheduler.job_queue import JobQueueAgent
@@ -211,11 +211,12 @@ class Worker:
             self.counts.command(cmd.action.value, "rejected")
             await self.dead_letter(event, f"{cmd.action.value} {cmd.key.id}: {exc}")
             return
-        self.counts.command(cmd.action.value, "applied")
         if cmd.action in (Action.RUN, Action.BACKFILL):
             assert current is not None
-            await self._manual_fires(kb, current, cmd)
+            fired = await self._manual_fires(event, kb, current, cmd)
+            self.counts.command(cmd.action.value, "applied" if fired else "rejected")
             return
+        self.counts.command(cmd.action.value, "applied")
         if new is current:
             return
         counts = self._tenant_counts.get(partition)
@@ -267,12 +268,19 @@ class Worker:
         share = partition_share(self.settings.max_schedules_per_tenant, self.settings.partitions)
         return counts[tenant] >= share
 
-    async def _manual_fires(self, kb: bytes, state: ScheduleState, cmd: ScheduleCommand) -> None:
-        """RUN / BACKFILL: a FiredTask per instant (a job of the program for a program schedule)."""
+    async def _manual_fires(
+        self, event: EventT, kb: bytes, state: ScheduleState, cmd: ScheduleCommand
+    ) -> bool:
+        """RUN / BACKFILL: a FiredTask per instant (a job of the program for a program schedule); False when
+        refused (dead-lettered: too many instants)."""
         s = state.schedule
         now = self.clock()
         backfill = cmd.action is Action.BACKFILL
-        instants = manual_fires(state, cmd)
+        try:
+            instants = await manual_fires_yielding(state, cmd)
+        except CommandRejected as exc:
+            await self.dead_letter(event, f"{cmd.action.value} {cmd.key.id}: {exc}")
+            return False
         if s.program is None:
             encode_fired = fired_task_encoder(s.key, s.data)
             for due in instants:
@@ -284,6 +292,7 @@ class Worker:
                 await submit_job(self, state, new_job(state, f"{s.key.id}#{kind}.{due}", arguments, now, []))
         self.stats["manualFires"] += len(instants)
         log.info("%s %s: %d fire(s)", cmd.action.value, s.key.id, len(instants))
+        return True
 
     @property
     def commands_applied(self) -> int:
