@@ -144,6 +144,7 @@ class Settings(BaseModel):
 #: Tansu does not answer a waiting fetch when data arrives; it holds it for the whole fetch_max_wait
 #: (Faust fixes it at 1.5 s), so every hop between agents would cost up to 1.5 s. Poll often instead.
 TANSU_FETCH_MAX_WAIT_MS = 10
+TANSU_PREFETCH_BACKOFF_S = 0.005
 
 
 def apply_consumer_profile(profile: BrokerProfile) -> None:
@@ -162,6 +163,15 @@ def apply_consumer_profile(profile: BrokerProfile) -> None:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs["fetch_max_wait_ms"] = TANSU_FETCH_MAX_WAIT_MS
             super().__init__(*args, **kwargs)
+
+        async def start(self) -> None:
+            await super().start()
+            # With one broker every partition has the same leader, and aiokafka fetches nothing from a node
+            # while records of any partition it leads wait in the buffer, for up to its prefetch backoff
+            # (100 ms, not configurable): one busy agent then delays every other agent's next record.
+            fetcher = getattr(self, "_fetcher", None)
+            if fetcher is not None and hasattr(fetcher, "_prefetch_backoff"):
+                fetcher._prefetch_backoff = TANSU_PREFETCH_BACKOFF_S
 
     proxy = types.ModuleType("aiokafka")
     proxy.__dict__.update(vars(aiokafka))
