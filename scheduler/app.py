@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from typing import Any, cast
 
 import faust
-from aiokafka.partitioner import murmur2
 from faust.types import EventT
 from mode import Service
 
@@ -43,6 +42,7 @@ from scheduler.model import Action, InvalidSchedule, ScheduleCommand, ScheduleSt
 from scheduler.producer import BatchedProducer, TopicCreator
 from scheduler.programs import ProgramRegistry
 from scheduler.punctuator import Punctuator, wall_clock_ms
+from scheduler.punctuator import kafka_partition as partition_for
 from scheduler.tenancy import partition_share
 from scheduler.trigger_agent import TriggerAgent, job_arguments, new_job, submit_job
 
@@ -50,11 +50,6 @@ log = logging.getLogger(__name__)
 
 SCHEDULES_TABLE = "schedules"
 PROGRESS_TABLE = "fire-progress"
-
-
-def partition_for(key: bytes, partitions: int) -> int:
-    """Kafka's default partitioner (murmur2), as producers and Faust's router use it."""
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
 class Worker:
@@ -126,7 +121,13 @@ class Worker:
         )
         self.journal = Journal(settings.journal_path) if settings.journal_path else None
         self.punctuator = Punctuator(
-            self._send_fire, self._load, self._save_progress, clock, trigger_topic=settings.trigger_topic
+            self._send_fire,
+            self._load,
+            self._save_progress,
+            clock,
+            trigger_topic=settings.trigger_topic,
+            send_batch=self.producer.send_batch,
+            partition_count=self.producer.partition_count,
         )
         self.routing = EventRouting(self)
         self.triggers = TriggerAgent(self)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import cast
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -46,6 +47,40 @@ class BatchedProducer:
         producer = await self._started()
         fut: asyncio.Future[object] = await producer.send(topic, value, key=key, partition=partition)
         return fut
+
+    def partition_count(self, topic: str) -> int | None:
+        """The topic's partition count from the producer's metadata; None while it does not know the topic."""
+        if self._producer is None:
+            return None
+        partitions = self._producer.client.cluster.partitions_for_topic(topic)
+        return len(partitions) if partitions else None
+
+    async def send_batch(
+        self, topic: str, records: list[tuple[bytes, bytes, int]]
+    ) -> list[asyncio.Future[object]]:
+        """Queue (key, value, partition) records as whole batches: ~10x cheaper per record than `send`
+        (measured on the embedded broker: 700k vs 65k records/s). One future per record: its batch's."""
+        producer = await self._started()
+        by_partition: dict[int, list[int]] = {}
+        for i, (_, _, partition) in enumerate(records):
+            by_partition.setdefault(partition, []).append(i)
+        out: list[asyncio.Future[object] | None] = [None] * len(records)
+        for partition, indexes in by_partition.items():
+            batch, members = producer.create_batch(), list[int]()
+            for i in indexes:
+                key, value, _ = records[i]
+                if batch.append(key=key, value=value, timestamp=None) is None:  # full: send it, start another
+                    fut = await producer.send_batch(batch, topic, partition=partition)
+                    for j in members:
+                        out[j] = fut
+                    batch, members = producer.create_batch(), []
+                    if batch.append(key=key, value=value, timestamp=None) is None:
+                        raise ValueError(f"a record of {len(value)} bytes does not fit in a batch")
+                members.append(i)
+            fut = await producer.send_batch(batch, topic, partition=partition)
+            for j in members:
+                out[j] = fut
+        return cast(list[asyncio.Future[object]], out)
 
     async def stop(self) -> None:
         producer, self._producer = self._producer, None

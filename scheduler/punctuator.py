@@ -27,6 +27,8 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
+from aiokafka.partitioner import murmur2
+
 from scheduler.codec import encode_json, fired_task_encoder, fired_task_parts, zigzag_long
 from scheduler.metrics import Histogram, count_missed
 from scheduler.model import ElapsedTrigger, ScheduleState, TimeUnit, trigger_leaves
@@ -38,6 +40,10 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], int]
 #: (topic, key, value) -> future that resolves when the broker acknowledged the record
 Send = Callable[[str, bytes, bytes], Awaitable["asyncio.Future[object]"]]
+#: (topic, [(key, value, partition)]) -> one future per record (a burst is produced as whole batches)
+SendBatch = Callable[[str, list[tuple[bytes, bytes, int]]], Awaitable[list["asyncio.Future[object]"]]]
+#: topic -> its partition count, None while unknown
+PartitionCount = Callable[[str], "int | None"]
 #: (partition, key) -> the schedule's current state, read from the local table
 Load = Callable[[int, bytes], "ScheduleState | None"]
 #: (partition, unit, fired_up_to_ms) -> persist the watermark
@@ -48,6 +54,12 @@ SaveProgress = Callable[[int, TimeUnit, int], None]
 STAGE_AHEAD_MS = 500
 #: staged per step before checking whether something is due (bounds how long emission can wait)
 STAGE_CHUNK = 500
+
+
+def kafka_partition(key: bytes, partitions: int) -> int:
+    """The partition Kafka's default partitioner (murmur2) gives a keyed record (as producers and Faust's
+    router use it)."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
 def wall_clock_ms() -> int:
@@ -73,6 +85,7 @@ class _Compiled:
     encode: Callable[[int, int, int, bool], bytes] | None  # fast path
     state: ScheduleState | None  # slow path: the trigger agent decides
     parts: Callable[[int], tuple[bytes, bytes]] | None = None  # fast path, staged: due -> (head, tail)
+    kafka_partition: tuple[int, int] | None = None  # (partition count, partition) of its key on its topic
 
     def leaf(self, path: str) -> TimeTrigger | None:
         for p, t in self.leaves:
@@ -107,9 +120,9 @@ class _Partition:
 
 
 class _SendFailed(Exception):
-    def __init__(self, done: int, error: Exception) -> None:
+    def __init__(self, remaining: list[_Staged], error: Exception) -> None:
         super().__init__(str(error))
-        self.done, self.error = done, error
+        self.remaining, self.error = remaining, error
 
 
 @dataclass(slots=True)
@@ -161,8 +174,12 @@ class Punctuator:
         save_progress: SaveProgress,
         clock: Clock = wall_clock_ms,
         trigger_topic: str = "",
+        send_batch: SendBatch | None = None,
+        partition_count: PartitionCount | None = None,
     ) -> None:
         self._send = send
+        self._send_batch = send_batch
+        self._partition_count = partition_count
         self._load = load
         self._save_progress = save_progress
         self._clock = clock
@@ -367,7 +384,7 @@ class Punctuator:
                 try:
                     await self._emit_due(due, items, now, sent)
                 except _SendFailed as failed:  # the producer refused one: keep the rest staged, retry later
-                    by_due[due] = items[failed.done :]
+                    by_due[due] = failed.remaining
                     self._record(unit, sent, due - 1)  # the watermark must stay before what is left
                     raise failed.error from None
                 heapq.heappop(dues)
@@ -378,42 +395,86 @@ class Punctuator:
     async def _emit_due(
         self, due: int, items: list[_Staged], now: int, sent: dict[int, tuple[_Partition, list[_Sent]]]
     ) -> None:
-        """Fire the staged entries of one instant (_SendFailed says how many were handled before a send raised)."""
-        parts, send, clock, observe = self._parts, self._send, self._clock, self.stats.lateness.observe
-        fired_at, zz, observed = -1, b"", 0
-        for i, item in enumerate(items):
-            part = item.part
-            if (
-                parts.get(item.partition) is not part
-                or part.compiled.get(item.key) is not item.entry
-                or (item.elapsed and part.live.get(item.key, {}).get(item.path) != item.seq)
-            ):
-                continue  # changed, re-armed or moved since it was staged: the new definition/owner decides
-            try:
-                if item.head is not None:
-                    if i & 31 == 0:  # the clock, and firedAt's bytes, every 32 fires (well within 1 ms)
-                        if observed:
-                            observe(fired_at - due, observed)
-                        fired_at, observed = clock(), 0
-                        zz = zigzag_long(fired_at)
-                    observed += 1
-                    value = item.head + zz + item.tail  # type: ignore[operator]
-                    topic = item.entry.topic
-                    one = _Sent(await send(topic, item.key, value), topic, item.key, value)
-                else:
-                    one = await self._fire(item.key, item.entry, item.path, due, now)
-            except Exception as exc:
-                if observed > 1:
-                    observe(fired_at - due, observed - 1)
-                raise _SendFailed(i, exc) from exc
-            if item.final and (live := part.live.get(item.key)) and live.get(item.path) == item.seq:
-                live.pop(item.path, None)
-            bucket = sent.get(item.partition)
-            if bucket is None:
-                bucket = sent[item.partition] = (part, [])
-            bucket[1].append(one)
-        if observed:
-            observe(fired_at - due, observed)
+        """Fire the staged entries of one instant: FiredTasks grouped by topic and produced as whole batches
+        when the producer can, others one by one (_SendFailed holds what is left when a send raised)."""
+        parts, clock, observe = self._parts, self._clock, self.stats.lateness.observe
+        fired_at, zz, fast, observed = -1, b"", 0, 0
+        grouped: dict[str, list[tuple[_Staged, bytes]]] = {}
+        handled: list[_Staged] = []
+        try:
+            for item in items:
+                part = item.part
+                if (
+                    parts.get(item.partition) is not part
+                    or part.compiled.get(item.key) is not item.entry
+                    or (item.elapsed and part.live.get(item.key, {}).get(item.path) != item.seq)
+                ):
+                    handled.append(item)  # changed, re-armed or moved since it was staged: not owed any more
+                    continue
+                if item.head is None:
+                    self._sent_one(item, await self._fire(item.key, item.entry, item.path, due, now), sent)
+                    handled.append(item)
+                    continue
+                if fast & 31 == 0:  # the clock, and firedAt's bytes, every 32 fires (well within 1 ms)
+                    if observed:
+                        observe(fired_at - due, observed)
+                    fired_at, observed = clock(), 0
+                    zz = zigzag_long(fired_at)
+                fast += 1
+                observed += 1
+                value = item.head + zz + item.tail  # type: ignore[operator]
+                if self._send_batch is not None:
+                    grouped.setdefault(item.entry.topic, []).append((item, value))
+                    continue
+                topic = item.entry.topic
+                self._sent_one(
+                    item, _Sent(await self._send(topic, item.key, value), topic, item.key, value), sent
+                )
+                handled.append(item)
+            if observed:
+                observe(fired_at - due, observed)
+            for topic, group in grouped.items():
+                await self._send_group(topic, group, sent, handled)
+        except Exception as exc:
+            done = {id(item) for item in handled}
+            raise _SendFailed([item for item in items if id(item) not in done], exc) from exc
+
+    async def _send_group(
+        self,
+        topic: str,
+        group: list[tuple[_Staged, bytes]],
+        sent: dict[int, tuple[_Partition, list[_Sent]]],
+        handled: list[_Staged],
+    ) -> None:
+        """One topic's FiredTasks of an instant, as whole batches (one by one while the topic is unknown)."""
+        count = None if self._partition_count is None else self._partition_count(topic)
+        if count is None or self._send_batch is None:
+            for item, value in group:
+                self._sent_one(
+                    item, _Sent(await self._send(topic, item.key, value), topic, item.key, value), sent
+                )
+                handled.append(item)
+            return
+        records = []
+        for item, value in group:
+            cached = item.entry.kafka_partition
+            if cached is None or cached[0] != count:
+                cached = item.entry.kafka_partition = (count, kafka_partition(item.key, count))
+            records.append((item.key, value, cached[1]))
+        futures = await self._send_batch(topic, records)
+        for (item, value), future in zip(group, futures, strict=True):
+            self._sent_one(item, _Sent(future, topic, item.key, value), sent)
+            handled.append(item)
+
+    @staticmethod
+    def _sent_one(item: _Staged, one: _Sent, sent: dict[int, tuple[_Partition, list[_Sent]]]) -> None:
+        part = item.part
+        if item.final and (live := part.live.get(item.key)) and live.get(item.path) == item.seq:
+            live.pop(item.path, None)
+        bucket = sent.get(item.partition)
+        if bucket is None:
+            bucket = sent[item.partition] = (part, [])
+        bucket[1].append(one)
 
     def _record(self, unit: TimeUnit, sent: dict[int, tuple[_Partition, list[_Sent]]], tick_ms: int) -> None:
         for part, futures in sent.values():

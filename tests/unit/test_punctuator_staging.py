@@ -3,13 +3,14 @@ staging and firing, and the FiredTask bytes split around firedAt."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
 
 from scheduler.codec import decode_fired, encode_fired, fired_task_parts, zigzag_long
-from scheduler.model import CronTrigger, FiredTask, FrequencyTrigger, ScheduleKey
-from scheduler.punctuator import STAGE_AHEAD_MS
+from scheduler.model import CronTrigger, FiredTask, FrequencyTrigger, ProgramId, ScheduleKey
+from scheduler.punctuator import STAGE_AHEAD_MS, kafka_partition
 from tests.unit.test_punctuator import T0, Harness, S, state
 
 pytestmark = pytest.mark.unit
@@ -112,3 +113,67 @@ async def test_a_send_that_raises_keeps_the_fire_staged_and_the_watermark_before
     assert [f.due_at for f in await h.tick_at(T0 + 2)] == [T0]
     await h.punctuator.flush_progress()
     assert h.saved[-1][2] == T0 + 2
+
+
+class BatchHarness(Harness):
+    """The punctuator with a batch sink, as the worker wires it: topic 'out' has 4 partitions, others unknown."""
+
+    def __init__(self, now: int) -> None:
+        super().__init__(now)
+        self.batches: list[tuple[str, list[tuple[bytes, bytes, int]]]] = []
+        p = self.punctuator
+        p._send_batch = self.send_batch  # type: ignore[assignment]
+        p._partition_count = lambda topic: 4 if topic == "out" else None
+
+    async def send_batch(self, topic: str, records: list[tuple[bytes, bytes, int]]) -> list:
+        if self.mode == "raise":
+            raise RuntimeError("producer buffer full")
+        self.batches.append((topic, records))
+        futures = []
+        for key, value, _ in records:
+            self.sent.append((topic, key, value))
+            fut = asyncio.get_running_loop().create_future()
+            fut.set_result(None)
+            futures.append(fut)
+        return futures
+
+
+async def test_a_burst_goes_to_the_producer_as_one_batch_per_topic_partitioned_like_kafka():
+    h = BatchHarness(T0 - 1)
+    names = [f"s{i}" for i in range(50)]
+    await h.assign(0, [state(n) for n in names] + [state("other", topic="elsewhere")], {S: T0 - 1})
+    fires = await h.tick_at(T0 + 1)
+    assert sorted(f.key.name for f in fires) == sorted([*names, "other"])
+    [(topic, records)] = h.batches
+    assert topic == "out" and len(records) == 50
+    assert all(p == kafka_partition(key, 4) for key, _, p in records)
+    assert [t for t, _, _ in h.sent].count("elsewhere") == 1  # an unknown topic: one by one
+    await h.punctuator.flush_progress()
+    assert h.saved[-1] == (0, S, T0 + 1)
+
+
+async def test_a_batch_the_producer_refuses_stays_staged_and_fires_on_the_next_round():
+    h = BatchHarness(T0 - 1)
+    await h.assign(0, [state("a"), state("b")], {S: T0 - 1})
+    h.mode = "raise"
+    h.clock.now = T0 + 1
+    with pytest.raises(RuntimeError):
+        await h.punctuator.tick(S)
+    await h.punctuator.flush_progress()
+    assert all(up_to < T0 for _, _, up_to in h.saved)
+    h.mode = "ack"
+    assert sorted(f.key.name for f in await h.tick_at(T0 + 2)) == ["a", "b"]
+
+
+async def test_fired_at_is_set_even_when_the_first_fires_of_an_instant_take_the_slow_path():
+    h = Harness(T0 - 1)
+    slow = dataclasses.replace(
+        state("slow"),
+        schedule=dataclasses.replace(state("slow").schedule, program=ProgramId.parse("acme/a/workflow/p")),
+    )
+    h.punctuator._trigger_topic = "trigger-fired"
+    await h.assign(0, [slow, state("fast")], {S: T0 - 1})
+    h.clock.now = T0 + 3
+    await h.punctuator.tick(S)
+    fast = [decode_fired(v) for t, _, v in h.sent if t == "out"]
+    assert [(f.key.name, f.fired_at) for f in fast] == [("fast", T0 + 3)]
