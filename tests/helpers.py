@@ -19,6 +19,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from scheduler.broker import free_port
 from scheduler.codec import DecodeError, decode, decode_fired, encode_command, key_bytes
+from scheduler.config import TANSU_PREFETCH_BACKOFF_S
 from scheduler.model import FiredTask, ScheduleCommand
 
 
@@ -112,15 +113,22 @@ class TopicReader:
             fetch_max_wait_ms=10,  # the embedded broker holds a waiting fetch for its whole max wait
         )
         await self._consumer.start()
+        # one broker leads every partition: aiokafka would wait up to 100 ms before fetching again while
+        # records of another partition sit in its buffer (the worker does the same, see scheduler/config.py)
+        self._consumer._fetcher._prefetch_backoff = TANSU_PREFETCH_BACKOFF_S
         self._task = asyncio.create_task(self._run())
         return self
 
     async def _run(self) -> None:
         assert self._consumer is not None
-        async for msg in self._consumer:
-            self.raw.append(msg)
-            self.records.append(self.decoder(msg.value))
-            self.received.append(time.time_ns() // 1_000_000)
+        while True:
+            batches = await self._consumer.getmany(timeout_ms=100)
+            at = time.time_ns() // 1_000_000  # when they reached this consumer: stamped before decoding
+            for messages in batches.values():
+                for msg in messages:
+                    self.raw.append(msg)
+                    self.received.append(at)
+                    self.records.append(self.decoder(msg.value))
 
     async def __aexit__(self, *exc: object) -> None:
         if self._task is not None:
