@@ -27,6 +27,7 @@ from scheduler.codec import (
     encode_command,
     key_bytes,
     notification_to_avro,
+    zigzag_long,
 )
 from scheduler.commands import CommandRejected, validate_command
 from scheduler.constraints import (
@@ -174,14 +175,7 @@ def valid_partition_event(dataset: str, partition_key: str) -> Message:
 # --- Avro by hand: what our encoder refuses to write -------------------------------------------------
 
 
-def zigzag(n: int) -> bytes:
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n & ~0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+zigzag = zigzag_long  # Avro's long
 
 
 def avro_string(s: str) -> bytes:

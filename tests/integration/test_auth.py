@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -227,17 +228,21 @@ async def test_forwarded_and_fanned_out_queries_keep_the_token(start_worker, aut
                 assert (await c.get(f"{w.url}/schedules/acme/{name}")).status_code == 401
 
 
-def test_a_worker_with_auth_on_and_no_tokens_refuses_to_start(worker_env, tmp_path):
-    env = {**worker_env, "SCHEDULER_AUTH": "on"}
+def _worker_refuses_to_start(env: dict[str, str]) -> str:
+    """Start `scheduler worker` with `env`; it must exit non-zero. Returns what it printed."""
     proc = subprocess.run(
         [sys.executable, "-m", "scheduler", "worker"],
-        env={**dict(__import__("os").environ), **env},
+        env={**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert proc.returncode != 0
-    assert "no tokens are configured" in proc.stdout + proc.stderr
+    return proc.stdout + proc.stderr
+
+
+def test_a_worker_with_auth_on_and_no_tokens_refuses_to_start(worker_env):
+    assert "no tokens are configured" in _worker_refuses_to_start({**worker_env, "SCHEDULER_AUTH": "on"})
 
 
 def test_plain_text_tokens_in_the_config_are_refused(worker_env):
@@ -245,11 +250,4 @@ def test_plain_text_tokens_in_the_config_are_refused(worker_env):
         {"tokens": [{"token": "secret", "sha256": "0" * 64, "scopes": ["sched:r"], "tenants": ["*"]}]}
     )
     env = {**worker_env, "SCHEDULER_AUTH": "on", "SCHEDULER_AUTH_TOKENS": bad}
-    proc = subprocess.run(
-        [sys.executable, "-m", "scheduler", "worker"],
-        env={**dict(__import__("os").environ), **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode != 0 and "plain-text tokens are not accepted" in proc.stdout + proc.stderr
+    assert "plain-text tokens are not accepted" in _worker_refuses_to_start(env)

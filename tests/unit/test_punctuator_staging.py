@@ -99,17 +99,22 @@ async def test_staging_takes_every_instant_of_a_fast_schedule_within_the_lead_in
     assert all(decode_fired(v).fired_at == T0 + 2_000 for _, _, v in h.sent)
 
 
-async def test_a_send_that_raises_keeps_the_fire_staged_and_the_watermark_before_it():
-    h = Harness(T0 - 1)
-    await h.assign(0, [state("a")], {S: T0 - 1})
-    await _stage(h, T0 - 100)
+async def _refused_at(h: Harness, now: int) -> None:
+    """A tick at `now` whose sends the producer refuses: it raises, and no watermark passes T0."""
     h.mode = "raise"
-    h.clock.now = T0 + 1
+    h.clock.now = now
     with pytest.raises(RuntimeError):
         await h.punctuator.tick(S)
     await h.punctuator.flush_progress()
     assert all(up_to < T0 for _, _, up_to in h.saved)
     h.mode = "ack"
+
+
+async def test_a_send_that_raises_keeps_the_fire_staged_and_the_watermark_before_it():
+    h = Harness(T0 - 1)
+    await h.assign(0, [state("a")], {S: T0 - 1})
+    await _stage(h, T0 - 100)
+    await _refused_at(h, T0 + 1)
     assert [f.due_at for f in await h.tick_at(T0 + 2)] == [T0]
     await h.punctuator.flush_progress()
     assert h.saved[-1][2] == T0 + 2
@@ -155,13 +160,7 @@ async def test_a_burst_goes_to_the_producer_as_one_batch_per_topic_partitioned_l
 async def test_a_batch_the_producer_refuses_stays_staged_and_fires_on_the_next_round():
     h = BatchHarness(T0 - 1)
     await h.assign(0, [state("a"), state("b")], {S: T0 - 1})
-    h.mode = "raise"
-    h.clock.now = T0 + 1
-    with pytest.raises(RuntimeError):
-        await h.punctuator.tick(S)
-    await h.punctuator.flush_progress()
-    assert all(up_to < T0 for _, _, up_to in h.saved)
-    h.mode = "ack"
+    await _refused_at(h, T0 + 1)
     assert sorted(f.key.name for f in await h.tick_at(T0 + 2)) == ["a", "b"]
 
 
