@@ -15,6 +15,7 @@ from urllib.parse import quote, urlencode
 import aiohttp
 from faust.web import Request, Response, View
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from scheduler import auth
 from scheduler.api import (
@@ -674,11 +675,12 @@ class _Http:
         assert isinstance(body, ProgramSpec)
         for field_name, message in body.problems():
             return _field_error(view, field_name, message)
+        try:
+            value = body.model_dump_json().encode()
+        except PydanticSerializationError:  # a lone surrogate (JSON's \udXXX escapes) has no UTF-8
+            return _field_error(view, "body", "not valid Unicode (a lone surrogate)")
         await self.worker.send_keyed(
-            self.worker.settings.programs_topic,
-            program_id.encode(),
-            body.model_dump_json().encode(),
-            partition=None,
+            self.worker.settings.programs_topic, program_id.encode(), value, partition=None
         )
         return view.json({"program": program_id}, status=202)
 
@@ -714,15 +716,20 @@ class _Http:
         )
 
     async def stop_run(self, view: View, request: Request, program_id: str, run_id: str) -> Response:
-        owner = self.owner_of(self.worker.partition_of(program_id.encode()))
-        if owner is None:
-            raw = self.worker.run_records.get(program_id.encode())
-            run = next((r for r in (decode_json(raw) if raw else []) if r["run_id"] == run_id), None)
-            status = 200 if run is not None else 404
-        else:
-            status, run = await self._get(
-                f"{owner}/programs/{program_id}/runs/{quote(run_id, safe='')}", request
-            )
+        try:
+            owner = self.owner_of(self.worker.partition_of(program_id.encode()))
+            if owner is None:
+                raw = self.worker.run_records.get(program_id.encode())
+                run = next((r for r in (decode_json(raw) if raw else []) if r["run_id"] == run_id), None)
+                status = 200 if run is not None else 404
+            else:
+                status, run = await self._get(
+                    f"{owner}/programs/{quote(program_id)}/runs/{quote(run_id, safe='')}", request
+                )
+                if status not in (200, 404):
+                    raise _Unavailable(f"owner answered {status}")
+        except _Unavailable as exc:
+            return _unavailable(view, str(exc))
         if status == 404 or run is None:
             return view.json({"error": "not found", "runId": run_id}, status=404)
         if RunStatus(run["status"]).terminal:
