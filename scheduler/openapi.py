@@ -39,7 +39,8 @@ _BODY_MODELS: tuple[type[BaseModel], ...] = (
 )
 
 
-_KEY_PART = r"^[^/\x00-\x1f\x7f]+$"
+# no '/', control characters (C0, C1) nor line or paragraph separators (model._check_identifier)
+_KEY_PART = r"^[^/\x00-\x1f\x7f-\x9f\u2028\u2029]+$"
 _TOPIC = {"pattern": r"^[A-Za-z0-9._-]{1,249}$"}
 _TENANT_RULES = {"minLength": 1, "maxLength": MAX_TENANT_LEN, "pattern": _KEY_PART}
 _NAME_RULES = {"minLength": 1, "maxLength": MAX_NAME_LEN, "pattern": _KEY_PART}
@@ -298,7 +299,7 @@ _SCHEDULE_KEY = [
     _path("name", "the schedule's name", "heartbeat", **_NAME_RULES),
 ]
 _PROGRAM_ID = [
-    _path(part, f"program id part ({part})", example, maxLength=128, pattern=r"^[^/]+$")
+    _path(part, f"program id part ({part})", example, maxLength=128, pattern=_KEY_PART)
     for part, example in zip(
         ("namespace", "application", "type", "name"),
         ("acme", "pipelines", "spark", "clicks-etl"),
