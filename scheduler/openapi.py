@@ -45,17 +45,13 @@ _TOPIC = {"pattern": r"^[A-Za-z0-9._-]{1,249}$"}
 _TENANT_RULES = {"minLength": 1, "maxLength": MAX_TENANT_LEN, "pattern": _KEY_PART}
 _NAME_RULES = {"minLength": 1, "maxLength": MAX_NAME_LEN, "pattern": _KEY_PART}
 #: what Schedule.validate checks beyond the models' own constraints, so the document says it too
+_SCHEDULE_RULES: dict[str, dict[str, Any]] = {
+    "topic": {"pattern": r"^([A-Za-z0-9._-]{1,249})?$", "description": "required without a program"},
+    "catchUpWindowMs": {"maximum": MAX_CATCH_UP_WINDOW_MS},
+}
 _BODY_RULES: dict[str, dict[str, dict[str, Any]]] = {
-    "ScheduleBody": {
-        "topic": {"pattern": r"^([A-Za-z0-9._-]{1,249})?$", "description": "required without a program"},
-        "catchUpWindowMs": {"maximum": MAX_CATCH_UP_WINDOW_MS},
-    },
-    "ScheduleIn": {
-        "tenant": _TENANT_RULES,
-        "name": _NAME_RULES,
-        "topic": {"pattern": r"^([A-Za-z0-9._-]{1,249})?$", "description": "required without a program"},
-        "catchUpWindowMs": {"maximum": MAX_CATCH_UP_WINDOW_MS},
-    },
+    "ScheduleBody": _SCHEDULE_RULES,
+    "ScheduleIn": {**_SCHEDULE_RULES, "tenant": _TENANT_RULES, "name": _NAME_RULES},
     "TaskDefinitionIn": {"host": _TENANT_RULES, "name": _NAME_RULES, "topic": _TOPIC},
     "EventIn": {"eventType": {"enum": [t.value for t in EventType]}},
 }
