@@ -37,7 +37,7 @@ from scheduler.codec import (
     notification_to_avro,
     task_definition_from_schedule,
 )
-from scheduler.commands import CommandRejected, manual_fires, validate_command
+from scheduler.commands import CommandRejected, manual_fires_yielding, validate_command
 from scheduler.events import InvalidEvent, Notification, event_key
 from scheduler.events import parse as parse_event
 from scheduler.jobs import Job
@@ -383,7 +383,7 @@ class _Http:
             )
         if cmd.action in (Action.RUN, Action.BACKFILL) and current is not None:
             try:
-                fires = len(manual_fires(state_from_json(current), cmd))
+                fires = len(await manual_fires_yielding(state_from_json(current), cmd))
             except CommandRejected as exc:
                 return _field_error(view, "to" if cmd.action is Action.BACKFILL else "body", str(exc))
             await self.worker.send_command(cmd)
