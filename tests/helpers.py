@@ -91,10 +91,17 @@ class WorkerProcess:
 
 
 class TopicReader:
-    """Reads a topic from the beginning in the background; `records` grows as they arrive."""
+    """Reads a topic from the beginning (or the end) in the background; `records` grows as they arrive."""
 
-    def __init__(self, bootstrap: str, topic: str, decoder: Callable[[bytes], Any] = decode_fired) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        decoder: Callable[[bytes], Any] = decode_fired,
+        start: str = "earliest",
+    ) -> None:
         self.bootstrap = bootstrap
+        self.start = start  # "latest": only what is produced from now on
         self.topic = topic
         self.decoder = decoder
         self.records: list[Any] = []
@@ -107,7 +114,7 @@ class TopicReader:
         self._consumer = AIOKafkaConsumer(
             self.topic,
             bootstrap_servers=self.bootstrap,
-            auto_offset_reset="earliest",
+            auto_offset_reset=self.start,
             enable_auto_commit=False,
             metadata_max_age_ms=1000,
             fetch_max_wait_ms=10,  # the embedded broker holds a waiting fetch for its whole max wait

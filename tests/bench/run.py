@@ -220,7 +220,8 @@ async def firing(bootstrap: str, profile: str, n: int, duration_s: float) -> dic
     with Worker(bootstrap, profile, app_id, work) as w:
         produce_s = await insert_all(bootstrap, f"{app_id}-commands", schedules)
         live_s = await asyncio.to_thread(wait_applied, w, n, 900)
-        async with TopicReader(bootstrap, topic) as reader:
+        # from the end: what fired while the schedules were being inserted is not this measurement's backlog
+        async with TopicReader(bootstrap, topic, start="latest") as reader:
             await asyncio.sleep(3)
             t0 = now_ms()
             first = len(reader.records)
