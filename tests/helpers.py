@@ -239,7 +239,7 @@ class Api:
         await self.indexed(created)
         return created
 
-    async def indexed(self, schedule: dict[str, Any]) -> None:
+    async def indexed(self, schedule: dict[str, Any], timeout_s: float = 15) -> None:
         """Until the trigger index points every event key of the schedule at this version of it."""
         for key in _event_keys(schedule["trigger"]):
             await self._until(
@@ -248,6 +248,7 @@ class Api:
                     t["schedule"] == schedule["key"] and t["version"] == schedule["version"]
                     for t in r.json()["triggers"]
                 ),
+                timeout_s,
             )
 
     async def update(self, tenant: str, name: str, body: dict[str, Any]) -> dict[str, Any]:

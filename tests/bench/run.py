@@ -291,7 +291,7 @@ async def events(bootstrap: str, profile: str, n: int, count: int) -> dict[str, 
                 for k in range(count):
                     i = (k * 7919) % n
                     # its index entry is written a hop after the schedule: wait for it, outside the measurement
-                    await api.indexed((await api.client.get(f"/schedules/bench/e{i:06d}")).json())
+                    await api.indexed((await api.client.get(f"/schedules/bench/e{i:06d}")).json(), 900)
                     sent = now_ms()
                     await api.partitions(f"bench.d{i:06d}", f"p{k}")
                     await launches.wait_for(lambda r, k=k: len(r) > k, timeout_s=30)
@@ -434,7 +434,7 @@ def table(results: dict[str, Any]) -> str:
                 f"- commands: {r['schedules']:,} INSERTs through the commands topic, {r['inserts_per_s']:,}/s, "
                 f"all live after {r['live_after_s']} s"
             )
-    for name in ("events", "recovery"):
+    for name in ("events", "recovery", "failed"):
         for r in results.get(name, []):
             lines.append(f"- {name}: " + ", ".join(f"{k} {v}" for k, v in r.items()))
     return "\n".join(lines) + "\n"
@@ -509,23 +509,29 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "broker": "embedded Tansu" if broker else bootstrap,
         "firing": [],
     }
+
+    async def scenario(section: str, label: str, measure: Any) -> None:
+        """One scenario; a failure is recorded with its reason, and the others still run."""
+        print(label, flush=True)
+        try:
+            results.setdefault(section, []).append(await measure)
+        except Exception as exc:  # noqa: BLE001 - a benchmark reports what went wrong and goes on
+            print(f"{label} failed: {exc!r}", flush=True)
+            results.setdefault("failed", []).append({"scenario": label, "error": repr(exc)[:300]})
+
     try:
         for kind, sizes in (("core", args.core), ("peer", args.peer)):
             for n in sizes:
-                print(f"{kind} {n}", flush=True)
-                results["firing"].append(await isolated(kind, n, args.duration))
+                await scenario("firing", f"{kind} {n}", isolated(kind, n, args.duration))
         for n in args.e2e:
-            print(f"end to end {n}", flush=True)
-            results["firing"].append(await firing(bootstrap, profile, n, args.duration))
-        results["events"] = []
+            await scenario("firing", f"end to end {n}", firing(bootstrap, profile, n, args.duration))
         for n in args.events:
-            print(f"events {n}", flush=True)
-            results["events"].append(await events(bootstrap, profile, n, 100))
-        results["recovery"] = []
+            await scenario("events", f"events {n}", events(bootstrap, profile, n, 100))
         for n in args.recovery:
             for standby in (False, True):
-                print(f"recovery {n} standby={standby}", flush=True)
-                results["recovery"].append(await recovery(bootstrap, profile, n, standby))
+                await scenario(
+                    "recovery", f"recovery {n} standby={standby}", recovery(bootstrap, profile, n, standby)
+                )
     finally:
         if broker is not None:
             broker.stop()
