@@ -493,46 +493,52 @@ def _avro_string(s: str) -> bytes:
     return _zigzag(len(b)) + b
 
 
-def fired_task_encoder(key: ScheduleKey, data: dict[str, str]) -> Callable[[int, int, int, bool], bytes]:
-    """encode_fired for one schedule, with everything but the instants encoded once (the punctuator's hot path).
-    Byte-identical to encode_fired (unit-tested)."""
-    head = _avro_string(key.tenant) + _avro_string(key.name)
-    job_prefix = f"{key.id}@"
-    data_bytes = (
-        _zigzag(len(data)) + b"".join(_avro_string(k) + _avro_string(v) for k, v in data.items()) + b"\x00"
-        if data
-        else b"\x00"
-    )
+class FiredTaskBytes:
+    """One schedule's FiredTask with everything but the instants encoded once (the punctuator's hot path;
+    one small object per schedule: at 1M schedules every byte here counts). Byte-identical to encode_fired
+    (unit-tested)."""
 
-    def encode_one(due_at: int, fired_at: int, missed: int = 0, catch_up: bool = False) -> bytes:
+    __slots__ = ("head", "job_prefix", "data_bytes")
+
+    def __init__(self, key: ScheduleKey, data: dict[str, str]) -> None:
+        self.head = _avro_string(key.tenant) + _avro_string(key.name)
+        self.job_prefix = f"{key.id}@"
+        self.data_bytes = (
+            _zigzag(len(data))
+            + b"".join(_avro_string(k) + _avro_string(v) for k, v in data.items())
+            + b"\x00"
+            if data
+            else b"\x00"
+        )
+
+    def encode(self, due_at: int, fired_at: int, missed: int = 0, catch_up: bool = False) -> bytes:
         return b"".join(
             (
-                head,
-                _avro_string(job_prefix + str(due_at)),
+                self.head,
+                _avro_string(self.job_prefix + str(due_at)),
                 _zigzag(due_at),
                 _zigzag(fired_at),
-                data_bytes,
+                self.data_bytes,
                 _zigzag(missed),
                 b"\x01" if catch_up else b"\x00",
             )
         )
 
-    return encode_one
+    def parts(self, due_at: int) -> tuple[bytes, bytes]:
+        """A scheduled fire split around `firedAt`: (head, tail), the value being head + zigzag(firedAt) +
+        tail (missed 0, catchUp false). The punctuator builds them before the due instant."""
+        head = self.head + _avro_string(self.job_prefix + str(due_at)) + _zigzag(due_at)
+        return head, self.data_bytes + b"\x00\x00"
+
+
+def fired_task_encoder(key: ScheduleKey, data: dict[str, str]) -> Callable[[int, int, int, bool], bytes]:
+    """encode_fired for one schedule (see FiredTaskBytes)."""
+    return FiredTaskBytes(key, data).encode
 
 
 def fired_task_parts(key: ScheduleKey, data: dict[str, str]) -> Callable[[int], tuple[bytes, bytes]]:
-    """A scheduled fire's FiredTask split around `firedAt`: due -> (head, tail), the value being
-    head + zigzag(firedAt) + tail (byte-identical to encode_fired with missed=0, catchUp=false; unit-tested).
-    The punctuator builds head and tail before the due instant and only writes firedAt when it fires."""
-    encode_one = fired_task_encoder(key, data)
-    head = _avro_string(key.tenant) + _avro_string(key.name)
-    job_prefix = f"{key.id}@"
-    whole_tail = encode_one(0, 0, 0, False)[len(head) + len(_avro_string(job_prefix + "0")) + 2 :]
-
-    def parts(due_at: int) -> tuple[bytes, bytes]:
-        return head + _avro_string(job_prefix + str(due_at)) + _zigzag(due_at), whole_tail
-
-    return parts
+    """A scheduled fire's FiredTask split around `firedAt` (see FiredTaskBytes.parts)."""
+    return FiredTaskBytes(key, data).parts
 
 
 def zigzag_long(n: int) -> bytes:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from aiokafka.partitioner import murmur2
 
-from scheduler.codec import encode_json, fired_task_encoder, fired_task_parts, zigzag_long
+from scheduler.codec import FiredTaskBytes, encode_json, zigzag_long
 from scheduler.metrics import Histogram, count_missed
 from scheduler.model import ElapsedTrigger, ScheduleState, TimeUnit, trigger_leaves
 from scheduler.triggers import plan_catch_up
@@ -99,9 +99,8 @@ def compile_schedule(state: ScheduleState) -> _Compiled:
     leaves = tuple(state.time_leaves())
     elapsed = tuple(p for p, t in trigger_leaves(s.trigger) if isinstance(t, ElapsedTrigger))
     if s.program is None and [p for p, _ in leaves] == ["0"]:
-        return _Compiled(
-            s.topic, leaves, elapsed, fired_task_encoder(s.key, s.data), None, fired_task_parts(s.key, s.data)
-        )
+        fired = FiredTaskBytes(s.key, s.data)
+        return _Compiled(s.topic, leaves, elapsed, fired.encode, None, fired.parts)
     return _Compiled(s.topic, leaves, elapsed, None, state)
 
 

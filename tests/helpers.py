@@ -104,7 +104,7 @@ class TopicReader:
         self.start = start  # "latest": only what is produced from now on
         self.topic = topic
         self.decoder = decoder
-        self.records: list[Any] = []
+        self._decoded: list[Any] = []
         self.raw: list[Any] = []
         self.received: list[int] = []  # epoch ms at which each record reached this consumer
         self._task: asyncio.Task[None] | None = None
@@ -135,7 +135,14 @@ class TopicReader:
                 for msg in messages:
                     self.raw.append(msg)
                     self.received.append(at)
-                    self.records.append(self.decoder(msg.value))
+
+    @property
+    def records(self) -> list[Any]:
+        """The records decoded, in arrival order (decoded on access: a reader busy decoding a burst would
+        stamp the rest of it late)."""
+        for msg in self.raw[len(self._decoded) :]:
+            self._decoded.append(self.decoder(msg.value))
+        return self._decoded
 
     async def __aexit__(self, *exc: object) -> None:
         if self._task is not None:
