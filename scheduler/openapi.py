@@ -56,7 +56,7 @@ _BODY_RULES: dict[str, dict[str, dict[str, Any]]] = {
     "EventIn": {"eventType": {"enum": [t.value for t in EventType]}},
 }
 #: request examples: the README's first session
-_EXAMPLES: dict[str, dict[str, Any]] = {
+EXAMPLES: dict[str, dict[str, Any]] = {
     "ScheduleIn": {
         "tenant": "acme",
         "name": "heartbeat",
@@ -345,7 +345,7 @@ def _op(
     """One operation; `body` names a request model; `scope` None = public (no token)."""
     op: dict[str, Any] = {"summary": summary, "operationId": "", "parameters": params or []}
     if body is not None:
-        media = {"schema": _ref(body), "example": _EXAMPLES[body]}
+        media = {"schema": _ref(body), "example": EXAMPLES[body]}
         op["requestBody"] = {"required": body_required, "content": {"application/json": media}}
     statuses = set(errors) | ({401, 403} if scope is not None else set())
     op["responses"] = {**{str(k): v for k, v in ok.items()}, **{str(s): _ERRORS[s] for s in sorted(statuses)}}

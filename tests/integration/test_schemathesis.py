@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from scheduler.auth import hash_token
-from scheduler.openapi import build_spec
+from scheduler.openapi import EXAMPLES, build_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 
@@ -53,14 +53,7 @@ def _seed(client: httpx.Client) -> None:
         assert time.monotonic() < deadline, "program not registered"
         time.sleep(0.2)
     schedules = [
-        {
-            "tenant": "acme",
-            "name": "heartbeat",
-            "trigger": {"type": "cron", "expression": "*/5 * * * * *", "timezone": "Europe/Paris"},
-            "topic": "acme-fires",
-            "data": {"job": "ping"},
-            "enabled": True,
-        },
+        EXAMPLES["ScheduleIn"],  # the README's first schedule
         {
             "tenant": "acme",
             "name": "clicks-etl",

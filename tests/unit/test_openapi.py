@@ -25,7 +25,7 @@ from scheduler.codec import task_definition_from_schedule
 from scheduler.config import Settings
 from scheduler.jobs import Job
 from scheduler.model import ScheduleState
-from scheduler.openapi import build_spec
+from scheduler.openapi import EXAMPLES, build_spec
 from scheduler.programs import ProgramSpec
 from scheduler.runs import RunRecord
 from scheduler.web import _job_json
@@ -121,14 +121,7 @@ def _state(body: dict[str, Any]) -> ScheduleState:
     return ScheduleState(parsed.to_schedule(parsed.key()), 1_000, 2_000, 2_000, 3)
 
 
-CRON = {
-    "tenant": "acme",
-    "name": "heartbeat",
-    "trigger": {"type": "cron", "expression": "*/5 * * * * *", "timezone": "Europe/Paris"},
-    "topic": "acme-fires",
-    "data": {"job": "ping"},
-    "enabled": True,
-}
+CRON = EXAMPLES["ScheduleIn"]  # the README's first schedule
 PROGRAM = {
     "tenant": "acme",
     "name": "clicks-etl",
