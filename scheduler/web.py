@@ -8,11 +8,13 @@ worker. While partitions are moving, a query that cannot be answered right gets 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote, urlencode
 
 import aiohttp
+from aiohttp import web as aioweb
 from faust.web import Request, Response, View
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
@@ -78,7 +80,9 @@ def register_views(worker: Worker) -> None:
     app = worker.faust_app
     http = _Http(worker)
     # every route, Faust's own included, goes through auth (raises AuthConfigError: the worker won't start)
-    cast(Any, app.web).web_app.middlewares.append(auth.middleware(auth.load_tokens(worker.settings)))
+    middlewares = cast(Any, app.web).web_app.middlewares
+    middlewares.append(auth.middleware(auth.load_tokens(worker.settings)))
+    middlewares.append(_json_errors)
 
     @app.page("/schedules")
     class Schedules(View):
@@ -315,6 +319,21 @@ def _deny_tenants(view: View, request: Request, *tenants: str) -> Response | Non
                 {"error": "forbidden", "reason": f"this token may not access tenant {tenant!r}"}, status=403
             )
     return None
+
+
+@aioweb.middleware
+async def _json_errors(
+    request: aioweb.Request, handler: Callable[[aioweb.Request], Awaitable[aioweb.StreamResponse]]
+) -> aioweb.StreamResponse:
+    """aiohttp's own 4xx (no route matches the path, a method the route lacks) answer JSON like ours."""
+    try:
+        return await handler(request)
+    except aioweb.HTTPException as exc:
+        if exc.status < 400 or exc.content_type == "application/json":
+            raise
+        body = {"error": (exc.reason or "error").lower(), "path": request.path}
+        headers = {k: v for k, v in exc.headers.items() if k.lower() == "allow"}
+        return aioweb.json_response(body, status=exc.status, headers=headers)
 
 
 def _field_error(view: View, field: str, message: str, status: int = 400) -> Response:

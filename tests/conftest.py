@@ -81,6 +81,17 @@ def worker_env(broker: Broker, app_id: str, tmp_path: Path) -> dict[str, str]:
     }
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test that started workers shows the end of each worker's log next to the failure."""
+    report = yield
+    started = getattr(item, "funcargs", {}).get("workers") or []
+    if report.failed and report.when == "call":
+        for i, w in enumerate(started):
+            report.sections.append((f"worker {i} log (last 80 lines)", w.log_tail(80)))
+    return report
+
+
 @pytest.fixture
 def workers(tmp_path: Path) -> Iterator[list[WorkerProcess]]:
     """Every worker a test starts is registered here and stopped (by pid) afterwards."""

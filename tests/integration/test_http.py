@@ -94,6 +94,18 @@ async def test_unknown_keys_get_404(worker):
         assert (await client.put("/schedules/acme/missing", json=body)).status_code == 404
 
 
+async def test_paths_and_methods_without_a_route_get_json_errors(worker):
+    """aiohttp's own 404 / 405 answer JSON like every other error (the OpenAPI document says so)."""
+    async with httpx.AsyncClient(base_url=worker.url, timeout=10) as client:
+        for path in ("/no/such/route", "/programs/acme/app/spark/etl/runs/run%0A1/extra"):
+            r = await client.get(path)
+            assert r.status_code == 404 and r.headers["content-type"].startswith("application/json"), r.text
+            assert r.json()["error"] == "not found"
+        r = await client.patch("/schedules")
+        assert r.status_code == 405 and r.headers["content-type"].startswith("application/json"), r.text
+        assert r.json()["error"] == "method not allowed" and "POST" in r.headers["Allow"]
+
+
 INVALID_BODIES = [
     ({"name": None}, "name"),
     ({"trigger": {"type": "cron", "expression": "61 * * * *"}}, "trigger.expression"),
