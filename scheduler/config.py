@@ -6,13 +6,17 @@ tests configure workers the same way.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 BrokerProfile = Literal["kafka", "tansu"]
+log = logging.getLogger(__name__)
 
 #: environment variable -> Settings field; the one list deploy/ and the docs refer to
 ENV_VARS = {
@@ -145,6 +149,85 @@ class Settings(BaseModel):
 #: (Faust fixes it at 1.5 s), so every hop between agents would cost up to 1.5 s. Poll often instead.
 TANSU_FETCH_MAX_WAIT_MS = 10
 TANSU_PREFETCH_BACKOFF_S = 0.005
+#: a fetch of changelogs alone (a table restore) may wait this long: see _long_polls_while_recovering
+TANSU_RECOVERY_FETCH_MAX_WAIT_MS = 500
+#: a changelog partition this many records behind its end is being restored
+TANSU_RESTORE_LAG = 1000
+#: how long reading a partition's true end from a fetch may take before the reported one is used
+TANSU_END_OFFSET_TIMEOUT_S = 10.0
+
+
+async def tansu_end_offsets(
+    bootstrap_servers: Any, reported: Mapping[Any, int], timeout_s: float = TANSU_END_OFFSET_TIMEOUT_S
+) -> dict[Any, int]:
+    """The end offsets of partitions on Tansu, whose ListOffsets answers "first offset of the last batch
+    + 1" (short when that batch holds more than one record). A fetch's high watermark is right: fetch
+    each non-empty partition from its reported end - 1 (the last batch) and take that, never less than
+    what was reported. Faust's changelog recovery reads to these ends, so changelogs can keep batching."""
+    import aiokafka
+
+    ends = {tp: end for tp, end in reported.items() if end is not None}
+    todo = [tp for tp, end in ends.items() if end > 0]
+    if not todo:
+        return ends
+    reader = aiokafka.AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=TANSU_FETCH_MAX_WAIT_MS,
+    )
+    await reader.start()
+    try:
+        reader.assign(todo)
+        for tp in todo:
+            reader.seek(tp, ends[tp] - 1)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        waiting = set(todo)
+        while waiting and loop.time() < deadline:
+            batches = await reader.getmany(*waiting, timeout_ms=200)
+            for tp, records in batches.items():
+                if records:
+                    ends[tp] = max(ends[tp], records[-1].offset + 1, reader.highwater(tp) or 0)
+                    waiting.discard(tp)
+        if waiting:
+            log.warning("no true end offset for %d partitions within %.0fs", len(waiting), timeout_s)
+    finally:
+        await reader.stop()
+    return ends
+
+
+def recovery_fetch(lags: Mapping[str, int | None]) -> bool:
+    """A fetch that restores a table: a partition of some changelog is more than TANSU_RESTORE_LAG records
+    behind its end (lags: topic -> the most any of its partitions is behind, None when not known yet)."""
+    return any(
+        lag is not None and lag > TANSU_RESTORE_LAG
+        for topic, lag in lags.items()
+        if topic.endswith("-changelog")
+    )
+
+
+def _long_polls_while_recovering(fetcher: Any) -> None:
+    """Tansu answers a fetch with what it gathers within the fetch's max wait, and finding an offset
+    costs it time that grows with what it stores: at 10 ms it returns a record or two per partition of a
+    long changelog (raw, 8 partitions of 10k one-record batches: stalled at ~30k with 10 ms, all read in
+    2.3 s with 1 s). While a changelog partition is far behind (a restore, a standby catching up), wait
+    longer; at the tail, the short poll that keeps agent hops at ~10 ms."""
+    actions = fetcher._get_actions_per_node
+
+    def get_actions_per_node(assignment: Any) -> Any:
+        lags: dict[str, int | None] = {}
+        for tp in assignment.tps:
+            state = assignment.state_value(tp)
+            lags.setdefault(tp.topic, None)
+            if state.highwater is not None and state.has_valid_position:
+                lags[tp.topic] = max(lags[tp.topic] or 0, state.highwater - state.position)
+        restoring = recovery_fetch(lags)
+        fetcher._fetch_max_wait_ms = (
+            TANSU_RECOVERY_FETCH_MAX_WAIT_MS if restoring else TANSU_FETCH_MAX_WAIT_MS
+        )
+        return actions(assignment)
+
+    fetcher._get_actions_per_node = get_actions_per_node
 
 
 def apply_consumer_profile(profile: BrokerProfile) -> None:
@@ -164,6 +247,10 @@ def apply_consumer_profile(profile: BrokerProfile) -> None:
             kwargs["fetch_max_wait_ms"] = TANSU_FETCH_MAX_WAIT_MS
             super().__init__(*args, **kwargs)
 
+        async def end_offsets(self, partitions: Any) -> Any:
+            reported = await super().end_offsets(partitions)
+            return await tansu_end_offsets(self._client._bootstrap_servers, reported)
+
         async def start(self) -> None:
             await super().start()
             # With one broker every partition has the same leader, and aiokafka fetches nothing from a node
@@ -172,6 +259,8 @@ def apply_consumer_profile(profile: BrokerProfile) -> None:
             fetcher = getattr(self, "_fetcher", None)
             if fetcher is not None and hasattr(fetcher, "_prefetch_backoff"):
                 fetcher._prefetch_backoff = TANSU_PREFETCH_BACKOFF_S
+            if fetcher is not None and hasattr(fetcher, "_get_actions_per_node"):
+                _long_polls_while_recovering(fetcher)
 
     proxy = types.ModuleType("aiokafka")
     proxy.__dict__.update(vars(aiokafka))
@@ -184,13 +273,12 @@ def broker_profile(profile: BrokerProfile) -> dict[str, Any]:
     """Faust settings for a broker. A real Kafka cluster gets Faust's and Kafka's defaults.
 
     Tansu (the embedded broker) reports a wrong end offset for a partition whose last batch holds more
-    than one record, which breaks Faust's changelog recovery: one record per producer batch avoids it.
+    than one record; the consumer profile reads the right one (tansu_end_offsets), so changelogs batch.
     It also holds a group join for half the session timeout, so a short session with a 1 s heartbeat
     keeps worker start and takeover to seconds.
     """
     if profile == "tansu":
         return {
-            "producer_max_batch_size": 1,
             "broker_session_timeout": 8.0,
             "broker_heartbeat_interval": 1.0,
         }

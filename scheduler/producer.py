@@ -1,8 +1,7 @@
 """Batched producer for what Faust never reads back: fired tasks and dead letters.
 
-Faust's own producer may be held to one record per batch (the embedded broker's changelog bug); fires
-go through this one, which keeps Kafka's batching. It starts on first use, so a catch-up during the
-first partition assignment can already fire.
+Fires go through this one, not Faust's: each instant's fires are sent as whole batches per topic and
+partition. It starts on first use, so a catch-up during the first partition assignment can already fire.
 """
 
 from __future__ import annotations
