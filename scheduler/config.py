@@ -149,7 +149,8 @@ class Settings(BaseModel):
 #: (Faust fixes it at 1.5 s), so every hop between agents would cost up to 1.5 s. Poll often instead.
 TANSU_FETCH_MAX_WAIT_MS = 10
 TANSU_PREFETCH_BACKOFF_S = 0.005
-#: a fetch of changelogs alone (a table restore) may wait this long: see _long_polls_while_recovering
+#: a fetch while a changelog partition is far behind (a restore) may wait this long: see
+#: _long_polls_while_recovering
 TANSU_RECOVERY_FETCH_MAX_WAIT_MS = 500
 #: a changelog partition this many records behind its end is being restored
 TANSU_RESTORE_LAG = 1000
