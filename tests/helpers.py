@@ -215,7 +215,7 @@ class Api:
     async def __aexit__(self, *exc: object) -> None:
         await self.client.aclose()
 
-    async def _until(
+    async def until(
         self, path: str, predicate: Callable[[httpx.Response], bool], timeout_s: float = 15
     ) -> httpx.Response:
         deadline = time.monotonic() + timeout_s
@@ -231,7 +231,7 @@ class Api:
         """Register a program (by default `external`: launch requests only, nobody runs it here)."""
         r = await self.client.put(f"/programs/{program}", json=spec or {"kind": "external"})
         assert r.status_code == 202, r.text
-        await self._until(
+        await self.until(
             f"/programs/{program}",
             lambda r: r.status_code == 200 and (spec is None or r.json()["kind"] == spec["kind"]),
         )
@@ -242,14 +242,14 @@ class Api:
         r = await self.client.post("/schedules", json={"enabled": True, **body})
         assert r.status_code == 202, r.text
         path = f"/schedules/{body['tenant']}/{body['name']}"
-        created = (await self._until(path, lambda r: r.status_code == 200)).json()
+        created = (await self.until(path, lambda r: r.status_code == 200)).json()
         await self.indexed(created)
         return created
 
     async def indexed(self, schedule: dict[str, Any], timeout_s: float = 15) -> None:
         """Until the trigger index points every event key of the schedule at this version of it."""
         for key in _event_keys(schedule["trigger"]):
-            await self._until(
+            await self.until(
                 f"/triggers?eventKey={quote(key)}",
                 lambda r: any(
                     t["schedule"] == schedule["key"] and t["version"] == schedule["version"]
@@ -264,7 +264,7 @@ class Api:
         assert r.status_code == 202, r.text
         path = f"/schedules/{tenant}/{name}"
         updated = (
-            await self._until(path, lambda r: r.status_code == 200 and r.json()["version"] > version)
+            await self.until(path, lambda r: r.status_code == 200 and r.json()["version"] > version)
         ).json()
         await self.indexed(updated)
         return updated
@@ -272,7 +272,7 @@ class Api:
     async def delete(self, tenant: str, name: str) -> None:
         r = await self.client.delete(f"/schedules/{tenant}/{name}")
         assert r.status_code == 202, r.text
-        await self._until(f"/schedules/{tenant}/{name}", lambda r: r.status_code == 404)
+        await self.until(f"/schedules/{tenant}/{name}", lambda r: r.status_code == 404)
 
     async def event(self, event_type: str, **payload: str) -> None:
         r = await self.client.post("/events", json={"eventType": event_type, "payload": payload})

@@ -177,7 +177,7 @@ async def test_401_403_scopes_and_tenant_lines_on_every_route(start_worker, auth
         assert all(x["program"].startswith("acme/") for x in acme_jobs["recent"])
         keys = [s["key"] for s in (await acme.client.get("/schedules")).json()["schedules"]]
         assert "acme/a1" in keys and not [k for k in keys if not k.startswith("acme/")]
-        await admin._until("/schedulers", lambda r: {s["host"] for s in r.json()} >= {"acme", "beta"})
+        await admin.until("/schedulers", lambda r: {s["host"] for s in r.json()} >= {"acme", "beta"})
         assert {s["host"] for s in (await acme.client.get("/schedulers")).json()} == {"acme"}
         assert set((await acme.client.get("/programs")).json()) == {"acme/app/workflow/p"}
         assert set((await admin.client.get("/programs")).json()) >= {

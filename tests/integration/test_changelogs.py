@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import asyncio
 
-import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from scheduler.config import tansu_end_offsets
 from scheduler.model import Action, CronTrigger, Schedule, ScheduleCommand, ScheduleKey
-from tests.helpers import send_commands
+from tests.helpers import Api, send_commands
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -52,10 +51,12 @@ def cron(i: int, topic: str) -> ScheduleCommand:
     return ScheduleCommand(s.key, Action.INSERT, s)
 
 
-def schedules_total(url: str) -> int:
-    r = httpx.get(f"{url}/schedules", params={"tenant": "acme", "limit": 1})
-    assert r.status_code == 200, r.text
-    return int(r.json()["total"])
+async def holds(url: str, n: int) -> None:
+    """Until the worker at url lists n schedules of tenant acme."""
+    async with Api(url) as api:
+        await api.until(
+            "/schedules?tenant=acme&limit=1", lambda r: r.status_code == 200 and r.json()["total"] == n, 60
+        )
 
 
 async def test_a_worker_restores_every_schedule_from_batched_changelogs(
@@ -66,17 +67,13 @@ async def test_a_worker_restores_every_schedule_from_batched_changelogs(
     await send_commands(
         broker.bootstrap_servers, f"{app_id}-commands", *(cron(i, f"{app_id}-out") for i in range(n))
     )
-    for _ in range(300):
-        if schedules_total(first.url) == n:
-            break
-        await asyncio.sleep(0.2)
-    assert schedules_total(first.url) == n
+    await holds(first.url, n)
     first.stop()
 
     fresh = start_worker(SCHEDULER_DATA_DIR=str(tmp_path / "fresh"))  # everything from the changelogs
-    assert schedules_total(fresh.url) == n
+    await holds(fresh.url, n)
     fresh.stop()
 
     again = start_worker()  # the first one's data dir: local RocksDB state plus the changelog tail
-    assert schedules_total(again.url) == n
+    await holds(again.url, n)
     assert "ConsistencyError" not in again.log_tail(10_000)

@@ -410,7 +410,7 @@ async def test_disable_drops_pending_jobs_and_enable_starts_trigger_progress_aga
         assert jobs["recent"][0]["outcome"] == "CANCELLED"
         await api.partitions("acme.feed", "c")  # while disabled: not counted
         assert (await api.client.post("/schedules/acme/d/enable")).status_code == 202
-        await api._until("/schedules/acme/d", lambda r: r.json()["enabled"])
+        await api.until("/schedules/acme/d", lambda r: r.json()["enabled"])
         await api.partitions("acme.feed", "d")
         await quiet(1)
         assert (await api.progress("acme", "d"))["trigger"]["partitions"] == 1
@@ -516,7 +516,7 @@ async def test_an_event_schedule_from_the_commands_topic_is_indexed_like_one_fro
             f"{app_id}-commands",
             [(key_bytes(s.key), encode_command(ScheduleCommand(s.key, Action.INSERT, s)))],
         )
-        await api._until("/schedules/acme/topic-made", lambda r: r.status_code == 200)
+        await api.until("/schedules/acme/topic-made", lambda r: r.status_code == 200)
         await api.partitions("acme.feed", "a")
         await launches.wait_for(lambda r: len(r) >= 1)
 
