@@ -189,7 +189,7 @@ class Worker:
             # Keyed or partitioned otherwise by its producer: move it to the partition that owns the key.
             await self.send_command(cmd, value=msg.value)
             return
-        raw = self.schedules.get(kb)
+        raw = _partition_db(self.schedules, partition).get(kb)  # this event's partition: no key search
         current = decode_state(raw) if raw is not None else None
         try:
             if (

@@ -323,6 +323,27 @@ def test_validate_cron_rejects_an_expression_that_never_fires(expression: str) -
     assert "never fires" in str(exc.value)
 
 
+def test_validate_cron_remembers_what_it_accepted_and_rejects_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real = cron_module.croniter.is_valid
+
+    def counted(expression: str, *args: object, **kwargs: object) -> bool:
+        calls.append(expression)
+        return bool(real(expression, *args, **kwargs))
+
+    monkeypatch.setattr(cron_module.croniter, "is_valid", counted)
+    monkeypatch.setattr(cron_module, "_VALID", set())
+    for _ in range(3):
+        validate_cron("7 */9 * * * *", "Asia/Tokyo")
+    assert calls == ["7 */9 * * * *"]  # parsed once
+    validate_cron("7 */9 * * * *", "UTC")  # another zone is another pair
+    assert len(calls) == 2
+    for _ in range(2):  # a refusal is not remembered: refused each time, with its reason
+        with pytest.raises(InvalidSchedule, match="never fires"):
+            validate_cron("0 0 30 2 *", "UTC")
+    assert calls.count("0 0 30 2 *") == 2
+
+
 def test_a_never_firing_expression_has_no_next_due() -> None:
     assert CronEvaluator("0 0 30 2 *", "UTC").next_due(BASE) is None
 
@@ -350,7 +371,24 @@ def test_memoised_next_due_returns_the_same_instant_as_a_fresh_evaluation() -> N
     assert first == again
     for t, expected in zip(instants, first, strict=True):
         assert CronEvaluator("*/5 * * * * *", "Europe/Paris").next_due(t) == expected
-    assert set(memoised._memo) == set(instants)
+    assert set(memoised._memo) == {t - t % 1000 + 999 for t in instants}  # one entry per second
+
+
+@pytest.mark.parametrize(
+    ("expression", "zone"),
+    [("*/5 * * * * *", "UTC"), ("0 30 2 * * *", "Europe/Paris"), ("30 1 * * *", "America/New_York")],
+)
+def test_the_memo_by_second_answers_what_each_millisecond_would(expression: str, zone: str) -> None:
+    """next_due memoises per second; croniter asked at the exact millisecond agrees, across DST too."""
+    evaluator = CronEvaluator(expression, zone)
+    spring_2024_paris, fall_2024_new_york = 1_711_846_800_000, 1_730_613_600_000
+    for start in (BASE, spring_2024_paris - 3_600_000, fall_2024_new_york - 7_200_000):
+        due = evaluator.next_due(start)
+        for _ in range(5):
+            assert due is not None
+            for t in (due - 1000, due - 1, due, due + 1, due + 999):
+                assert evaluator.next_due(t) == evaluator._compute(t), t
+            due = evaluator.next_due(due)
 
 
 def test_memo_is_cleared_when_full_and_results_stay_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
