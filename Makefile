@@ -26,7 +26,7 @@ demo: install         ## ingest -> transform -> report on the embedded broker wi
 chaos: install        ## 3 workers, 2000 every-second schedules, random SIGKILLs for 3 min: 0 missed
 	$(BIN)/python -m tests.chaos --workers 3 --schedules 2000 --duration 180
 
-bench: install        ## benchmarks (report, never assert): results in data/bench/ and the README
+bench: install        ## benchmarks (report, never assert): results in tests/bench/results/ and the README
 	$(BIN)/python -m tests.bench.run
 
 unit: install

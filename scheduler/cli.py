@@ -33,8 +33,6 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
 
 
 def run_worker(settings: Settings) -> None:
-    import faust
-
     from scheduler.app import Worker
     from scheduler.auth import AuthConfigError
 
@@ -43,12 +41,18 @@ def run_worker(settings: Settings) -> None:
     except AuthConfigError as exc:
         print(f"scheduler: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    options = logs.worker_options(settings.log_format, settings.log_level)
-    runner = faust.Worker(worker.faust_app, **options)
+    faust_runner(worker.faust_app, settings).execute_from_commandline()
+
+
+def faust_runner(app: Any, settings: Settings) -> Any:
+    """The faust.Worker that runs a worker's app, in the configured log format and level."""
+    import faust
+
+    runner = faust.Worker(app, **logs.worker_options(settings.log_format, settings.log_level))
     # Faust's terminal spinner: at a level of WARNING or above it sets the root logger to DEBUG (to spin
     # on every record), so every library's debug call builds a LogRecord — ~8 % of a worker's CPU.
     runner.spinner = None
-    runner.execute_from_commandline()
+    return runner
 
 
 def cmd_worker(args: argparse.Namespace) -> None:

@@ -1,5 +1,5 @@
-"""Benchmarks (`make bench`): they report, never assert. Results go to data/bench/results.json, a Markdown
-table and a PNG plot, and into the README's performance section.
+"""Benchmarks (`make bench`): they report, never assert. Results go to tests/bench/results/ (results.json, a
+Markdown table and a PNG plot) and into the README's performance section.
 
 Scenarios (each bounded to a minute or two):
 - core: the scheduler core in-process — due-time heaps, cron math, schedule state read from RocksDB and
@@ -7,8 +7,13 @@ Scenarios (each bounded to a minute or two):
 - firing: end to end on the broker — one worker process, N schedules inserted through the commands topic,
   lateness measured at a consumer of the output topic.
 - commands: INSERTs per second through the commands topic, and the time until all are live.
-- events: event -> launch request latency for a partition trigger without constraints.
-- recovery: worker start to first fire with N schedules in the changelog, with and without standby.
+- events: event -> launch request latency for a partition trigger without constraints, measured once the
+  trigger index holds all N schedules.
+- recovery: worker start to first fire with N schedules in the changelog, with and without standby; with
+  --recovery-seeded (default 1M) the bench writes the changelog itself instead of INSERTing through commands.
+
+tests/bench/ceiling.py measures Faust's own per-message cost on the same broker (the ceiling of an agent);
+tests/bench/hops.py times each hop of event -> launch.
 - peer: APScheduler 3.x (AsyncIOScheduler, memory job store) on the same cron workload, in the same run.
 
 Workload: N cron schedules, 6 fields, UTC; 10 % every 5 s (`*/5 * * * * *`), 90 % once a minute at a

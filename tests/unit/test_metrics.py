@@ -401,6 +401,30 @@ def test_text_format_leaves_faust_its_own_logging() -> None:
     assert config is not None and config["root"]["level"] == logging.INFO
 
 
+@pytest.mark.parametrize("level", ["warning", "error"])
+def test_a_quiet_log_level_does_not_turn_the_root_logger_to_debug(tmp_path: Path, level: str) -> None:
+    """Faust's spinner set the root logger to DEBUG at WARNING and above: every library's debug call then
+    built a record. The worker's runner has no spinner, so the level stays the one configured."""
+    import faust
+
+    from scheduler.cli import faust_runner
+    from scheduler.config import Settings
+
+    settings = Settings(app_id="spinner-test", data_dir=tmp_path, auth="off", log_level=level)
+    runner = faust_runner(faust.App("spinner-test"), settings)
+    root = logging.getLogger()
+    saved_level, saved_handlers = root.level, list(root.handlers)
+    try:
+        root.handlers = [logging.NullHandler()]
+        root.setLevel(logging.WARNING)
+        runner.on_setup_root_logger(root, logging.getLevelName(level.upper()))
+        assert root.level != logging.DEBUG
+        assert not logging.getLogger("aiokafka").isEnabledFor(logging.DEBUG)
+    finally:
+        root.setLevel(saved_level)
+        root.handlers = saved_handlers
+
+
 def test_punctuator_stats_start_at_zero() -> None:
     p = Punctuator(lambda *a: None, lambda *a: None, lambda *a: None)  # type: ignore[arg-type,return-value]
     assert (p.stats.fires, p.stats.catch_up_fires, p.stats.skipped, p.stats.lateness.count) == (0, 0, 0, 0)
