@@ -79,20 +79,6 @@ def app_main() -> None:
     worker.execute_from_commandline()
 
 
-async def produce(bootstrap: str, topic: str, n: int) -> None:
-    from aiokafka import AIOKafkaProducer
-
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=512 * 1024)
-    await producer.start()
-    try:
-        futures = [
-            await producer.send(topic, b"v" * 200, key=uuid.uuid4().bytes, partition=i % 8) for i in range(n)
-        ]
-        await asyncio.gather(*futures)
-    finally:
-        await producer.stop()
-
-
 async def measure(bootstrap: str, profile: str, mode: str, n: int, timeout_s: float = 300) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="bench-ceiling-"))
     app_id = f"ceiling{uuid.uuid4().hex[:6]}"
@@ -105,7 +91,9 @@ async def measure(bootstrap: str, profile: str, mode: str, n: int, timeout_s: fl
                             stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
     try:
         await asyncio.sleep(20)  # the group join (Tansu holds it for half the session timeout)
-        await produce(bootstrap, f"{app_id}-in", n)
+        from tests.bench.run import produce_keyed
+
+        await produce_keyed(bootstrap, f"{app_id}-in", ((uuid.uuid4().bytes, b"v" * 200) for _ in range(n)))
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and not out.exists():
             await asyncio.sleep(0.5)

@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -187,25 +188,36 @@ class Worker:
         self.proc.kill()
 
 
-async def insert_all(bootstrap: str, topic: str, schedules: list[Schedule]) -> float:
-    """Produce the INSERTs batched; seconds it took."""
+async def produce_keyed(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes]]) -> float:
+    """Produce (key, value) records batched, each on the partition its key has among 8 (the bench's
+    partition count, as the worker's router puts it); seconds it took."""
     from aiokafka import AIOKafkaProducer
 
     from scheduler.app import partition_for
-    from scheduler.codec import encode_command
 
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=512 * 1024)
     await producer.start()
-    t0 = time.monotonic()
-    futures = []
-    for s in schedules:
-        kb = key_bytes(s.key)
-        cmd = encode_command(ScheduleCommand(s.key, Action.INSERT, s))
-        futures.append(await producer.send(topic, cmd, key=kb, partition=partition_for(kb, 8)))
-    await asyncio.gather(*futures)
-    took = time.monotonic() - t0
-    await producer.stop()
-    return took
+    try:
+        t0 = time.monotonic()
+        futures = [
+            await producer.send(topic, value, key=key, partition=partition_for(key, 8))
+            for key, value in records
+        ]
+        await asyncio.gather(*futures)
+        return time.monotonic() - t0
+    finally:
+        await producer.stop()
+
+
+async def insert_all(bootstrap: str, topic: str, schedules: list[Schedule]) -> float:
+    """Produce the INSERTs batched; seconds it took."""
+    from scheduler.codec import encode_command
+
+    return await produce_keyed(
+        bootstrap,
+        topic,
+        ((key_bytes(s.key), encode_command(ScheduleCommand(s.key, Action.INSERT, s))) for s in schedules),
+    )
 
 
 def wait_applied(worker: Worker, n: int, timeout_s: float) -> float:
@@ -374,10 +386,9 @@ async def recovery(bootstrap: str, profile: str, n: int, standby: bool) -> dict[
 async def seed_changelog(bootstrap: str, app_id: str, schedules: list[Schedule]) -> None:
     """Write the schedules table's changelog directly, as workers write it (ScheduleState by schedule key, on
     the key's partition): a million INSERTs through the commands topic would take this bench ~20 minutes."""
-    from aiokafka import AIOKafkaProducer
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-    from scheduler.app import SCHEDULES_TABLE, partition_for
+    from scheduler.app import SCHEDULES_TABLE
 
     topic = f"{app_id}-{SCHEDULES_TABLE}-changelog"
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
@@ -390,18 +401,18 @@ async def seed_changelog(bootstrap: str, app_id: str, schedules: list[Schedule])
         )
     finally:
         await admin.close()
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=512 * 1024)
-    await producer.start()
-    try:
-        now = now_ms()
-        futures = []
-        for s in schedules:
-            kb = key_bytes(s.key)
-            value = encode_state(ScheduleState(s, created_at=now, updated_at=now, active_since=now))
-            futures.append(await producer.send(topic, value, key=kb, partition=partition_for(kb, 8)))
-        await asyncio.gather(*futures)
-    finally:
-        await producer.stop()
+    now = now_ms()
+    await produce_keyed(
+        bootstrap,
+        topic,
+        (
+            (
+                key_bytes(s.key),
+                encode_state(ScheduleState(s, created_at=now, updated_at=now, active_since=now)),
+            )
+            for s in schedules
+        ),
+    )
 
 
 async def recovery_seeded(bootstrap: str, profile: str, n: int, timeout_s: float = 900) -> dict[str, Any]:
