@@ -389,18 +389,17 @@ async def seed_changelog(bootstrap: str, app_id: str, schedules: list[Schedule])
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
     from scheduler.app import SCHEDULES_TABLE
+    from scheduler.producer import TopicCreator
 
     topic = f"{app_id}-{SCHEDULES_TABLE}-changelog"
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
-    try:
-        outputs = {s.topic for s in schedules}  # as the worker creates them when it applies an INSERT
-        await admin.create_topics(
-            [NewTopic(topic, 8, 1, topic_configs={"cleanup.policy": "compact"})]
-            + [NewTopic(t, 8, 1) for t in sorted(outputs)]
-        )
+    try:  # compacted, as Faust creates its changelogs
+        await admin.create_topics([NewTopic(topic, 8, 1, topic_configs={"cleanup.policy": "compact"})])
     finally:
         await admin.close()
+    # the output topics, as the worker creates them when it applies an INSERT
+    await TopicCreator(bootstrap, 8, 1).ensure(*sorted({s.topic for s in schedules}))
     now = now_ms()
     await produce_keyed(
         bootstrap,
