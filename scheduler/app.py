@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any, cast
 
 import faust
-from faust.types import EventT
+from faust.types import TP, EventT
 from mode import Service
 
 from scheduler.codec import (
@@ -22,7 +22,7 @@ from scheduler.codec import (
     DecodeError,
     command_from_task_definition,
     decode,
-    decode_command,
+    decode_command_with_schedule,
     decode_state,
     encode,
     encode_command,
@@ -35,6 +35,7 @@ from scheduler.codec import (
 from scheduler.commands import CommandRejected, apply_command, manual_fires_yielding, validate_command
 from scheduler.config import Settings, apply_consumer_profile, broker_profile
 from scheduler.event_routing import EventRouting
+from scheduler.ingest import CommandIngest
 from scheduler.job_queue import JobQueueAgent
 from scheduler.journal import Journal
 from scheduler.metrics import WorkerCounts
@@ -89,9 +90,6 @@ class Worker:
             "key_serializer": "raw",
             "value_serializer": "raw",
         }
-        self.commands_topic = app.topic(
-            settings.commands_topic, partitions=settings.partitions, internal=True, **raw
-        )
         self.light_topic = app.topic(
             settings.light_topic, partitions=settings.partitions, internal=True, **raw
         )
@@ -134,8 +132,9 @@ class Worker:
         self.jobs = JobQueueAgent(self)
         self.counts = WorkerCounts()  # commands, dead letters, jobs, runs: /metrics and /health
         self._progress_sent: list[Any] = []
+        self._writes: list[tuple[bytes, bytes | None, int]] = []  # schedule changelog records not yet sent
+        self.ingest = CommandIngest(self)  # the commands topic, a fetch at a time (not a Faust agent)
 
-        app.agent(self.commands_topic, name="schedule-agent")(self._schedule_agent)
         app.agent(self.light_topic, name="light-scheduler-agent")(self._light_agent)
         app.agent(index_topic, name="trigger-index-agent")(self.routing.index_agent)
         app.agent(events_topic, name="event-agent")(self.routing.event_agent)
@@ -150,15 +149,6 @@ class Worker:
         register_views(self)
 
     # --- agents ---------------------------------------------------------------------------------
-
-    async def _schedule_agent(self, stream: Any) -> None:
-        async for event in stream.events():
-            try:
-                await self._handle_command(event)
-            except Exception as exc:  # never die on input
-                log.exception("unexpected error handling a command")
-                self.counts.command("unknown", "dead_lettered")
-                await self.dead_letter(event, f"internal error: {type(exc).__name__}: {exc}")
 
     async def _light_agent(self, stream: Any) -> None:
         """light-scheduler's TaskDefinition, translated into a command on our commands topic."""
@@ -175,10 +165,12 @@ class Worker:
                 continue
             await self.send_command(cmd)
 
-    async def _handle_command(self, event: EventT) -> None:
+    async def handle_command(self, event: EventT) -> None:
+        """One command of the commands topic (see ingest.CommandIngest); its schedule write is collected
+        for flush_writes."""
         msg = event.message
         try:
-            cmd = decode_command(msg.value)
+            cmd, schedule_avro = decode_command_with_schedule(msg.value)
         except DecodeError as exc:
             self.counts.command("unknown", "dead_lettered")
             await self.dead_letter(event, str(exc))
@@ -224,30 +216,37 @@ class Worker:
         if counts is not None and (current is None) != (new is None):
             counts[cmd.key.tenant] += 1 if current is None else -1
         if new is None:
-            del self.schedules[kb]
+            self._write_schedule(partition, kb, None)
             self.punctuator.remove(partition, kb)
         else:
             await self.topics.ensure(new.schedule.topic)
-            self.schedules[kb] = encode_state(new)
+            known = schedule_avro if new.schedule is cmd.schedule else None  # an INSERT's: as it came
+            self._write_schedule(partition, kb, encode_state(new, known))
             self.punctuator.upsert(partition, kb, new)
-        await self._lifecycle(kb, cmd, current, new)
+        await self._lifecycle(partition, kb, cmd, current, new)
         if new is not None:
             self.triggers.arm_elapsed(partition, kb, new)
         if self.journal is not None:
             self.journal.append(kb, bytes(msg.value or b""))
 
     async def _lifecycle(
-        self, kb: bytes, cmd: ScheduleCommand, old: ScheduleState | None, new: ScheduleState | None
+        self,
+        partition: int,
+        kb: bytes,
+        cmd: ScheduleCommand,
+        old: ScheduleState | None,
+        new: ScheduleState | None,
     ) -> None:
         """Index, trigger progress and pending jobs follow the schedule (CDAP's update/delete semantics)."""
         await self.routing.schedule_changed(kb, old, new)
         if old is None:
             return
-        if (
-            cmd.action in (Action.UPDATE, Action.DELETE, Action.DISABLE)
-            and self.trigger_progress.get(kb) is not None
-        ):
-            del self.trigger_progress[kb]  # an update resets trigger progress; delete and disable drop it
+        progress = _partition_db(self.trigger_progress, partition)
+        if cmd.action in (Action.UPDATE, Action.DELETE, Action.DISABLE) and progress.get(kb) is not None:
+            # An update resets trigger progress; delete and disable drop it. Through Faust's producer, as
+            # the trigger agent's writes of the same key, so the changelog keeps their order.
+            del progress[kb]
+            self.trigger_progress.send_changelog(partition, kb, None)
         program = old.schedule.program
         if program is None:
             return
@@ -370,11 +369,45 @@ class Worker:
     def _save_progress(self, partition: int, unit: TimeUnit, fired_up_to: int) -> None:
         key = f"{partition}:{unit.value}".encode()
         value = encode("FireProgress", {"partition": partition, "unit": unit.value, "firedUpTo": fired_up_to})
-        # A timer has no current event, so Faust's table API refuses the write: send the changelog
-        # record ourselves and put the same value in the local store, as a table write would.
+        self.save_progress_record(partition, key, value)
+
+    def save_progress_record(self, partition: int, key: bytes, value: bytes) -> None:
+        """A fire-progress table write from outside a Faust event (a timer, the commands ingest): Faust's
+        table API refuses those, so send the changelog record ourselves and put the same value in the
+        local store, as a table write would."""
         self._progress_sent.append(self.progress.send_changelog(partition, key, value))
         del self._progress_sent[:-256]
         _partition_db(self.progress, partition)[key] = value
+
+    def progress_db(self, partition: int) -> Any:
+        return _partition_db(self.progress, partition)
+
+    def _write_schedule(self, partition: int, key: bytes, value: bytes | None) -> None:
+        """The local store now; the changelog at the next flush_writes (None: deleted)."""
+        db = _partition_db(self.schedules, partition)
+        if value is None:
+            del db[key]
+        else:
+            db[key] = value
+        self._writes.append((key, value, partition))
+
+    async def flush_writes(self) -> None:
+        """The schedule writes since the last flush, sent to the changelog as whole batches; returns once
+        the broker has them, with the offset each partition's store holds recorded as Faust does (so a
+        restart restores only what came after)."""
+        writes, self._writes = self._writes, []
+        if not writes:
+            return
+        topic = self.schedules.changelog_topic.get_topic_name()
+        futures = await self.producer.send_batch(topic, writes)  # type: ignore[arg-type]
+        members = Counter(id(f) for f in futures)
+        last: dict[int, int] = {}
+        for fut in {id(f): f for f in futures}.values():
+            meta: Any = await fut
+            end = meta.offset + members[id(fut)] - 1
+            last[meta.partition] = max(last.get(meta.partition, -1), end)
+        for partition, offset in last.items():
+            self.schedules.data.set_persisted_offset(TP(topic, partition), offset)
 
     def _fired_up_to(self, partition: int) -> dict[TimeUnit, int]:
         db = _partition_db(self.progress, partition)
@@ -404,18 +437,20 @@ class Worker:
             for key, state in self.punctuator.elapsed_schedules(partition):
                 self.triggers.arm_elapsed(partition, key, state)
             log.info("partition %d assigned in %.3fs", partition, time.monotonic() - started)
+        await self.ingest.assign(active)
         # The rebuilt heaps and compiled schedules live long: keep the collector from rescanning them.
         gc.freeze()
 
     async def _on_revoked(self, app: Any, revoked: Any, **_: Any) -> None:
         self._tenant_counts.clear()
+        source = self.settings.light_topic  # a topic of Faust's agents, partitioned as the schedules
+        partitions = {tp.partition for tp in revoked if tp.topic == source}
+        await self.ingest.revoke(partitions)
         await self.punctuator.drain()
         await self._await_progress_sent()
-        commands = self.settings.commands_topic
-        for tp in revoked:
-            if tp.topic == commands:
-                self.punctuator.revoke(tp.partition)
-                self.jobs.checker.revoke(tp.partition)
+        for partition in partitions:
+            self.punctuator.revoke(partition)
+            self.jobs.checker.revoke(partition)
 
     def local_states(self, partition: int) -> Iterator[tuple[bytes, ScheduleState]]:
         for key, raw in partition_items(self.schedules, partition):
@@ -433,6 +468,7 @@ class Worker:
         return dict(cast(Any, self.faust_app.assignor).changelog_distribution)
 
     async def stop(self) -> None:
+        await self.ingest.stop()
         await self.punctuator.drain()
         await self._await_progress_sent()
         await self.producer.stop()
@@ -455,6 +491,7 @@ class _Timers(Service):
         self.add_future(p.run_progress(self.worker.settings.progress_interval_ms / 1000))
         self.add_future(self.worker.jobs.checker.run())
         self.add_future(self.worker.registry.start())
+        self.add_future(self.worker.ingest.run())
         if self.worker.settings.launcher == "embedded":
             from scheduler.launcher import Launcher
 

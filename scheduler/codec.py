@@ -164,6 +164,11 @@ def encode(schema_name: str, record: dict[str, Any]) -> bytes:
 
 
 def decode(schema_name: str, data: bytes | None, max_bytes: int | None = None) -> dict[str, Any]:
+    return _decode(schema_name, data, max_bytes)[0]
+
+
+def _decode(schema_name: str, data: bytes | None, max_bytes: int | None) -> tuple[dict[str, Any], bytes]:
+    """The record, and the bytes it was read from (the message's, or those after Confluent framing)."""
     if data is None:
         raise DecodeError("message has no value")
     if max_bytes is not None and len(data) > max_bytes:
@@ -195,7 +200,7 @@ def decode(schema_name: str, data: bytes | None, max_bytes: int | None = None) -
             error = DecodeError(f"{len(payload) - buf.tell()} trailing bytes")
             continue
         assert isinstance(record, dict)
-        return record
+        return record, payload
     if isinstance(error, DecodeError):
         raise DecodeError(f"not a valid Avro {schema_name}: {error}")
     raise DecodeError(f"not a valid Avro {schema_name}: {type(error).__name__}: {error}")
@@ -387,8 +392,24 @@ def encode_command(cmd: ScheduleCommand) -> bytes:
 
 
 def decode_command(data: bytes | None) -> ScheduleCommand:
-    rec = decode("ScheduleCommand", data, MAX_MESSAGE_BYTES)
+    return decode_command_with_schedule(data)[0]
+
+
+def decode_command_with_schedule(data: bytes | None) -> tuple[ScheduleCommand, bytes | None]:
+    """The command, and its schedule's own Avro bytes (for encode_state) when it carries one. A record
+    is its fields' encodings end to end, so they are the bytes between the key, action and union branch
+    at the head and the null fireRange (one byte) at the tail: what INSERT and UPDATE carry."""
+    rec, payload = _decode("ScheduleCommand", data, MAX_MESSAGE_BYTES)
     sched = rec["schedule"]
+    schedule_avro = None
+    if sched is not None and rec.get("fireRange") is None:
+        start = _skip_string(payload, _skip_string(payload, 0))  # the key: tenant, name
+        start = _skip_long(payload, _skip_long(payload, start))  # the action, the union branch
+        schedule_avro = payload[start:-1]
+    return _command(rec, sched), schedule_avro
+
+
+def _command(rec: dict[str, Any], sched: dict[str, Any] | None) -> ScheduleCommand:
     return ScheduleCommand(
         key=ScheduleKey(rec["key"]["tenant"], rec["key"]["name"]),
         action=Action(rec["action"]),
@@ -440,16 +461,20 @@ def task_definition_from_schedule(s: Schedule) -> dict[str, Any] | None:
     }
 
 
-def encode_state(st: ScheduleState) -> bytes:
-    return encode(
-        "ScheduleState",
-        {
-            "schedule": schedule_to_avro(st.schedule),
-            "createdAt": st.created_at,
-            "updatedAt": st.updated_at,
-            "activeSince": st.active_since,
-            "version": st.version,
-        },
+def encode_state(st: ScheduleState, schedule_avro: bytes | None = None) -> bytes:
+    """ScheduleState: the schedule's record (`schedule_avro` when its bytes are known already, see
+    decode_command_with_schedule), then the longs and the int, as zigzag varints (unit-tested against
+    fastavro's writer)."""
+    if schedule_avro is None:
+        schedule_avro = encode("Schedule", schedule_to_avro(st.schedule))
+    return b"".join(
+        (
+            schedule_avro,
+            _zigzag(st.created_at),
+            _zigzag(st.updated_at),
+            _zigzag(st.active_since),
+            _zigzag(st.version),
+        )
     )
 
 
@@ -487,6 +512,22 @@ def _zigzag(n: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+def _skip_long(data: bytes, pos: int) -> int:
+    """Where the varint at `pos` ends."""
+    while data[pos] & 0x80:
+        pos += 1
+    return pos + 1
+
+
+def _skip_string(data: bytes, pos: int) -> int:
+    """Where the string (its length's varint, then its bytes) at `pos` ends."""
+    end = _skip_long(data, pos)
+    n = 0
+    for i, b in enumerate(data[pos:end]):
+        n |= (b & 0x7F) << (7 * i)
+    return end + ((n >> 1) ^ -(n & 1))
 
 
 def _avro_string(s: str) -> bytes:
