@@ -64,9 +64,7 @@ async def test_a_command_is_applied_once_across_a_restart(broker, start_worker, 
         assert health is not None and health["commandsApplied"] == 1, health
 
 
-async def test_a_worker_starts_where_the_apps_consumer_group_left_the_commands(
-    broker, start_worker, app_id
-):
+async def test_a_worker_starts_where_the_apps_consumer_group_left_the_commands(broker, start_worker, app_id):
     """An upgrade from the per-message agent: a partition without a stored offset starts at the offset
     the app's consumer group committed, not at the beginning."""
     commands, out = f"{app_id}-commands", f"{app_id}-out"
