@@ -167,7 +167,7 @@ class Worker:
 
     async def handle_command(self, event: EventT) -> None:
         """One command of the commands topic (see ingest.CommandIngest); its schedule write is collected
-        for flush_writes."""
+        for the changelog (take_writes, write_changelog)."""
         msg = event.message
         try:
             cmd, schedule_avro = decode_command_with_schedule(msg.value)
@@ -219,7 +219,8 @@ class Worker:
             self._write_schedule(partition, kb, None)
             self.punctuator.remove(partition, kb)
         else:
-            await self.topics.ensure(new.schedule.topic)
+            if not self.topics.known(new.schedule.topic):
+                await self.topics.ensure(new.schedule.topic)
             known = schedule_avro if new.schedule is cmd.schedule else None  # an INSERT's: as it came
             self._write_schedule(partition, kb, encode_state(new, known))
             self.punctuator.upsert(partition, kb, new)
@@ -383,7 +384,7 @@ class Worker:
         return _partition_db(self.progress, partition)
 
     def _write_schedule(self, partition: int, key: bytes, value: bytes | None) -> None:
-        """The local store now; the changelog at the next flush_writes (None: deleted)."""
+        """The local store now; the changelog once the fetch is applied (take_writes; None: deleted)."""
         db = _partition_db(self.schedules, partition)
         if value is None:
             del db[key]
@@ -391,11 +392,15 @@ class Worker:
             db[key] = value
         self._writes.append((key, value, partition))
 
-    async def flush_writes(self) -> None:
-        """The schedule writes since the last flush, sent to the changelog as whole batches; returns once
-        the broker has them, with the offset each partition's store holds recorded as Faust does (so a
-        restart restores only what came after)."""
+    def take_writes(self) -> list[tuple[bytes, bytes | None, int]]:
+        """The schedule writes since the last take, for write_changelog."""
         writes, self._writes = self._writes, []
+        return writes
+
+    async def write_changelog(self, writes: list[tuple[bytes, bytes | None, int]]) -> None:
+        """Schedule writes sent to the changelog as whole batches; returns once the broker has them, with
+        the offset each partition's store holds recorded as Faust does (so a restart restores only what
+        came after)."""
         if not writes:
             return
         topic = self.schedules.changelog_topic.get_topic_name()
@@ -445,7 +450,7 @@ class Worker:
         self._tenant_counts.clear()
         source = self.settings.light_topic  # a topic of Faust's agents, partitioned as the schedules
         partitions = {tp.partition for tp in revoked if tp.topic == source}
-        await self.ingest.revoke(partitions)
+        await self.ingest.revoke(partitions)  # its last fetch's writes and offsets are sent
         await self.punctuator.drain()
         await self._await_progress_sent()
         for partition in partitions:

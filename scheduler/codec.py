@@ -399,6 +399,11 @@ def decode_command_with_schedule(data: bytes | None) -> tuple[ScheduleCommand, b
     """The command, and its schedule's own Avro bytes (for encode_state) when it carries one. A record
     is its fields' encodings end to end, so they are the bytes between the key, action and union branch
     at the head and the null fireRange (one byte) at the tail: what INSERT and UPDATE carry."""
+    fast = _read_time_command(data)
+    return fast if fast is not None else _avro_command_with_schedule(data)
+
+
+def _avro_command_with_schedule(data: bytes | None) -> tuple[ScheduleCommand, bytes | None]:
     rec, payload = _decode("ScheduleCommand", data, MAX_MESSAGE_BYTES)
     sched = rec["schedule"]
     schedule_avro = None
@@ -407,6 +412,138 @@ def decode_command_with_schedule(data: bytes | None) -> tuple[ScheduleCommand, b
         start = _skip_long(payload, _skip_long(payload, start))  # the action, the union branch
         schedule_avro = payload[start:-1]
     return _command(rec, sched), schedule_avro
+
+
+class _Defer(Exception):
+    """Not what the command reader below reads: the Avro reader decides (and names what is wrong)."""
+
+
+class _Symbols:
+    """Enum symbols and union branches of the writer schemas, by index, as the command reader needs them."""
+
+    def __init__(self) -> None:
+        s = schemas()
+        fields = {f["name"]: f["type"] for f in s["Schedule"]["fields"]}
+        self.actions = [Action(x) for x in s["ScheduleAction"]["symbols"]]
+        self.catch_up = [CatchUpPolicy(x) for x in s["CatchUpPolicy"]["symbols"]]
+        self.units = [TimeUnit(x) for x in s["TimeUnit"]["symbols"]]
+        self.cron = fields["trigger"].index("scheduler.CronTrigger")
+        self.frequency = fields["trigger"].index("scheduler.FrequencyTrigger")
+
+
+@cache
+def _symbols() -> _Symbols:
+    return _Symbols()
+
+
+class _Reader:
+    """Avro's binary encoding read by hand, for the fields of the commands most schedules are made of."""
+
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos = data, 0
+
+    def long(self) -> int:
+        data, pos = self.data, self.pos
+        b = data[pos]
+        n, shift = b & 0x7F, 7
+        while b & 0x80:
+            if shift > 56:  # past 64 bits: fastavro's reader decides what that is
+                raise _Defer
+            pos += 1
+            b = data[pos]
+            n |= (b & 0x7F) << shift
+            shift += 7
+        self.pos = pos + 1
+        return (n >> 1) ^ -(n & 1)
+
+    def string(self) -> str:
+        n = self.long()
+        end = self.pos + n
+        if n < 0 or end > len(self.data):
+            raise _Defer
+        value = self.data[self.pos : end].decode()
+        self.pos = end
+        return value
+
+    def index(self, size: int) -> int:
+        """An enum symbol's or a union branch's index."""
+        i = self.long()
+        if not 0 <= i < size:
+            raise _Defer
+        return i
+
+    def string_map(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        while count := self.long():
+            if count < 0:  # a block with its size in bytes
+                count = -count
+                self.long()
+            for _ in range(count):
+                key = self.string()
+                out[key] = self.string()
+        return out
+
+
+def _read_time_command(data: bytes | None) -> tuple[ScheduleCommand, bytes | None] | None:
+    """decode_command_with_schedule by hand for a command with no schedule, or one with a cron or frequency
+    trigger and no program, constraints nor timeout (~3x faster than fastavro's reader plus building the
+    model from its dicts). None for anything else, and for anything unusual in the bytes: the Avro reader
+    then decodes it, or raises the DecodeError. Unit-tested: equal to the Avro reader's result on every
+    command the fuzz generators make, valid or not."""
+    if data is None or not data or data[0] == 0 or len(data) > MAX_MESSAGE_BYTES:
+        return None  # (a zero first byte may be Confluent framing)
+    sym = _symbols()
+    r = _Reader(data)
+    try:
+        key = ScheduleKey(r.string(), r.string())
+        action = sym.actions[r.index(len(sym.actions))]
+        schedule, start, end = None, 0, 0
+        if r.index(2):
+            start = r.pos
+            tenant, name = r.string(), r.string()
+            branch = r.long()
+            trigger: CronTrigger | FrequencyTrigger
+            if branch == sym.cron:
+                trigger = CronTrigger(r.string(), r.string())
+            elif branch == sym.frequency:
+                unit, time = sym.units[r.index(len(sym.units))], r.long()
+                trigger = FrequencyTrigger(unit, time, r.long() if r.index(2) else None)
+                if not _INT_MIN <= time <= _INT_MAX:
+                    raise _Defer
+            else:
+                raise _Defer
+            topic, data_map = r.string(), r.string_map()
+            enabled = r.data[r.pos]
+            if enabled > 1:
+                raise _Defer
+            r.pos += 1
+            catch_up = sym.catch_up[r.index(len(sym.catch_up))]
+            window = r.long()
+            if r.long() or r.long() or r.long():  # program, constraints (an empty array), timeout
+                raise _Defer
+            end = r.pos
+            same = tenant == key.tenant and name == key.name
+            schedule = Schedule(
+                key if same else ScheduleKey(tenant, name),
+                trigger,
+                topic,
+                data_map,
+                enabled == 1,
+                catch_up,
+                window,
+            )
+        fire_range = (r.long(), r.long()) if r.index(2) else None
+    except (_Defer, IndexError, UnicodeDecodeError):
+        return None
+    if r.pos != len(data):
+        return None
+    cmd = ScheduleCommand(key, action, schedule, fire_range)
+    return cmd, data[start:end] if schedule is not None and fire_range is None else None
+
+
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 
 
 def _command(rec: dict[str, Any], sched: dict[str, Any] | None) -> ScheduleCommand:
@@ -467,15 +604,10 @@ def encode_state(st: ScheduleState, schedule_avro: bytes | None = None) -> bytes
     fastavro's writer)."""
     if schedule_avro is None:
         schedule_avro = encode("Schedule", schedule_to_avro(st.schedule))
-    return b"".join(
-        (
-            schedule_avro,
-            _zigzag(st.created_at),
-            _zigzag(st.updated_at),
-            _zigzag(st.active_since),
-            _zigzag(st.version),
-        )
-    )
+    created = _zigzag(st.created_at)  # an INSERT's three instants are one
+    updated = created if st.updated_at == st.created_at else _zigzag(st.updated_at)
+    active = created if st.active_since == st.created_at else _zigzag(st.active_since)
+    return b"".join((schedule_avro, created, updated, active, _zigzag(st.version)))
 
 
 def decode_state(data: bytes) -> ScheduleState:
@@ -506,12 +638,17 @@ def encode_fired(f: FiredTask) -> bytes:
 
 def _zigzag(n: int) -> bytes:
     n = (n << 1) ^ (n >> 63)
+    if n < 0x80:
+        return _ONE_BYTE[n]
     out = bytearray()
     while n & ~0x7F:
         out.append((n & 0x7F) | 0x80)
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
 
 
 def _skip_long(data: bytes, pos: int) -> int:

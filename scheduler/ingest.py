@@ -26,6 +26,7 @@ from scheduler.codec import decode_json, encode_json
 log = logging.getLogger(__name__)
 
 MAX_RECORDS = 4000  # per fetch: one changelog flush and one stored offset per partition for as many
+YIELD_EVERY = 100  # commands handled between two turns of the event loop (~10 ms)
 
 
 def offset_key(partition: int) -> bytes:
@@ -53,6 +54,7 @@ class CommandIngest:
         self._lock = asyncio.Lock()  # a fetch is applied whole, or the assignment changes: not both
         self._wake = asyncio.Event()
         self._stopped = False
+        self._flushing: asyncio.Future[None] | None = None  # the last fetch's changelog writes, then offsets
 
     async def _started(self) -> AIOKafkaConsumer:
         if self._consumer is None:
@@ -102,8 +104,10 @@ class CommandIngest:
             self._wake.set()
 
     async def revoke(self, partitions: set[int]) -> None:
-        """Stop consuming these partitions; returns once the fetch being applied is written."""
+        """Stop consuming these partitions; returns once the fetch being applied is written and its
+        offsets are sent."""
         async with self._lock:
+            await self._flushed()
             self._active -= partitions
             for p in partitions:
                 self._next.pop(p, None)
@@ -134,6 +138,7 @@ class CommandIngest:
 
     async def _apply(self, fetched: dict[TopicPartition, list[Any]]) -> None:
         done: list[int] = []
+        handled = 0
         for tp, records in fetched.items():
             p = tp.partition
             if p not in self._active:  # revoked while fetched
@@ -143,12 +148,33 @@ class CommandIngest:
                     continue
                 await self.handle(record)
                 self._next[p] = record.offset + 1
+                handled += 1
+                if handled % YIELD_EVERY == 0:  # the timers, the producer and the fetcher run meanwhile
+                    await asyncio.sleep(0)
             done.append(p)
         if not done:
             return
-        await self.worker.flush_writes()
-        for p in done:
-            self.worker.save_progress_record(p, offset_key(p), encode_json({"offset": self._next[p]}))
+        # The next fetch is applied while this one's writes go out; one flush at a time, so each stored
+        # offset follows the writes before it.
+        writes, offsets = self.worker.take_writes(), {p: self._next[p] for p in done}
+        await self._flushed()
+        self._flushing = asyncio.ensure_future(self._flush(writes, offsets))
+
+    async def _flush(self, writes: list[tuple[bytes, bytes | None, int]], offsets: dict[int, int]) -> None:
+        while True:  # the offsets must not pass writes the changelog lacks: retry (the broker is away)
+            try:
+                await self.worker.write_changelog(writes)
+                break
+            except Exception:
+                log.warning("schedule changelog write failed; retrying in 1 s", exc_info=True)
+                await asyncio.sleep(1)
+        for p, offset in offsets.items():
+            self.worker.save_progress_record(p, offset_key(p), encode_json({"offset": offset}))
+
+    async def _flushed(self) -> None:
+        flushing, self._flushing = self._flushing, None
+        if flushing is not None:
+            await flushing
 
     async def handle(self, record: Any) -> None:
         event = _Event(record)
@@ -163,6 +189,9 @@ class CommandIngest:
         self._stopped = True
         self._wake.set()
         async with self._lock:
+            if self._flushing is not None:  # with the broker away this would retry for ever
+                await asyncio.wait([self._flushing], timeout=10)
+                self._flushing.cancel()
             consumer, self._consumer = self._consumer, None
             if consumer is not None:
                 await consumer.stop()

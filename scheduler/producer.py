@@ -96,6 +96,10 @@ class TopicCreator:
         self._replication = replication_factor
         self._known: set[str] = set()
 
+    def known(self, topic: str) -> bool:
+        """Created (or found) already: ensure() would return at once."""
+        return topic in self._known
+
     async def ensure(self, *topics: str) -> None:
         missing = [t for t in topics if t not in self._known]
         if not missing:

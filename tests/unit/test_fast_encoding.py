@@ -10,6 +10,9 @@ import pytest
 from aiokafka.partitioner import murmur2 as aiokafka_murmur2
 
 from scheduler.codec import (
+    DecodeError,
+    _avro_command_with_schedule,
+    _read_time_command,
     decode_command,
     decode_command_with_schedule,
     decode_fired,
@@ -39,6 +42,7 @@ from scheduler.model import (
     job_id,
 )
 from scheduler.punctuator import murmur2
+from tests import fuzz_inputs
 
 pytestmark = pytest.mark.unit
 
@@ -116,3 +120,43 @@ def test_murmur2_is_kafkas() -> None:
     assert murmur2(b"a-little-bit-longer-string") == (-1486304829) & 0xFFFFFFFF
     assert murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8") == (-58897971) & 0xFFFFFFFF
     assert murmur2(b"abc") == 479470107
+
+
+def _mutations(rng: random.Random, value: bytes) -> list[bytes]:
+    out = [value[:cut] for cut in range(len(value))] + [value + b"\x00", value + rng.randbytes(3)]
+    for _ in range(20):
+        b = bytearray(value)
+        for _ in range(rng.randint(1, 3)):
+            b[rng.randrange(len(b))] = rng.randrange(256)
+        out.append(bytes(b))
+    return out
+
+
+def test_the_hand_command_reader_reads_what_the_avro_reader_reads_or_defers_to_it() -> None:
+    """Every command the fuzz generators make (valid, hostile) and mutations of valid ones: the hand reader
+    returns what fastavro's reader returns (the command, the schedule's bytes), or None where fastavro
+    decides — and on every valid cron/frequency command it reads it itself."""
+    seed = fuzz_inputs.seed()
+    print(f"FUZZ_SEED={seed}")
+    rng = random.Random(seed)
+    messages = [fuzz_inputs.hostile(rng, fuzz_inputs.COMMANDS, n, "ds").value for n in range(3000)]
+    valid = [encode_command(ScheduleCommand(s.key, action, s)) for s in SCHEDULES[:2] for action in Action]
+    valid += [
+        encode_command(ScheduleCommand(ScheduleKey("t", f"n{i}"), action, None, (T0, T0 + i)))
+        for i, action in enumerate(Action)
+    ]
+    for value in valid:
+        messages += [value, *_mutations(rng, value)]
+    read = 0
+    for value in messages:
+        fast = _read_time_command(value)
+        try:
+            slow = _avro_command_with_schedule(value)
+        except DecodeError:
+            assert fast is None, value
+            continue
+        if fast is not None:
+            read += 1
+            assert fast == slow, value
+    assert all(_read_time_command(v) is not None for v in valid)
+    assert read > 500, read
