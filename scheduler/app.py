@@ -16,6 +16,7 @@ from typing import Any, cast
 import faust
 from faust.types import TP, EventT
 from mode import Service
+from rocksdict import WriteBatch
 
 from scheduler.codec import (
     MAX_MESSAGE_BYTES,
@@ -133,6 +134,7 @@ class Worker:
         self.counts = WorkerCounts()  # commands, dead letters, jobs, runs: /metrics and /health
         self._progress_sent: list[Any] = []
         self._writes: list[tuple[bytes, bytes | None, int]] = []  # schedule changelog records not yet sent
+        self._unwritten: dict[int, dict[bytes, bytes | None]] = {}  # partition -> writes not in RocksDB yet
         self.ingest = CommandIngest(self)  # the commands topic, a fetch at a time (not a Faust agent)
 
         app.agent(self.light_topic, name="light-scheduler-agent")(self._light_agent)
@@ -181,7 +183,7 @@ class Worker:
             # Keyed or partitioned otherwise by its producer: move it to the partition that owns the key.
             await self.send_command(cmd, value=msg.value)
             return
-        raw = _partition_db(self.schedules, partition).get(kb)  # this event's partition: no key search
+        raw = self.schedule_bytes(partition, kb)  # this event's partition: no key search
         current = decode_state(raw) if raw is not None else None
         try:
             if (
@@ -262,6 +264,7 @@ class Worker:
         """Whether the partition holds its share of the tenant's schedule limit (see tenancy.partition_share)."""
         counts = self._tenant_counts.get(partition)
         if counts is None:  # counted once per assignment, from the keys alone
+            self.write_local()
             counts = Counter(
                 key_from_bytes(key).tenant for key, _ in partition_items(self.schedules, partition)
             )
@@ -357,7 +360,7 @@ class Worker:
         return await self.producer.send(topic, key, value)
 
     def _load(self, partition: int, key: bytes) -> ScheduleState | None:
-        raw = _partition_db(self.schedules, partition).get(key)
+        raw = self.schedule_bytes(partition, key)
         return None if raw is None else decode_state(raw)
 
     async def _await_progress_sent(self, timeout_s: float = 5.0) -> None:
@@ -384,13 +387,33 @@ class Worker:
         return _partition_db(self.progress, partition)
 
     def _write_schedule(self, partition: int, key: bytes, value: bytes | None) -> None:
-        """The local store now; the changelog once the fetch is applied (take_writes; None: deleted)."""
-        db = _partition_db(self.schedules, partition)
-        if value is None:
-            del db[key]
-        else:
-            db[key] = value
+        """Held until write_local puts it in RocksDB (schedule_bytes reads it meanwhile); the changelog
+        once the fetch is applied (take_writes). None: deleted."""
+        held = self._unwritten.get(partition)
+        if held is None:
+            held = self._unwritten[partition] = {}
+        held[key] = value
         self._writes.append((key, value, partition))
+
+    def schedule_bytes(self, partition: int, key: bytes) -> bytes | None:
+        """A schedule's state as stored: held by _write_schedule, else RocksDB's."""
+        held = self._unwritten.get(partition)
+        if held is not None and key in held:
+            return held[key]
+        return _partition_db(self.schedules, partition).get(key)
+
+    def write_local(self) -> None:
+        """The schedule writes held since the last call into RocksDB, a write batch per partition (~2x
+        cheaper than a put each). The ingest calls it before it lets other tasks run."""
+        held, self._unwritten = self._unwritten, {}
+        for partition, writes in held.items():
+            batch = WriteBatch(raw_mode=True)
+            for key, value in writes.items():
+                if value is None:
+                    batch.delete(key)
+                else:
+                    batch.put(key, value)
+            _partition_db(self.schedules, partition).write(batch)
 
     def take_writes(self) -> list[tuple[bytes, bytes | None, int]]:
         """The schedule writes since the last take, for write_changelog."""
@@ -458,6 +481,7 @@ class Worker:
             self.jobs.checker.revoke(partition)
 
     def local_states(self, partition: int) -> Iterator[tuple[bytes, ScheduleState]]:
+        self.write_local()  # (held writes exist only while a command's handling awaits)
         for key, raw in partition_items(self.schedules, partition):
             try:
                 yield key, decode_state(raw)
@@ -465,7 +489,7 @@ class Worker:
                 log.error("undecodable schedule state in partition %d; ignored", partition)
 
     def local_state(self, key: bytes) -> ScheduleState | None:
-        raw = self.schedules.get(key)
+        raw = self.schedule_bytes(self.partition_of(key), key)
         return None if raw is None else decode_state(raw)
 
     def changelog_distribution(self) -> dict[Any, dict[str, list[int]]]:

@@ -679,8 +679,8 @@ class FiredTaskBytes:
 
     __slots__ = ("head", "job_prefix", "data_bytes")
 
-    def __init__(self, key: ScheduleKey, data: dict[str, str]) -> None:
-        self.head = _avro_string(key.tenant) + _avro_string(key.name)
+    def __init__(self, key: ScheduleKey, data: dict[str, str], head: bytes | None = None) -> None:
+        self.head = key_bytes(key) if head is None else head  # head: key_bytes(key), when known already
         self.job_prefix = f"{key.id}@"
         self.data_bytes = (
             _zigzag(len(data))

@@ -42,7 +42,7 @@ def validate_command(cmd: ScheduleCommand) -> None:
             raise InvalidSchedule(
                 "schedule", f"schedule {cmd.schedule.key.id!r} does not match command key {cmd.key.id!r}"
             )
-        cmd.schedule.validate()
+        cmd.schedule.validate_definition()  # its key is the command's, validated above
     if cmd.action in (Action.RUN, Action.BACKFILL):
         if cmd.fire_range is None:
             raise InvalidSchedule("fireRange", f"{cmd.action.value} needs a fire range")

@@ -74,9 +74,12 @@ class EventRouting:
         self, key: bytes, old: ScheduleState | None, new: ScheduleState | None
     ) -> None:
         """Point the index at the new definition (every change bumps the version)."""
-        schedule = (new or old).schedule.key.id  # type: ignore[union-attr]
         new_keys = event_keys(new)  # disabled schedules stay indexed; the trigger agent ignores them
-        for ek in set(event_keys(old)) | set(new_keys):
+        changed = set(event_keys(old)) | set(new_keys)
+        if not changed:  # time triggers only: nothing indexed
+            return
+        schedule = (new or old).schedule.key.id  # type: ignore[union-attr]
+        for ek in changed:
             update = {
                 "eventKey": ek,
                 "schedule": schedule,

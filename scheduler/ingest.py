@@ -150,8 +150,10 @@ class CommandIngest:
                 self._next[p] = record.offset + 1
                 handled += 1
                 if handled % YIELD_EVERY == 0:  # the timers, the producer and the fetcher run meanwhile
+                    self.worker.write_local()
                     await asyncio.sleep(0)
             done.append(p)
+        self.worker.write_local()
         if not done:
             return
         # The next fetch is applied while this one's writes go out; one flush at a time, so each stored

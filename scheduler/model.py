@@ -298,18 +298,22 @@ class Schedule:
     def validate(self) -> None:
         """Raise InvalidSchedule naming the first field that is wrong."""
         self.key.validate()
+        self.validate_definition()
+
+    def validate_definition(self) -> None:
+        """validate() but for the key (for a caller that validated it already)."""
         if not _TOPIC_RE.fullmatch(self.topic):
             raise InvalidSchedule("topic", "must be 1-249 characters of [A-Za-z0-9._-]")
         if len(self.data) > MAX_DATA_ENTRIES:
             raise InvalidSchedule("data", f"more than {MAX_DATA_ENTRIES} entries")
-        size = sum(_utf8_len(k, "data") + _utf8_len(v, "data") for k, v in self.data.items())
-        if size > MAX_DATA_BYTES:
+        if self.data and (
+            sum(_utf8_len(k, "data") + _utf8_len(v, "data") for k, v in self.data.items()) > MAX_DATA_BYTES
+        ):
             raise InvalidSchedule("data", f"larger than {MAX_DATA_BYTES} bytes")
         if not 0 <= self.catch_up_window_ms <= MAX_CATCH_UP_WINDOW_MS:
             raise InvalidSchedule("catchUpWindowMs", f"must be between 0 and {MAX_CATCH_UP_WINDOW_MS}")
         _check_tree_shape(self.trigger)
         _validate_trigger(self.trigger, "trigger", 1)
-        leaves = trigger_leaves(self.trigger)
         if self.program is None:
             if self.constraints or self.timeout is not None:
                 raise InvalidSchedule("program", "constraints and timeout need a program to launch")
@@ -317,9 +321,15 @@ class Schedule:
                 raise InvalidSchedule("program", "an event or composite trigger needs a program to launch")
         else:
             ProgramId.parse(self.program.id)
-            for _, leaf in leaves:
+            for _, leaf in trigger_leaves(self.trigger):
                 if isinstance(leaf, ProgramStatusTrigger) and leaf.program == self.program:
                     raise InvalidSchedule("trigger.program", "a program never triggers itself")
+        if self.constraints:
+            self._validate_constraints()
+        if self.timeout is not None and not 0 < self.timeout.timeout_ms <= MAX_CATCH_UP_WINDOW_MS:
+            raise InvalidSchedule("timeout.timeoutMs", f"must be between 1 and {MAX_CATCH_UP_WINDOW_MS}")
+
+    def _validate_constraints(self) -> None:
         if len(self.constraints) > MAX_CONSTRAINTS:
             raise InvalidSchedule("constraints", f"more than {MAX_CONSTRAINTS} constraints")
         for c in self.constraints:
@@ -331,8 +341,6 @@ class Schedule:
             raise InvalidSchedule(
                 "constraints.concurrency.group", "must be 1-128 characters of [A-Za-z0-9._-]"
             )
-        if self.timeout is not None and not 0 < self.timeout.timeout_ms <= MAX_CATCH_UP_WINDOW_MS:
-            raise InvalidSchedule("timeout.timeoutMs", f"must be between 1 and {MAX_CATCH_UP_WINDOW_MS}")
 
 
 def _check_tree_shape(trigger: Trigger) -> None:

@@ -118,12 +118,13 @@ class _Compiled:
         return None
 
 
-def compile_schedule(state: ScheduleState) -> _Compiled:
+def compile_schedule(state: ScheduleState, key: bytes | None = None) -> _Compiled:
+    """`key`: the schedule's key bytes (key_bytes), when known already."""
     s = state.schedule
     leaves = tuple(state.time_leaves())
     elapsed = tuple(p for p, t in trigger_leaves(s.trigger) if isinstance(t, ElapsedTrigger))
     if s.program is None and [p for p, _ in leaves] == ["0"]:
-        fired = FiredTaskBytes(s.key, s.data)
+        fired = FiredTaskBytes(s.key, s.data, key)
         return _Compiled(s.topic, leaves, elapsed, fired.encode, None, fired.parts)
     return _Compiled(s.topic, leaves, elapsed, None, state)
 
@@ -237,7 +238,7 @@ class Punctuator:
         for n, (key, state) in enumerate(states):
             if not state.schedule.enabled:
                 continue
-            entry = compile_schedule(state)
+            entry = compile_schedule(state, key)
             if entry.leaves or entry.elapsed:
                 part.compiled[key] = entry
             for path, trigger in entry.leaves:
@@ -279,7 +280,7 @@ class Punctuator:
         part.compiled.pop(key, None)
         if not state.schedule.enabled:
             return
-        entry = compile_schedule(state)
+        entry = compile_schedule(state, key)
         if entry.leaves or entry.elapsed:
             part.compiled[key] = entry
         for path, trigger in entry.leaves:
@@ -510,7 +511,7 @@ class Punctuator:
         state = self._load(partition, key)
         if state is None or not state.schedule.enabled:
             return None
-        entry = part.compiled[key] = compile_schedule(state)
+        entry = part.compiled[key] = compile_schedule(state, key)
         return entry
 
     def _earliest(self, unit: TimeUnit) -> int | None:

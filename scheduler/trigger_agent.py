@@ -15,7 +15,7 @@ from scheduler.codec import constraint_to_avro, decode_json, decode_state, encod
 from scheduler.event_routing import notification_from_json
 from scheduler.events import InvalidEvent, parse
 from scheduler.jobs import Job
-from scheduler.model import ElapsedTrigger, ScheduleState, job_id, trigger_leaves
+from scheduler.model import CompositeTrigger, ElapsedTrigger, ScheduleState, job_id, trigger_leaves
 from scheduler.triggers.progress import TriggerProgress, apply, elapsed_due, reset, satisfied
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ class TriggerAgent:
         worker = self.worker
         fired = decode_json(event.message.value)
         key = bytes.fromhex(fired["scheduleKey"])
-        raw = worker.schedules.get(key)
+        raw = worker.schedule_bytes(event.message.partition, key)
         state = decode_state(raw) if raw is not None else None
         if state is None or not state.schedule.enabled or state.version != fired["version"]:
             worker.stats["triggersIgnored"] += 1  # deleted, disabled or updated since
@@ -138,6 +138,8 @@ class TriggerAgent:
         self, partition: int, key: bytes, state: ScheduleState, progress: TriggerProgress | None = None
     ) -> None:
         """Tell the punctuator when each elapsed trigger of the schedule comes due now."""
+        if not isinstance(state.schedule.trigger, ElapsedTrigger | CompositeTrigger):
+            return  # (the common case, without the walk)
         leaves = [(p, t) for p, t in trigger_leaves(state.schedule.trigger) if isinstance(t, ElapsedTrigger)]
         if not leaves or not state.schedule.enabled:
             return
