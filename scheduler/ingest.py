@@ -2,13 +2,16 @@
 
 Faust hands an agent one message at a time, at a cost of its own (measured here: an agent that only counts
 reaches ~6.5k events/s, one that writes a table ~2k/s). Commands come in bursts of thousands, so this
-consumer takes them a fetch at a time: each command goes through the worker's handler, the schedule writes
-go to RocksDB and are collected, and once per fetch they reach the changelog as whole batches. Only then
-is the partition's next offset stored, in the fire-progress table (changelogged like the schedules), so a
-crash re-applies at most one fetch (at-least-once, as before; a replayed INSERT is a no-op).
+consumer takes them a fetch at a time: each command goes through the worker's handler; its schedule write
+is held and put in RocksDB with the others as one write batch per partition (every YIELD_EVERY commands,
+before the event loop turns, so other tasks read what was applied); once the fetch is applied its writes
+go to the changelog as whole batches, and once the broker has them the partition's next offset is stored,
+in the fire-progress table (changelogged like the schedules). The next fetch is applied meanwhile. A crash
+re-applies at most the fetches whose offsets were not stored yet (at-least-once, as Faust's commits were;
+a replayed INSERT is a no-op, a replayed RUN fires again).
 
 It follows Faust's assignment: the partitions whose schedules this worker holds (after recovery), handed
-back before a rebalance moves them (the handler finishes its fetch and its writes are acknowledged).
+back before a rebalance moves them (the fetch being applied is written and its offsets sent first).
 A partition with no stored offset starts where the app's consumer group left it (a worker upgraded from
 the per-message agent), else at the beginning.
 """
