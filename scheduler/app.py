@@ -1,4 +1,4 @@
-"""The worker: a Faust app with the schedule agent, the schedules and fire-progress tables, the
+"""The worker: a Faust app with its agents, the commands ingest, the schedules and fire-progress tables, the
 punctuator and the HTTP views. Thin: decode, call the pure logic (commands, triggers), write, emit.
 """
 

@@ -1,7 +1,7 @@
 """Event routing: the reverse trigger index (event key -> triggers) and the agent that turns an event into
 trigger-fired messages for the schedules that care, without scanning schedules.
 
-- The schedule agent sends an index update per event key of a schedule's triggers (re-keyed by event
+- The commands ingest sends an index update per event key of a schedule's triggers (re-keyed by event
   key) whenever the schedule changes; the index agent applies it to the trigger-index table.
 - The event agent reads an event on the partition of its event key, looks its triggers up, and sends one
   trigger-fired message per trigger, re-keyed by schedule. Program-status events also go to the job queue

@@ -53,6 +53,8 @@ class CommandIngest:
         self.max_records = max_records
         self._consumer: AIOKafkaConsumer | None = None
         self._active: set[int] = set()
+        self._wanted: set[int] | None = None  # an assignment the run loop has not taken yet
+        self._generation = 0  # bumped by every assignment change: a fetch from before one is dropped
         self._next: dict[int, int] = {}  # partition -> the offset of the next command to apply
         self._lock = asyncio.Lock()  # a fetch is applied whole, or the assignment changes: not both
         self._wake = asyncio.Event()
@@ -85,32 +87,40 @@ class CommandIngest:
         return None if raw is None else int(decode_json(raw)["offset"])
 
     async def assign(self, partitions: set[int]) -> None:
-        """Consume these partitions (the worker's active ones) from where their last fetch ended."""
+        """Consume these partitions (the worker's active ones) from where their last fetch ended. The run
+        loop takes them over, and retries while the broker cannot be reached."""
         async with self._lock:
-            consumer = await self._started()
-            self._active = set(partitions)
-            tps = [TopicPartition(self.topic, p) for p in sorted(partitions)]
-            if not tps:
-                consumer.unsubscribe()
-                return
-            consumer.assign(tps)
-            for tp in tps:
-                offset = self.stored_offset(tp.partition)
-                if offset is None:
-                    offset = await consumer.committed(tp)
-                if offset is None:
-                    await consumer.seek_to_beginning(tp)
-                    self._next[tp.partition] = 0
-                else:
-                    consumer.seek(tp, offset)
-                    self._next[tp.partition] = offset
-            self._wake.set()
+            self._wanted = set(partitions)
+            self._active = set()
+            self._generation += 1
+        self._wake.set()
+
+    async def _take_assignment(self, partitions: set[int]) -> None:
+        consumer = await self._started()
+        tps = [TopicPartition(self.topic, p) for p in sorted(partitions)]
+        if not tps:
+            consumer.unsubscribe()
+            return
+        consumer.assign(tps)
+        for tp in tps:
+            offset = self.stored_offset(tp.partition)
+            if offset is None:
+                offset = await consumer.committed(tp)
+            if offset is None:
+                await consumer.seek_to_beginning(tp)
+            else:
+                consumer.seek(tp, offset)
+            self._next[tp.partition] = offset or 0
+        self._active = set(partitions)
 
     async def revoke(self, partitions: set[int]) -> None:
         """Stop consuming these partitions; returns once the fetch being applied is written and its
         offsets are sent."""
         async with self._lock:
             await self._flushed()
+            self._generation += 1
+            if self._wanted is not None:
+                self._wanted -= partitions
             self._active -= partitions
             for p in partitions:
                 self._next.pop(p, None)
@@ -125,10 +135,21 @@ class CommandIngest:
 
     async def run(self) -> None:
         while not self._stopped:
+            if self._wanted is not None:
+                try:
+                    async with self._lock:
+                        if self._wanted is not None:
+                            await self._take_assignment(self._wanted)
+                            self._wanted = None
+                except Exception:  # the broker cannot be reached (yet): the partitions wait, the worker lives
+                    log.warning("could not take the commands partitions; retrying in 1 s", exc_info=True)
+                    await asyncio.sleep(1)
+                continue
             if not self._active or self._consumer is None:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
+            generation = self._generation
             try:
                 fetched = await self._consumer.getmany(timeout_ms=200, max_records=self.max_records)
             except Exception:  # the broker went away, an assignment changed under the fetch: retry
@@ -137,7 +158,8 @@ class CommandIngest:
                 continue
             if fetched:
                 async with self._lock:
-                    await self._apply(fetched)
+                    if generation == self._generation:  # else fetched before a revoke or a new seek
+                        await self._apply(fetched)
 
     async def _apply(self, fetched: dict[TopicPartition, list[Any]]) -> None:
         done: list[int] = []
@@ -147,8 +169,6 @@ class CommandIngest:
             if p not in self._active:  # revoked while fetched
                 continue
             for record in records:
-                if record.offset < self._next[p]:  # fetched before a seek back to the stored offset
-                    continue
                 await self.handle(record)
                 self._next[p] = record.offset + 1
                 handled += 1
@@ -192,6 +212,7 @@ class CommandIngest:
 
     async def stop(self) -> None:
         self._stopped = True
+        self._wanted = None
         self._wake.set()
         async with self._lock:
             if self._flushing is not None:  # with the broker away this would retry for ever

@@ -270,7 +270,7 @@ class Punctuator:
     def clear(self) -> None:
         self._parts.clear()
 
-    # --- changes from the schedule agent (same partition, same process) --------------------------
+    # --- changes from the commands ingest (same partition, same process) --------------------------
 
     def upsert(self, partition: int, key: bytes, state: ScheduleState) -> None:
         part = self._parts.get(partition)
