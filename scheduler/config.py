@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Container, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -207,6 +207,21 @@ def recovery_fetch(lags: Mapping[str, int | None]) -> bool:
     )
 
 
+def fetched_lags(states: Iterable[tuple[Any, Any]], buffered: Container[Any]) -> dict[str, int | None]:
+    """topic -> how far the furthest behind of its partitions that the next fetch asks for is (None when not
+    known yet), from (partition, aiokafka partition state) pairs. A paused partition is not fetched, nor one
+    whose last fetch is still buffered: Faust leaves a changelog's fetched records unread once its table is
+    live, so such a partition's lag stays where it was and would keep every fetch at the long wait."""
+    lags: dict[str, int | None] = {}
+    for tp, state in states:
+        lags.setdefault(tp.topic, None)
+        if tp in buffered or state.paused:
+            continue
+        if state.highwater is not None and state.has_valid_position:
+            lags[tp.topic] = max(lags[tp.topic] or 0, state.highwater - state.position)
+    return lags
+
+
 def _long_polls_while_recovering(fetcher: Any) -> None:
     """Tansu answers a fetch with what it gathers within the fetch's max wait, and finding an offset
     costs it time that grows with what it stores: at 10 ms it returns a record or two per partition of a
@@ -216,13 +231,8 @@ def _long_polls_while_recovering(fetcher: Any) -> None:
     actions = fetcher._get_actions_per_node
 
     def get_actions_per_node(assignment: Any) -> Any:
-        lags: dict[str, int | None] = {}
-        for tp in assignment.tps:
-            state = assignment.state_value(tp)
-            lags.setdefault(tp.topic, None)
-            if state.highwater is not None and state.has_valid_position:
-                lags[tp.topic] = max(lags[tp.topic] or 0, state.highwater - state.position)
-        restoring = recovery_fetch(lags)
+        states = ((tp, assignment.state_value(tp)) for tp in assignment.tps)
+        restoring = recovery_fetch(fetched_lags(states, fetcher._records))
         fetcher._fetch_max_wait_ms = (
             TANSU_RECOVERY_FETCH_MAX_WAIT_MS if restoring else TANSU_FETCH_MAX_WAIT_MS
         )

@@ -1,5 +1,6 @@
-"""Event -> launch, hop by hop: `python -m tests.bench.hops [EVENTS]` (embedded broker, one worker, 100
-partition-triggered schedules, EVENTS sequential partition events; reports, never asserts).
+"""Event -> launch, hop by hop: `python -m tests.bench.hops [EVENTS [SCHEDULES]]` (embedded broker, one
+worker, SCHEDULES (100) partition-triggered schedules inserted through the commands topic, EVENTS (150)
+sequential partition events; reports, never asserts).
 
 Each hop's time comes from the record timestamps of the topics the event crosses: events -> trigger-fired
 (the event routing agent) -> jobs (the trigger agent) -> launches (the job queue agent).
@@ -18,7 +19,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 
 from scheduler.broker import EmbeddedBroker
-from tests.bench.run import Worker, now_ms, pct, wait_applied
+from scheduler.model import PartitionTrigger, ProgramId, Schedule, ScheduleKey
+from tests.bench.run import Worker, insert_all, now_ms, pct, wait_applied
 from tests.helpers import Api, TopicReader, decode_launch
 
 
@@ -37,26 +39,28 @@ async def read_all(bootstrap: str, topic: str) -> list[Any]:
     return sorted(out, key=lambda m: m.timestamp)
 
 
-async def main(count: int) -> None:
+async def main(count: int, n: int) -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-hops-"))
     broker = EmbeddedBroker(log_path=work / "broker.log").start()
-    bootstrap, app_id, n = broker.bootstrap_servers, f"hops{uuid.uuid4().hex[:6]}", 100
+    bootstrap, app_id = broker.bootstrap_servers, f"hops{uuid.uuid4().hex[:6]}"
     out = f"{app_id}-launches"
     try:
         with Worker(bootstrap, "tansu", app_id, work) as w:
             async with Api(w.proc.url) as api:
                 await api.register("bench/apps/workflow/etl")
-                for i in range(n):
-                    body = {"tenant": "bench", "name": f"e{i:06d}", "enabled": True, "topic": out,
-                            "program": "bench/apps/workflow/etl",
-                            "trigger": {"type": "partition", "dataset": f"bench.d{i:06d}"}}  # fmt: skip
-                    await api.client.post("/schedules", json=body)
-                await asyncio.to_thread(wait_applied, w, n, 600)
+                program = ProgramId.parse("bench/apps/workflow/etl")
+                schedules = [
+                    Schedule(ScheduleKey("bench", f"e{i:06d}"), PartitionTrigger(f"bench.d{i:06d}"), out,
+                             enabled=True, program=program)
+                    for i in range(n)
+                ]  # fmt: skip
+                await insert_all(bootstrap, f"{app_id}-commands", schedules)
+                await asyncio.to_thread(wait_applied, w, n, 900)
                 sent = []
                 async with TopicReader(bootstrap, out, decode_launch) as launches:
                     for k in range(count):
                         i = (k * 7919) % n
-                        await api.indexed((await api.client.get(f"/schedules/bench/e{i:06d}")).json(), 60)
+                        await api.indexed((await api.client.get(f"/schedules/bench/e{i:06d}")).json(), 900)
                         sent.append(now_ms())
                         await api.partitions(f"bench.d{i:06d}", f"p{k}")
                         await launches.wait_for(lambda r, k=k: len(r) > k, timeout_s=30)
@@ -86,4 +90,5 @@ async def main(count: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 150))
+    args = [int(a) for a in sys.argv[1:3]]
+    asyncio.run(main(args[0] if args else 150, args[1] if len(args) > 1 else 100))

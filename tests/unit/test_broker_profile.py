@@ -3,9 +3,12 @@ Faust settings each broker gets."""
 
 from __future__ import annotations
 
-import pytest
+from types import SimpleNamespace
 
-from scheduler.config import TANSU_RESTORE_LAG, broker_profile, recovery_fetch
+import pytest
+from aiokafka import TopicPartition
+
+from scheduler.config import TANSU_RESTORE_LAG, broker_profile, fetched_lags, recovery_fetch
 
 pytestmark = pytest.mark.unit
 
@@ -26,6 +29,29 @@ def test_a_fetch_is_a_restore_while_a_changelog_is_far_behind(
     lags: dict[str, int | None], expected: bool
 ) -> None:
     assert recovery_fetch(lags) is expected
+
+
+def _state(position: int | None, highwater: int | None, paused: bool = False) -> SimpleNamespace:
+    return SimpleNamespace(
+        position=position, highwater=highwater, paused=paused, has_valid_position=position is not None
+    )
+
+
+def test_only_partitions_the_next_fetch_asks_for_count_toward_a_restore() -> None:
+    changelog, events = "app-schedules-changelog", "app-events"
+    behind = TopicPartition(changelog, 0)
+    states = [
+        (behind, _state(100, 100 + TANSU_RESTORE_LAG * 4)),
+        (TopicPartition(changelog, 1), _state(5, 7)),
+        (TopicPartition(events, 0), _state(None, None)),
+    ]
+    assert fetched_lags(states, buffered=set()) == {changelog: TANSU_RESTORE_LAG * 4, events: None}
+    assert recovery_fetch(fetched_lags(states, buffered=set()))
+    # a live table's changelog: its last fetch sits unread in the buffer, its lag frozen; not a restore
+    assert fetched_lags(states, buffered={behind}) == {changelog: 2, events: None}
+    assert not recovery_fetch(fetched_lags(states, buffered={behind}))
+    states[0] = (behind, _state(100, 100 + TANSU_RESTORE_LAG * 4, paused=True))
+    assert not recovery_fetch(fetched_lags(states, buffered=set()))
 
 
 def test_changelogs_keep_the_producers_batching_on_every_broker() -> None:
