@@ -19,8 +19,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 
 from scheduler.broker import EmbeddedBroker
-from scheduler.model import PartitionTrigger, ProgramId, Schedule, ScheduleKey
-from tests.bench.run import Worker, insert_all, now_ms, pct, wait_applied
+from tests.bench.run import Worker, insert_all, now_ms, partition_schedules, pct, wait_applied
 from tests.helpers import Api, TopicReader, decode_launch
 
 
@@ -48,13 +47,7 @@ async def main(count: int, n: int) -> None:
         with Worker(bootstrap, "tansu", app_id, work) as w:
             async with Api(w.proc.url) as api:
                 await api.register("bench/apps/workflow/etl")
-                program = ProgramId.parse("bench/apps/workflow/etl")
-                schedules = [
-                    Schedule(ScheduleKey("bench", f"e{i:06d}"), PartitionTrigger(f"bench.d{i:06d}"), out,
-                             enabled=True, program=program)
-                    for i in range(n)
-                ]  # fmt: skip
-                await insert_all(bootstrap, f"{app_id}-commands", schedules)
+                await insert_all(bootstrap, f"{app_id}-commands", partition_schedules(n, out))
                 await asyncio.to_thread(wait_applied, w, n, 900)
                 sent = []
                 async with TopicReader(bootstrap, out, decode_launch) as launches:

@@ -299,6 +299,17 @@ async def firing(bootstrap: str, profile: str, n: int, duration_s: float) -> dic
     }
 
 
+def partition_schedules(n: int, out: str) -> list[Schedule]:
+    """n schedules of bench/apps/workflow/etl, each triggered by a partition of its own dataset
+    bench.dNNNNNN, launching to `out`."""
+    program = ProgramId.parse("bench/apps/workflow/etl")
+    return [
+        Schedule(ScheduleKey("bench", f"e{i:06d}"), PartitionTrigger(f"bench.d{i:06d}"), out,
+                 enabled=True, program=program)
+        for i in range(n)
+    ]  # fmt: skip
+
+
 async def events(bootstrap: str, profile: str, n: int, count: int) -> dict[str, Any]:
     """Event -> launch request, measured from the event's produce time to the launch request's timestamp."""
     from tests.helpers import Api, TopicReader, decode_launch
@@ -309,12 +320,7 @@ async def events(bootstrap: str, profile: str, n: int, count: int) -> dict[str, 
     with Worker(bootstrap, profile, app_id, work) as w:
         async with Api(w.proc.url) as api:
             await api.register("bench/apps/workflow/etl")
-            program = ProgramId.parse("bench/apps/workflow/etl")
-            schedules = [
-                Schedule(ScheduleKey("bench", f"e{i:06d}"), PartitionTrigger(f"bench.d{i:06d}"), out,
-                         enabled=True, program=program)
-                for i in range(n)
-            ]  # fmt: skip
+            schedules = partition_schedules(n, out)
             t0 = time.monotonic()
             await insert_all(bootstrap, f"{app_id}-commands", schedules)  # through the commands topic
             await asyncio.to_thread(wait_applied, w, n, 900)
