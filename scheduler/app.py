@@ -5,7 +5,6 @@ punctuator and the HTTP views. Thin: decode, call the pure logic (commands, trig
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import sys
 import time
@@ -36,7 +35,7 @@ from scheduler.codec import (
 from scheduler.commands import CommandRejected, apply_command, manual_fires_yielding, validate_command
 from scheduler.config import Settings, apply_consumer_profile, broker_profile
 from scheduler.event_routing import EventRouting
-from scheduler.ingest import CommandIngest
+from scheduler.ingest import CommandIngest, freeze_long_lived
 from scheduler.job_queue import JobQueueAgent
 from scheduler.journal import Journal
 from scheduler.metrics import WorkerCounts
@@ -466,8 +465,7 @@ class Worker:
                 self.triggers.arm_elapsed(partition, key, state)
             log.info("partition %d assigned in %.3fs", partition, time.monotonic() - started)
         await self.ingest.assign(active)
-        # The rebuilt heaps and compiled schedules live long: keep the collector from rescanning them.
-        gc.freeze()
+        freeze_long_lived()  # the rebuilt heaps and compiled schedules
 
     async def _on_revoked(self, app: Any, revoked: Any, **_: Any) -> None:
         self._tenant_counts.clear()

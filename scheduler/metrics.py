@@ -9,6 +9,7 @@ own topics and tables), never from message contents. One CollectorRegistry per W
 from __future__ import annotations
 
 import asyncio
+import gc
 import re
 import time
 from bisect import bisect_left
@@ -16,7 +17,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, ProcessCollector
+from prometheus_client import CollectorRegistry, GCCollector, ProcessCollector
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -380,6 +381,12 @@ class WorkerCollector(Collector):
         for table, n in self.sizes.sizes(partitions).items():
             tables.add_metric([table], n)
         yield tables
+        yield GaugeMetricFamily(
+            "scheduler_gc_frozen_objects",
+            "Objects in the garbage collector's permanent generation (the schedules, heaps and queues"
+            " frozen after recovery and after commands are applied: full collections skip them)",
+            value=gc.get_freeze_count(),
+        )
 
 
 def _counter(name: str, documentation: str, value: float) -> CounterMetricFamily:
@@ -390,6 +397,7 @@ def build_registry(worker: Worker, sizes: TableSizes) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(WorkerCollector(worker, sizes))
     ProcessCollector(registry=registry)  # process_cpu_seconds_total, resident memory, open fds
+    GCCollector(registry=registry)  # python_gc_collections_total{generation}, objects collected
     return registry
 
 

@@ -1,8 +1,10 @@
-"""The commands ingest outlives a broker it cannot reach: it keeps its partitions waiting and retries."""
+"""The commands ingest outlives a broker it cannot reach (it keeps its partitions waiting and retries), and
+freezes what the commands it applied built."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from types import SimpleNamespace
 
@@ -10,7 +12,7 @@ import pytest
 
 from scheduler.broker import free_port
 from scheduler.config import Settings
-from scheduler.ingest import CommandIngest
+from scheduler.ingest import FREEZE_AFTER, CommandIngest
 from scheduler.producer import TopicCreator
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
@@ -37,3 +39,18 @@ async def test_an_assignment_waits_and_retries_while_the_broker_cannot_be_reache
     finally:
         await ingest.stop()
         await asyncio.wait_for(run, 10)
+
+
+def test_applied_commands_are_frozen_when_the_topic_is_quiet_or_every_freeze_after() -> None:
+    ingest = CommandIngest(SimpleNamespace(settings=Settings(app_id="settle")))
+    frozen = gc.get_freeze_count()
+    try:
+        assert not ingest.settle(quiet=True)  # nothing applied since the last freeze
+        ingest.unfrozen = FREEZE_AFTER - 1
+        assert not ingest.settle(quiet=False)  # a flow goes on: not yet
+        assert ingest.settle(quiet=True)
+        assert ingest.unfrozen == 0 and gc.get_freeze_count() > frozen
+        ingest.unfrozen = FREEZE_AFTER
+        assert ingest.settle(quiet=False)
+    finally:
+        gc.unfreeze()
