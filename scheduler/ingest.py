@@ -39,7 +39,7 @@ def freeze_long_lived() -> None:
     schedules and heap entries are hundreds of thousands of objects, and every full collection walked them
     (110-120 ms at 100,000 schedules, every ~20 s, a burst of fires late behind it). Objects still free as
     usual when unreferenced; the young generations are collected first, so only a cycle that was already
-    old garbage stays (handling a command makes none that live that long)."""
+    garbage in the oldest generation would stay for good."""
     gc.collect(1)
     gc.freeze()
 

@@ -383,8 +383,8 @@ class WorkerCollector(Collector):
         yield tables
         yield GaugeMetricFamily(
             "scheduler_gc_frozen_objects",
-            "Objects in the garbage collector's permanent generation (the schedules, heaps and queues"
-            " frozen after recovery and after commands are applied: full collections skip them)",
+            "Objects in the garbage collector's permanent generation (what lived after a recovery and"
+            " after applied commands went quiet: full collections skip them)",
             value=gc.get_freeze_count(),
         )
 
