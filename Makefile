@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install run test unit integration chaos bench lint format demo clean
+.PHONY: install run test test-embedded kafka-jars unit integration chaos bench lint format demo clean
 
 install: $(VENV)/.installed
 
@@ -14,11 +14,17 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test,dev]'
 	touch $@
 
-run: install          ## embedded broker + one worker + HTTP on :6066
+run: install          ## a broker (Apache Kafka where java and mvn are, else Tansu) + one worker + HTTP on :6066
 	$(BIN)/scheduler run
 
-test: install         ## the whole suite: unit + integration on a real broker
+test: install         ## the whole suite: unit + integration on Apache Kafka from its jars (see Brokers)
 	$(BIN)/pytest
+
+test-embedded: install  ## the integration tests again, on the embedded Tansu broker (the quick start's)
+	SCHEDULER_TEST_BROKER=tansu $(BIN)/pytest -m "integration and not cluster"
+
+kafka-jars: install   ## fetch the pinned Apache Kafka's jars into the cache (mvn; once)
+	$(BIN)/python -c "from scheduler.kafka_server import classpath; print(classpath())"
 
 demo: install         ## ingest -> transform -> report on the embedded broker with Spark local
 	$(BIN)/scheduler demo

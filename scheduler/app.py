@@ -33,7 +33,7 @@ from scheduler.codec import (
     register_codecs,
 )
 from scheduler.commands import CommandRejected, apply_command, manual_fires_yielding, validate_command
-from scheduler.config import Settings, apply_consumer_profile, broker_profile
+from scheduler.config import Settings, apply_consumer_profile, apply_transport_fixes, broker_profile
 from scheduler.event_routing import EventRouting
 from scheduler.ingest import CommandIngest, freeze_long_lived
 from scheduler.job_queue import JobQueueAgent
@@ -62,6 +62,7 @@ class Worker:
         self.clock = clock
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         apply_consumer_profile(settings.broker_profile)
+        apply_transport_fixes()
         app = self.faust_app = faust.App(
             settings.app_id,
             broker=[f"kafka://{h.strip()}" for h in settings.bootstrap_servers.split(",")],
@@ -512,6 +513,8 @@ class _Timers(Service):
         super().__init__(**kwargs)
 
     async def on_start(self) -> None:
+        topics = self.worker.settings.own_topics()
+        await self.worker.topics.ensure(*topics, configs=topics)
         p = self.worker.punctuator
         for unit in TimeUnit:
             self.add_future(p.run_timer(unit))

@@ -93,17 +93,23 @@ async def _prepare_embedded(settings: Settings, replay: list[tuple[bytes, bytes]
 
 
 def cmd_run(args: argparse.Namespace) -> None:
-    """Embedded broker + one worker + HTTP, with schedules kept across restarts by the journal."""
-    from scheduler.broker import EmbeddedBroker
-    from scheduler.journal import compact_journal
+    """A broker + one worker + HTTP on one machine: Apache Kafka from its jars (durable) where java and
+    mvn are present, else the embedded Tansu broker (memory only; schedules kept by the journal)."""
+    from scheduler.kafka_server import missing_tools
 
+    choice = args.broker
+    if choice == "auto":
+        missing = missing_tools()
+        choice = "tansu" if missing else "kafka"
+        why = f"no {' or '.join(missing)} on PATH" if missing else "java and mvn found"
+        print(f"scheduler: broker {choice} ({why}; --broker kafka|tansu to choose)", flush=True)
     # `scheduler run` is the local development command: auth is off unless tokens are configured.
     configured = any(
         os.environ.get(v) for v in ("SCHEDULER_AUTH", "SCHEDULER_AUTH_TOKENS", "SCHEDULER_AUTH_TOKENS_FILE")
     )
     settings = _settings(
         args,
-        broker_profile="tansu",
+        broker_profile=choice,
         launcher="off" if args.no_launcher else "embedded",
         auth=None if configured else "off",
     )
@@ -111,8 +117,63 @@ def cmd_run(args: argparse.Namespace) -> None:
         print("scheduler: HTTP auth is OFF (local development; set SCHEDULER_AUTH_TOKENS_FILE to turn it on)")
     data_dir = Path(settings.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
+    if choice == "kafka":
+        _run_on_kafka(settings, data_dir, args.broker_port)
+    else:
+        _run_on_tansu(settings, data_dir, args.broker_port)
+
+
+def _port_taken(port: int) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _run_on_kafka(settings: Settings, data_dir: Path, port: int) -> None:
+    """Apache Kafka (1 node, KRaft) with its log dirs under the data dir: a restart keeps every topic."""
+    from scheduler.kafka_server import KAFKA_VERSION, KafkaCluster, KafkaUnavailable
+
+    cluster = KafkaCluster(data_dir / "kafka", nodes=1, port=port)
+    cluster.stop_stale()
+    if _port_taken(port):
+        print(
+            f"scheduler: port {port} is held by another process; stop it or pass --broker-port",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+    print(f"scheduler: starting Apache Kafka {KAFKA_VERSION} (log dirs in {cluster.base_dir})", flush=True)
+    try:
+        cluster.start()
+    except KafkaUnavailable as exc:
+        print(f"scheduler: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    try:
+        settings = settings.model_copy(update={"bootstrap_servers": cluster.bootstrap_servers})
+        print(
+            f"scheduler: broker {cluster.bootstrap_servers}, HTTP {settings.web_url}, "
+            f"commands topic {settings.commands_topic}",
+            flush=True,
+        )
+        run_worker(settings)
+    finally:
+        cluster.stop()
+
+
+def _run_on_tansu(settings: Settings, data_dir: Path, port: int) -> None:
+    """The embedded Tansu broker: memory only, so schedules are kept by the journal and replayed."""
+    from scheduler.broker import EmbeddedBroker, TansuGrowthWatch
+    from scheduler.journal import compact_journal
+
+    if _port_taken(port):
+        print(
+            f"scheduler: port {port} is held by another process; stop it or pass --broker-port",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
     journal = settings.journal_path or data_dir / "journal.bin"
-    broker = EmbeddedBroker(port=args.broker_port, log_path=data_dir / "broker.log").start()
+    broker = EmbeddedBroker(port=port, log_path=data_dir / "broker.log").start()
+    watch = TansuGrowthWatch(broker).start()
     try:
         settings = settings.model_copy(
             update={"bootstrap_servers": broker.bootstrap_servers, "journal_path": journal}
@@ -122,12 +183,14 @@ def cmd_run(args: argparse.Namespace) -> None:
         replay = compact_journal(journal)
         asyncio.run(_prepare_embedded(settings, replay))
         print(
-            f"scheduler: broker {broker.bootstrap_servers}, HTTP {settings.web_url}, "
-            f"commands topic {settings.commands_topic}, {len(replay)} schedules restored from {journal}",
+            f"scheduler: broker {broker.bootstrap_servers} (embedded Tansu, memory only), HTTP "
+            f"{settings.web_url}, commands topic {settings.commands_topic}, {len(replay)} schedules "
+            f"restored from {journal}",
             flush=True,
         )
         run_worker(settings)
     finally:
+        watch.stop()
         broker.stop()
 
 
@@ -706,12 +769,19 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--data-dir", type=Path)
     p.set_defaults(func=cmd_launcher)
 
-    p = sub.add_parser("run", help="embedded broker + one worker (with its launcher) + HTTP, for one machine")
+    p = sub.add_parser("run", help="a broker + one worker (with its launcher) + HTTP, for one machine")
     p.add_argument("--no-launcher", action="store_true", help="do not run programs in this process")
     p.add_argument("--app-id")
     p.add_argument("--web-port", type=int)
     p.add_argument("--data-dir", type=Path)
-    p.add_argument("--broker-port", type=int, default=9092, help="embedded broker port (default 9092)")
+    p.add_argument("--broker-port", type=int, default=9092, help="the broker's port (default 9092)")
+    p.add_argument(
+        "--broker",
+        choices=["auto", "kafka", "tansu"],
+        default="auto",
+        help="kafka: Apache Kafka from its jars, durable (needs java and mvn); tansu: the embedded "
+        "memory-only broker; auto (default): kafka where java and mvn are found, else tansu",
+    )
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser(

@@ -7,6 +7,7 @@ tests configure workers the same way.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Container, Iterable, Mapping
@@ -120,6 +121,19 @@ class Settings(BaseModel):
     @property
     def launcher_control_topic(self) -> str:
         return f"{self.app_id}-launcher-control"
+
+    def own_topics(self) -> dict[str, dict[str, str]]:
+        """The topics workers and launchers create at start (Faust creates its agents' and tables'), each
+        with the topic configs it needs. A cluster that does not create topics on first use needs them."""
+        return {
+            self.commands_topic: {},
+            self.dead_letter_topic: {},
+            self.events_topic: {},
+            self.launch_topic: {},
+            self.launcher_control_topic: {},
+            # program definitions: the latest per program id wins, so older ones may go
+            self.programs_topic: {"cleanup.policy": "compact"},
+        }
 
     @property
     def web_url(self) -> str:
@@ -241,6 +255,42 @@ def _long_polls_while_recovering(fetcher: Any) -> None:
     fetcher._get_actions_per_node = get_actions_per_node
 
 
+#: how long topic creation at start may look for a broker that answers (Faust's own timeout: 30 s)
+CONTROLLER_LOOKUP_TIMEOUT_S = 60.0
+
+
+async def _answering_controller(self: Any, owner: Any, client: Any, timeout: int = 30000) -> Any:
+    """Faust's Transport._get_controller_node asks the first broker in the metadata only, and a worker
+    that starts while that broker restarts dies with NodeNotReadyError (seen on Kafka during a rolling
+    restart). Ask each broker in turn, and retry until one answers."""
+    from aiokafka.errors import KafkaError, NodeNotReadyError
+    from aiokafka.protocol.metadata import MetadataRequest
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(timeout / 1000, CONTROLLER_LOOKUP_TIMEOUT_S)
+    while True:
+        for node_id in [b.nodeId for b in client.cluster.brokers()]:
+            try:
+                result = await owner.wait(client.send(node_id, MetadataRequest([])), timeout=timeout)
+            except (KafkaError, TimeoutError):  # not connected (yet), restarting, or gone
+                continue
+            if result.stopped:
+                return None
+            return result.result.controller_id
+        if loop.time() > deadline:
+            raise NodeNotReadyError("no broker answered a metadata request to find the controller")
+        await asyncio.sleep(0.5)
+        with contextlib.suppress(Exception):
+            await client.force_metadata_update()
+
+
+def apply_transport_fixes() -> None:
+    """Process-wide, on every broker: Faust's transport made to ride out a broker that is restarting."""
+    import faust.transport.drivers.aiokafka as driver
+
+    driver.Transport._get_controller_node = _answering_controller  # type: ignore[method-assign]
+
+
 def apply_consumer_profile(profile: BrokerProfile) -> None:
     """Process-wide: make the consumers Faust creates poll at the profile's fetch wait."""
     if profile != "tansu":
@@ -281,7 +331,7 @@ def apply_consumer_profile(profile: BrokerProfile) -> None:
 
 
 def broker_profile(profile: BrokerProfile) -> dict[str, Any]:
-    """Faust settings for a broker. A real Kafka cluster gets Faust's and Kafka's defaults.
+    """Faust settings for a broker, each for a reason.
 
     Tansu (the embedded broker) reports a wrong end offset for a partition whose last batch holds more
     than one record; the consumer profile reads the right one (tansu_end_offsets), so changelogs batch.
@@ -293,5 +343,16 @@ def broker_profile(profile: BrokerProfile) -> dict[str, Any]:
             "broker_session_timeout": 8.0,
             "broker_heartbeat_interval": 1.0,
         }
-    # Real Kafka: a dead worker is noticed after the session timeout; Faust's default is 60 s.
-    return {"broker_session_timeout": 10.0, "broker_heartbeat_interval": 3.0}
+    return {
+        # A dead worker is noticed after the session timeout, and its schedules fire late until then:
+        # Faust's default is 60 s. 10 s rides out a long GC pause; heartbeats at a third of it, as Kafka
+        # advises, so two can be lost before the session is.
+        "broker_session_timeout": 10.0,
+        "broker_heartbeat_interval": 3.0,
+        # Every write (hops, changelogs) is acknowledged by all in-sync replicas: with min.insync.replicas
+        # 2 on a 3-node cluster, a leader that dies loses nothing it acknowledged (the fires' and the
+        # schedules changelog's producer, producer.BatchedProducer, uses acks=all too).
+        "producer_acks": -1,
+        # An agent hop carries one event at a time and event -> launch is three of them: send at once.
+        "producer_linger": 0.0,
+    }

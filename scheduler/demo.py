@@ -150,7 +150,7 @@ async def run_demo(data_dir: Path, timeout_s: float) -> int:
     log = open(data_dir / "scheduler.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "scheduler", "run", "--app-id", app_id, "--web-port", str(web),
-         "--broker-port", str(broker), "--data-dir", str(data_dir)],
+         "--broker", "tansu", "--broker-port", str(broker), "--data-dir", str(data_dir)],
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     try:

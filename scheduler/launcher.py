@@ -142,9 +142,10 @@ class Launcher:
             self.stats["failed"] += 1
 
     async def run(self) -> None:
-        await TopicCreator(self.settings.bootstrap_servers, self.settings.partitions, 1).ensure(
-            self.settings.launch_topic, self.settings.launcher_control_topic, self.settings.events_topic
-        )
+        topics = self.settings.own_topics()
+        await TopicCreator(
+            self.settings.bootstrap_servers, self.settings.partitions, self.settings.replication_factor
+        ).ensure(*topics, configs=topics)
         await self.registry.start()
         await self.recover()
         control = asyncio.create_task(self._follow_control())

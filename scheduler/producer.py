@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping
 from typing import cast
 
 from aiokafka import AIOKafkaProducer
@@ -100,7 +101,8 @@ class TopicCreator:
         """Created (or found) already: ensure() would return at once."""
         return topic in self._known
 
-    async def ensure(self, *topics: str) -> None:
+    async def ensure(self, *topics: str, configs: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        """Create those of `topics` that do not exist (`configs`: topic -> its topic configs)."""
         missing = [t for t in topics if t not in self._known]
         if not missing:
             return
@@ -108,7 +110,13 @@ class TopicCreator:
         await admin.start()
         try:
             existing = set(await admin.list_topics())
-            new = [NewTopic(t, self._partitions, self._replication) for t in missing if t not in existing]
+            new = [
+                NewTopic(
+                    t, self._partitions, self._replication, topic_configs=dict((configs or {}).get(t, {}))
+                )
+                for t in missing
+                if t not in existing
+            ]
             if new:
                 with contextlib.suppress(TopicAlreadyExistsError):
                     await admin.create_topics(new)

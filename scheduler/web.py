@@ -580,6 +580,8 @@ class _Http:
             if request.headers.get(ROUTED_HEADER):
                 raise _Unavailable("forwarded to a worker that does not own the key")
             status, body = await self._get(owner + cast(Any, request).path_qs, request)
+            if status == 503:  # the owner is moving partitions too: say when to retry, as it did
+                raise _Unavailable(str(body.get("reason") if isinstance(body, dict) else "owner unavailable"))
             return view.json(body, status=status)
         except _Unavailable as exc:
             return _unavailable(view, str(exc))

