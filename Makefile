@@ -21,7 +21,7 @@ test: install         ## the whole suite: unit + integration on Apache Kafka fro
 	$(BIN)/pytest
 
 test-embedded: install  ## the integration tests again, on the embedded Tansu broker (the quick start's)
-	SCHEDULER_TEST_BROKER=tansu $(BIN)/pytest -m "integration and not cluster"
+	SCHEDULER_TEST_BROKER=tansu $(BIN)/pytest -m "integration and not own_broker"
 
 kafka-jars: install   ## fetch the pinned Apache Kafka's jars into the cache (mvn; once)
 	$(BIN)/python -c "from scheduler.kafka_server import classpath; print(classpath())"

@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from scheduler.kafka_server import die_with_parent
+from scheduler.kafka_server import child_setup
 
 
 class BrokerUnavailable(RuntimeError):
@@ -91,7 +91,7 @@ class EmbeddedBroker:
             stdout=log,
             stderr=subprocess.STDOUT,
             # its own session, and killed with the process that started it (no orphan holding the port)
-            preexec_fn=die_with_parent,
+            preexec_fn=child_setup(),
         )
         if not wait_for_port(self.host, self.port, timeout_s) or self.process.poll() is not None:
             self.stop()

@@ -132,7 +132,7 @@ def _port_taken(port: int) -> bool:
 
 def _run_on_kafka(settings: Settings, data_dir: Path, port: int) -> None:
     """Apache Kafka (1 node, KRaft) with its log dirs under the data dir: a restart keeps every topic."""
-    from scheduler.kafka_server import KAFKA_VERSION, KafkaCluster, KafkaUnavailable
+    from scheduler.kafka_server import KAFKA_VERSION, KafkaCluster, KafkaUnavailable, jars_cached
 
     cluster = KafkaCluster(data_dir / "kafka", nodes=1, port=port)
     cluster.stop_stale()
@@ -142,6 +142,8 @@ def _run_on_kafka(settings: Settings, data_dir: Path, port: int) -> None:
             file=sys.stderr,
         )
         raise SystemExit(2)
+    if not jars_cached():
+        print(f"scheduler: fetching Apache Kafka {KAFKA_VERSION}'s jars with mvn (once)", flush=True)
     print(f"scheduler: starting Apache Kafka {KAFKA_VERSION} (log dirs in {cluster.base_dir})", flush=True)
     try:
         cluster.start()

@@ -21,7 +21,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,9 +99,17 @@ def missing_tools() -> list[str]:
     return [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
 
 
+def jars_dir(cache: Path | None = None) -> Path:
+    return (cache or cache_dir()) / f"kafka-{KAFKA_VERSION}" / "lib"
+
+
+def jars_cached(cache: Path | None = None) -> bool:
+    return (jars_dir(cache) / ".complete").exists()
+
+
 def classpath(cache: Path | None = None, timeout_s: float = 600) -> Path:
     """The directory holding the pinned Kafka server's jars, fetched with mvn the first time."""
-    lib = (cache or cache_dir()) / f"kafka-{KAFKA_VERSION}" / "lib"
+    lib = jars_dir(cache)
     done = lib / ".complete"
     if done.exists():
         return lib
@@ -163,6 +171,15 @@ def _listening(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def child_setup(tied_to_parent: bool = True) -> Callable[[], None]:
+    """What a broker's child process runs before exec: its own session, and (tied) the parent-death
+    signal. Linux sends that signal when the *thread* that started the child ends, so a child started
+    from another thread than the main one (asyncio.to_thread) is not tied: it would die with the thread."""
+    if tied_to_parent and threading.current_thread() is threading.main_thread():
+        return die_with_parent
+    return os.setsid
 
 
 def die_with_parent() -> None:
@@ -398,7 +415,7 @@ class KafkaCluster:
                 stdin=subprocess.DEVNULL,
                 # its own session (a signal to the test runner's group does not reach it), and killed with
                 # the process that started it, so a SIGKILLed parent leaves no broker holding the port
-                preexec_fn=die_with_parent if self.tied_to_parent else os.setsid,
+                preexec_fn=child_setup(self.tied_to_parent),
             )
         (n.dir / "pid").write_text(str(n.process.pid))
 

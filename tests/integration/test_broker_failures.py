@@ -33,7 +33,7 @@ from scheduler.model import (
 from tests.chaos import analyse
 from tests.helpers import TopicReader, WorkerProcess, send_commands
 
-pytestmark = [pytest.mark.integration, pytest.mark.cluster, pytest.mark.timeout(480)]
+pytestmark = [pytest.mark.integration, pytest.mark.own_broker, pytest.mark.timeout(480)]
 
 SCHEDULES = 1000
 DOWN_S = 8

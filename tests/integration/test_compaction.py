@@ -26,7 +26,7 @@ from scheduler.model import (
 )
 from tests.helpers import Api, TopicReader, send_commands
 
-pytestmark = [pytest.mark.integration, pytest.mark.cluster, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.integration, pytest.mark.own_broker, pytest.mark.timeout(420)]
 
 LIVE, DELETED, REWRITES = 700, 300, 10
 COMPACTING = {

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.own_broker, pytest.mark.timeout(600)]
 
 
 def test_the_demo_chain_runs_to_its_report_and_the_run_analytics(tmp_path):

@@ -19,7 +19,7 @@ from scheduler.broker import free_port
 from tests.chaos import analyse
 from tests.helpers import TopicReader, WorkerProcess
 
-pytestmark = [pytest.mark.integration, pytest.mark.cluster, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.integration, pytest.mark.own_broker, pytest.mark.timeout(420)]
 
 DEPLOY = Path(__file__).parents[2] / "deploy"
 TOKEN = "deploy-test-token-0123456789abcdef"

@@ -18,7 +18,7 @@ import pytest
 from scheduler.broker import free_port
 from tests.helpers import TopicReader, dead_letter, produce
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.integration, pytest.mark.own_broker, pytest.mark.timeout(240)]
 
 
 class RunProcess:
@@ -197,3 +197,34 @@ async def test_a_kafka_run_keeps_everything_and_catches_up_what_fell_due_while_i
     assert any(f.catch_up for f in records if f.due_at in down)
     second.stop()
     assert second.proc is not None and second.proc.returncode == 0, second.log.read_text()[-3000:]
+
+
+async def test_scheduler_run_owns_its_broker_it_dies_with_it_and_a_held_port_is_refused(tmp_path, runs):
+    """SIGKILL of `scheduler run` takes its embedded broker down (no orphan keeps the port), and a port
+    someone else holds is refused with a message instead of being used."""
+    import socket
+
+    first = RunProcess(tmp_path / "data", tmp_path / "run.log")
+    runs.append(first)
+    first.start()
+    assert first.proc is not None
+    os.killpg(first.proc.pid, signal.SIGKILL)
+    first.proc.wait(timeout=10)
+    deadline = time.monotonic() + 15
+    while _listening(first.broker_port):
+        assert time.monotonic() < deadline, "the embedded broker outlived `scheduler run`"
+        time.sleep(0.2)
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SCHEDULER_", "KAFKA_"))}
+        for broker in ("tansu", "kafka"):
+            out = subprocess.run(
+                [sys.executable, "-m", "scheduler", "run", "--broker", broker, "--broker-port", str(port),
+                 "--web-port", str(free_port()), "--data-dir", str(tmp_path / f"held-{broker}")],
+                env=env, capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            assert out.returncode == 2, out.stdout + out.stderr
+            assert f"port {port} is held by another process" in out.stderr

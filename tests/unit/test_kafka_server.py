@@ -92,3 +92,19 @@ def test_a_cluster_id_never_starts_with_a_dash():
 
     ids = [_cluster_id() for _ in range(2000)]
     assert all(len(i) == 22 and not i.startswith("-") for i in ids)
+
+
+def test_only_children_of_the_main_thread_get_the_parent_death_signal():
+    """A node restarted from asyncio.to_thread's worker thread was SIGKILLed when that thread ended."""
+    import os
+    import threading
+
+    from scheduler.kafka_server import child_setup, die_with_parent
+
+    assert child_setup() is die_with_parent
+    assert child_setup(tied_to_parent=False) is os.setsid
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(child_setup()))
+    t.start()
+    t.join()
+    assert seen == [os.setsid]
