@@ -563,8 +563,9 @@ def table(results: dict[str, Any]) -> str:
     lines.append("")
     for r in rows:
         if "inserts_per_s" in r:
+            on = f" ({r['broker']})" if "broker" in r else ""
             lines.append(
-                f"- commands: {r['schedules']:,} INSERTs through the commands topic, {r['inserts_per_s']:,}/s, "
+                f"- commands{on}: {r['schedules']:,} INSERTs through the commands topic, {r['inserts_per_s']:,}/s, "
                 f"all live after {r['live_after_s']} s"
             )
     for name in ("events", "recovery", "failed"):
@@ -643,7 +644,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "date": time.strftime("%Y-%m-%d"),
         "machine": f"{psutil.cpu_count()} cores, {round(psutil.virtual_memory().total / 2**30)} GiB, "
         f"Python {platform.python_version()}",
-        "command": "make bench",
+        "command": "make bench"
+        if len(sys.argv) == 1
+        else " ".join(["python -m tests.bench.run", *sys.argv[1:]]),
         "duration_s": args.duration,
         "brokers": [],
         "firing": [],
