@@ -24,6 +24,9 @@ def _fields(expression: str) -> int:
 
 _EPOCH = datetime(1970, 1, 1)
 _MS = timedelta(milliseconds=1)
+_DAY_MS = 86_400_000
+#: transitions one next-fire computation may cross: two a year for the 50 years a cron may look ahead
+_MAX_TRANSITIONS = 128
 
 
 class CronEvaluator(TimeTrigger):
@@ -82,22 +85,38 @@ class CronEvaluator(TimeTrigger):
                 hi = mid
         return hi * 1000
 
+    def _next_change(self, after_ms: int, until_ms: int, offset: int) -> int | None:
+        """The first whole second in (after_ms, until_ms] whose UTC offset differs from `offset`, or None.
+        Stepped a day at a time, so that a span holding two transitions (spring and autumn, when a cron
+        matches once a year) is not read as holding none."""
+        lo = after_ms
+        while lo < until_ms:
+            hi = min(lo + _DAY_MS, until_ms)
+            if self._offset(hi) != offset:
+                return self._transition(lo, hi, offset)
+            lo = hi
+        return None
+
     def _compute(self, after_ms: int) -> int | None:
         if self.utc:
             return self._wall_next(after_ms)
         t = after_ms
         offset = self._offset(t)
-        for _ in range(16):  # each round crosses at most one transition
+        transitions = 0
+        while transitions < _MAX_TRANSITIONS:
             wall = self._wall_next(t + offset)
             if wall is None:
                 return None
             instant = wall - offset
-            if self._offset(instant) == offset:
+            change = self._next_change(t, instant, offset)
+            if change is None:
                 if self.fixed_hour and self._second_occurrence(wall, offset):
+                    # a second occurrence in a repeated hour: skipped without counting, as a repeated hour
+                    # may hold thousands of matches (`*/20 * 1 * * *`), and each skip moves forward
                     t = instant
                     continue
                 return instant
-            change = self._transition(t, instant, offset)
+            transitions += 1
             new_offset = self._offset(change)
             if new_offset > offset:
                 # Spring forward: wall times in [change + offset, change + new_offset) do not exist.

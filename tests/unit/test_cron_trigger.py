@@ -412,3 +412,41 @@ def test_an_every_five_seconds_job_keeps_its_real_time_interval_through_spring_f
     ev = CronEvaluator("*/5 * * * * *", "America/New_York")
     start = utc(2024, 3, 10, 6, 59, 50)  # 01:59:50 EST, ten seconds before clocks jump to 03:00 EDT
     assert dues(ev, start, 4) == [start + k * 5_000 for k in range(1, 5)]
+
+
+def _local(ms: int, zone: str = "America/New_York") -> str:
+    from datetime import datetime as _dt
+    from zoneinfo import ZoneInfo as _Zone
+
+    return _dt.fromtimestamp(ms / 1000, _Zone(zone)).strftime("%Y-%m-%d %H:%M %Z")
+
+
+def test_a_fixed_hour_cron_with_many_matches_in_the_repeated_hour_keeps_firing_after_that_night():
+    """Acceptance finding: `*/4 1 * * *` in New York fired on 2027-11-06 and 11-07 and never again (each
+    second occurrence skipped in the repeated hour used up one of 16 rounds)."""
+    from scheduler.triggers.cron import CronEvaluator
+
+    ev = CronEvaluator("*/4 1 * * *", "America/New_York")
+    t = 1_825_473_600_000  # 2027-11-06 00:00 EDT
+    fires = []
+    for _ in range(60):
+        nxt = ev.next_due(t)
+        assert nxt is not None, f"no next fire after {_local(t)}"
+        fires.append(_local(nxt))
+        t = nxt
+    days = [f[:10] for f in fires]
+    assert days.count("2027-11-06") == 15 and days.count("2027-11-07") == 15 and days.count("2027-11-08") == 15
+    assert all(f.endswith("EDT") for f in fires if f.startswith("2027-11-07"))  # the first occurrence only
+
+
+def test_a_fall_back_day_two_transitions_ahead_is_not_skipped():
+    """Acceptance finding: `30 1 * 11 0` in New York went 2026-11-29 -> 2027-11-14, missing 2027-11-07 01:30
+    EDT (the stale offset skipped the spring transition and the summer both)."""
+    from scheduler.triggers.cron import CronEvaluator
+
+    ev = CronEvaluator("30 1 * 11 0", "America/New_York")
+    nov_29 = ev.next_due(1_795_521_600_000)  # 2026-11-24
+    assert nov_29 is not None and _local(nov_29) == "2026-11-29 01:30 EST"
+    nxt = ev.next_due(nov_29)
+    assert nxt is not None and _local(nxt) == "2027-11-07 01:30 EDT"
+    assert _local(ev.next_due(1_825_560_000_000) or 0) == "2027-11-07 01:30 EDT"  # from 00:00 that day
