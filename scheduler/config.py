@@ -162,7 +162,8 @@ class Settings(BaseModel):
 #: Tansu does not answer a waiting fetch when data arrives; it holds it for the whole fetch_max_wait
 #: (Faust fixes it at 1.5 s), so every hop between agents would cost up to 1.5 s. Poll often instead.
 TANSU_FETCH_MAX_WAIT_MS = 10
-TANSU_PREFETCH_BACKOFF_S = 0.005
+#: see apply_consumer_profile: how long aiokafka waits before fetching again while records are buffered
+PREFETCH_BACKOFF_S = 0.005
 #: a fetch while a changelog partition is far behind (a restore) may wait this long: see
 #: _long_polls_while_recovering
 TANSU_RECOVERY_FETCH_MAX_WAIT_MS = 500
@@ -292,9 +293,13 @@ def apply_transport_fixes() -> None:
 
 
 def apply_consumer_profile(profile: BrokerProfile) -> None:
-    """Process-wide: make the consumers Faust creates poll at the profile's fetch wait."""
-    if profile != "tansu":
-        return
+    """Process-wide: the consumers Faust creates get the profile's fetching.
+
+    On every broker: aiokafka fetches nothing from a node while records of any partition it leads wait in
+    its buffer, for up to its prefetch backoff (100 ms, not configurable). With one broker (or a few)
+    leading many partitions, one busy agent then delays every other agent's next record: event -> launch
+    p99 was 163 ms on a 1-node Kafka (`make bench`, 2026-11-24). Tansu also needs short polls, its true
+    end offsets, and long polls while a changelog is restored (see above)."""
     import types
 
     import aiokafka
@@ -302,30 +307,31 @@ def apply_consumer_profile(profile: BrokerProfile) -> None:
 
     if getattr(driver.aiokafka, "_scheduler_profile", False):
         return
+    tansu = profile == "tansu"
 
-    class ShortPollConsumer(aiokafka.AIOKafkaConsumer):  # type: ignore[misc]
+    class ProfiledConsumer(aiokafka.AIOKafkaConsumer):  # type: ignore[misc]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            kwargs["fetch_max_wait_ms"] = TANSU_FETCH_MAX_WAIT_MS
+            if tansu:
+                kwargs["fetch_max_wait_ms"] = TANSU_FETCH_MAX_WAIT_MS
             super().__init__(*args, **kwargs)
 
         async def end_offsets(self, partitions: Any) -> Any:
             reported = await super().end_offsets(partitions)
+            if not tansu:
+                return reported
             return await tansu_end_offsets(self._client._bootstrap_servers, reported)
 
         async def start(self) -> None:
             await super().start()
-            # With one broker every partition has the same leader, and aiokafka fetches nothing from a node
-            # while records of any partition it leads wait in the buffer, for up to its prefetch backoff
-            # (100 ms, not configurable): one busy agent then delays every other agent's next record.
             fetcher = getattr(self, "_fetcher", None)
             if fetcher is not None and hasattr(fetcher, "_prefetch_backoff"):
-                fetcher._prefetch_backoff = TANSU_PREFETCH_BACKOFF_S
-            if fetcher is not None and hasattr(fetcher, "_get_actions_per_node"):
+                fetcher._prefetch_backoff = PREFETCH_BACKOFF_S
+            if tansu and fetcher is not None and hasattr(fetcher, "_get_actions_per_node"):
                 _long_polls_while_recovering(fetcher)
 
     proxy = types.ModuleType("aiokafka")
     proxy.__dict__.update(vars(aiokafka))
-    proxy.AIOKafkaConsumer = ShortPollConsumer  # type: ignore[attr-defined]
+    proxy.AIOKafkaConsumer = ProfiledConsumer  # type: ignore[attr-defined]
     proxy._scheduler_profile = True  # type: ignore[attr-defined]
     driver.aiokafka = proxy  # type: ignore[attr-defined]
 

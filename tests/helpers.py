@@ -19,7 +19,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from scheduler.broker import free_port
 from scheduler.codec import DecodeError, decode, decode_fired, encode_command, key_bytes
-from scheduler.config import TANSU_PREFETCH_BACKOFF_S
+from scheduler.config import PREFETCH_BACKOFF_S
 from scheduler.model import FiredTask, ScheduleCommand
 from scheduler.producer import TopicCreator
 
@@ -124,7 +124,7 @@ class TopicReader:
         await self._consumer.start()
         # one broker leads every partition: aiokafka would wait up to 100 ms before fetching again while
         # records of another partition sit in its buffer (the worker does the same, see scheduler/config.py)
-        self._consumer._fetcher._prefetch_backoff = TANSU_PREFETCH_BACKOFF_S
+        self._consumer._fetcher._prefetch_backoff = PREFETCH_BACKOFF_S
         self._task = asyncio.create_task(self._run())
         return self
 

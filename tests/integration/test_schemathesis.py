@@ -95,6 +95,17 @@ responses = false
 """
 
 
+def _only_the_known_generation_bug(report: str) -> bool:
+    """The run stopped on the generation bug above and found nothing else (seen again on 2026-11-24 with
+    response data off: its fuzzing still hit it once in a run)."""
+    return (
+        "Cannot generate an array with" in report
+        and "Schema Error: 1" in report
+        and "Failures:" not in report
+        and "failed" not in report.split("Test Phases:")[-1].split("Errors:")[0]
+    )
+
+
 def _run_schemathesis(document: Path, url: str, workdir: Path) -> subprocess.CompletedProcess[str]:
     st = Path(sys.executable).with_name("st")
     config = workdir / "schemathesis.toml"
@@ -152,6 +163,8 @@ def test_schemathesis_finds_no_server_error_and_answers_conform_to_the_document(
     path = tmp_path / "openapi.json"
     path.write_text(json.dumps(_without_discriminators(document)))
     result = _run_schemathesis(path, worker.url, tmp_path)
+    if _only_the_known_generation_bug(result.stdout + result.stderr):
+        result = _run_schemathesis(path, worker.url, tmp_path)  # another seed (the bug is seed-dependent)
     report = result.stdout + result.stderr
     (tmp_path / "schemathesis.txt").write_text(report)
     assert result.returncode == 0, (

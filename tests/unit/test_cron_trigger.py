@@ -435,7 +435,9 @@ def test_a_fixed_hour_cron_with_many_matches_in_the_repeated_hour_keeps_firing_a
         fires.append(_local(nxt))
         t = nxt
     days = [f[:10] for f in fires]
-    assert days.count("2027-11-06") == 15 and days.count("2027-11-07") == 15 and days.count("2027-11-08") == 15
+    assert (
+        days.count("2027-11-06") == 15 and days.count("2027-11-07") == 15 and days.count("2027-11-08") == 15
+    )
     assert all(f.endswith("EDT") for f in fires if f.startswith("2027-11-07"))  # the first occurrence only
 
 
