@@ -67,7 +67,7 @@ def manual_fires(state: ScheduleState, cmd: ScheduleCommand) -> list[int]:
 
 async def manual_fires_yielding(state: ScheduleState, cmd: ScheduleCommand, every: int = 256) -> list[int]:
     """manual_fires, letting the event loop run every `every` instants: a 10,000-fire backfill of a cron
-    schedule costs about a second of croniter, which must not stall a worker (or its web server)."""
+    schedule costs a second of cron evaluation, which must not stall a worker (or its web server)."""
     out: set[int] = set()
     for n, due in enumerate(_manual_dues(state, cmd)):
         out.add(due)

@@ -240,7 +240,7 @@ BAD_CRONS = [
     "0 0 31 2,4,6,9,11 *",
     "* * 30-31 2 *",
     "0 0 1 1 * 2099",
-    "١ * * * *",  # Arabic-Indic digit one: croniter takes it, we do not
+    "١ * * * *",  # Arabic-Indic digit one: str.isdigit() takes it, we do not
     "* * * * *\u00a0",
     "*\t*\t*\t*\t*\x00",
     "*/5 * * * * *" + " " * MAX_CRON_LEN,

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
-from croniter import croniter
+from cronsim import CronSim
 
 from tests.helpers import TopicReader
 
@@ -144,15 +144,15 @@ async def test_a_body_that_is_not_json_gets_400(worker):
     assert r.status_code == 400 and r.json()["fields"][0]["field"] == "body"
 
 
-async def test_next_fire_times_match_croniter_for_a_time_zone_cron(worker, app_id):
+async def test_next_fire_times_match_an_independent_evaluator_for_a_time_zone_cron(worker, app_id):
     expression, tz = "0 15 9 * * 1-5", "Asia/Kolkata"  # weekdays 09:15 IST (UTC+05:30, no DST)
     async with httpx.AsyncClient(base_url=worker.url, timeout=10) as client:
         await client.post("/schedules", json=_cron_body("ist", f"{app_id}-out", expression, tz))
         await _eventually(client, "/schedules/acme/ist", 200)
         r = await client.get("/schedules/acme/ist/next", params={"n": 50})
     assert r.status_code == 200
-    it = croniter("15 9 * * 1-5", datetime.now(ZoneInfo(tz)))
-    assert r.json()["next"] == [round(it.get_next(float) * 1000) for _ in range(50)]
+    it = CronSim("15 9 * * 1-5", datetime.now(ZoneInfo(tz)))
+    assert r.json()["next"] == [round(next(it).timestamp() * 1000) for _ in range(50)]
 
 
 async def test_next_fire_times_follow_the_wall_clock_through_dst_changes(worker, app_id):

@@ -86,7 +86,10 @@ def test_unreadable_and_malformed_files_are_usage_errors_that_say_where(tmp_path
 
 def test_local_validation_names_the_offending_field_like_the_server() -> None:
     assert validate_locally({**CRON, "trigger": {"type": "cron", "expression": "0 * *"}}) == [
-        {"field": "trigger.expression", "message": "cron needs 5 or 6 fields (second first), got 3: '0 * *'"}
+        {
+            "field": "trigger.expression",
+            "message": "invalid cron expression '0 * *': cron needs 5 or 6 fields (second first), got 3",
+        }
     ]
     problems = validate_locally({**CRON, "trigger": {"type": "frequency", "timeUnit": "SECONDS", "time": 0}})
     assert [p["field"] for p in problems] == ["trigger.time"]

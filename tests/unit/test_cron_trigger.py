@@ -325,17 +325,17 @@ def test_validate_cron_rejects_an_expression_that_never_fires(expression: str) -
 
 def test_validate_cron_remembers_what_it_accepted_and_rejects_again(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    real = cron_module.croniter.is_valid
+    real = cron_module._validate_cron
 
-    def counted(expression: str, *args: object, **kwargs: object) -> bool:
+    def counted(expression: str, zone: str) -> None:
         calls.append(expression)
-        return bool(real(expression, *args, **kwargs))
+        real(expression, zone)
 
-    monkeypatch.setattr(cron_module.croniter, "is_valid", counted)
+    monkeypatch.setattr(cron_module, "_validate_cron", counted)
     monkeypatch.setattr(cron_module, "_VALID", set())
     for _ in range(3):
         validate_cron("7 */9 * * * *", "Asia/Tokyo")
-    assert calls == ["7 */9 * * * *"]  # parsed once
+    assert calls == ["7 */9 * * * *"]  # validated once
     validate_cron("7 */9 * * * *", "UTC")  # another zone is another pair
     assert len(calls) == 2
     for _ in range(2):  # a refusal is not remembered: refused each time, with its reason
@@ -351,7 +351,7 @@ def test_a_never_firing_expression_has_no_next_due() -> None:
 def test_validate_cron_never_fires_message_is_not_wrapped_twice() -> None:
     with pytest.raises(InvalidSchedule) as exc:
         validate_cron("0 0 30 2 *", "UTC")
-    assert exc.value.message == "cron expression '0 0 30 2 *' never fires"
+    assert exc.value.message == "cron expression '0 0 30 2 *' never fires (within 50 years)"
 
 
 # --- memoisation --------------------------------------------------------------------------------
@@ -379,7 +379,7 @@ def test_memoised_next_due_returns_the_same_instant_as_a_fresh_evaluation() -> N
     [("*/5 * * * * *", "UTC"), ("0 30 2 * * *", "Europe/Paris"), ("30 1 * * *", "America/New_York")],
 )
 def test_the_memo_by_second_answers_what_each_millisecond_would(expression: str, zone: str) -> None:
-    """next_due memoises per second; croniter asked at the exact millisecond agrees, across DST too."""
+    """next_due memoises per second; a fresh computation at the exact millisecond agrees, across DST too."""
     evaluator = CronEvaluator(expression, zone)
     spring_2024_paris, fall_2024_new_york = 1_711_846_800_000, 1_730_613_600_000
     for start in (BASE, spring_2024_paris - 3_600_000, fall_2024_new_york - 7_200_000):
@@ -452,3 +452,117 @@ def test_a_fall_back_day_two_transitions_ahead_is_not_skipped():
     nxt = ev.next_due(nov_29)
     assert nxt is not None and _local(nxt) == "2027-11-07 01:30 EDT"
     assert _local(ev.next_due(1_825_560_000_000) or 0) == "2027-11-07 01:30 EDT"  # from 00:00 that day
+
+
+# --- the dialect (acceptance findings 3-6; croniter 5.0.1 got each wrong) -----------------------
+
+
+def _local_dues(expression: str, zone: str, start: datetime, n: int) -> list[str]:
+    return [_local(d, zone) for d in dues(CronEvaluator(expression, zone), ms(start), n)]
+
+
+def test_a_slash_b_without_a_range_means_from_a_every_b_as_quartz_reads_it() -> None:
+    """Finding 3: `12/2` in the month field ("December") fired every day of November; `23/2` in the hour
+    field fired at even hours; `12/7` meant months 1 and 8."""
+    nov = datetime(2026, 11, 1, tzinfo=UTC)
+    assert {d[:7] for d in _local_dues("6,29 12 * 12/2 *", "UTC", nov, 70)} == {"2026-12", "2027-12"}
+    assert {d[11:16] for d in _local_dues("0 23/2 * * *", "UTC", nov, 5)} == {"23:00"}
+    assert {d[5:7] for d in _local_dues("0 0 1 12/7 *", "UTC", nov, 3)} == {"12"}
+    assert {d[11:16] for d in _local_dues("0 5/8 * * *", "UTC", nov, 6)} == {"05:00", "13:00", "21:00"}
+
+
+def test_star_slash_n_in_day_of_month_counts_from_the_first_of_every_month() -> None:
+    """Finding 4: `0 0 */5 * *` went 02-26 -> 03-06, skipping 1 March."""
+    got = _local_dues("0 0 */5 * *", "UTC", datetime(2027, 2, 25, tzinfo=UTC), 3)
+    assert [d[:10] for d in got] == ["2027-02-26", "2027-03-01", "2027-03-06"]
+
+
+@pytest.mark.parametrize("expression", ["0 0 * * 7", "0 0 0 * * 7", "0 0 * * SUN", "0 0 0 * * 0"])
+def test_day_of_week_7_is_sunday_in_five_and_six_fields(expression: str) -> None:
+    """Finding 5: 6-field crons refused day-of-week 7."""
+    validate_cron(expression, "UTC")
+    got = _local_dues(expression, "UTC", datetime(2026, 11, 24, tzinfo=UTC), 2)
+    assert [d[:10] for d in got] == ["2026-11-29", "2026-12-06"]
+
+
+def test_day_of_month_and_day_of_week_combine_with_and_when_either_starts_with_a_star() -> None:
+    """Finding 6 (undocumented before): Vixie and Debian cron's rule. `0 0 */2 * 1` is odd days that are
+    Mondays; `0 0 1,15 * 1` is the 1st, the 15th and every Monday."""
+    and_days = _local_dues("0 0 */2 * 1", "UTC", datetime(2026, 11, 24, tzinfo=UTC), 4)
+    assert all(datetime.fromisoformat(d[:10]).weekday() == 0 and int(d[8:10]) % 2 == 1 for d in and_days)
+    or_days = [d[:10] for d in _local_dues("0 0 1,15 * 1", "UTC", datetime(2026, 11, 24, tzinfo=UTC), 4)]
+    assert or_days == ["2026-11-30", "2026-12-01", "2026-12-07", "2026-12-14"]
+
+
+def test_each_wall_time_in_a_spring_forward_gap_shifts_forward_by_the_gap() -> None:
+    """Finding 6: `*/15 2 * * *` in New York on 2027-03-14 fired only at 03:00 (the gap's matches
+    collapsed into one), where the README says each shifts."""
+    got = _local_dues("*/15 2 * * *", "America/New_York", datetime(2027, 3, 14, 5, 0, tzinfo=UTC), 5)
+    assert got == [
+        "2027-03-14 03:00 EDT",
+        "2027-03-14 03:15 EDT",
+        "2027-03-14 03:30 EDT",
+        "2027-03-14 03:45 EDT",
+        "2027-03-15 02:00 EDT",
+    ]
+
+
+def test_an_hourly_job_in_a_30_minute_gap_fires_shifted_by_the_gap() -> None:
+    """Lord Howe moves its clocks 30 minutes: 02:00 does not exist on 2027-10-03 and fires at 02:30."""
+    got = _local_dues("0 * * * *", "Australia/Lord_Howe", datetime(2027, 10, 2, 14, 0, tzinfo=UTC), 3)
+    assert got == ["2027-10-03 01:00 +1030", "2027-10-03 02:30 +11", "2027-10-03 03:00 +11"]
+
+
+@pytest.mark.parametrize(
+    ("expression", "reason"),
+    [
+        ("0 0 ?/2 * 1", "day-of-month: '?' is not a number"),
+        ("0 0 1-L * *", "day-of-month: 'L' is not a number"),
+        ("0 0 15W * *", "day-of-month: '15W' is not a number"),
+        ("H * * * *", "minute: 'H' is not a number"),
+        ("*/0 * * * *", "minute: step '0' must be a whole number above 0"),
+        ("0 0 * * 1#6", "day-of-week: '1#6' needs a week 1-5 after '#'"),
+        ("0 24 * * *", "hour: 24 is outside 0-23"),
+        ("0 0 * * 8", "day-of-week: 8 is outside 0-7"),
+        ("0 0 1,,2 * *", "day-of-month: empty item in '1,,2'"),
+    ],
+)
+def test_what_the_dialect_does_not_have_is_refused_naming_the_field(expression: str, reason: str) -> None:
+    with pytest.raises(InvalidSchedule) as exc:
+        validate_cron(expression, "UTC")
+    assert exc.value.field == "trigger.expression"
+    assert exc.value.message == f"invalid cron expression {expression!r}: {reason}"
+
+
+def test_last_day_last_weekday_and_nth_weekday_of_the_month() -> None:
+    start = datetime(2027, 1, 1, tzinfo=UTC)
+    assert [d[:10] for d in _local_dues("0 0 L * *", "UTC", start, 2)] == ["2027-01-31", "2027-02-28"]
+    assert [d[:10] for d in _local_dues("0 0 LW 1 *", "UTC", start, 1)] == ["2027-01-29"]  # 31st: Sunday
+    assert [d[:10] for d in _local_dues("0 0 * * 5L", "UTC", start, 1)] == ["2027-01-29"]  # last Friday
+    assert [d[:10] for d in _local_dues("0 0 * * MON#2", "UTC", start, 1)] == ["2027-01-11"]
+
+
+def test_a_range_whose_end_is_below_its_start_wraps_around_the_field() -> None:
+    """croniter read `22-2` as 22, 23, 0, 1, 2 (stored schedules have it); Quartz does too."""
+    start = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+    assert [d[11:16] for d in _local_dues("0 22-2 * * *", "UTC", start, 5)] == [
+        "22:00", "23:00", "00:00", "01:00", "02:00"
+    ]  # fmt: skip
+    assert [d[:10] for d in _local_dues("0 0 * * FRI-MON", "UTC", start, 4)] == [
+        "2026-11-27", "2026-11-28", "2026-11-29", "2026-11-30"
+    ]  # fmt: skip
+
+
+def test_a_question_mark_is_a_star_in_the_day_fields() -> None:
+    """Quartz writes `0 0 12 ? * MON`; like `*`, it makes the other day field decide alone."""
+    start = datetime(2026, 11, 24, tzinfo=UTC)
+    assert _local_dues("0 0 12 ? * MON", "UTC", start, 2) == _local_dues("0 0 12 * * MON", "UTC", start, 2)
+    assert [d[:10] for d in _local_dues("0 0 1 * ?", "UTC", start, 1)] == ["2026-12-01"]
+
+
+def test_a_stored_expression_the_dialect_refuses_never_fires_and_does_not_raise() -> None:
+    """croniter took `1-L`; a schedule stored with it must not take a worker down when compiled."""
+    evaluator = CronTrigger("0 0 1-L * *").evaluator()
+    assert evaluator.next_due(BASE) is None
+    with pytest.raises(InvalidSchedule, match="day-of-month"):
+        validate_cron("0 0 1-L * *", "UTC")
