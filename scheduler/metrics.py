@@ -307,7 +307,7 @@ class WorkerCollector(Collector):
 
         missed = CounterMetricFamily(
             "scheduler_missed_fires",
-            "Due instants missed while no worker owned the schedule that did not become a fire of their "
+            "Due instants missed while no worker owned the schedule (or a clock jump passed over) that did not become a fire of their "
             "own: coalesced into one catch-up fire, or skipped (skip_policy, outside_window, each_limit)",
             labels=["reason"],
         )
@@ -317,6 +317,15 @@ class WorkerCollector(Collector):
         yield _counter(
             "scheduler_fire_send_failures", "Fires the producer gave up on (re-sent)", stats.failed_sends
         )
+        jumps = CounterMetricFamily(
+            "scheduler_clock_jumps",
+            "Steps of the wall clock against the monotonic clock over 1 s (forward: the dues passed over "
+            "followed their catch-up policy; backward: nothing fired again)",
+            labels=["direction"],
+        )
+        for direction in ("forward", "backward"):
+            jumps.add_metric([direction], stats.clock_jumps[direction])
+        yield jumps
 
         commands = CounterMetricFamily(
             "scheduler_commands",

@@ -90,6 +90,15 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+#: the wall clock moving more than this against the monotonic clock between two looks is a clock jump (an
+#: NTP step, a VM resumed), not lateness
+CLOCK_JUMP_MS = 1_000
+
+
 @dataclass(slots=True)
 class _Sent:
     future: asyncio.Future[object]
@@ -141,6 +150,9 @@ class _Partition:
         default_factory=lambda: {u: deque() for u in TimeUnit}
     )
     saved: dict[TimeUnit, int] = field(default_factory=dict)
+    # the latest tick whose fires were recorded (or the watermark it was assigned with): every due at or
+    # before it was fired, so nothing computes a next due before it (the wall clock may step back)
+    high: dict[TimeUnit, int] = field(default_factory=dict)
 
 
 class _SendFailed(Exception):
@@ -175,6 +187,7 @@ class Stats:
     missed: Counter[str] = field(default_factory=Counter)  # due instants by reason (metrics.MISSED_REASONS)
     lateness: Histogram = field(default_factory=Histogram)  # ms, of scheduled fires
     failed_sends: int = 0
+    clock_jumps: Counter[str] = field(default_factory=Counter)  # "forward" / "backward"
 
     @property
     def catch_up_fires(self) -> int:
@@ -200,7 +213,9 @@ class Punctuator:
         trigger_topic: str = "",
         send_batch: SendBatch | None = None,
         partition_count: PartitionCount | None = None,
+        monotonic: Clock | None = None,
     ) -> None:
+        """`monotonic`: a clock that never jumps, to tell a jump of `clock` from lateness (None: not told)."""
         self._send = send
         self._send_batch = send_batch
         self._partition_count = partition_count
@@ -218,6 +233,10 @@ class Punctuator:
             u: ([], {}) for u in TimeUnit
         }
         self.stats = Stats()
+        self._monotonic = monotonic
+        self._last_look: tuple[int, int] | None = None  # (clock, monotonic) when the clock was last read
+        # per unit: a forward clock jump's span (from, to]: dues in it follow their catch-up policy
+        self._jumps: dict[TimeUnit, tuple[int, int]] = {}
 
     # --- ownership -------------------------------------------------------------------------------
 
@@ -232,7 +251,7 @@ class Punctuator:
         fired_up_to: dict[TimeUnit, int],
     ) -> None:
         """Take over a partition: rebuild its heaps and catch up what was missed since its watermark."""
-        part = self._parts[partition] = _Partition()
+        part = self._parts[partition] = _Partition(high=dict(fired_up_to))
         now = self._clock()
         catch_up: dict[TimeUnit, list[_Sent]] = {u: [] for u in TimeUnit}
         for n, (key, state) in enumerate(states):
@@ -284,7 +303,8 @@ class Punctuator:
         if entry.leaves or entry.elapsed:
             part.compiled[key] = entry
         for path, trigger in entry.leaves:
-            nxt = trigger.next_due(max(self._clock(), state.active_since) - 1)
+            since = max(self._clock(), state.active_since) - 1
+            nxt = trigger.next_due(max(since, part.high.get(trigger.unit, since)))
             if nxt is not None:
                 self._push(part, trigger.unit, key, path, nxt)
 
@@ -359,6 +379,7 @@ class Punctuator:
     async def tick(self, unit: TimeUnit) -> None:
         """Fire every schedule of `unit` due at or before now, in every owned partition."""
         now = self._clock()
+        self._look_at_clock(now)
         await self._stage(unit, now, None)
         await self._emit(unit, now)
 
@@ -367,6 +388,7 @@ class Punctuator:
         push each one's next due, build its bytes but for firedAt. Returns how many were taken."""
         dues, by_due = self._staged[unit]
         taken = 0
+        jump = self._jumps.get(unit)
         heads = [(part.heaps[unit], partition, part) for partition, part in self._parts.items()]
         while limit is None or taken < limit:
             best = None
@@ -385,6 +407,9 @@ class Punctuator:
             if entry is None or (trigger is None and path not in entry.elapsed):
                 part.live.pop(key, None)
                 continue
+            if jump is not None and trigger is not None and jump[0] < due <= jump[1]:
+                await self._jumped_over(unit, partition, part, key, path, entry, trigger, due, jump[1])
+                continue
             nxt = None if trigger is None else trigger.next_due(due)  # an elapsed trigger is re-armed
             if nxt is not None:
                 self._push(part, unit, key, path, nxt)
@@ -395,7 +420,64 @@ class Punctuator:
                 at_due = by_due[due] = []
                 heapq.heappush(dues, due)
             at_due.append(item)
+        if jump is not None and limit is None and until >= jump[1]:
+            del self._jumps[unit]  # every due of the span was taken
         return taken
+
+    def _look_at_clock(self, now: int) -> None:
+        """Tell a jump of the wall clock from lateness, against the monotonic clock. Forward: the dues the
+        jump passed over follow each schedule's catch-up policy, as after a restart (not fired one by one,
+        not counted as late). Back: nothing fires again (next dues never go below what was fired)."""
+        if self._monotonic is None:
+            return
+        mono = self._monotonic()
+        last, self._last_look = self._last_look, (now, mono)
+        if last is None:
+            return
+        expected = last[0] + (mono - last[1])
+        step = now - expected
+        if step > CLOCK_JUMP_MS:
+            log.warning("the wall clock jumped %d ms forward: its dues follow their catch-up policy", step)
+            self.stats.clock_jumps["forward"] += 1
+            for unit in TimeUnit:
+                start = min(self._jumps[unit][0], expected) if unit in self._jumps else expected
+                self._jumps[unit] = (start, now)
+                self._wakeup[unit].set()
+        elif step < -CLOCK_JUMP_MS:
+            log.warning("the wall clock stepped %d ms back: nothing fired fires again", -step)
+            self.stats.clock_jumps["backward"] += 1
+
+    async def _jumped_over(
+        self,
+        unit: TimeUnit,
+        partition: int,
+        part: _Partition,
+        key: bytes,
+        path: str,
+        entry: _Compiled,
+        trigger: TimeTrigger,
+        due: int,
+        now: int,
+    ) -> None:
+        """A forward clock jump passed `due`: plan it and what follows up to `now` as a catch-up."""
+        state = entry.state or self._load(partition, key)
+        if state is None:
+            part.live.pop(key, None)
+            return
+        s = state.schedule
+        plan = plan_catch_up(trigger, s.catch_up, due - 1, now, s.catch_up_window_ms)
+        futures = [
+            await self._fire(key, entry, path, d, now, missed=missed, catch_up=True)
+            for d, missed in plan.fires
+        ]
+        count_missed(self.stats.missed, s.catch_up, plan)
+        self.stats.catch_up_by_unit[unit] += len(futures)
+        if futures:  # moves no watermark by itself: the next recorded tick covers it
+            part.inflight[unit].append((part.high.get(unit, due - 1), futures))
+        if plan.next_due is not None:
+            self._push(part, unit, key, path, plan.next_due)
+        elif (live := part.live.get(key)) is not None:
+            live.pop(path, None)
 
     async def _emit(self, unit: TimeUnit, now: int) -> None:
         """Fire every staged entry due at or before `now`; record them for the watermark per partition."""
@@ -504,6 +586,8 @@ class Punctuator:
         for part, futures in sent.values():
             self.stats.fires_by_unit[unit] += len(futures)
             part.inflight[unit].append((tick_ms, futures))
+            if tick_ms > part.high.get(unit, tick_ms - 1):
+                part.high[unit] = tick_ms
         sent.clear()
 
     def _compile_loaded(self, part: _Partition, partition: int, key: bytes) -> _Compiled | None:
@@ -524,6 +608,7 @@ class Punctuator:
         staged, _ = self._staged[unit]  # the heap of staged dues
         while True:
             now = self._clock()
+            self._look_at_clock(now)
             try:
                 if (
                     staged

@@ -17,7 +17,7 @@ MAX_COUNTED = 100_000
 class CatchUpPlan:
     fires: list[tuple[int, int]]  # (due_at, number of other missed dues this fire stands for)
     skipped: int  # missed dues that will never fire (policy, window or EACH cap)
-    next_due: int | None  # first due strictly after now
+    next_due: int | None  # first due strictly after now and after fired_up_to_ms
     outside_window: int = 0  # of the skipped: older than the catch-up window (for /metrics)
 
 
@@ -29,7 +29,8 @@ def plan_catch_up(
     window_ms: int,
 ) -> CatchUpPlan:
     """Missed dues are those in (fired_up_to_ms, now_ms]; only the ones within `window_ms` of now count."""
-    next_due = trigger.next_due(now_ms)
+    # never before what was fired: the wall clock may have stepped back below the watermark
+    next_due = trigger.next_due(max(now_ms, fired_up_to_ms))
     if fired_up_to_ms >= now_ms:
         return CatchUpPlan([], 0, next_due)
     lower = max(fired_up_to_ms, now_ms - window_ms)
