@@ -5,7 +5,8 @@ trigger-fired messages for the schedules that care, without scanning schedules.
   key) whenever the schedule changes; the index agent applies it to the trigger-index table.
 - The event agent reads an event on the partition of its event key, looks its triggers up, and sends one
   trigger-fired message per trigger, re-keyed by schedule. Program-status events also go to the job queue
-  of their program (run state for constraints).
+  of their program and of each concurrency group (of a tenant) whose schedules launch it (run state for
+  constraints).
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from scheduler.model import (
     PartitionTrigger,
     ProgramStatusTrigger,
     ScheduleState,
+    group_queue_key,
     trigger_leaves,
 )
+from scheduler.tenancy import schedule_id_tenant
 
 if TYPE_CHECKING:
     from faust.types import EventT
@@ -41,7 +44,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-#: index entries with this path prefix are group memberships, not triggers
+#: index entries with this path prefix are group memberships, not triggers; the entry's schedule says
+#: which tenant's group (the path names the group alone, as schedules written before tenant scoping did)
 GROUP_PREFIX = "group:"
 
 
@@ -64,6 +68,17 @@ def event_keys(state: ScheduleState | None) -> dict[str, list[str]]:
         elif isinstance(leaf, ElapsedTrigger) and leaf.program is not None:
             out.setdefault(program_key(leaf.program), []).append(path)
     return out
+
+
+def run_state_queues(program: str, entries: dict[str, dict[str, Any]]) -> list[str]:
+    """The job queues a status event of `program` goes to: the program's, and the group queue of each
+    tenant whose schedules put it in a concurrency group (`entries`: the program's trigger-index entries)."""
+    groups = {
+        group_queue_key(schedule_id_tenant(t["schedule"]), t["path"].removeprefix(GROUP_PREFIX))
+        for t in entries.values()
+        if t["path"].startswith(GROUP_PREFIX)
+    }
+    return [program, *sorted(groups)]
 
 
 class EventRouting:
@@ -156,8 +171,7 @@ class EventRouting:
                     if k in notification.payload
                 },
             }
-            groups = {t["path"] for t in entries.values() if t["path"].startswith(GROUP_PREFIX)}
-            for queue in (parsed.program.id, *sorted(groups)):
+            for queue in run_state_queues(parsed.program.id, entries):
                 await worker.send_keyed(worker.settings.jobs_topic, queue.encode(), encode_json(status))
         if not triggers and isinstance(parsed, DataEvent):
             await worker.dead_letter(event, f"unknown dataset {parsed.dataset!r}: no schedule triggers on it")

@@ -20,7 +20,18 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from scheduler.codec import decode_json, encode, encode_json
-from scheduler.jobs import Job, Launch, ProgramQueue, add_job, apply_status, cancel, check
+from scheduler.jobs import (
+    Job,
+    Launch,
+    ProgramQueue,
+    add_job,
+    adopt,
+    apply_status,
+    cancel,
+    check,
+    legacy_group,
+    split_legacy_group,
+)
 from scheduler.model import ProgramId, ScheduleKey
 from scheduler.runs import MAX_RUNS_KEPT, RunRecord, RunStatus, apply_transition
 
@@ -76,7 +87,8 @@ class CheckTimer:
     def assign(self, partition: int, queues: list[tuple[bytes, ProgramQueue]]) -> None:
         self._heaps[partition], self._live[partition] = [], {}
         for key, queue in queues:
-            self.schedule(partition, key, queue.next_check)
+            # a shared group queue is checked at once: the agent hands it over to its tenants' queues
+            self.schedule(partition, key, 0 if legacy_group(queue.program) is not None else queue.next_check)
         self.worker.counts.jobs_assigned(partition, queues)
 
     def revoke(self, partition: int) -> None:
@@ -163,6 +175,11 @@ class JobQueueAgent:
                 self._record_run(key, command)
         elif kind == "cancel":
             cancel(queue, command["schedule"], command.get("belowVersion"), command["reason"], now)
+        elif kind == "adopt":
+            adopt(queue, ProgramQueue.from_json(command["queue"]))
+        if legacy_group(queue.program) is not None:
+            await self._hand_over(msg.partition, key, queue, had_entry=raw is not None)
+            return
         launches = check(queue, now)
         for launch in launches:
             worker.stats["launches"] += 1
@@ -171,6 +188,19 @@ class JobQueueAgent:
         worker.job_queue[key] = encode_json(queue.to_json())
         worker.counts.job_queue_changed(msg.partition, key, queue)
         self.checker.schedule(msg.partition, key, queue.next_check)
+
+    async def _hand_over(self, partition: int, key: bytes, queue: ProgramQueue, had_entry: bool) -> None:
+        """A group queue shared by every tenant (from before group names were resolved within a tenant):
+        hand each tenant its share, then delete it. A repeat (a crash in between) adopts nothing twice."""
+        for target, share in split_legacy_group(queue).items():
+            command = {"type": "adopt", "queue": share.to_json()}
+            await self.worker.send_keyed(
+                self.worker.settings.jobs_topic, target.encode(), encode_json(command)
+            )
+        if had_entry:
+            del self.worker.job_queue[key]
+        self.worker.counts.job_queue_changed(partition, key, ProgramQueue(queue.program))
+        self.checker.schedule(partition, key, None)
 
     async def _announce(self, launch: Launch) -> None:
         """The run exists from its launch on: PENDING is its first user-facing status (seed 004)."""

@@ -61,11 +61,13 @@ MAX_DATA_ENTRIES = 256
 MAX_DATA_BYTES = 64 * 1024
 MAX_CATCH_UP_WINDOW_MS = 7 * 86_400_000
 MAX_FREQUENCY_TIME = 1_000_000_000
-MAX_CRON_LEN = 256  # croniter's cost grows with the expression; real ones are far shorter
+MAX_CRON_LEN = 256  # parsing cost grows with the expression; real ones are far shorter
 MAX_TIMEZONE_LEN = 64  # the longest IANA zone name has 32 characters
 _LONG_MAX = 2**63 - 1  # Avro long: what validation accepts must encode
 _TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}", re.ASCII)
 _GROUP_RE = re.compile(r"[A-Za-z0-9._-]{1,128}", re.ASCII)
+#: job queues of concurrency groups: `group:<tenant>/<group>`, two parts where a program id has four
+GROUP_QUEUE_PREFIX = "group:"
 
 
 class InvalidSchedule(ValueError):
@@ -139,9 +141,13 @@ class CronTrigger:
     timezone: str = "UTC"
 
     def evaluator(self) -> TimeTrigger:
-        from scheduler.triggers.cron import cron_evaluator
+        from scheduler.triggers.cron import cron_evaluator, unparsable
 
-        return cron_evaluator(self.expression, self.timezone)
+        try:
+            return cron_evaluator(self.expression, self.timezone)
+        except ValueError as exc:
+            # stored before the dialect refused it (croniter took `1-L`): it never fires, the worker lives
+            return unparsable(self.expression, self.timezone, str(exc))
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,6 +273,12 @@ def trigger_leaves(trigger: Trigger, path: str = "0") -> list[tuple[str, Trigger
     return [(path, trigger)]
 
 
+def group_queue_key(tenant: str, group: str) -> str:
+    """The job queue of a concurrency group. A group name is resolved within the schedule's tenant: two
+    tenants' groups of the same name are two groups, and neither sees the other's runs."""
+    return f"{GROUP_QUEUE_PREFIX}{tenant}/{group}"
+
+
 @dataclass(frozen=True, slots=True)
 class Schedule:
     key: ScheduleKey
@@ -291,9 +303,9 @@ class Schedule:
 
     @property
     def queue_key(self) -> str:
-        """The job queue its jobs wait in: its program's, or its concurrency group's."""
+        """The job queue its jobs wait in: its program's, or its concurrency group's in its tenant."""
         assert self.program is not None
-        return f"group:{self.group}" if self.group is not None else self.program.id
+        return group_queue_key(self.key.tenant, self.group) if self.group is not None else self.program.id
 
     def validate(self) -> None:
         """Raise InvalidSchedule naming the first field that is wrong."""
@@ -345,7 +357,7 @@ class Schedule:
 
 def _check_tree_shape(trigger: Trigger) -> None:
     """Depth and size of an AND/OR tree, without recursion and before any leaf is validated: a hostile
-    tree may be thousands deep or wide (each cron leaf costs croniter's time)."""
+    tree may be thousands deep or wide (each cron leaf costs a parse and a next-fire computation)."""
     stack = [(trigger, 1, "trigger")]
     leaves = 0
     while stack:

@@ -69,6 +69,15 @@ def schedule_id_tenant(schedule_id: str) -> str:
     return schedule_id.split("/", 1)[0]
 
 
+def job_filter_tenants(schedule: str | None, program: str | None, job_id: str | None) -> set[str]:
+    """The tenants a job list asks about when filtered by schedule (tenant/name), program or job id (which
+    starts with its schedule's id): a filter naming another tenant's is refused, not answered empty."""
+    out = {schedule_id_tenant(v) for v in (schedule, job_id) if v is not None}
+    if program is not None:
+        out.add(program_tenant(program))
+    return out
+
+
 def partition_share(limit: int, partitions: int) -> int:
     """How many of one tenant's schedules one partition may hold, for `limit` in all.
 
@@ -86,6 +95,7 @@ __all__ = [
     "dataset_tenant",
     "event_key_tenant",
     "event_tenant",
+    "job_filter_tenants",
     "partition_share",
     "program_tenant",
     "schedule_id_tenant",

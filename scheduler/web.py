@@ -58,6 +58,7 @@ from scheduler.runs import RunStatus
 from scheduler.tenancy import (
     event_key_tenant,
     event_tenant,
+    job_filter_tenants,
     program_tenant,
     schedule_id_tenant,
     schedule_tenants,
@@ -647,6 +648,10 @@ class _Http:
     async def list_jobs(self, view: View, request: Request) -> Response:
         """Pending jobs (and recent outcomes) of every program, filtered by schedule, program or state."""
         want = {k: request.query.get(k) or None for k in ("schedule", "program", "state", "jobId")}
+        if denied := _deny_tenants(
+            view, request, *job_filter_tenants(want["schedule"], want["program"], want["jobId"])
+        ):
+            return denied
         who = auth.principal_of(request)
         local: list[dict[str, Any]] = []
         for partition in sorted(self.worker.active_partitions()):
