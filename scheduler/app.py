@@ -18,7 +18,6 @@ from mode import Service
 from rocksdict import WriteBatch
 
 from scheduler.codec import (
-    MAX_MESSAGE_BYTES,
     DecodeError,
     command_from_task_definition,
     decode,
@@ -34,6 +33,7 @@ from scheduler.codec import (
 )
 from scheduler.commands import CommandRejected, apply_command, manual_fires_yielding, validate_command
 from scheduler.config import Settings, apply_consumer_profile, apply_transport_fixes, broker_profile
+from scheduler.dead_letters import dead_letter_record, moved_headers, origin
 from scheduler.event_routing import EventRouting
 from scheduler.ingest import CommandIngest, freeze_long_lived
 from scheduler.job_queue import JobQueueAgent
@@ -42,7 +42,7 @@ from scheduler.metrics import WorkerCounts
 from scheduler.model import Action, InvalidSchedule, ScheduleCommand, ScheduleState, TimeUnit
 from scheduler.producer import BatchedProducer, TopicCreator
 from scheduler.programs import ProgramRegistry
-from scheduler.punctuator import Punctuator, wall_clock_ms
+from scheduler.punctuator import Punctuator, monotonic_ms, wall_clock_ms
 from scheduler.punctuator import kafka_partition as partition_for
 from scheduler.tenancy import partition_share
 from scheduler.trigger_agent import TriggerAgent, job_arguments, new_job, submit_job
@@ -127,6 +127,8 @@ class Worker:
             trigger_topic=settings.trigger_topic,
             send_batch=self.producer.send_batch,
             partition_count=self.producer.partition_count,
+            # an injected clock (tests) jumps by design: jumps are told only against the real one
+            monotonic=monotonic_ms if clock is wall_clock_ms else None,
         )
         self.routing = EventRouting(self)
         self.triggers = TriggerAgent(self)
@@ -180,8 +182,9 @@ class Worker:
         kb = key_bytes(cmd.key)
         partition = partition_for(kb, self.settings.partitions)
         if partition != msg.partition:
-            # Keyed or partitioned otherwise by its producer: move it to the partition that owns the key.
-            await self.send_command(cmd, value=msg.value)
+            # Keyed or partitioned otherwise by its producer: move it to the partition that owns the key,
+            # with where it came from (a dead letter names the original).
+            await self.send_command(cmd, value=msg.value, headers=moved_headers(msg))
             return
         raw = self.schedule_bytes(partition, kb)  # this event's partition: no key search
         current = decode_state(raw) if raw is not None else None
@@ -319,40 +322,32 @@ class Worker:
             topic, key, value, partition=partition if isinstance(partition, int) else None
         )
 
-    async def send_command(self, cmd: ScheduleCommand, value: bytes | None = None) -> None:
+    async def send_command(
+        self,
+        cmd: ScheduleCommand,
+        value: bytes | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
         kb = key_bytes(cmd.key)
         await self.producer.send(
             self.settings.commands_topic,
             kb,
             value if value is not None else encode_command(cmd),
             partition=partition_for(kb, self.settings.partitions),
+            headers=headers,
         )
 
     async def dead_letter(self, event: EventT, reason: str) -> None:
         msg = event.message
         self.counts.dead_letter(msg.topic, reason, sys.exc_info()[1])  # classed by the exception handled
-        log.warning("dead-lettered %s[%d]@%d: %s", msg.topic, msg.partition, msg.offset, reason)
-        # The original bytes, whole up to MAX_MESSAGE_BYTES (all an accepted message can be); beyond,
-        # their head only, so the dead letter stays under the broker's record size limit.
-        key, value = _head(msg.key), _head(msg.value)
-        cut = [
-            f"{name} cut to its first {MAX_MESSAGE_BYTES} of {len(b)} bytes"
-            for name, b in (("key", msg.key), ("value", msg.value))
-            if b is not None and len(b) > MAX_MESSAGE_BYTES
-        ]
-        record = {
-            "topic": msg.topic,
-            "partition": msg.partition,
-            "offset": msg.offset,
-            "key": key,
-            "value": value,
-            "reason": reason[:4000] + (f" ({'; '.join(cut)})" if cut else ""),
-            "at": self.clock(),
-        }
+        # a command moved to the partition that owns its key is named as its producer wrote it
+        where = origin(msg, moved_here=msg.topic == self.settings.commands_topic)
+        log.warning("dead-lettered %s[%d]@%d: %s", msg.topic, where.partition, where.offset, reason)
+        key, record = dead_letter_record(msg.topic, where, msg.value, reason, self.clock())
         try:
             await self.producer.send(self.settings.dead_letter_topic, key, encode("DeadLetter", record))
         except Exception:  # a dead letter the producer refuses must not take the agent down with it
-            log.exception("could not dead-letter %s[%d]@%d", msg.topic, msg.partition, msg.offset)
+            log.exception("could not dead-letter %s[%d]@%d", msg.topic, where.partition, where.offset)
 
     # --- punctuator plumbing --------------------------------------------------------------------
 
@@ -536,10 +531,6 @@ class _Timers(Service):
 
 
 # --- the few places that reach into Faust's RocksDB store ------------------------------------------
-
-
-def _head(data: bytes | None) -> bytes | None:
-    return data if data is None or len(data) <= MAX_MESSAGE_BYTES else bytes(data[:MAX_MESSAGE_BYTES])
 
 
 def _raw_table(app: faust.App, name: str, partitions: int) -> Any:

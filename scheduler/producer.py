@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Mapping
 from typing import cast
@@ -17,6 +18,11 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 log = logging.getLogger(__name__)
+
+
+def _unacknowledged(topic: str, fut: asyncio.Future[object]) -> None:
+    if not fut.cancelled() and (exc := fut.exception()) is not None:
+        log.warning("a record to %s was not acknowledged by the broker: %r", topic, exc)
 
 
 class BatchedProducer:
@@ -41,11 +47,20 @@ class BatchedProducer:
         return self._producer
 
     async def send(
-        self, topic: str, key: bytes | None, value: bytes, partition: int | None = None
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes,
+        partition: int | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
     ) -> asyncio.Future[object]:
-        """Queue a record; the returned future resolves when the broker acknowledged it."""
+        """Queue a record; the returned future resolves when the broker acknowledged it. A caller that
+        does not await it still has its failure logged (never "Future exception was never retrieved")."""
         producer = await self._started()
-        fut: asyncio.Future[object] = await producer.send(topic, value, key=key, partition=partition)
+        fut: asyncio.Future[object] = await producer.send(
+            topic, value, key=key, partition=partition, headers=headers
+        )
+        fut.add_done_callback(functools.partial(_unacknowledged, topic))
         return fut
 
     def partition_count(self, topic: str) -> int | None:

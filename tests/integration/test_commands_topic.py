@@ -8,6 +8,7 @@ import io
 import fastavro
 import httpx
 import pytest
+from aiokafka import AIOKafkaProducer
 
 from scheduler.codec import encode, encode_command, key_bytes, key_to_avro
 from scheduler.model import (
@@ -19,6 +20,7 @@ from scheduler.model import (
     ScheduleKey,
     TimeUnit,
 )
+from scheduler.punctuator import kafka_partition
 from tests.helpers import TopicReader, dead_letter, fires_of, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -219,3 +221,46 @@ async def test_a_command_keyed_otherwise_is_moved_to_the_partition_that_owns_it(
         await fires.wait_for(lambda r: len(r) >= 2)
     r = httpx.get(f"{worker.url}/schedules/acme/rekeyed")
     assert r.status_code == 200 and r.json()["key"] == "acme/rekeyed"
+
+
+async def test_a_moved_command_that_turns_out_invalid_is_dead_lettered_with_its_original_key_and_position(
+    broker, worker, app_id
+):
+    commands = f"{app_id}-commands"
+    bad = {  # name -> (the key its producer gave it, the command)
+        "never-inserted": (
+            b"a plain string key",
+            encode_command(ScheduleCommand(ScheduleKey("acme", "never-inserted"), Action.DELETE)),
+        ),
+        "bad-cron": (
+            None,
+            _raw_insert(
+                "bad-cron", ("scheduler.CronTrigger", {"expression": "61 * * * *", "timezone": "UTC"}), "out"
+            ),
+        ),
+    }
+    owners = {kafka_partition(key_bytes(ScheduleKey("acme", name)), worker.partitions) for name in bad}
+    wrong = min(set(range(worker.partitions)) - owners)  # a partition that owns neither schedule key
+    fillers = [b"\xff filler %d" % i for i in range(3)]  # so the original offsets are not the moved ones'
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+    await producer.start()
+    async with TopicReader(broker.bootstrap_servers, f"{app_id}-dead-letters", dead_letter) as dlq:
+        try:
+            for value in fillers:
+                await producer.send_and_wait(commands, value, partition=wrong)
+            produced = {
+                value: (key, await producer.send_and_wait(commands, value, key=key, partition=wrong))
+                for key, value in bad.values()
+            }
+        finally:
+            await producer.stop()
+        await dlq.wait_for(lambda r: len(r) >= len(fillers) + len(bad))
+        await asyncio.sleep(1)  # and no more
+    assert len(dlq.records) == len(fillers) + len(bad)
+    by_value = {d["value"]: (d, msg.key) for d, msg in zip(dlq.records, dlq.raw)}
+    for value, (key, at) in produced.items():
+        d, kafka_key = by_value[value]
+        assert (d["topic"], d["partition"], d["offset"], d["key"]) == (commands, wrong, at.offset, key)
+        assert kafka_key == key  # the dead-letter record itself is keyed by the original key too
+    assert "does not exist" in by_value[bad["never-inserted"][1]][0]["reason"]
+    assert "trigger.expression" in by_value[bad["bad-cron"][1]][0]["reason"]
