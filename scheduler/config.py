@@ -361,4 +361,10 @@ def broker_profile(profile: BrokerProfile) -> dict[str, Any]:
         "producer_acks": -1,
         # An agent hop carries one event at a time and event -> launch is three of them: send at once.
         "producer_linger": 0.0,
+        # Kafka creates a topic asynchronously: a topic Faust just created can be missing from the metadata
+        # the first assignment is computed from, and Faust's assignor then leaves its partitions out
+        # ("Ignoring missing topic") until the consumer's next metadata refresh notices the topic and
+        # rejoins: after 5 minutes by default, with the trigger index unread meanwhile (seen on a fresh
+        # 1-node Kafka, 2 of ~45 starts). Refreshed every 5 s, the rejoin comes within seconds.
+        "consumer_metadata_max_age_ms": 5_000,
     }
