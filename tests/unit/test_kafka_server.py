@@ -108,3 +108,32 @@ def test_only_children_of_the_main_thread_get_the_parent_death_signal():
     t.start()
     t.join()
     assert seen == [os.setsid]
+
+
+def test_a_broker_left_by_an_earlier_run_is_found_by_its_pid_file_and_stopped(tmp_path):
+    """`scheduler run --broker kafka` calls stop_stale() before it starts its own: a node an earlier run
+    left behind (started before the parent-death signal existed, or without it) is stopped; a pid that was
+    reused by another process is left alone."""
+    import subprocess
+    import sys
+
+    cluster = KafkaCluster(tmp_path / "kafka", nodes=1)
+    node = cluster.nodes[0]
+    node.dir.mkdir(parents=True)
+    # a stand-in for the orphaned JVM: its command line names the node's properties file, as the JVM's does
+    orphan = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)", str(node.properties_path)],
+        start_new_session=True,
+    )
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    try:
+        (node.dir / "pid").write_text(str(orphan.pid))
+        assert cluster.stop_stale(timeout_s=10) == [orphan.pid]
+        assert orphan.wait(timeout=10) is not None
+        (node.dir / "pid").write_text(str(other.pid))  # the pid now belongs to someone else
+        assert cluster.stop_stale(timeout_s=10) == []
+        assert other.poll() is None
+    finally:
+        for p in (orphan, other):
+            p.kill()
+            p.wait(timeout=10)
