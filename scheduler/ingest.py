@@ -6,7 +6,9 @@ consumer takes them a fetch at a time: each command goes through the worker's ha
 is held and put in RocksDB with the others as one write batch per partition (every YIELD_EVERY commands,
 before the event loop turns, so other tasks read what was applied); once the fetch is applied its writes
 go to the changelog as whole batches, and once the broker has them the partition's next offset is stored,
-in the fire-progress table (changelogged like the schedules). The next fetch is applied meanwhile. A crash
+in the fire-progress table (changelogged like the schedules). Each partition flushes on its own, in order:
+a changelog partition whose leader is away retries (and its commands partition pauses after one more
+fetch) while the other partitions go on. The next fetch is applied meanwhile. A crash
 re-applies at most the fetches whose offsets were not stored yet (at-least-once, as Faust's commits were;
 a replayed INSERT is a no-op, a replayed RUN fires again).
 
@@ -19,6 +21,7 @@ the per-message agent), else at the beginning.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import logging
 from typing import Any
@@ -29,6 +32,9 @@ from scheduler.codec import decode_json, encode_json
 
 log = logging.getLogger(__name__)
 
+#: how long a revocation waits for the revoked partitions' flushes before it drops them (their offsets
+#: then stay unstored: the next owner applies those commands again)
+REVOKE_WAIT_S = 10.0
 MAX_RECORDS = 4000  # per fetch: one changelog flush and one stored offset per partition for as many
 YIELD_EVERY = 100  # commands handled between two turns of the event loop (~10 ms)
 FREEZE_AFTER = 5000  # commands applied since the last freeze_long_lived that call it while a flow goes on
@@ -71,7 +77,9 @@ class CommandIngest:
         self._lock = asyncio.Lock()  # a fetch is applied whole, or the assignment changes: not both
         self._wake = asyncio.Event()
         self._stopped = False
-        self._flushing: asyncio.Future[None] | None = None  # the last fetch's changelog writes, then offsets
+        # partition -> its last flush (changelog writes, then the stored offset); each waits for the one before
+        self._flushing: dict[int, asyncio.Future[None]] = {}
+        self._paused: set[int] = set()  # partitions not fetched while two flushes of theirs are pending
         self.unfrozen = 0  # commands applied since the last freeze_long_lived
 
     async def _started(self) -> AIOKafkaConsumer:
@@ -130,11 +138,12 @@ class CommandIngest:
         """Stop consuming these partitions; returns once the fetch being applied is written and its
         offsets are sent."""
         async with self._lock:
-            await self._flushed()
+            await self._flushed(partitions, REVOKE_WAIT_S)
             self._generation += 1
             if self._wanted is not None:
                 self._wanted -= partitions
             self._active -= partitions
+            self._paused -= partitions
             for p in partitions:
                 self._next.pop(p, None)
             if self._consumer is not None:
@@ -201,29 +210,78 @@ class CommandIngest:
                     await asyncio.sleep(0)
             done.append(p)
         self.worker.write_local()
-        if not done:
-            return
-        # The next fetch is applied while this one's writes go out; one flush at a time, so each stored
-        # offset follows the writes before it.
-        writes, offsets = self.worker.take_writes(), {p: self._next[p] for p in done}
-        await self._flushed()
-        self._flushing = asyncio.ensure_future(self._flush(writes, offsets))
+        # The next fetch is applied while this one's writes go out. Per partition, one flush after the
+        # other, so each stored offset follows the writes before it; partitions do not wait for each other.
+        by_partition: dict[int, list[tuple[bytes, bytes | None, int]]] = {}
+        for write in self.worker.take_writes():
+            by_partition.setdefault(write[2], []).append(write)
+        for p in set(by_partition) | set(done):
+            previous = self._flushing.get(p)
+            offset = self._next[p] if p in done else None
+            flush = asyncio.ensure_future(self._flush(p, by_partition.get(p, []), offset, previous))
+            self._flushing[p] = flush
+            flush.add_done_callback(functools.partial(self._flush_done, p))
+            if previous is not None and not previous.done() and p in self._active:
+                self._pause(p)  # its changelog is behind by a whole fetch: fetch no more until it catches up
 
-    async def _flush(self, writes: list[tuple[bytes, bytes | None, int]], offsets: dict[int, int]) -> None:
-        while True:  # the offsets must not pass writes the changelog lacks: retry (the broker is away)
+    async def _flush(
+        self,
+        partition: int,
+        writes: list[tuple[bytes, bytes | None, int]],
+        offset: int | None,
+        previous: asyncio.Future[None] | None,
+    ) -> None:
+        if previous is not None:
+            await previous  # (a revocation that drops this flush cancels the ones before it too)
+        while writes:  # the offset must not pass writes the changelog lacks: retry (its leader is away)
             try:
                 await self.worker.write_changelog(writes)
                 break
-            except Exception:
-                log.warning("schedule changelog write failed; retrying in 1 s", exc_info=True)
+            except Exception as exc:
+                log.warning(
+                    "schedule changelog write of partition %d failed (%r); retrying in 1 s", partition, exc
+                )
                 await asyncio.sleep(1)
-        for p, offset in offsets.items():
-            self.worker.save_progress_record(p, offset_key(p), encode_json({"offset": offset}))
+        if offset is not None:
+            self.worker.save_progress_record(
+                partition, offset_key(partition), encode_json({"offset": offset})
+            )
 
-    async def _flushed(self) -> None:
-        flushing, self._flushing = self._flushing, None
-        if flushing is not None:
-            await flushing
+    def _flush_done(self, partition: int, flush: asyncio.Future[None]) -> None:
+        if not flush.cancelled() and flush.exception() is not None:  # (retrieved: never unlogged)
+            log.error(
+                "schedule changelog flush of partition %d failed", partition, exc_info=flush.exception()
+            )
+        if self._flushing.get(partition) is flush:
+            del self._flushing[partition]
+            self._resume(partition)
+
+    def _pause(self, partition: int) -> None:
+        if partition not in self._paused and self._consumer is not None:
+            self._paused.add(partition)
+            self._consumer.pause(TopicPartition(self.topic, partition))
+
+    def _resume(self, partition: int) -> None:
+        if partition in self._paused:
+            self._paused.discard(partition)
+            tp = TopicPartition(self.topic, partition)
+            if self._consumer is not None and tp in self._consumer.assignment():
+                self._consumer.resume(tp)
+            self._wake.set()
+
+    async def _flushed(self, partitions: set[int] | None = None, timeout_s: float | None = None) -> None:
+        """Until the flushes of these partitions (None: all) are done; after timeout_s they are dropped,
+        their offsets unstored (a revocation must not wait on a broker that is away for ever)."""
+        flushes = [f for p, f in self._flushing.items() if partitions is None or p in partitions]
+        if not flushes:
+            return
+        _, pending = await asyncio.wait(flushes, timeout=timeout_s)
+        for flush in pending:
+            flush.cancel()
+        if pending:
+            log.warning(
+                "dropped %d schedule changelog flushes still pending after %s s", len(pending), timeout_s
+            )
 
     async def handle(self, record: Any) -> None:
         event = _Event(record)
@@ -239,9 +297,7 @@ class CommandIngest:
         self._wanted = None
         self._wake.set()
         async with self._lock:
-            if self._flushing is not None:  # with the broker away this would retry for ever
-                await asyncio.wait([self._flushing], timeout=10)
-                self._flushing.cancel()
+            await self._flushed(None, 10)  # with the broker away this would retry for ever
             consumer, self._consumer = self._consumer, None
             if consumer is not None:
                 await consumer.stop()

@@ -167,6 +167,10 @@ async def _fire_through(
                 missing = [n for n in missing if (await c.get(f"/schedules/chaos/{n}")).status_code != 200]
                 await asyncio.sleep(0.5)
             assert not missing, f"acknowledged commands lost: {missing}"
+        # acceptance finding 8: failed writes (changelog, hops) left unretrieved futures behind
+        assert "Future exception was never retrieved" not in (tmp_path / "worker.log").read_text(
+            errors="replace"
+        )
     except BaseException:
         print(worker.log_tail(80))
         raise
