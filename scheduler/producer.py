@@ -11,9 +11,9 @@ import contextlib
 import functools
 import logging
 from collections.abc import Mapping
-from typing import cast
+from typing import Any, cast
 
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
@@ -25,12 +25,31 @@ def _unacknowledged(topic: str, fut: asyncio.Future[object]) -> None:
         log.warning("a record to %s was not acknowledged by the broker: %r", topic, exc)
 
 
+def _holds_a_batch(producer: AIOKafkaProducer, topic: str, partition: int) -> bool:
+    """Whether aiokafka (0.14) holds a batch of this partition its sender has not taken (a send_batch would
+    wait for it)."""
+    return bool(producer._message_accumulator._batches.get(TopicPartition(topic, partition)))
+
+
+def _copy_outcome(to: asyncio.Future[object], fut: asyncio.Future[object]) -> None:
+    if to.done():
+        return
+    if fut.cancelled():
+        to.cancel()
+    elif (exc := fut.exception()) is not None:
+        to.set_exception(exc)
+    else:
+        to.set_result(fut.result())
+
+
 class BatchedProducer:
     def __init__(self, bootstrap_servers: str, *, linger_ms: int = 2) -> None:
         self._bootstrap = bootstrap_servers
         self._linger_ms = linger_ms
         self._producer: AIOKafkaProducer | None = None
         self._lock = asyncio.Lock()
+        # (topic, partition) -> the task adding its latest batch that could not be added at once
+        self._tails: dict[tuple[str, int], asyncio.Future[None]] = {}
 
     async def _started(self) -> AIOKafkaProducer:
         if self._producer is None:
@@ -85,17 +104,56 @@ class BatchedProducer:
             for i in indexes:
                 key, value, _ = records[i]
                 if batch.append(key=key, value=value, timestamp=None) is None:  # full: send it, start another
-                    fut = await producer.send_batch(batch, topic, partition=partition)
+                    fut = await self._add_batch(producer, batch, topic, partition)
                     for j in members:
                         out[j] = fut
                     batch, members = producer.create_batch(), []
                     if batch.append(key=key, value=value, timestamp=None) is None:
                         raise ValueError(f"a record of {len(value)} bytes does not fit in a batch")
                 members.append(i)
-            fut = await producer.send_batch(batch, topic, partition=partition)
+            fut = await self._add_batch(producer, batch, topic, partition)
             for j in members:
                 out[j] = fut
         return cast(list[asyncio.Future[object]], out)
+
+    async def _add_batch(
+        self, producer: AIOKafkaProducer, batch: Any, topic: str, partition: int
+    ) -> asyncio.Future[object]:
+        """aiokafka's send_batch waits while the partition holds a batch its sender has not taken, which
+        lasts as long as the partition's leader is away (up to the request timeout): the punctuator, which
+        emits an instant's fires partition after partition, would hold every other partition's fires
+        behind it (25-60 s gaps when a broker died). Such a batch goes to a task of its partition, in
+        order, and the caller gets its future at once."""
+        key = (topic, partition)
+        before = self._tails.get(key)
+        if (before is None or before.done()) and not _holds_a_batch(producer, topic, partition):
+            fut: asyncio.Future[object] = await producer.send_batch(batch, topic, partition=partition)
+            return fut
+        delivered: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        delivered.add_done_callback(functools.partial(_unacknowledged, topic))
+        task = asyncio.ensure_future(self._add_later(producer, batch, topic, partition, before, delivered))
+        self._tails[key] = task
+        task.add_done_callback(lambda t: self._tails.pop(key) if self._tails.get(key) is t else None)
+        return delivered
+
+    @staticmethod
+    async def _add_later(
+        producer: AIOKafkaProducer,
+        batch: Any,
+        topic: str,
+        partition: int,
+        before: asyncio.Future[None] | None,
+        delivered: asyncio.Future[object],
+    ) -> None:
+        if before is not None:
+            await asyncio.wait([before])  # the partition's earlier batch first
+        try:
+            fut = await producer.send_batch(batch, topic, partition=partition)
+        except Exception as exc:
+            if not delivered.done():
+                delivered.set_exception(exc)
+            return
+        fut.add_done_callback(functools.partial(_copy_outcome, delivered))
 
     async def stop(self) -> None:
         producer, self._producer = self._producer, None

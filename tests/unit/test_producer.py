@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -46,3 +47,73 @@ async def test_a_failed_record_nobody_awaits_is_logged_with_its_topic_not_left_u
         assert not unretrieved
     finally:
         loop.set_exception_handler(None)
+
+
+class _Batch:
+    def __init__(self) -> None:
+        self.records: list[bytes] = []
+
+    def append(self, *, key: bytes, value: bytes, timestamp: None) -> object | None:
+        if len(self.records) == 2:
+            return None  # full
+        self.records.append(value)
+        return object()
+
+
+class _LeaderlessPartitionProducer:
+    """aiokafka as it behaves while partition 0's leader is away: a batch of partition 0 its sender has not
+    taken yet is held, and send_batch of another partition-0 batch waits until the leader is back."""
+
+    def __init__(self) -> None:
+        from collections import defaultdict, deque
+
+        from aiokafka import TopicPartition
+
+        self._message_accumulator = SimpleNamespace(_batches=defaultdict(deque))
+        self._message_accumulator._batches[TopicPartition("fires", 0)].append("held")
+        self.leader_back = asyncio.Event()
+        self.added: list[tuple[int, list[bytes]]] = []
+
+    def create_batch(self) -> _Batch:
+        return _Batch()
+
+    async def send_batch(self, batch: _Batch, topic: str, *, partition: int) -> asyncio.Future[object]:
+        if partition == 0:
+            await self.leader_back.wait()
+        self.added.append((partition, batch.records))
+        fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        fut.set_result(SimpleNamespace(partition=partition))
+        return fut
+
+
+async def test_a_partition_whose_leader_is_away_does_not_hold_the_batches_of_the_others() -> None:
+    """A burst's fires to partitions 0 and 1: partition 1's are added and acknowledged while partition 0's
+    wait for its leader; then partition 0's follow, in their order."""
+    producer = BatchedProducer("unused:9092")
+    fake = _LeaderlessPartitionProducer()
+    producer._producer = fake  # type: ignore[assignment]
+    records = [(b"k", f"p{p}-{i}".encode(), p) for i in range(5) for p in (0, 1)]
+    futures = await asyncio.wait_for(producer.send_batch("fires", records), 1)  # not held by partition 0
+    await asyncio.sleep(0)
+    ones = [f for f, (_, _, p) in zip(futures, records, strict=True) if p == 1]
+    assert all(f.done() and f.exception() is None for f in ones)
+    assert [p for p, _ in fake.added] == [1, 1, 1]  # 5 records, 2 a batch
+    zeros = [f for f, (_, _, p) in zip(futures, records, strict=True) if p == 0]
+    assert not any(f.done() for f in zeros)
+    fake.leader_back.set()
+    await asyncio.wait_for(asyncio.gather(*zeros), 1)
+    assert [r for p, r in fake.added if p == 0] == [[b"p0-0", b"p0-1"], [b"p0-2", b"p0-3"], [b"p0-4"]]
+    assert producer._tails == {}
+
+
+def test_the_aiokafka_internals_the_producer_reads_are_there() -> None:
+    """_holds_a_batch reads aiokafka 0.14's accumulator: an upgrade that moves it fails here."""
+    from aiokafka import AIOKafkaProducer
+
+    from scheduler.producer import _holds_a_batch
+
+    async def check() -> None:
+        p = AIOKafkaProducer(bootstrap_servers="unused:9092")
+        assert _holds_a_batch(p, "t", 0) is False
+
+    asyncio.run(check())
