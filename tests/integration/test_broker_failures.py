@@ -80,8 +80,7 @@ class Prober:
                     if r.status_code == 202:
                         self.acknowledged.append(name)
                 i += 1
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), 0.25)
+                await asyncio.sleep(0.25)  # (not wait_for on the event: on 3.11 it can swallow a cancel)
 
     def stop(self) -> None:
         self._stop.set()
@@ -104,12 +103,13 @@ async def _fire_through(
             "SCHEDULER_PARTITIONS": "4",
             "SCHEDULER_REPLICATION_FACTOR": "3",
             "SCHEDULER_DATA_DIR": str(tmp_path / "data"),
-            "SCHEDULER_LOG_LEVEL": "warning",
+            "SCHEDULER_LOG_LEVEL": "info",  # a failure prints the log's tail: what the worker did last
             "SCHEDULER_AUTH": "off",
             "SCHEDULER_PROGRESS_INTERVAL_MS": "500",
         },
         tmp_path / "worker.log",
     )
+    probing: asyncio.Task[None] | None = None
     try:
         worker.start()
         await asyncio.to_thread(worker.wait_ready, 120)
@@ -131,7 +131,7 @@ async def _fire_through(
             await send_commands(cluster.bootstrap_servers, f"{app_id}-commands", *commands)
             await reader.wait_for(lambda r: len({x.key.name for x in r}) == SCHEDULES, timeout_s=120)
             prober = Prober(worker.url, out)
-            probing = asyncio.create_task(prober.run())
+            probing = asyncio.create_task(prober.run())  # (cancelled in `finally` if the fault fails)
             window_start = now_ms() + 2_000
             started = now_ms()
             await asyncio.to_thread(fault)
@@ -187,6 +187,10 @@ async def _fire_through(
         print(worker.log_tail(80))
         raise
     finally:
+        if probing is not None and not probing.done():
+            probing.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(probing, 10)
         worker.kill()
 
 
