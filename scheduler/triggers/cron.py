@@ -45,7 +45,6 @@ class CronEvaluator(TimeTrigger):
         self.tz = ZoneInfo(timezone)
         self.utc = timezone in ("UTC", "Etc/UTC", "GMT", "Etc/GMT", "Z")
         self.fields = CronFields.parse(expression)
-        self.fixed_hour = self.fields.fixed_hour
         self.unit = TimeUnit.SECONDS if self.fields.with_seconds else TimeUnit.MINUTES
         self._memo: dict[int, int | None] = {}
 
@@ -111,7 +110,7 @@ class CronEvaluator(TimeTrigger):
                 if w is not None and w < start + offset:
                     gap_fire = w - before
             lower = t + offset
-            if start is not None and before > offset and self.fixed_hour:
+            if start is not None and before > offset and self.fields.fixed_hour:
                 # fall back at `start`: wall times [start + offset, start + before) come a second time;
                 # with a fixed hour they fired at their first occurrence
                 lower = max(lower, start + before - 1)
