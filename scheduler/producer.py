@@ -16,6 +16,7 @@ from typing import Any, cast
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.protocol.metadata import MetadataRequest
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +162,39 @@ class BatchedProducer:
             await producer.stop()
 
 
+#: how long a created topic may take to reach every broker's metadata before ensure() returns anyway
+VISIBLE_WITHIN_S = 15.0
+
+
+async def _visible_everywhere(admin: AIOKafkaAdminClient, topics: list[str]) -> None:
+    """Until every broker's metadata lists `topics` with a leader for each partition. A KRaft broker
+    learns of a new topic from the metadata log a moment after the controller created it: a consumer
+    asking that broker first would be told the topic does not exist (aiokafka's start raises)."""
+    client = admin._client
+    deadline = asyncio.get_running_loop().time() + VISIBLE_WITHIN_S
+    while True:
+        behind = []
+        for broker in client.cluster.brokers():
+            try:
+                response = await client.send(broker.nodeId, MetadataRequest(topics))
+            except Exception:
+                behind.append(broker.nodeId)
+                continue
+            led = {
+                t["topic"]
+                for t in response.to_object()["topics"]
+                if t["error_code"] == 0 and t["partitions"] and all(p["leader"] >= 0 for p in t["partitions"])
+            }
+            if not led.issuperset(topics):
+                behind.append(broker.nodeId)
+        if not behind:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            log.warning("topics %s not yet in the metadata of brokers %s", topics, behind)
+            return
+        await asyncio.sleep(0.1)
+
+
 class TopicCreator:
     """Creates topics (output topics of schedules) once, with the cluster's defaults for the rest."""
 
@@ -193,6 +227,7 @@ class TopicCreator:
             if new:
                 with contextlib.suppress(TopicAlreadyExistsError):
                     await admin.create_topics(new)
+                await _visible_everywhere(admin, [t.name for t in new])
         except Exception:
             log.warning("could not create topics %s; relying on broker auto-creation", missing, exc_info=True)
             return

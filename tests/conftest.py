@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import os
 import shutil
 import subprocess
+import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -155,6 +158,43 @@ def worker_env(broker: Broker, app_id: str, tmp_path: Path) -> dict[str, str]:
         # tests of auth turn it on with their own tokens (tests/integration/test_auth.py)
         "SCHEDULER_AUTH": "off",
     }
+
+
+#: past its own timeout, how long a test (setup, call and teardown) may still run before the watchdog ends
+#: the session: pytest-timeout's signal lands in whatever asyncio task runs and can be swallowed there, and
+#: an event loop's close waits for every task, one that ignores its cancellation included
+WATCHDOG_GRACE_S = 180
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A test hung past its timeout (and the grace) prints every thread's stack and ends the session with
+    exit status 3 instead of holding CI until its limit. The brokers and workers the tests started die
+    with it (each is tied to its parent by the parent-death signal)."""
+    marker = item.get_closest_marker("timeout")
+    limit = float(marker.args[0]) if marker and marker.args else float(item.config.getini("timeout") or 0)
+    if not limit:
+        return (yield)
+
+    def expire() -> None:
+        capture = item.config.pluginmanager.getplugin("capturemanager")
+        if capture is not None:  # what it writes reaches the terminal, not the test's captured output
+            with contextlib.suppress(Exception):
+                capture.suspend_global_capture(in_=True)
+        sys.stderr.write(
+            f"\n\n{item.nodeid} still running {limit + WATCHDOG_GRACE_S:.0f} s after it began: ending the session\n"
+        )
+        faulthandler.dump_traceback(all_threads=True)
+        sys.stderr.flush()
+        os._exit(3)
+
+    watchdog = threading.Timer(limit + WATCHDOG_GRACE_S, expire)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        return (yield)
+    finally:
+        watchdog.cancel()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -20,6 +20,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from scheduler.broker import free_port
 from scheduler.codec import DecodeError, decode, decode_fired, encode_command, key_bytes
 from scheduler.config import PREFETCH_BACKOFF_S
+from scheduler.kafka_server import child_setup
 from scheduler.model import FiredTask, ScheduleCommand
 from scheduler.producer import TopicCreator
 
@@ -45,7 +46,7 @@ class WorkerProcess:
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
+            preexec_fn=child_setup(),  # its own session (killed as a group), and dies with the test runner
         )
         log.close()
 
@@ -91,6 +92,24 @@ class WorkerProcess:
                 self.kill()
 
 
+async def started_consumer(*topics: str, attempts: int = 5, **config: Any) -> AIOKafkaConsumer:
+    """An AIOKafkaConsumer started, tried again (a few times) when its start fails: the broker it asks may
+    not know a topic created a moment ago. A failed start is stopped: aiokafka leaves a fetcher task
+    behind otherwise, one that can outlive its cancellation and hang the event loop's close."""
+    for attempt in range(1, attempts + 1):
+        consumer = AIOKafkaConsumer(*topics, **config)
+        try:
+            await consumer.start()
+            return consumer
+        except Exception:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(consumer.stop(), 10)
+            if attempt == attempts:
+                raise
+            await asyncio.sleep(0.5 * attempt)
+    raise AssertionError("unreachable")
+
+
 class TopicReader:
     """Reads a topic from the beginning (or the end) in the background; `records` grows as they arrive."""
 
@@ -113,7 +132,7 @@ class TopicReader:
 
     async def __aenter__(self) -> TopicReader:
         await ensure_topic(self.bootstrap, self.topic)
-        self._consumer = AIOKafkaConsumer(
+        self._consumer = await started_consumer(
             self.topic,
             bootstrap_servers=self.bootstrap,
             auto_offset_reset=self.start,
@@ -121,7 +140,6 @@ class TopicReader:
             metadata_max_age_ms=1000,
             fetch_max_wait_ms=10,  # the embedded broker holds a waiting fetch for its whole max wait
         )
-        await self._consumer.start()
         # one broker leads every partition: aiokafka would wait up to 100 ms before fetching again while
         # records of another partition sit in its buffer (the worker does the same, see scheduler/config.py)
         self._consumer._fetcher._prefetch_backoff = PREFETCH_BACKOFF_S

@@ -233,3 +233,34 @@ async def test_a_rolling_restart_of_all_three_brokers_loses_no_fire_and_no_comma
             kafka3.wait_fully_replicated()
 
     await _fire_through(kafka3, tmp_path, fault, capsys, "rolling restart")
+
+
+async def test_a_topic_created_is_known_to_every_broker_once_ensure_returns(kafka3):
+    """A KRaft broker learns of a new topic from the metadata log a moment after the controller: a reader
+    started at once and asking that broker was told the topic does not exist (a CI failure). ensure()
+    returns once every broker lists it with a leader for each partition."""
+    from aiokafka.client import AIOKafkaClient
+    from aiokafka.protocol.metadata import MetadataRequest
+
+    from scheduler.producer import TopicCreator
+
+    unknown = []
+    for _ in range(30):
+        topic = f"known-{uuid.uuid4().hex[:8]}"
+        await TopicCreator(kafka3.bootstrap_servers, 4, 3).ensure(topic)
+        for n in kafka3.nodes:
+            client = AIOKafkaClient(bootstrap_servers=f"{kafka3.host}:{n.port}")
+            try:
+                await asyncio.wait_for(client.bootstrap(), 10)
+                answer = (
+                    await asyncio.wait_for(client.send(n.node_id, MetadataRequest([topic])), 10)
+                ).to_object()
+            finally:
+                await client.close()
+            led = [
+                t for t in answer["topics"]
+                if t["error_code"] == 0 and len(t["partitions"]) == 4 and all(p["leader"] >= 0 for p in t["partitions"])
+            ]  # fmt: skip
+            if not led:
+                unknown.append((topic, n.node_id))
+    assert not unknown, f"topics unknown to a broker right after ensure(): {unknown}"

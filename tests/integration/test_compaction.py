@@ -12,7 +12,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from aiokafka import AIOKafkaConsumer
 
 from scheduler.kafka_server import KafkaCluster, KafkaUnavailable
 from scheduler.model import (
@@ -24,7 +23,7 @@ from scheduler.model import (
     ScheduleKey,
     TimeUnit,
 )
-from tests.helpers import Api, TopicReader, send_commands
+from tests.helpers import Api, TopicReader, send_commands, started_consumer
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_broker, pytest.mark.timeout(420)]
 
@@ -54,10 +53,9 @@ def hourly(i: int, data: str, topic: str) -> Schedule:
 
 async def changelog_records(bootstrap: str, topic: str) -> int:
     """How many records a restore of the topic reads, from its first offset to its end."""
-    consumer = AIOKafkaConsumer(
+    consumer = await started_consumer(
         topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False
     )
-    await consumer.start()
     try:
         parts = consumer.assignment() or set()
         deadline = time.monotonic() + 10
