@@ -11,7 +11,7 @@ $(VENV)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,dev]'
+	$(BIN)/pip install --quiet -e '.[spark,test,dev]'
 	touch $@
 
 run: install          ## a broker (Apache Kafka where java and mvn are, else Tansu) + one worker + HTTP on :6066

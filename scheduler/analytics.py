@@ -154,7 +154,12 @@ def analyse(spark: Any, root: Path | None = None) -> list[dict[str, Any]]:
 
 def render(rows: list[dict[str, Any]], out_dir: Path) -> tuple[Path, Path]:
     """The report as a Markdown table and a PNG chart."""
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise SystemExit(
+            f"matplotlib is not installed ({exc}): pip install 'kafka-job-scheduler[spark]'"
+        ) from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

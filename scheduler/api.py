@@ -27,6 +27,7 @@ from scheduler.constraints import (
     UnmetAction,
 )
 from scheduler.model import (
+    GROUP_PATTERN,
     MAX_CONSTRAINTS,
     MAX_FREQUENCY_TIME,
     MAX_TRIGGER_LEAVES,
@@ -131,7 +132,7 @@ class ConcurrencyIn(_In):
     type: Literal["concurrency"]
     maxRuns: int = Field(ge=1, le=100_000)
     onUnmet: UnmetAction = UnmetAction.WAIT
-    group: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]{1,128}$")
+    group: str | None = Field(None, pattern=f"^{GROUP_PATTERN}$")
 
 
 class DelayIn(_In):

@@ -29,7 +29,6 @@ from scheduler.codec import (
     fired_task_encoder,
     key_bytes,
     key_from_bytes,
-    register_codecs,
 )
 from scheduler.commands import CommandRejected, apply_command, manual_fires_yielding, validate_command
 from scheduler.config import Settings, apply_consumer_profile, apply_transport_fixes, broker_profile
@@ -57,7 +56,6 @@ class Worker:
     """Everything one worker process runs; `faust_app` is what `faust.Worker` drives."""
 
     def __init__(self, settings: Settings, clock: Any = wall_clock_ms) -> None:
-        register_codecs()
         self.settings = settings
         self.clock = clock
         settings.data_dir.mkdir(parents=True, exist_ok=True)

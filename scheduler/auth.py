@@ -25,7 +25,7 @@ import json
 import logging
 import re
 import secrets
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,10 +152,6 @@ def _deny(status: int, error: str, message: str) -> web.Response:
     return response
 
 
-def forbidden_tenant(tenant: str) -> web.Response:
-    return _deny(403, "forbidden", f"this token may not access tenant {tenant!r}")
-
-
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -190,17 +186,11 @@ def middleware(tokens: dict[str, Principal] | None) -> Any:
     return check
 
 
-def visible(principal: Principal, tenants: Iterable[str]) -> list[str]:
-    """The tenants in `tenants` the principal may see."""
-    return [t for t in tenants if principal.sees(t)]
-
-
 __all__ = [
     "ALL_TENANTS",
     "ANYONE",
     "AuthConfigError",
     "Principal",
-    "forbidden_tenant",
     "hash_token",
     "load_tokens",
     "middleware",

@@ -78,9 +78,6 @@ class ApiError(Exception):
             out.append("  (pass --token or set SCHEDULER_TOKEN)")
         return out
 
-    def one_line(self) -> str:
-        return "; ".join([self.summary(), *(f"{f.get('field')}: {f.get('message')}" for f in self.fields)])
-
 
 def _retry_after_s(response: httpx.Response) -> float:
     try:

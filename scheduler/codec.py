@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
-from faust.serializers import codecs
 
 from scheduler.constraints import (
     ConcurrencyConstraint,
@@ -715,11 +714,6 @@ def fired_task_encoder(key: ScheduleKey, data: dict[str, str]) -> Callable[[int,
     return FiredTaskBytes(key, data).encode
 
 
-def fired_task_parts(key: ScheduleKey, data: dict[str, str]) -> Callable[[int], tuple[bytes, bytes]]:
-    """A scheduled fire's FiredTask split around `firedAt` (see FiredTaskBytes.parts)."""
-    return FiredTaskBytes(key, data).parts
-
-
 def zigzag_long(n: int) -> bytes:
     """Avro's encoding of a long."""
     return _zigzag(n)
@@ -736,36 +730,3 @@ def decode_fired(data: bytes) -> FiredTask:
         missed=rec["missed"],
         catch_up=rec["catchUp"],
     )
-
-
-def fired_to_json(f: FiredTask) -> dict[str, Any]:
-    return {
-        "schedule": f.key.id,
-        "jobId": f.job_id,
-        "dueAt": f.due_at,
-        "firedAt": f.fired_at,
-        "data": f.data,
-        "missed": f.missed,
-        "catchUp": f.catch_up,
-    }
-
-
-# --- Faust codecs: `value_serializer="avro-FiredTask"` etc. -------------------------------------
-
-
-class AvroCodec(codecs.Codec):
-    """Schemaless Avro for one named schema of avro/, registered as `avro-<Name>`."""
-
-    schema_name = ""
-
-    def _dumps(self, obj: Any) -> bytes:
-        return encode(self.schema_name, obj)
-
-    def _loads(self, s: bytes) -> Any:
-        return decode(self.schema_name, s)
-
-
-def register_codecs() -> None:
-    for name in _SCHEMA_FILES:
-        codec_cls = type(f"Avro{name}Codec", (AvroCodec,), {"schema_name": name})
-        codecs.register(f"avro-{name}", codec_cls())

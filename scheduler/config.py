@@ -99,10 +99,6 @@ class Settings(BaseModel):
             self.dead_letter_topic = f"{self.app_id}-dead-letters"
 
     @property
-    def progress_topic(self) -> str:
-        return f"{self.app_id}-fire-progress"
-
-    @property
     def index_topic(self) -> str:
         return f"{self.app_id}-trigger-index"
 

@@ -112,7 +112,6 @@ def reason_class(reason: str, exc: BaseException | None = None) -> str:
 #: what became of a command on the commands topic. applied: applied to the schedules table (an idempotent
 #: replay too); rejected: decoded, refused by the command rules (missing, conflicting, over a limit...);
 #: dead_lettered: not even decoded (action "unknown") or an internal error. Both refusals are dead-lettered.
-COMMAND_RESULTS = ("applied", "rejected", "dead_lettered")
 _BLOCKED_BY = re.compile(r"^([A-Z])([A-Za-z]*)Constraint$")
 
 

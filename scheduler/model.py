@@ -64,8 +64,11 @@ MAX_FREQUENCY_TIME = 1_000_000_000
 MAX_CRON_LEN = 256  # parsing cost grows with the expression; real ones are far shorter
 MAX_TIMEZONE_LEN = 64  # the longest IANA zone name has 32 characters
 _LONG_MAX = 2**63 - 1  # Avro long: what validation accepts must encode
-_TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}", re.ASCII)
-_GROUP_RE = re.compile(r"[A-Za-z0-9._-]{1,128}", re.ASCII)
+#: the patterns validation applies, defined once (the HTTP models and the OpenAPI document use them too)
+TOPIC_PATTERN = r"[A-Za-z0-9._-]{1,249}"
+GROUP_PATTERN = r"[A-Za-z0-9._-]{1,128}"
+_TOPIC_RE = re.compile(TOPIC_PATTERN, re.ASCII)
+_GROUP_RE = re.compile(GROUP_PATTERN, re.ASCII)
 #: job queues of concurrency groups: `group:<tenant>/<group>`, two parts where a program id has four
 GROUP_QUEUE_PREFIX = "group:"
 

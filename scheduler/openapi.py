@@ -19,7 +19,7 @@ from pydantic.json_schema import models_json_schema
 from scheduler.api import BackfillIn, EventIn, RunIn, ScheduleBody, ScheduleIn, TaskDefinitionIn
 from scheduler.auth import READ, WRITE
 from scheduler.events import EventType
-from scheduler.model import MAX_CATCH_UP_WINDOW_MS, MAX_NAME_LEN, MAX_TENANT_LEN, TimeUnit
+from scheduler.model import MAX_CATCH_UP_WINDOW_MS, MAX_NAME_LEN, MAX_TENANT_LEN, TOPIC_PATTERN, TimeUnit
 from scheduler.programs import ProgramSpec
 from scheduler.runs import RunStatus
 
@@ -41,12 +41,12 @@ _BODY_MODELS: tuple[type[BaseModel], ...] = (
 
 # no '/', control characters (C0, C1) nor line or paragraph separators (model._check_identifier)
 _KEY_PART = r"^[^/\x00-\x1f\x7f-\x9f\u2028\u2029]+$"
-_TOPIC = {"pattern": r"^[A-Za-z0-9._-]{1,249}$"}
+_TOPIC = {"pattern": f"^{TOPIC_PATTERN}$"}
 _TENANT_RULES = {"minLength": 1, "maxLength": MAX_TENANT_LEN, "pattern": _KEY_PART}
 _NAME_RULES = {"minLength": 1, "maxLength": MAX_NAME_LEN, "pattern": _KEY_PART}
 #: what Schedule.validate checks beyond the models' own constraints, so the document says it too
 _SCHEDULE_RULES: dict[str, dict[str, Any]] = {
-    "topic": {"pattern": r"^([A-Za-z0-9._-]{1,249})?$", "description": "required without a program"},
+    "topic": {"pattern": f"^({TOPIC_PATTERN})?$", "description": "required without a program"},
     "catchUpWindowMs": {"maximum": MAX_CATCH_UP_WINDOW_MS},
 }
 _BODY_RULES: dict[str, dict[str, dict[str, Any]]] = {

@@ -19,7 +19,12 @@ from typing import Any
 def spark_session(app_name: str) -> Any:
     """A Spark session on SCHEDULER_SPARK_MASTER (local[*] by default), quiet and without its web UI."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:
+        raise SystemExit(
+            f"PySpark is not installed ({exc}): pip install 'kafka-job-scheduler[spark]'"
+        ) from None
 
     spark = (
         SparkSession.builder.master(os.environ.get("SCHEDULER_SPARK_MASTER", "local[*]"))

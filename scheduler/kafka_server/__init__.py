@@ -21,7 +21,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -524,12 +524,3 @@ class KafkaCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-@contextlib.contextmanager
-def kafka_cluster(base_dir: Path, nodes: int = 1, **kwargs: Any) -> Iterator[KafkaCluster]:
-    cluster = KafkaCluster(base_dir, nodes=nodes, **kwargs).start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()

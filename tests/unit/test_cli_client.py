@@ -353,7 +353,8 @@ async def test_bulk_create_keeps_going_and_reports_failures_in_file_order() -> N
     assert (result.total, result.accepted, len(result.failures)) == (50, 30, 20)
     assert [i for i, _, _ in result.failures][:4] == [1, 4, 6, 9]
     _, key, error = result.failures[0]
-    assert key == "acme/bad-1" and error.one_line() == "400 invalid request; trigger.expression: invalid"
+    assert key == "acme/bad-1" and error.lines()[1:] == ["  trigger.expression: invalid"]
+    assert error.summary() == "400 invalid request"
     assert sorted(progress) == list(range(1, 51))
 
 

@@ -151,19 +151,6 @@ def test_job_id_is_deterministic_per_schedule_and_due_instant() -> None:
     assert job_id(KEY, T0) == job_id(ScheduleKey("acme", "nightly-report"), T0)
 
 
-def test_fired_task_json_view() -> None:
-    fired = FiredTask(KEY, job_id(KEY, T0), T0, T0 + 12, {"a": "1"}, missed=3, catch_up=True)
-    assert codec.fired_to_json(fired) == {
-        "schedule": "acme/nightly-report",
-        "jobId": f"acme/nightly-report@{T0}",
-        "dueAt": T0,
-        "firedAt": T0 + 12,
-        "data": {"a": "1"},
-        "missed": 3,
-        "catchUp": True,
-    }
-
-
 # --- light-scheduler compatibility -----------------------------------------------------------------
 
 

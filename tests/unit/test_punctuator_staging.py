@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from scheduler.codec import decode_fired, encode_fired, fired_task_parts, zigzag_long
+from scheduler.codec import FiredTaskBytes, decode_fired, encode_fired, zigzag_long
 from scheduler.model import CronTrigger, FiredTask, FrequencyTrigger, ProgramId, ScheduleKey
 from scheduler.punctuator import STAGE_AHEAD_MS, kafka_partition
 from tests.unit.test_punctuator import T0, Harness, S, state
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.unit
 @pytest.mark.parametrize(("due", "fired_at"), [(T0, T0), (T0, T0 + 3), (0, 1), (2**45, 2**45 + 99_999)])
 def test_fired_task_parts_around_fired_at_are_byte_identical_to_encode_fired(data, due, fired_at):
     key = ScheduleKey("acme", "nightly/ü")
-    head, tail = fired_task_parts(key, data)(due)
+    head, tail = FiredTaskBytes(key, data).parts(due)
     expected = encode_fired(FiredTask(key, f"{key.id}@{due}", due, fired_at, data))
     assert head + zigzag_long(fired_at) + tail == expected
 
