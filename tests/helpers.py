@@ -20,7 +20,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from scheduler.broker import free_port
 from scheduler.codec import DecodeError, decode, decode_fired, encode_command, key_bytes
 from scheduler.config import PREFETCH_BACKOFF_S
-from scheduler.kafka_server import child_setup
+from scheduler.kafka_server import child_setup, spawn
 from scheduler.model import FiredTask, ScheduleCommand
 from scheduler.producer import TopicCreator
 
@@ -41,12 +41,14 @@ class WorkerProcess:
 
     def start(self) -> None:
         log = open(self.log_path, "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "scheduler", "worker"],
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            preexec_fn=child_setup(),  # its own session (killed as a group), and dies with the test runner
+        self.proc = spawn(  # its own session (killed as a group), and dies with the test runner
+            lambda: subprocess.Popen(
+                [sys.executable, "-m", "scheduler", "worker"],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=child_setup(),
+            )
         )
         log.close()
 

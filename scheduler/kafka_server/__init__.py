@@ -22,10 +22,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+T = TypeVar("T")
 POM = Path(__file__).with_name("pom.xml")
 KAFKA_VERSION = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", POM.read_text()).group(1)  # type: ignore[union-attr]
 MAIN_CLASS = "kafka.Kafka"
@@ -173,11 +175,35 @@ def _listening(host: str, port: int) -> bool:
         return False
 
 
+#: the thread that starts a child for any other thread: it lasts as long as the process
+SPAWNER_THREAD = "lasting-spawner"
+_spawner: ThreadPoolExecutor | None = None
+_spawner_lock = threading.Lock()
+
+
+def _lasting_thread() -> bool:
+    current = threading.current_thread()
+    return current is threading.main_thread() or current.name.startswith(SPAWNER_THREAD)
+
+
+def spawn(start: Callable[[], T]) -> T:
+    """Run `start` (which starts a child process) on a thread that lasts as long as this process: the main
+    thread when called from it, else one spawner thread. Linux sends the parent-death signal when the
+    *thread* that started the child ends, so a node restarted from asyncio.to_thread's worker would be
+    killed with that thread, or, without the signal, outlive a killed test runner."""
+    global _spawner
+    if _lasting_thread():
+        return start()
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = ThreadPoolExecutor(1, thread_name_prefix=SPAWNER_THREAD)
+    return _spawner.submit(start).result()
+
+
 def child_setup(tied_to_parent: bool = True) -> Callable[[], None]:
-    """What a broker's child process runs before exec: its own session, and (tied) the parent-death
-    signal. Linux sends that signal when the *thread* that started the child ends, so a child started
-    from another thread than the main one (asyncio.to_thread) is not tied: it would die with the thread."""
-    if tied_to_parent and threading.current_thread() is threading.main_thread():
+    """What a broker's child process runs before exec: its own session, and (tied, when started from a
+    lasting thread: see spawn) the parent-death signal."""
+    if tied_to_parent and _lasting_thread():
         return die_with_parent
     return os.setsid
 
@@ -408,14 +434,16 @@ class KafkaCluster:
     def _spawn(self, n: KafkaNode, lib: Path | None = None) -> None:
         cmd = self._java(lib or classpath(), MAIN_CLASS, str(n.properties_path), heap=True)
         with open(n.log_path, "ab") as log:
-            n.process = subprocess.Popen(
-                cmd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                # its own session (a signal to the test runner's group does not reach it), and killed with
-                # the process that started it, so a SIGKILLed parent leaves no broker holding the port
-                preexec_fn=child_setup(self.tied_to_parent),
+            n.process = spawn(
+                lambda: subprocess.Popen(
+                    cmd,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    # its own session (a signal to the test runner's group does not reach it), and killed
+                    # with the process that started it: a SIGKILLed parent leaves no broker holding the port
+                    preexec_fn=child_setup(self.tied_to_parent),
+                )
             )
         (n.dir / "pid").write_text(str(n.process.pid))
 

@@ -110,6 +110,36 @@ def test_only_children_of_the_main_thread_get_the_parent_death_signal():
     assert seen == [os.setsid]
 
 
+def test_a_child_spawned_from_a_short_lived_thread_is_tied_to_the_process_not_the_thread():
+    """Nodes restarted from a fault's thread (asyncio.to_thread) had no parent-death signal: a test runner
+    killed then (by CI's timeout, by the watchdog) left them running. spawn() starts them from a thread
+    that lasts as long as the process, with the signal."""
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from scheduler.kafka_server import child_setup, die_with_parent, spawn
+
+    setups, children = [], []
+
+    def start() -> subprocess.Popen[bytes]:
+        setup = child_setup()
+        setups.append(setup)
+        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], preexec_fn=setup)
+
+    t = threading.Thread(target=lambda: children.append(spawn(start)))
+    t.start()
+    t.join()
+    try:
+        assert setups == [die_with_parent]
+        time.sleep(0.5)
+        assert children[0].poll() is None, "the child died with the thread that asked for it"
+    finally:
+        children[0].kill()
+        children[0].wait(10)
+
+
 def test_a_broker_left_by_an_earlier_run_is_found_by_its_pid_file_and_stopped(tmp_path):
     """`scheduler run --broker kafka` calls stop_stale() before it starts its own: a node an earlier run
     left behind (started before the parent-death signal existed, or without it) is stopped; a pid that was
