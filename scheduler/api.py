@@ -321,10 +321,7 @@ def trigger_json(t: Trigger) -> dict[str, Any]:
 
 
 def constraint_json(c: Constraint) -> dict[str, Any]:
-    from scheduler.codec import constraint_to_avro
-
-    _, fields = constraint_to_avro(c)
-    return {"type": c.kind, **fields}
+    return c.to_json()
 
 
 def schedule_json(state: ScheduleState, next_fire_at: int | None) -> dict[str, Any]:
@@ -345,9 +342,7 @@ def schedule_json(state: ScheduleState, next_fire_at: int | None) -> dict[str, A
         "version": state.version,
         "program": None if s.program is None else s.program.id,
         "constraints": [constraint_json(c) for c in s.constraints],
-        "timeout": None
-        if s.timeout is None
-        else {"timeoutMs": s.timeout.timeout_ms, "action": s.timeout.action.value},
+        "timeout": None if s.timeout is None else s.timeout.to_json(),
         "nextFireAt": next_fire_at,
     }
 

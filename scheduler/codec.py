@@ -17,15 +17,8 @@ from typing import Any
 import fastavro
 
 from scheduler.constraints import (
-    ConcurrencyConstraint,
     Constraint,
-    DelayConstraint,
-    LastRunConstraint,
     PendingTimeout,
-    RateConstraint,
-    TimeoutAction,
-    TimeWindowConstraint,
-    UnmetAction,
 )
 from scheduler.events import Notification
 from scheduler.model import (
@@ -301,45 +294,6 @@ def trigger_from_avro(value: tuple[str, dict[str, Any]]) -> Trigger:
     return CompositeTrigger(t["op"], tuple(trigger_from_avro(c) for c in t["triggers"]))
 
 
-def constraint_to_avro(c: Constraint) -> tuple[str, dict[str, Any]]:
-    if isinstance(c, ConcurrencyConstraint):
-        return "scheduler.ConcurrencyConstraint", {
-            "maxRuns": c.max_runs,
-            "onUnmet": c.on_unmet.value,
-            "group": c.group,
-        }
-    if isinstance(c, DelayConstraint):
-        return "scheduler.DelayConstraint", {"delayMs": c.delay_ms}
-    if isinstance(c, TimeWindowConstraint):
-        return "scheduler.TimeWindowConstraint", {
-            "start": c.start,
-            "end": c.end,
-            "timezone": c.timezone,
-            "onUnmet": c.on_unmet.value,
-        }
-    if isinstance(c, LastRunConstraint):
-        return "scheduler.LastRunConstraint", {"minMs": c.min_ms, "onUnmet": c.on_unmet.value}
-    assert isinstance(c, RateConstraint)
-    return "scheduler.RateConstraint", {
-        "maxRuns": c.max_runs,
-        "unit": c.unit.value,
-        "onUnmet": c.on_unmet.value,
-    }
-
-
-def constraint_from_avro(value: tuple[str, dict[str, Any]]) -> Constraint:
-    kind, c = value
-    if kind == "scheduler.ConcurrencyConstraint":
-        return ConcurrencyConstraint(c["maxRuns"], UnmetAction(c["onUnmet"]), c.get("group"))
-    if kind == "scheduler.DelayConstraint":
-        return DelayConstraint(c["delayMs"])
-    if kind == "scheduler.TimeWindowConstraint":
-        return TimeWindowConstraint(c["start"], c["end"], c["timezone"], UnmetAction(c["onUnmet"]))
-    if kind == "scheduler.LastRunConstraint":
-        return LastRunConstraint(c["minMs"], UnmetAction(c["onUnmet"]))
-    return RateConstraint(c["maxRuns"], TimeUnit(c["unit"]), UnmetAction(c["onUnmet"]))
-
-
 def schedule_to_avro(s: Schedule) -> dict[str, Any]:
     return {
         "tenant": s.key.tenant,
@@ -351,10 +305,8 @@ def schedule_to_avro(s: Schedule) -> dict[str, Any]:
         "catchUp": s.catch_up.value,
         "catchUpWindowMs": s.catch_up_window_ms,
         "program": None if s.program is None else program_to_avro(s.program),
-        "constraints": [constraint_to_avro(c) for c in s.constraints],
-        "timeout": None
-        if s.timeout is None
-        else {"timeoutMs": s.timeout.timeout_ms, "action": s.timeout.action.value},
+        "constraints": [c.to_avro() for c in s.constraints],
+        "timeout": None if s.timeout is None else s.timeout.to_json(),
     }
 
 
@@ -369,10 +321,8 @@ def schedule_from_avro(rec: dict[str, Any]) -> Schedule:
         catch_up=CatchUpPolicy(rec["catchUp"]),
         catch_up_window_ms=rec["catchUpWindowMs"],
         program=None if rec.get("program") is None else program_from_avro(rec["program"]),
-        constraints=tuple(constraint_from_avro(c) for c in rec.get("constraints") or ()),
-        timeout=None
-        if timeout is None
-        else PendingTimeout(timeout["timeoutMs"], TimeoutAction(timeout["action"])),
+        constraints=tuple(Constraint.from_avro(c) for c in rec.get("constraints") or ()),
+        timeout=None if timeout is None else PendingTimeout.from_json(timeout),
     )
 
 

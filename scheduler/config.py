@@ -282,10 +282,26 @@ async def _answering_controller(self: Any, owner: Any, client: Any, timeout: int
 
 
 def apply_transport_fixes() -> None:
-    """Process-wide, on every broker: Faust's transport made to ride out a broker that is restarting."""
+    """Process-wide, on every broker: Faust's transport made to ride out a broker that is restarting, and
+    a topic it creates known to every broker before it goes on (else its first assignment may leave the
+    topic out, and a rebalance follows at the next metadata refresh: seen on a fresh Apache Kafka)."""
     import faust.transport.drivers.aiokafka as driver
 
     driver.Transport._get_controller_node = _answering_controller  # type: ignore[method-assign]
+    create = driver.Transport._really_create_topic
+    if getattr(create, "_waits_until_visible", False):
+        return
+
+    async def create_and_wait(
+        self: Any, owner: Any, client: Any, topic: str, partitions: int, replication: int, **kwargs: Any
+    ) -> None:
+        from scheduler.producer import visible_everywhere
+
+        await create(self, owner, client, topic, partitions, replication, **kwargs)
+        await visible_everywhere(client, [topic])
+
+    create_and_wait._waits_until_visible = True  # type: ignore[attr-defined]
+    driver.Transport._really_create_topic = create_and_wait  # type: ignore[method-assign]
 
 
 def apply_consumer_profile(profile: BrokerProfile) -> None:

@@ -2,7 +2,8 @@
 
 Each constraint looks at the job, the clock and the run state of the job's program (kept on the same
 partition as the job, from program-status events, so the check is exact) and says met, wait until T, or
-skip. A new constraint is one class here plus its Avro record and codec entry.
+skip. A new constraint kind is one class here (its check, validation, and its fields as the Avro record
+and the HTTP JSON carry them), its Avro record in avro/ (and the union of Schedule.avsc) and its HTTP model.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any, ClassVar
 from zoneinfo import ZoneInfo
 
 from scheduler.model import InvalidSchedule, TimeUnit
@@ -32,13 +34,8 @@ ACTIVE_STATUSES = frozenset({"PENDING", "STARTING", "RUNNING", "SUSPENDED", "RES
 TERMINAL_STATUSES = frozenset({"COMPLETED", "FAILED", "KILLED"})
 MAX_RECENT_STARTS = 1_000
 MAX_CONSTRAINT_VALUE = 7 * 86_400_000
-_KINDS = {
-    "ConcurrencyConstraint": "concurrency",
-    "DelayConstraint": "delay",
-    "TimeWindowConstraint": "timeWindow",
-    "LastRunConstraint": "lastRun",
-    "RateConstraint": "rate",
-}
+#: every constraint kind by its Avro record's full name (filled as the classes are defined)
+CONSTRAINT_KINDS: dict[str, type[Constraint]] = {}
 
 
 def _camel(name: str) -> str:
@@ -70,6 +67,13 @@ MET = Verdict(True)
 
 class Constraint(ABC):
     on_unmet: UnmetAction
+    #: its name in JSON ("type") and in metrics labels: concurrency, delay, timeWindow, lastRun, rate
+    kind: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.kind:
+            CONSTRAINT_KINDS[f"scheduler.{cls.__name__}"] = cls
 
     @property
     def name(self) -> str:
@@ -77,6 +81,30 @@ class Constraint(ABC):
 
     @abstractmethod
     def check(self, triggered_at: int, now: int, runs: RunState) -> Verdict: ...
+
+    @abstractmethod
+    def fields(self) -> dict[str, Any]:
+        """Its fields as its Avro record and its HTTP JSON name them (camelCase, enums as strings)."""
+
+    @classmethod
+    @abstractmethod
+    def from_fields(cls, d: dict[str, Any]) -> Constraint: ...
+
+    def to_avro(self) -> tuple[str, dict[str, Any]]:
+        """The Avro union branch: (record full name, record)."""
+        return f"scheduler.{type(self).__name__}", self.fields()
+
+    @staticmethod
+    def from_avro(value: tuple[str, dict[str, Any]] | list[Any]) -> Constraint:
+        name, record = value
+        kind = CONSTRAINT_KINDS.get(name)
+        if kind is None:
+            raise ValueError(f"unknown constraint {name!r}")
+        return kind.from_fields(record)
+
+    def to_json(self) -> dict[str, Any]:
+        """The HTTP form: {"type": kind, ...fields}."""
+        return {"type": self.kind, **self.fields()}
 
     def validate(self) -> None:
         for name in ("max_runs", "delay_ms", "min_ms"):
@@ -87,11 +115,6 @@ class Constraint(ABC):
                     f"constraints.{self.kind}.{_camel(name)}",
                     f"must be between {low} and {MAX_CONSTRAINT_VALUE}",
                 )
-
-    @property
-    def kind(self) -> str:
-        """The constraint's name in JSON and Avro: concurrency, delay, timeWindow, lastRun, rate."""
-        return _KINDS[type(self).__name__]
 
     def _unmet(self, reason: str, until: int | None) -> Verdict:
         return Verdict(False, self.on_unmet is UnmetAction.SKIP, until, reason)
@@ -105,6 +128,14 @@ class ConcurrencyConstraint(Constraint):
     max_runs: int
     on_unmet: UnmetAction = UnmetAction.WAIT
     group: str | None = None
+    kind: ClassVar[str] = "concurrency"
+
+    def fields(self) -> dict[str, Any]:
+        return {"maxRuns": self.max_runs, "onUnmet": self.on_unmet.value, "group": self.group}
+
+    @classmethod
+    def from_fields(cls, d: dict[str, Any]) -> ConcurrencyConstraint:
+        return cls(d["maxRuns"], UnmetAction(d["onUnmet"]), d.get("group"))
 
     def check(self, triggered_at: int, now: int, runs: RunState) -> Verdict:
         active = runs.group_active if self.group is not None else len(runs.active)
@@ -120,6 +151,14 @@ class DelayConstraint(Constraint):
 
     delay_ms: int
     on_unmet: UnmetAction = UnmetAction.WAIT
+    kind: ClassVar[str] = "delay"
+
+    def fields(self) -> dict[str, Any]:
+        return {"delayMs": self.delay_ms}
+
+    @classmethod
+    def from_fields(cls, d: dict[str, Any]) -> DelayConstraint:
+        return cls(d["delayMs"])
 
     def check(self, triggered_at: int, now: int, runs: RunState) -> Verdict:
         due = triggered_at + self.delay_ms
@@ -134,6 +173,19 @@ class TimeWindowConstraint(Constraint):
     end: str
     timezone: str = "UTC"
     on_unmet: UnmetAction = UnmetAction.WAIT
+    kind: ClassVar[str] = "timeWindow"
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "start": self.start,
+            "end": self.end,
+            "timezone": self.timezone,
+            "onUnmet": self.on_unmet.value,
+        }
+
+    @classmethod
+    def from_fields(cls, d: dict[str, Any]) -> TimeWindowConstraint:
+        return cls(d["start"], d["end"], d["timezone"], UnmetAction(d["onUnmet"]))
 
     def validate(self) -> None:
         for name, value in (("start", self.start), ("end", self.end)):
@@ -190,6 +242,14 @@ class LastRunConstraint(Constraint):
 
     min_ms: int
     on_unmet: UnmetAction = UnmetAction.WAIT
+    kind: ClassVar[str] = "lastRun"
+
+    def fields(self) -> dict[str, Any]:
+        return {"minMs": self.min_ms, "onUnmet": self.on_unmet.value}
+
+    @classmethod
+    def from_fields(cls, d: dict[str, Any]) -> LastRunConstraint:
+        return cls(d["minMs"], UnmetAction(d["onUnmet"]))
 
     def check(self, triggered_at: int, now: int, runs: RunState) -> Verdict:
         if runs.last_start is None or now >= runs.last_start + self.min_ms:
@@ -205,6 +265,14 @@ class RateConstraint(Constraint):
     max_runs: int
     unit: TimeUnit
     on_unmet: UnmetAction = UnmetAction.WAIT
+    kind: ClassVar[str] = "rate"
+
+    def fields(self) -> dict[str, Any]:
+        return {"maxRuns": self.max_runs, "unit": self.unit.value, "onUnmet": self.on_unmet.value}
+
+    @classmethod
+    def from_fields(cls, d: dict[str, Any]) -> RateConstraint:
+        return cls(d["maxRuns"], TimeUnit(d["unit"]), UnmetAction(d["onUnmet"]))
 
     def check(self, triggered_at: int, now: int, runs: RunState) -> Verdict:
         window = self.unit.ms
@@ -223,6 +291,14 @@ class PendingTimeout:
 
     timeout_ms: int
     action: TimeoutAction = TimeoutAction.DISCARD
+
+    def to_json(self) -> dict[str, Any]:
+        """Its Avro record, which is its HTTP JSON too."""
+        return {"timeoutMs": self.timeout_ms, "action": self.action.value}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> PendingTimeout:
+        return cls(d["timeoutMs"], TimeoutAction(d["action"]))
 
 
 _HH_MM = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])", re.ASCII)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from scheduler.codec import DecodeError, decode_json, decode_notification, encode_json, notification_to_avro
+from scheduler.codec import DecodeError, decode_notification, notification_to_avro
 from scheduler.events import (
     DataEvent,
     InvalidEvent,
@@ -24,6 +24,15 @@ from scheduler.events import (
     event_key,
     parse,
     program_key,
+)
+from scheduler.messages import (
+    RUN_DETAILS,
+    IndexedTrigger,
+    IndexEntry,
+    IndexUpdate,
+    RunStatusChanged,
+    TriggerFired,
+    encode_job_queue_message,
 )
 from scheduler.model import (
     DataSizeTrigger,
@@ -70,13 +79,13 @@ def event_keys(state: ScheduleState | None) -> dict[str, list[str]]:
     return out
 
 
-def run_state_queues(program: str, entries: dict[str, dict[str, Any]]) -> list[str]:
+def run_state_queues(program: str, entries: dict[str, IndexedTrigger]) -> list[str]:
     """The job queues a status event of `program` goes to: the program's, and the group queue of each
     tenant whose schedules put it in a concurrency group (`entries`: the program's trigger-index entries)."""
     groups = {
-        group_queue_key(schedule_id_tenant(t["schedule"]), t["path"].removeprefix(GROUP_PREFIX))
+        group_queue_key(schedule_id_tenant(t.schedule), t.path.removeprefix(GROUP_PREFIX))
         for t in entries.values()
-        if t["path"].startswith(GROUP_PREFIX)
+        if t.path.startswith(GROUP_PREFIX)
     }
     return [program, *sorted(groups)]
 
@@ -95,35 +104,23 @@ class EventRouting:
             return
         schedule = (new or old).schedule.key.id  # type: ignore[union-attr]
         for ek in changed:
-            update = {
-                "eventKey": ek,
-                "schedule": schedule,
-                "scheduleKey": key.hex(),
-                "version": new.version if new is not None else 0,
-                "paths": new_keys.get(ek, []),
-            }
-            await self.worker.send_keyed(self.worker.settings.index_topic, ek.encode(), encode_json(update))
+            update = IndexUpdate(
+                ek, schedule, key, new.version if new is not None else 0, tuple(new_keys.get(ek, []))
+            )
+            await self.worker.send_keyed(self.worker.settings.index_topic, ek.encode(), update.encode())
 
     # --- agents ---------------------------------------------------------------------------------
 
     async def index_agent(self, stream: Any) -> None:
         async for event in stream.events():
             try:
-                update = decode_json(event.message.value)
-                kb = update["eventKey"].encode()
+                update = IndexUpdate.decode(event.message.value)
+                kb = update.event_key.encode()
                 table = self.worker.trigger_index
                 raw = table.get(kb)
-                entry = decode_json(raw) if raw is not None else {"triggers": {}}
-                triggers = {k: v for k, v in entry["triggers"].items() if v["schedule"] != update["schedule"]}
-                for path in update["paths"]:
-                    triggers[f"{update['schedule']}#{path}"] = {
-                        "schedule": update["schedule"],
-                        "scheduleKey": update["scheduleKey"],
-                        "version": update["version"],
-                        "path": path,
-                    }
-                if triggers:
-                    table[kb] = encode_json({"triggers": triggers})
+                entry = IndexEntry.decode(raw).applied(update)
+                if entry.triggers:
+                    table[kb] = entry.encode()
                 elif raw is not None:
                     del table[kb]
             except Exception as exc:  # internal topic: should not happen, must not stop the worker
@@ -155,41 +152,36 @@ class EventRouting:
             return
         worker.stats["events"] += 1
         raw = worker.trigger_index.get(kb)
-        entries = decode_json(raw)["triggers"] if raw is not None else {}
-        triggers = {k: t for k, t in entries.items() if not t["path"].startswith(GROUP_PREFIX)}
+        entries = IndexEntry.decode(raw).triggers
+        triggers = {k: t for k, t in entries.items() if not t.path.startswith(GROUP_PREFIX)}
         if isinstance(parsed, ProgramStatusEvent):
             # Run state for constraints: to the program's job queue and to the queue of each of its groups.
-            status: dict[str, Any] = {
-                "type": "status",
-                "runId": parsed.run_id,
-                "status": parsed.status,
-                "at": notification.timestamp,
-                "program": parsed.program.id,
-                **{
-                    k: notification.payload[k]
-                    for k in ("jobId", "schedule", "arguments", "error", "triggeredAt")
-                    if k in notification.payload
-                },
-            }
+            status = encode_job_queue_message(
+                RunStatusChanged(
+                    parsed.run_id,
+                    parsed.status,
+                    notification.timestamp,
+                    parsed.program.id,
+                    {k: notification.payload[k] for k in RUN_DETAILS if k in notification.payload},
+                )
+            )
             for queue in run_state_queues(parsed.program.id, entries):
-                await worker.send_keyed(worker.settings.jobs_topic, queue.encode(), encode_json(status))
+                await worker.send_keyed(worker.settings.jobs_topic, queue.encode(), status)
         if not triggers and isinstance(parsed, DataEvent):
             await worker.dead_letter(event, f"unknown dataset {parsed.dataset!r}: no schedule triggers on it")
             return
         for t in triggers.values():
-            fired = {
-                "scheduleKey": t["scheduleKey"],
-                "schedule": t["schedule"],
-                "version": t["version"],
-                "path": t["path"],
-                "source": f"e{msg.partition}",
-                "position": msg.offset,
-                "at": notification.timestamp,
-                "event": notification_to_avro(notification),
-            }
-            await worker.send_keyed(
-                worker.settings.trigger_topic, bytes.fromhex(t["scheduleKey"]), encode_json(fired)
+            fired = TriggerFired(
+                t.schedule_key,
+                t.schedule,
+                t.version,
+                t.path,
+                source=f"e{msg.partition}",
+                position=msg.offset,
+                at=notification.timestamp,
+                event=notification_to_avro(notification),
             )
+            await worker.send_keyed(worker.settings.trigger_topic, t.schedule_key, fired.encode())
 
 
 def notification_from_json(d: dict[str, Any]) -> Notification:

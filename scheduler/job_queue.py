@@ -32,6 +32,15 @@ from scheduler.jobs import (
     legacy_group,
     split_legacy_group,
 )
+from scheduler.messages import (
+    AdoptQueue,
+    CancelJobs,
+    CheckConstraints,
+    JobTriggered,
+    RunStatusChanged,
+    decode_job_queue_message,
+    encode_job_queue_message,
+)
 from scheduler.model import ProgramId, ScheduleKey
 from scheduler.runs import MAX_RUNS_KEPT, RunRecord, RunStatus, apply_transition
 
@@ -122,7 +131,7 @@ class CheckTimer:
                             await self.worker.send_keyed(
                                 self.worker.settings.jobs_topic,
                                 key,
-                                encode_json({"type": "check"}),
+                                encode_job_queue_message(CheckConstraints()),
                                 partition,
                             )
                         except Exception:
@@ -162,21 +171,20 @@ class JobQueueAgent:
         worker = self.worker
         msg = event.message
         key = bytes(msg.key or b"")
-        command = decode_json(msg.value)
+        command = decode_job_queue_message(msg.value)
         raw = worker.job_queue.get(key)
         queue = ProgramQueue.from_json(decode_json(raw)) if raw is not None else ProgramQueue(key.decode())
         now = worker.clock()
-        kind = command["type"]
-        if kind == "triggered":
-            add_job(queue, Job(**command["job"]))
-        elif kind == "status":
-            apply_status(queue, command["runId"], command["status"], command["at"], command.get("program"))
-            if command.get("program", queue.program) == queue.program:
+        if isinstance(command, JobTriggered):
+            add_job(queue, Job.from_json(command.job))
+        elif isinstance(command, RunStatusChanged):
+            apply_status(queue, command.run_id, command.status, command.at, command.program)
+            if (command.program or queue.program) == queue.program:
                 self._record_run(key, command)
-        elif kind == "cancel":
-            cancel(queue, command["schedule"], command.get("belowVersion"), command["reason"], now)
-        elif kind == "adopt":
-            adopt(queue, ProgramQueue.from_json(command["queue"]))
+        elif isinstance(command, CancelJobs):
+            cancel(queue, command.schedule, command.below_version, command.reason, now)
+        elif isinstance(command, AdoptQueue):
+            adopt(queue, ProgramQueue.from_json(command.queue))
         if legacy_group(queue.program) is not None:
             await self._hand_over(msg.partition, key, queue, had_entry=raw is not None)
             return
@@ -193,9 +201,10 @@ class JobQueueAgent:
         """A group queue shared by every tenant (from before group names were resolved within a tenant):
         hand each tenant its share, then delete it. A repeat (a crash in between) adopts nothing twice."""
         for target, share in split_legacy_group(queue).items():
-            command = {"type": "adopt", "queue": share.to_json()}
             await self.worker.send_keyed(
-                self.worker.settings.jobs_topic, target.encode(), encode_json(command)
+                self.worker.settings.jobs_topic,
+                target.encode(),
+                encode_job_queue_message(AdoptQueue(share.to_json())),
             )
         if had_entry:
             del self.worker.job_queue[key]
@@ -222,44 +231,48 @@ class JobQueueAgent:
             self.worker.settings.events_topic, f"program:{job.program}".encode(), value
         )
 
-    def _record_run(self, key: bytes, status: dict[str, Any]) -> None:
+    def _record_run(self, key: bytes, status: RunStatusChanged) -> None:
         """Keep the program's run records (newest last) from its status events; invalid transitions are refused."""
         table = self.worker.run_records
         raw = table.get(key)
         records = [RunRecord(**r) for r in decode_json(raw)] if raw is not None else []
-        record = next((r for r in records if r.run_id == status["runId"]), None)
+        record = next((r for r in records if r.run_id == status.run_id), None)
+        details = status.details
         if record is None:
             args = {}
             with contextlib.suppress(ValueError, TypeError):
-                args = json.loads(status.get("arguments", "{}"))
+                args = json.loads(details.get("arguments", "{}"))
             record = RunRecord(
-                status["runId"],
+                status.run_id,
                 key.decode(),
-                status["status"],
-                job_id=status.get("jobId", ""),
-                schedule=status.get("schedule", ""),
+                status.status,
+                job_id=details.get("jobId", ""),
+                schedule=details.get("schedule", ""),
                 arguments=args,
-                created_at=status["at"],
-                triggered_at=int(status["triggeredAt"]) if status.get("triggeredAt", "").isdigit() else None,
-                transitions=[[status["status"], status["at"]]],
+                created_at=status.at,
+                triggered_at=int(details["triggeredAt"])
+                if details.get("triggeredAt", "").isdigit()
+                else None,
+                transitions=[[status.status, status.at]],
             )
-            if RunStatus(status["status"]).terminal:
-                record.ended_at = status["at"]
-                record.error = status.get("error", "")
+            if RunStatus(status.status).terminal:
+                record.ended_at = status.at
+                record.error = details.get("error", "")
             records.append(record)
             del records[:-MAX_RUNS_KEPT]
-        elif not apply_transition(record, status["status"], status["at"], status.get("error", "")):
-            if record.status != status["status"]:
+        elif not apply_transition(record, status.status, status.at, details.get("error", "")):
+            if record.status != status.status:
                 self.worker.stats["invalidTransitions"] += 1
-                log.warning("run %s: %s -> %s refused", record.run_id, record.status, status["status"])
+                log.warning("run %s: %s -> %s refused", record.run_id, record.status, status.status)
             return
-        self.worker.counts.runs[status["status"]] += 1
+        self.worker.counts.runs[status.status] += 1
         table[key] = encode_json([r.to_json() for r in records])
 
     async def cancel_jobs(
         self, queue_key: str, schedule: ScheduleKey, below_version: int | None, reason: str
     ) -> None:
-        command = {"type": "cancel", "schedule": schedule.id, "belowVersion": below_version, "reason": reason}
         await self.worker.send_keyed(
-            self.worker.settings.jobs_topic, queue_key.encode(), encode_json(command)
+            self.worker.settings.jobs_topic,
+            queue_key.encode(),
+            encode_job_queue_message(CancelJobs(schedule.id, below_version, reason)),
         )

@@ -16,16 +16,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.codec import constraint_from_avro
 from scheduler.constraints import (
     ACTIVE_STATUSES,
     MAX_RECENT_STARTS,
     TERMINAL_STATUSES,
+    Constraint,
     Decision,
     Outcome,
     PendingTimeout,
     RunState,
-    TimeoutAction,
     decide,
 )
 from scheduler.model import GROUP_QUEUE_PREFIX, group_queue_key
@@ -45,8 +44,8 @@ class Job:
     topic: str  # where its launch request goes
     arguments: dict[str, str]
     triggered_at: int
-    constraints: list[Any]  # Avro form, as in the schedule
-    timeout: dict[str, Any] | None
+    constraints: tuple[Constraint, ...]
+    timeout: PendingTimeout | None
     events: list[dict[str, Any]] = field(default_factory=list)
     state: str = "PENDING_CONSTRAINT"
     blocked_by: str = ""
@@ -55,7 +54,22 @@ class Job:
     merged: list[str] = field(default_factory=list)  # ids of later triggers folded into this job
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Its JSON in the job-queue table and on the jobs topic: the constraints in their Avro form."""
+        d = dataclasses.asdict(dataclasses.replace(self, constraints=(), timeout=None))
+        d["constraints"] = [list(c.to_avro()) for c in self.constraints]
+        d["timeout"] = None if self.timeout is None else self.timeout.to_json()
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Job:
+        timeout = d.get("timeout")
+        return cls(
+            **{
+                **d,
+                "constraints": tuple(Constraint.from_avro(c) for c in d.get("constraints") or ()),
+                "timeout": None if timeout is None else PendingTimeout.from_json(timeout),
+            }
+        )
 
 
 @dataclass
@@ -71,11 +85,13 @@ class ProgramQueue:
     outcomes: list[dict[str, Any]] = field(default_factory=list)  # recently skipped / discarded jobs
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(dataclasses.replace(self, jobs=[]))
+        d["jobs"] = [j.to_json() for j in self.jobs]
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ProgramQueue:
-        return cls(**{**d, "jobs": [Job(**j) for j in d["jobs"]]})
+        return cls(**{**d, "jobs": [Job.from_json(j) for j in d["jobs"]]})
 
     def runs(self, program: str | None = None) -> RunState:
         """Run state as a job of `program` sees it: its program's runs, and the whole queue's (its group)."""
@@ -152,11 +168,7 @@ def check(queue: ProgramQueue, now: int) -> list[Launch]:
     launches: list[Launch] = []
     keep: list[Job] = []
     for job in queue.jobs:
-        timeout = None
-        if job.timeout is not None:
-            timeout = PendingTimeout(job.timeout["timeoutMs"], TimeoutAction(job.timeout["action"]))
-        constraints = tuple(constraint_from_avro((c[0], c[1])) for c in job.constraints)
-        d: Decision = decide(constraints, timeout, job.triggered_at, now, queue.runs(job.program))
+        d: Decision = decide(job.constraints, job.timeout, job.triggered_at, now, queue.runs(job.program))
         if d.outcome is Outcome.LAUNCH:
             job.state, job.blocked_by, job.reason, job.check_at = "PENDING_LAUNCH", "", d.reason, None
             queue.active[job.job_id] = "PENDING"

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.protocol.metadata import MetadataRequest
 
@@ -166,11 +167,12 @@ class BatchedProducer:
 VISIBLE_WITHIN_S = 15.0
 
 
-async def _visible_everywhere(admin: AIOKafkaAdminClient, topics: list[str]) -> None:
-    """Until every broker's metadata lists `topics` with a leader for each partition. A KRaft broker
-    learns of a new topic from the metadata log a moment after the controller created it: a consumer
-    asking that broker first would be told the topic does not exist (aiokafka's start raises)."""
-    client = admin._client
+async def visible_everywhere(client: AIOKafkaClient, topics: list[str]) -> None:
+    """Until every broker's metadata lists `topics` with a leader for each partition (at most
+    VISIBLE_WITHIN_S). A KRaft broker learns of a new topic from the metadata log a moment after the
+    controller created it: a consumer asking that broker first is told the topic does not exist (aiokafka's
+    start raises; Faust's assignor leaves the topic out of the assignment until its next metadata refresh,
+    then rebalances)."""
     deadline = asyncio.get_running_loop().time() + VISIBLE_WITHIN_S
     while True:
         behind = []
@@ -227,7 +229,7 @@ class TopicCreator:
             if new:
                 with contextlib.suppress(TopicAlreadyExistsError):
                     await admin.create_topics(new)
-                await _visible_everywhere(admin, [t.name for t in new])
+                await visible_everywhere(admin._client, [t.name for t in new])
         except Exception:
             log.warning("could not create topics %s; relying on broker auto-creation", missing, exc_info=True)
             return

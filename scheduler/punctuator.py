@@ -28,7 +28,8 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from scheduler.codec import FiredTaskBytes, encode_json, zigzag_long
+from scheduler.codec import FiredTaskBytes, zigzag_long
+from scheduler.messages import TriggerFired
 from scheduler.metrics import Histogram, count_missed
 from scheduler.model import ElapsedTrigger, ScheduleState, TimeUnit, trigger_leaves
 from scheduler.triggers import plan_catch_up
@@ -360,20 +361,18 @@ class Punctuator:
             s = state.schedule
             # A schedule that launches a program, or a time trigger inside AND/OR: its trigger agent decides.
             topic = self._trigger_topic
-            value = encode_json(
-                {
-                    "scheduleKey": key.hex(),
-                    "schedule": s.key.id,
-                    "version": state.version,
-                    "path": path,
-                    "source": f"t{path}",
-                    "position": due,
-                    "due": due,
-                    "at": fired_at,
-                    "missed": missed,
-                    "catchUp": catch_up,
-                }
-            )
+            value = TriggerFired(
+                key,
+                s.key.id,
+                state.version,
+                path,
+                source=f"t{path}",
+                position=due,
+                at=fired_at,
+                due=due,
+                missed=missed,
+                catch_up=catch_up,
+            ).encode()
         return _Sent(await self._send(topic, key, value), topic, key, value)
 
     async def tick(self, unit: TimeUnit) -> None:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from scheduler.codec import constraint_to_avro, decode_json, decode_state, encode_json
+from scheduler.codec import decode_json, decode_state, encode_json
 from scheduler.event_routing import notification_from_json
 from scheduler.events import InvalidEvent, parse
 from scheduler.jobs import Job
+from scheduler.messages import JobTriggered, TriggerFired, encode_job_queue_message
 from scheduler.model import CompositeTrigger, ElapsedTrigger, ScheduleState, job_id, trigger_leaves
 from scheduler.triggers.progress import TriggerProgress, apply, elapsed_due, reset, satisfied
 
@@ -52,10 +53,8 @@ def new_job(
         topic=s.topic,
         arguments=arguments,
         triggered_at=now,
-        constraints=[list(constraint_to_avro(c)) for c in s.constraints],
-        timeout=None
-        if s.timeout is None
-        else {"timeoutMs": s.timeout.timeout_ms, "action": s.timeout.action.value},
+        constraints=s.constraints,
+        timeout=s.timeout,
         events=events,
     )
 
@@ -65,7 +64,7 @@ async def submit_job(worker: Worker, state: ScheduleState, job: Job) -> None:
     await worker.send_keyed(
         worker.settings.jobs_topic,
         state.schedule.queue_key.encode(),
-        encode_json({"type": "triggered", "job": job.to_json()}),
+        encode_job_queue_message(JobTriggered(job.to_json())),
     )
 
 
@@ -90,42 +89,43 @@ class TriggerAgent:
 
     async def _handle(self, event: EventT) -> None:
         worker = self.worker
-        fired = decode_json(event.message.value)
-        key = bytes.fromhex(fired["scheduleKey"])
+        fired = TriggerFired.decode(event.message.value)
+        key = fired.schedule_key
         raw = worker.schedule_bytes(event.message.partition, key)
         state = decode_state(raw) if raw is not None else None
-        if state is None or not state.schedule.enabled or state.version != fired["version"]:
+        if state is None or not state.schedule.enabled or state.version != fired.version:
             worker.stats["triggersIgnored"] += 1  # deleted, disabled or updated since
             return
         progress = self.load_progress(key, state)
-        if progress.seen(fired["source"], fired["position"]):
+        if progress.seen(fired.source, fired.position):
             return
-        progress.mark(fired["source"], fired["position"])
-        if "event" in fired:
-            notification = notification_from_json(fired["event"])
+        progress.mark(fired.source, fired.position)
+        if fired.event is not None:
+            notification = notification_from_json(fired.event)
             try:
                 parsed = parse(notification)
             except InvalidEvent:
                 return
-            summary = fired["event"]
+            summary = fired.event
         else:
-            parsed, summary = None, {"eventType": "time", "payload": {"due": str(fired["due"])}}
+            parsed, summary = None, {"eventType": "time", "payload": {"due": str(fired.due)}}
         now = worker.clock()
         apply(
             state.schedule.trigger,
             progress,
-            fired["path"],
+            fired.path,
             parsed,
             summary,
             now=now,
-            due=fired.get("due"),
+            due=fired.due,
             active_since=state.active_since,
         )
         if satisfied(state.schedule.trigger, progress):
             s = state.schedule
             assert s.program is not None
-            if parsed is None and fired["path"] == "0":
-                jid = job_id(s.key, fired["due"])  # a plain time schedule: one job per due instant
+            if parsed is None and fired.path == "0":
+                assert fired.due is not None
+                jid = job_id(s.key, fired.due)  # a plain time schedule: one job per due instant
             else:
                 jid = f"{s.key.id}#v{state.version}.{progress.seq + 1}"
             job = new_job(state, jid, job_arguments(state, progress.events), now, list(progress.events))

@@ -44,6 +44,7 @@ from scheduler.events import InvalidEvent, Notification, event_key
 from scheduler.events import parse as parse_event
 from scheduler.jobs import Job
 from scheduler.launcher import stop_request
+from scheduler.messages import IndexEntry
 from scheduler.model import (
     Action,
     InvalidSchedule,
@@ -616,13 +617,9 @@ class _Http:
         routed = await self._routed(view, request, kb)
         if routed is not None:
             return routed
-        raw = self.worker.trigger_index.get(kb)
-        triggers = (
-            sorted(decode_json(raw)["triggers"].values(), key=lambda t: (t["schedule"], t["path"]))
-            if raw
-            else []
-        )
-        return view.json({"eventKey": event_key, "triggers": triggers})
+        entry = IndexEntry.decode(self.worker.trigger_index.get(kb))
+        triggers = sorted(entry.triggers.values(), key=lambda t: (t.schedule, t.path))
+        return view.json({"eventKey": event_key, "triggers": [t.to_json() for t in triggers]})
 
     async def publish_event(self, view: View, request: Request) -> Response:
         body, error = await self.parse(view, request, EventIn)

@@ -16,7 +16,7 @@ import yaml
 from aiokafka import AIOKafkaProducer
 
 from scheduler.auth import hash_token
-from scheduler.codec import constraint_to_avro, encode_json
+from scheduler.codec import encode_json
 from scheduler.constraints import ConcurrencyConstraint
 from scheduler.jobs import Job, ProgramQueue
 from scheduler.punctuator import kafka_partition
@@ -196,7 +196,7 @@ async def test_a_group_queue_shared_by_every_tenant_is_handed_to_its_tenants_que
         topic=out,
         arguments={},
         triggered_at=1_704_067_200_000,
-        constraints=[list(constraint_to_avro(ConcurrencyConstraint(1, group="etl")))],
+        constraints=(ConcurrencyConstraint(1, group="etl"),),
         timeout=None,
         reason="1 runs active in group etl, at most 1",
         blocked_by="ConcurrencyConstraint",

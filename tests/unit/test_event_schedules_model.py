@@ -293,7 +293,17 @@ def test_every_trigger_kind_round_trips_through_its_avro_form(trigger: Trigger) 
 
 @pytest.mark.parametrize("constraint", ALL_CONSTRAINTS)
 def test_every_constraint_kind_round_trips_through_its_avro_form(constraint: Constraint) -> None:
-    assert codec.constraint_from_avro(codec.constraint_to_avro(constraint)) == constraint
+    assert Constraint.from_avro(constraint.to_avro()) == constraint
+    assert Constraint.from_avro(list(constraint.to_avro())) == constraint  # as a job's JSON holds it
+
+
+def test_every_constraint_kind_is_registered_once_by_its_avro_name() -> None:
+    from scheduler.constraints import CONSTRAINT_KINDS
+
+    assert sorted(CONSTRAINT_KINDS) == sorted({c.to_avro()[0] for c in ALL_CONSTRAINTS})
+    assert all(CONSTRAINT_KINDS[c.to_avro()[0]] is type(c) for c in ALL_CONSTRAINTS)
+    with pytest.raises(ValueError, match="unknown constraint"):
+        Constraint.from_avro(("scheduler.NoSuchConstraint", {}))
 
 
 @pytest.mark.parametrize("trigger", ALL_TRIGGERS)

@@ -7,13 +7,14 @@ from typing import Any
 
 import pytest
 
-from scheduler.codec import constraint_to_avro
 from scheduler.constraints import (
     ConcurrencyConstraint,
     Constraint,
     DelayConstraint,
     LastRunConstraint,
+    PendingTimeout,
     RateConstraint,
+    TimeoutAction,
     UnmetAction,
 )
 from scheduler.jobs import (
@@ -36,9 +37,9 @@ PROGRAM = "sales/etl/workflow/daily"
 SCHEDULE = "acme/daily-etl"
 
 
-def avro(*constraints: Constraint) -> list[Any]:
-    """Constraints as a job carries them (the JSON form of their Avro union value)."""
-    return [list(constraint_to_avro(c)) for c in constraints]
+def avro(*constraints: Constraint) -> tuple[Constraint, ...]:
+    """Constraints as a job carries them."""
+    return constraints
 
 
 def job(
@@ -46,8 +47,8 @@ def job(
     schedule: str = SCHEDULE,
     version: int = 1,
     triggered_at: int = T0,
-    constraints: list[Any] | None = None,
-    timeout: dict[str, Any] | None = None,
+    constraints: tuple[Constraint, ...] | None = None,
+    timeout: PendingTimeout | None = None,
     events: list[dict[str, Any]] | None = None,
 ) -> Job:
     return Job(
@@ -58,7 +59,7 @@ def job(
         topic="launches",
         arguments={"region": "eu"},
         triggered_at=triggered_at,
-        constraints=[] if constraints is None else constraints,
+        constraints=() if constraints is None else constraints,
         timeout=timeout,
         events=[] if events is None else events,
     )
@@ -318,7 +319,7 @@ def test_pending_timeout_discard_through_check() -> None:
         job(
             "j1",
             constraints=avro(ConcurrencyConstraint(1)),
-            timeout={"timeoutMs": 10 * MINUTE, "action": "DISCARD"},
+            timeout=PendingTimeout(10 * MINUTE, TimeoutAction.DISCARD),
         ),
     )
     assert check(q, T0) == []
@@ -337,7 +338,7 @@ def test_pending_timeout_force_start_through_check() -> None:
         job(
             "j1",
             constraints=avro(ConcurrencyConstraint(1)),
-            timeout={"timeoutMs": 10 * MINUTE, "action": "FORCE_START"},
+            timeout=PendingTimeout(10 * MINUTE, TimeoutAction.FORCE_START),
         ),
     )
     assert check(q, T0 + 10 * MINUTE - 1) == []
@@ -403,7 +404,7 @@ def test_queue_round_trips_through_json() -> None:
             "b",
             schedule="acme/b",
             constraints=avro(ConcurrencyConstraint(1), DelayConstraint(HOUR)),
-            timeout={"timeoutMs": 2 * HOUR, "action": "FORCE_START"},
+            timeout=PendingTimeout(2 * HOUR, TimeoutAction.FORCE_START),
         ),
     )
     add_job(q, job("c", schedule="acme/c", constraints=avro(ConcurrencyConstraint(1, UnmetAction.SKIP))))

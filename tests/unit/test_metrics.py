@@ -191,7 +191,7 @@ def _job(job_id: str, state: str = "PENDING_CONSTRAINT", blocked_by: str = "") -
         "launches",
         {},
         0,
-        [],
+        (),
         None,
         state=state,
         blocked_by=blocked_by,

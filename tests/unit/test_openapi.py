@@ -166,7 +166,7 @@ def test_runs_and_jobs_conform():
     run.transitions.append(["RUNNING", 7])
     _validate("Run", run.to_json())
     _validate("Runs", {"program": run.program, "runs": [run.to_json()]})
-    job = Job("acme/clicks-etl#v1.1", "acme/clicks-etl", 1, run.program, "t", {"a": "b"}, 5, [], None)
+    job = Job("acme/clicks-etl#v1.1", "acme/clicks-etl", 1, run.program, "t", {"a": "b"}, 5, (), None)
     _validate("Jobs", {"jobs": [_job_json(job)], "recent": []})
 
 

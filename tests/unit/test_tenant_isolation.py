@@ -4,11 +4,8 @@ a filtered job list asks about."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from scheduler.codec import constraint_to_avro
 from scheduler.constraints import ConcurrencyConstraint
 from scheduler.event_routing import event_keys, run_state_queues
 from scheduler.events import program_key
@@ -23,6 +20,7 @@ from scheduler.jobs import (
     legacy_group,
     split_legacy_group,
 )
+from scheduler.messages import IndexedTrigger, IndexEntry, IndexUpdate
 from scheduler.model import PartitionTrigger, ProgramId, Schedule, ScheduleKey, ScheduleState
 from scheduler.tenancy import job_filter_tenants
 
@@ -53,24 +51,19 @@ def job_of(schedule: Schedule, job_id: str, at: int = T0) -> Job:
         topic=schedule.topic,
         arguments={},
         triggered_at=at,
-        constraints=[list(constraint_to_avro(c)) for c in schedule.constraints],
+        constraints=schedule.constraints,
         timeout=None,
     )
 
 
-def index_entries(*schedules: Schedule) -> dict[str, dict[str, Any]]:
+def index_entries(*schedules: Schedule) -> dict[str, IndexedTrigger]:
     """A program's trigger-index entries as the index agent writes them, for `schedules` launching it."""
-    out: dict[str, dict[str, Any]] = {}
+    entry = IndexEntry()
     for s in schedules:
         assert s.program is not None
-        for path in event_keys(ScheduleState(s, T0, T0, T0)).get(program_key(s.program), []):
-            out[f"{s.key.id}#{path}"] = {
-                "schedule": s.key.id,
-                "scheduleKey": "00",
-                "version": 1,
-                "path": path,
-            }
-    return out
+        paths = event_keys(ScheduleState(s, T0, T0, T0)).get(program_key(s.program), [])
+        entry = entry.applied(IndexUpdate(program_key(s.program), s.key.id, b"\x00", 1, tuple(paths)))
+    return entry.triggers
 
 
 # --- concurrency groups are resolved within the schedule's tenant --------------------------------------
