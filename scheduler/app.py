@@ -39,10 +39,10 @@ from scheduler.job_queue import JobQueueAgent
 from scheduler.journal import Journal
 from scheduler.metrics import WorkerCounts
 from scheduler.model import Action, InvalidSchedule, ScheduleCommand, ScheduleState, TimeUnit
+from scheduler.partitioner import kafka_partition as partition_for
 from scheduler.producer import BatchedProducer, TopicCreator
 from scheduler.programs import ProgramRegistry
 from scheduler.punctuator import Punctuator, monotonic_ms, wall_clock_ms
-from scheduler.punctuator import kafka_partition as partition_for
 from scheduler.tenancy import partition_share
 from scheduler.trigger_agent import TriggerAgent, job_arguments, new_job, submit_job
 

@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any, ClassVar
 from zoneinfo import ZoneInfo
 
-from scheduler.model import InvalidSchedule, TimeUnit
+from scheduler.basics import InvalidSchedule, TimeUnit
 
 
 class UnmetAction(StrEnum):

@@ -8,11 +8,11 @@ triggers both listen there), `program:<namespace>/<application>/<type>/<name>` f
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from scheduler.model import ProgramId
+from scheduler.model import DATASET_RE, ProgramId
+from scheduler.model import validate_dataset as validate_dataset  # (it lives with the records)
 
 
 class EventType(StrEnum):
@@ -36,8 +36,6 @@ PROGRAM_STATUSES = (
     "FAILED",
     "KILLED",
 )
-# namespace.name; the name may hold dots but not start with one, nor hold ".." (datasets are paths too)
-_DATASET_RE = re.compile(r"[A-Za-z0-9_-]{1,128}\.(?!.*\.\.)[A-Za-z0-9_-][A-Za-z0-9_.-]{0,255}", re.ASCII)
 MAX_PAYLOAD_ENTRIES = 64
 MAX_PAYLOAD_BYTES = 64 * 1024  # keys and values, UTF-8
 MAX_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
@@ -72,13 +70,6 @@ def program_key(program: ProgramId) -> str:
     return f"program:{program.id}"
 
 
-def validate_dataset(dataset: str, field_name: str = "dataset") -> None:
-    from scheduler.model import InvalidSchedule
-
-    if not _DATASET_RE.fullmatch(dataset):
-        raise InvalidSchedule(field_name, f"dataset id {dataset!r} is not '<namespace>.<dataset>'")
-
-
 def parse(n: Notification) -> DataEvent | ProgramStatusEvent:
     """The event a notification carries; InvalidEvent says what is wrong with it."""
     p = n.payload
@@ -94,7 +85,7 @@ def parse(n: Notification) -> DataEvent | ProgramStatusEvent:
         raise InvalidEvent(f"timestamp {n.timestamp} is not epoch milliseconds between 1970 and 9999")
     if n.event_type in (EventType.PARTITION, EventType.DATA):
         dataset = p.get("datasetId", "")
-        if not _DATASET_RE.fullmatch(dataset):
+        if not DATASET_RE.fullmatch(dataset):
             raise InvalidEvent(f"datasetId {dataset!r} is not '<namespace>.<dataset>'")
         size = _non_negative_int(p.get("bytes", "0"), "bytes")
         partitions = 0

@@ -12,30 +12,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+# defined in basics (which the triggers and constraints import), and imported from here as ever
+from scheduler.basics import InvalidSchedule as InvalidSchedule
+from scheduler.basics import TimeUnit as TimeUnit
+
 if TYPE_CHECKING:
     from scheduler.constraints import Constraint, PendingTimeout
     from scheduler.triggers.base import TimeTrigger
-
-
-class TimeUnit(StrEnum):
-    MILLISECONDS = "MILLISECONDS"
-    SECONDS = "SECONDS"
-    MINUTES = "MINUTES"
-    HOURS = "HOURS"
-    DAYS = "DAYS"
-
-    @property
-    def ms(self) -> int:
-        return _UNIT_MS[self]
-
-
-_UNIT_MS = {
-    TimeUnit.MILLISECONDS: 1,
-    TimeUnit.SECONDS: 1_000,
-    TimeUnit.MINUTES: 60_000,
-    TimeUnit.HOURS: 3_600_000,
-    TimeUnit.DAYS: 86_400_000,
-}
 
 
 class Action(StrEnum):
@@ -69,17 +52,10 @@ TOPIC_PATTERN = r"[A-Za-z0-9._-]{1,249}"
 GROUP_PATTERN = r"[A-Za-z0-9._-]{1,128}"
 _TOPIC_RE = re.compile(TOPIC_PATTERN, re.ASCII)
 _GROUP_RE = re.compile(GROUP_PATTERN, re.ASCII)
+# namespace.name; the name may hold dots but not start with one, nor hold ".." (datasets are paths too)
+DATASET_RE = re.compile(r"[A-Za-z0-9_-]{1,128}\.(?!.*\.\.)[A-Za-z0-9_-][A-Za-z0-9_.-]{0,255}", re.ASCII)
 #: job queues of concurrency groups: `group:<tenant>/<group>`, two parts where a program id has four
 GROUP_QUEUE_PREFIX = "group:"
-
-
-class InvalidSchedule(ValueError):
-    """A schedule or command that must not be applied; `field` names the offending field."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +103,11 @@ def _clean_text(value: str) -> bool:
 
 
 _UNCLEAN_CATEGORIES = frozenset({"Cc", "Cs", "Zl", "Zp"})
+
+
+def validate_dataset(dataset: str, field_name: str = "dataset") -> None:
+    if not DATASET_RE.fullmatch(dataset):
+        raise InvalidSchedule(field_name, f"dataset id {dataset!r} is not '<namespace>.<dataset>'")
 
 
 def _utf8_len(value: str, field_name: str) -> int:
@@ -402,8 +383,6 @@ def _validate_trigger(trigger: Trigger, field_name: str, depth: int) -> None:
         except InvalidSchedule as exc:
             raise InvalidSchedule(exc.field.replace("trigger", field_name, 1), exc.message) from None
     elif isinstance(trigger, PartitionTrigger | DataSizeTrigger):
-        from scheduler.events import validate_dataset
-
         validate_dataset(trigger.dataset, f"{field_name}.dataset")
         partitions = isinstance(trigger, PartitionTrigger)
         amount = trigger.min_partitions if isinstance(trigger, PartitionTrigger) else trigger.min_bytes
@@ -416,8 +395,6 @@ def _validate_trigger(trigger: Trigger, field_name: str, depth: int) -> None:
         if trigger.dataset is not None and trigger.program is not None:
             raise InvalidSchedule(field_name, "wait after a dataset or a program, not both")
         if trigger.dataset is not None:
-            from scheduler.events import validate_dataset
-
             validate_dataset(trigger.dataset, f"{field_name}.dataset")
     elif isinstance(trigger, ProgramStatusTrigger):
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from scheduler.model import TimeUnit
+from scheduler.basics import TimeUnit
 
 
 class TimeTrigger(ABC):

@@ -11,7 +11,7 @@ from datetime import datetime
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from scheduler.model import InvalidSchedule, TimeUnit
+from scheduler.basics import InvalidSchedule, TimeUnit
 from scheduler.triggers.base import TimeTrigger
 from scheduler.triggers.cron_fields import MAX_YEARS, CronFields, CronSyntaxError, wall_fields, wall_ms
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler.model import TimeUnit
+from scheduler.basics import TimeUnit
 from scheduler.triggers.base import TimeTrigger
 
 

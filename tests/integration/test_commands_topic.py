@@ -20,7 +20,7 @@ from scheduler.model import (
     ScheduleKey,
     TimeUnit,
 )
-from scheduler.punctuator import kafka_partition
+from scheduler.partitioner import kafka_partition
 from tests.helpers import TopicReader, dead_letter, fires_of, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]

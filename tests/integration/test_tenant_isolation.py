@@ -19,7 +19,7 @@ from scheduler.auth import hash_token
 from scheduler.codec import encode_json
 from scheduler.constraints import ConcurrencyConstraint
 from scheduler.jobs import Job, ProgramQueue
-from scheduler.punctuator import kafka_partition
+from scheduler.partitioner import kafka_partition
 from tests.conftest import Broker
 from tests.helpers import Api, TopicReader, WorkerProcess, decode_launch
 

@@ -18,14 +18,6 @@ PACKAGE = Path(__file__).resolve().parents[2] / "scheduler"
 #: the import cycles left (issue 17 removes them): each a strongly connected component of the graph
 KNOWN_CYCLES = [
     {
-        "scheduler.constraints",
-        "scheduler.events",
-        "scheduler.model",
-        "scheduler.triggers.base",
-        "scheduler.triggers.cron",
-        "scheduler.triggers.frequency",
-    },
-    {
         "scheduler.admin_ui",
         "scheduler.app",
         "scheduler.event_routing",
@@ -142,3 +134,32 @@ def test_a_worker_that_only_schedules_imports_neither_spark_nor_matplotlib() -> 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
+
+
+#: the domain layer (scheduler/ARCHITECTURE.md): it imports nothing of the package outside itself
+DOMAIN = {
+    "scheduler.basics",
+    "scheduler.model",
+    "scheduler.commands",
+    "scheduler.constraints",
+    "scheduler.events",
+    "scheduler.tenancy",
+    "scheduler.jobs",
+    "scheduler.runs",
+    "scheduler.triggers",
+    "scheduler.triggers.base",
+    "scheduler.triggers.catchup",
+    "scheduler.triggers.cron",
+    "scheduler.triggers.cron_fields",
+    "scheduler.triggers.frequency",
+    "scheduler.triggers.progress",
+}
+
+
+def test_the_domain_imports_nothing_outside_itself() -> None:
+    known = modules()
+    assert known.keys() >= DOMAIN
+    outside = {
+        name: sorted(imports_of(name, known[name], known) - DOMAIN - {"scheduler"}) for name in sorted(DOMAIN)
+    }
+    assert not {n: o for n, o in outside.items() if o}, outside

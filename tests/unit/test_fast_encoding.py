@@ -41,7 +41,7 @@ from scheduler.model import (
     TimeUnit,
     job_id,
 )
-from scheduler.punctuator import murmur2
+from scheduler.partitioner import murmur2
 from tests import fuzz_inputs
 
 pytestmark = pytest.mark.unit
