@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import (
-    AfterValidator,
-    BaseModel,
     ConfigDict,
     Field,
     ValidationError,
@@ -32,82 +30,16 @@ from scheduler.model import (
     MAX_FREQUENCY_TIME,
     MAX_TRIGGER_LEAVES,
     CatchUpPolicy,
-    CompositeTrigger,
-    CronTrigger,
-    DataSizeTrigger,
-    ElapsedTrigger,
-    FrequencyTrigger,
-    InvalidSchedule,
-    PartitionTrigger,
     ProgramId,
-    ProgramOutcome,
-    ProgramStatusTrigger,
     Schedule,
     ScheduleKey,
     ScheduleState,
     TimeUnit,
     Trigger,
 )
-
-_LONG_MAX = 2**63 - 1
-
-
-class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class CronTriggerIn(_In):
-    type: Literal["cron"]
-    expression: str
-    timezone: str = "UTC"
-
-
-class FrequencyTriggerIn(_In):
-    type: Literal["frequency"]
-    timeUnit: TimeUnit
-    time: int = Field(ge=1, le=MAX_FREQUENCY_TIME)
-    start: int | None = Field(None, ge=0, le=_LONG_MAX, description="epoch milliseconds")
-
-
-def _program(value: str) -> str:
-    try:
-        ProgramId.parse(value)
-    except InvalidSchedule as exc:
-        raise ValueError(exc.message) from None
-    return value
-
-
-ProgramField = Annotated[str, AfterValidator(_program)]
-_BIG = 2**62
-
-
-class PartitionTriggerIn(_In):
-    type: Literal["partition"]
-    dataset: str
-    minPartitions: int = Field(1, ge=1, le=_BIG)
-
-
-class DataSizeTriggerIn(_In):
-    type: Literal["dataSize"]
-    dataset: str
-    minBytes: int = Field(ge=1, le=_BIG)
-
-
-class ProgramStatusTriggerIn(_In):
-    type: Literal["programStatus"]
-    program: ProgramField
-    on: list[ProgramOutcome] = Field(
-        default_factory=lambda: [ProgramOutcome.SUCCEEDED], min_length=1, max_length=4
-    )
-
-
-class ElapsedTriggerIn(_In):
-    """ms since the last job ("at least every"), or since the last event of a dataset or program."""
-
-    type: Literal["elapsed"]
-    ms: int = Field(ge=1_000, le=MAX_CONSTRAINT_VALUE)
-    dataset: str | None = None
-    program: ProgramField | None = None
+from scheduler.triggers.kinds import LONG_MAX as _LONG_MAX
+from scheduler.triggers.kinds import TRIGGER_KINDS, ProgramField, trigger_from_json
+from scheduler.triggers.kinds import In as _In
 
 
 class CompositeTriggerIn(_In):
@@ -115,16 +47,12 @@ class CompositeTriggerIn(_In):
     triggers: list[TriggerIn] = Field(min_length=1, max_length=MAX_TRIGGER_LEAVES)
 
 
-TriggerIn = Annotated[
-    CronTriggerIn
-    | FrequencyTriggerIn
-    | PartitionTriggerIn
-    | DataSizeTriggerIn
-    | ProgramStatusTriggerIn
-    | ElapsedTriggerIn
-    | CompositeTriggerIn,
-    Field(discriminator="type"),
-]
+#: a trigger body: the body model of each kind (scheduler.triggers.kinds), AND/OR nesting them
+if TYPE_CHECKING:
+    TriggerIn = Any
+else:
+    _KIND_BODIES = tuple(k.body for k in dict.fromkeys(TRIGGER_KINDS.values()) if k.body is not None)
+    TriggerIn = Annotated[Union[(*_KIND_BODIES, CompositeTriggerIn)], Field(discriminator="type")]  # noqa: UP007
 CompositeTriggerIn.model_rebuild()
 
 
@@ -172,19 +100,7 @@ class TimeoutIn(_In):
 
 
 def _trigger(t: Any) -> Trigger:
-    if isinstance(t, CronTriggerIn):
-        return CronTrigger(t.expression, t.timezone)
-    if isinstance(t, FrequencyTriggerIn):
-        return FrequencyTrigger(t.timeUnit, t.time, t.start)
-    if isinstance(t, PartitionTriggerIn):
-        return PartitionTrigger(t.dataset, t.minPartitions)
-    if isinstance(t, DataSizeTriggerIn):
-        return DataSizeTrigger(t.dataset, t.minBytes)
-    if isinstance(t, ProgramStatusTriggerIn):
-        return ProgramStatusTrigger(ProgramId.parse(t.program), tuple(t.on))
-    if isinstance(t, ElapsedTriggerIn):
-        return ElapsedTrigger(t.ms, t.dataset, None if t.program is None else ProgramId.parse(t.program))
-    return CompositeTrigger(t.type.upper(), tuple(_trigger(c) for c in t.triggers))
+    return trigger_from_json(t.model_dump())
 
 
 def _constraint(c: Any) -> Constraint:
@@ -300,24 +216,7 @@ _UNION_TAGS = (
 
 
 def trigger_json(t: Trigger) -> dict[str, Any]:
-    if isinstance(t, CronTrigger):
-        return {"type": "cron", "expression": t.expression, "timezone": t.timezone}
-    if isinstance(t, FrequencyTrigger):
-        return {"type": "frequency", "timeUnit": t.unit.value, "time": t.time, "start": t.start_ms}
-    if isinstance(t, PartitionTrigger):
-        return {"type": "partition", "dataset": t.dataset, "minPartitions": t.min_partitions}
-    if isinstance(t, DataSizeTrigger):
-        return {"type": "dataSize", "dataset": t.dataset, "minBytes": t.min_bytes}
-    if isinstance(t, ProgramStatusTrigger):
-        return {"type": "programStatus", "program": t.program.id, "on": [o.value for o in t.on]}
-    if isinstance(t, ElapsedTrigger):
-        return {
-            "type": "elapsed",
-            "ms": t.ms,
-            "dataset": t.dataset,
-            "program": None if t.program is None else t.program.id,
-        }
-    return {"type": t.op.lower(), "triggers": [trigger_json(c) for c in t.triggers]}
+    return t.to_json()
 
 
 def constraint_json(c: Constraint) -> dict[str, Any]:
@@ -331,6 +230,7 @@ def schedule_json(state: ScheduleState, next_fire_at: int | None) -> dict[str, A
         "tenant": s.key.tenant,
         "name": s.key.name,
         "trigger": trigger_json(s.trigger),
+        "triggerText": s.trigger.describe(),
         "topic": s.topic,
         "data": s.data,
         "enabled": s.enabled,

@@ -1,9 +1,12 @@
-"""The domain's primitives: time units and the validation error. Every other domain module may import
-this one; it imports nothing of the package (so triggers, constraints and the records do not import each
-other in a circle)."""
+"""The domain's primitives: time units, the validation error, program and dataset ids. Every other domain
+module may import this one; it imports nothing of the package (so triggers, constraints, events and the
+records do not import each other in a circle)."""
 
 from __future__ import annotations
 
+import re
+import unicodedata
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -28,6 +31,12 @@ _UNIT_MS = {
 }
 
 
+class CatchUpPolicy(StrEnum):
+    COALESCE = "COALESCE"
+    EACH = "EACH"
+    SKIP = "SKIP"
+
+
 class InvalidSchedule(ValueError):
     """A schedule or command that must not be applied; `field` names the offending field."""
 
@@ -35,3 +44,70 @@ class InvalidSchedule(ValueError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+
+def clean_text(value: str) -> bool:
+    """No C0/C1 control characters, line or paragraph separators, nor lone surrogates (which cannot be
+    encoded as UTF-8: they arrive through JSON's \\udXXX escapes). Other Unicode is welcome."""
+    return (value.isascii() and value.isprintable()) or not any(
+        unicodedata.category(c) in _UNCLEAN_CATEGORIES for c in value
+    )
+
+
+_UNCLEAN_CATEGORIES = frozenset({"Cc", "Cs", "Zl", "Zp"})
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramId:
+    """A program the scheduler launches (CDAP's namespace/application/type/name)."""
+
+    namespace: str
+    application: str
+    type: str
+    name: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.namespace}/{self.application}/{self.type}/{self.name}"
+
+    @classmethod
+    def parse(cls, program_id: str) -> ProgramId:
+        parts = program_id.split("/")
+        if len(parts) != 4 or not all(parts) or any(len(p) > 128 or not clean_text(p) for p in parts):
+            raise InvalidSchedule(
+                "program", f"program id {program_id!r} is not 'namespace/application/type/name'"
+            )
+        return cls(*parts)
+
+
+class ProgramOutcome(StrEnum):
+    """What a program-status trigger waits for; FINISHED is any end (COMPLETED, FAILED or KILLED)."""
+
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+    FINISHED = "FINISHED"
+
+    def matches(self, status: str) -> bool:
+        return _OUTCOME_STATUSES[self].__contains__(status)
+
+
+_OUTCOME_STATUSES = {
+    ProgramOutcome.SUCCEEDED: frozenset({"COMPLETED"}),
+    ProgramOutcome.FAILED: frozenset({"FAILED"}),
+    ProgramOutcome.KILLED: frozenset({"KILLED"}),
+    ProgramOutcome.FINISHED: frozenset({"COMPLETED", "FAILED", "KILLED"}),
+}
+
+# namespace.name; the name may hold dots but not start with one, nor hold ".." (datasets are paths too)
+DATASET_RE = re.compile(r"[A-Za-z0-9_-]{1,128}\.(?!.*\.\.)[A-Za-z0-9_-][A-Za-z0-9_.-]{0,255}", re.ASCII)
+
+
+def validate_dataset(dataset: str, field_name: str = "dataset") -> None:
+    if not DATASET_RE.fullmatch(dataset):
+        raise InvalidSchedule(field_name, f"dataset id {dataset!r} is not '<namespace>.<dataset>'")
+
+
+def dataset_tenant(dataset: str) -> str:
+    """'<namespace>.<dataset>' -> namespace."""
+    return dataset.split(".", 1)[0]

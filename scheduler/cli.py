@@ -360,7 +360,7 @@ async def cmd_schedules_list(client: Client, args: argparse.Namespace) -> None:
         (
             s["key"],
             s["enabled"],
-            trigger_summary(s["trigger"]),
+            trigger_summary(s),
             iso(s.get("nextFireAt")),
             s.get("program") or s["topic"],
         )

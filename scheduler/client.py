@@ -427,25 +427,9 @@ def fields_table(obj: dict[str, Any], times: Iterable[str] = ()) -> str:
     return "\n".join(f"{k.ljust(width)}  {v}".rstrip() for k, v in rows)
 
 
-def trigger_summary(t: dict[str, Any]) -> str:
-    kind = t.get("type")
-    if kind == "cron":
-        return f"cron {t['expression']} {t.get('timezone') or 'UTC'}"
-    if kind == "frequency":
-        start = f" from {iso(t['start'])}" if t.get("start") is not None else ""
-        return f"every {t['time']} {str(t['timeUnit']).lower()}{start}"
-    if kind == "partition":
-        return f"{t.get('minPartitions', 1)} partitions of {t['dataset']}"
-    if kind == "dataSize":
-        return f"{t['minBytes']} bytes of {t['dataset']}"
-    if kind == "programStatus":
-        return f"{t['program']} {'|'.join(t.get('on') or [])}"
-    if kind == "elapsed":
-        of = t.get("dataset") or t.get("program")
-        return f"{duration(t['ms'])} since {'last event of ' + of if of else 'last job'}"
-    if kind in ("and", "or"):
-        return f"{kind}(" + ", ".join(trigger_summary(c) for c in t.get("triggers", [])) + ")"
-    return cell(t)
+def trigger_summary(schedule: dict[str, Any]) -> str:
+    """A schedule's trigger in words: the server's `triggerText` (each trigger kind describes itself)."""
+    return str(schedule.get("triggerText") or cell(schedule.get("trigger")))
 
 
 def explain_trigger(node: dict[str, Any], depth: int = 0) -> list[str]:
@@ -455,26 +439,7 @@ def explain_trigger(node: dict[str, Any], depth: int = 0) -> list[str]:
     if "op" in node:
         head = f"{pad}{mark} {'all' if node['op'] == 'AND' else 'any'} of:"
         return [head, *(line for c in node.get("triggers", []) for line in explain_trigger(c, depth + 1))]
-    kind = node.get("type")
-    if kind == "partition":
-        what = f"{node['partitions']} of {node['needs']} new partitions of {node['dataset']}"
-    elif kind == "dataSize":
-        what = f"{node['bytes']} of {node['needs']} new bytes in {node['dataset']}"
-    elif kind == "programStatus":
-        seen = "seen" if node.get("fired") else "not seen yet"
-        what = f"{node['program']} reaching {'/'.join(node.get('on') or [])}: {seen}"
-    elif kind == "elapsed":
-        if node.get("fired"):
-            what = f"{duration(node['ms'])} elapsed: yes"
-        elif node.get("since") is not None:
-            what = f"{duration(node['ms'])} of quiet after the last event at {iso(node['since'])}: not yet"
-        else:
-            since = node.get("lastJobAt")
-            what = f"{duration(node['ms'])} since the last job" + (f" ({iso(since)})" if since else "")
-            what += ": not yet"
-    else:
-        what = "time trigger: " + ("came due" if node.get("fired") else "not due yet")
-    return [f"{pad}{mark} {what}"]
+    return [f"{pad}{mark} {node.get('text') or node.get('type')}"]
 
 
 def explain_job(job: dict[str, Any], now_ms: int) -> str:

@@ -25,59 +25,23 @@ from scheduler.model import (
     MAX_TRIGGER_DEPTH,
     Action,
     CatchUpPolicy,
-    CompositeTrigger,
     CronTrigger,
-    DataSizeTrigger,
-    ElapsedTrigger,
     FiredTask,
     FrequencyTrigger,
-    PartitionTrigger,
-    ProgramId,
-    ProgramOutcome,
-    ProgramStatusTrigger,
     Schedule,
     ScheduleCommand,
     ScheduleKey,
     ScheduleState,
     TimeUnit,
-    Trigger,
+)
+from scheduler.triggers.kinds import (
+    program_from_avro,
+    program_to_avro,
+    trigger_from_avro,
+    trigger_to_avro,
 )
 
-# Order matters: a schema may only name types parsed before it.
-_SCHEMA_FILES = [
-    "TimeUnit",
-    "TaskFrequency",
-    "DefinitionAction",
-    "TaskDefinitionKey",
-    "TaskDefinition",
-    "ScheduleKey",
-    "ScheduleAction",
-    "CatchUpPolicy",
-    "CronTrigger",
-    "FrequencyTrigger",
-    "ProgramId",
-    "ProgramOutcome",
-    "PartitionTrigger",
-    "DataSizeTrigger",
-    "ProgramStatusTrigger",
-    "ElapsedTrigger",
-    "CompositeTrigger",
-    "UnmetAction",
-    "ConcurrencyConstraint",
-    "DelayConstraint",
-    "TimeWindowConstraint",
-    "LastRunConstraint",
-    "RateConstraint",
-    "PendingTimeout",
-    "Schedule",
-    "ScheduleCommand",
-    "ScheduleState",
-    "FiredTask",
-    "DeadLetter",
-    "FireProgress",
-    "Notification",
-    "LaunchRequest",
-]
+__all__ = ["program_from_avro", "program_to_avro", "trigger_from_avro", "trigger_to_avro"]
 
 
 class DecodeError(ValueError):
@@ -108,15 +72,26 @@ def _reader_schemas() -> dict[str, Any]:
 
 
 def _parse_schemas(reader: bool) -> dict[str, Any]:
+    """Every schema of avro/, each parsed once the types it names are (a file may name any other)."""
     named: dict[str, Any] = {}
     parsed: dict[str, Any] = {}
-    for name in _SCHEMA_FILES:
-        raw = json.loads((avro_dir() / f"{name}.avsc").read_text())
-        if reader and name == "CompositeTrigger":
-            *deeper, raw = _composite_levels(raw, READER_TRIGGER_DEPTH)
-            for level in deeper:
-                fastavro.parse_schema(level, named_schemas=named)
-        parsed[name] = fastavro.parse_schema(raw, named_schemas=named)
+    pending = {p.stem: json.loads(p.read_text()) for p in sorted(avro_dir().glob("*.avsc"))}
+    while pending:
+        before = len(pending)
+        for name, raw in list(pending.items()):
+            trial = dict(named)  # a failed parse may have named some types already
+            try:
+                if reader and name == "CompositeTrigger":
+                    *deeper, raw = _composite_levels(raw, READER_TRIGGER_DEPTH)
+                    for level in deeper:
+                        fastavro.parse_schema(level, named_schemas=trial)
+                schema = fastavro.parse_schema(raw, named_schemas=trial)
+            except fastavro.schema.UnknownType:
+                continue
+            named, parsed[name] = trial, schema
+            del pending[name]
+        if len(pending) == before:
+            raise ValueError(f"avro/: {sorted(pending)} name types no schema defines")
     return parsed
 
 
@@ -237,61 +212,6 @@ def key_bytes(key: ScheduleKey) -> bytes:
 def key_from_bytes(data: bytes) -> ScheduleKey:
     rec = decode("ScheduleKey", data)
     return ScheduleKey(rec["tenant"], rec["name"])
-
-
-def program_to_avro(p: ProgramId) -> dict[str, Any]:
-    return {"namespace": p.namespace, "application": p.application, "type": p.type, "name": p.name}
-
-
-def program_from_avro(rec: dict[str, Any]) -> ProgramId:
-    return ProgramId(rec["namespace"], rec["application"], rec["type"], rec["name"])
-
-
-def trigger_to_avro(t: Trigger) -> tuple[str, dict[str, Any]]:
-    if isinstance(t, CronTrigger):
-        return "scheduler.CronTrigger", {"expression": t.expression, "timezone": t.timezone}
-    if isinstance(t, FrequencyTrigger):
-        return "scheduler.FrequencyTrigger", {
-            "frequency": {"timeUnit": t.unit.value, "time": t.time},
-            "start": t.start_ms,
-        }
-    if isinstance(t, PartitionTrigger):
-        return "scheduler.PartitionTrigger", {"dataset": t.dataset, "minPartitions": t.min_partitions}
-    if isinstance(t, DataSizeTrigger):
-        return "scheduler.DataSizeTrigger", {"dataset": t.dataset, "minBytes": t.min_bytes}
-    if isinstance(t, ProgramStatusTrigger):
-        return "scheduler.ProgramStatusTrigger", {
-            "program": program_to_avro(t.program),
-            "on": [o.value for o in t.on],
-        }
-    if isinstance(t, ElapsedTrigger):
-        return "scheduler.ElapsedTrigger", {
-            "ms": t.ms,
-            "dataset": t.dataset,
-            "program": None if t.program is None else program_to_avro(t.program),
-        }
-    return "scheduler.CompositeTrigger", {"op": t.op, "triggers": [trigger_to_avro(c) for c in t.triggers]}
-
-
-def trigger_from_avro(value: tuple[str, dict[str, Any]]) -> Trigger:
-    kind, t = value
-    if kind == "scheduler.CronTrigger":
-        return CronTrigger(t["expression"], t["timezone"])
-    if kind == "scheduler.FrequencyTrigger":
-        freq = t["frequency"]
-        return FrequencyTrigger(TimeUnit(freq["timeUnit"]), freq["time"], t["start"])
-    if kind == "scheduler.PartitionTrigger":
-        return PartitionTrigger(t["dataset"], t["minPartitions"])
-    if kind == "scheduler.DataSizeTrigger":
-        return DataSizeTrigger(t["dataset"], t["minBytes"])
-    if kind == "scheduler.ProgramStatusTrigger":
-        return ProgramStatusTrigger(
-            program_from_avro(t["program"]), tuple(ProgramOutcome(o) for o in t["on"])
-        )
-    if kind == "scheduler.ElapsedTrigger":
-        program = None if t["program"] is None else program_from_avro(t["program"])
-        return ElapsedTrigger(t["ms"], t["dataset"], program)
-    return CompositeTrigger(t["op"], tuple(trigger_from_avro(c) for c in t["triggers"]))
 
 
 def schedule_to_avro(s: Schedule) -> dict[str, Any]:

@@ -20,7 +20,6 @@ from scheduler.events import (
     InvalidEvent,
     Notification,
     ProgramStatusEvent,
-    dataset_key,
     event_key,
     parse,
     program_key,
@@ -35,10 +34,6 @@ from scheduler.messages import (
     encode_job_queue_message,
 )
 from scheduler.model import (
-    DataSizeTrigger,
-    ElapsedTrigger,
-    PartitionTrigger,
-    ProgramStatusTrigger,
     ScheduleState,
     group_queue_key,
     trigger_leaves,
@@ -68,14 +63,8 @@ def event_keys(state: ScheduleState | None) -> dict[str, list[str]]:
         # Group membership: the program's status events must also reach the group's job queue.
         out.setdefault(program_key(s.program), []).append(f"{GROUP_PREFIX}{s.group}")
     for path, leaf in trigger_leaves(s.trigger):
-        if isinstance(leaf, PartitionTrigger | DataSizeTrigger):
-            out.setdefault(dataset_key(leaf.dataset), []).append(path)
-        elif isinstance(leaf, ProgramStatusTrigger):
-            out.setdefault(program_key(leaf.program), []).append(path)
-        elif isinstance(leaf, ElapsedTrigger) and leaf.dataset is not None:
-            out.setdefault(dataset_key(leaf.dataset), []).append(path)
-        elif isinstance(leaf, ElapsedTrigger) and leaf.program is not None:
-            out.setdefault(program_key(leaf.program), []).append(path)
+        for key in leaf.event_keys():
+            out.setdefault(key, []).append(path)
     return out
 
 

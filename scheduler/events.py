@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from scheduler.model import DATASET_RE, ProgramId
-from scheduler.model import validate_dataset as validate_dataset  # (it lives with the records)
+from scheduler.basics import DATASET_RE, ProgramId
+from scheduler.basics import validate_dataset as validate_dataset  # (it lives with the ids)
 
 
 class EventType(StrEnum):

@@ -162,6 +162,7 @@ def _response_schemas() -> dict[str, dict[str, Any]]:
                 "tenant",
                 "name",
                 "trigger",
+                "triggerText",
                 "topic",
                 "data",
                 "enabled",
@@ -180,6 +181,10 @@ def _response_schemas() -> dict[str, dict[str, Any]]:
             tenant=_STR,
             name=_STR,
             trigger=_obj(["type"], type=_STR),
+            triggerText={
+                **_STR,
+                "description": "the trigger in words (as the CLI and the admin page show it)",
+            },
             topic=_STR,
             data=_STR_MAP,
             enabled=_BOOL,

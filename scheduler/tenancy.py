@@ -9,20 +9,9 @@ namespace of their dataset or program; a program's runs to the program's namespa
 
 from __future__ import annotations
 
+from scheduler.basics import dataset_tenant as dataset_tenant
 from scheduler.events import DataEvent, ProgramStatusEvent
-from scheduler.model import (
-    DataSizeTrigger,
-    ElapsedTrigger,
-    PartitionTrigger,
-    ProgramStatusTrigger,
-    Schedule,
-    trigger_leaves,
-)
-
-
-def dataset_tenant(dataset: str) -> str:
-    """'<namespace>.<dataset>' -> namespace."""
-    return dataset.split(".", 1)[0]
+from scheduler.model import Schedule, trigger_leaves
 
 
 def program_tenant(program_id: str) -> str:
@@ -36,15 +25,7 @@ def schedule_tenants(schedule: Schedule) -> set[str]:
     if schedule.program is not None:
         out.add(schedule.program.namespace)
     for _, leaf in trigger_leaves(schedule.trigger):
-        if isinstance(leaf, PartitionTrigger | DataSizeTrigger):
-            out.add(dataset_tenant(leaf.dataset))
-        elif isinstance(leaf, ProgramStatusTrigger):
-            out.add(leaf.program.namespace)
-        elif isinstance(leaf, ElapsedTrigger):
-            if leaf.dataset is not None:
-                out.add(dataset_tenant(leaf.dataset))
-            if leaf.program is not None:
-                out.add(leaf.program.namespace)
+        out |= leaf.tenants()
     return out
 
 

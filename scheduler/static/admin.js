@@ -96,32 +96,6 @@
     return diff < 500 ? "due" : `in ${span(Math.max(diff, 1000))}`; // a refresh brings the next one
   }
 
-  const UNITS = { MILLISECONDS: "ms", SECONDS: "s", MINUTES: "min", HOURS: "h", DAYS: "d" };
-
-  function describeTrigger(t) {
-    switch (t.type) {
-      case "cron":
-        return `cron ${t.expression}${t.timezone && t.timezone !== "UTC" ? ` (${t.timezone})` : ""}`;
-      case "frequency":
-        return `every ${t.time} ${UNITS[t.timeUnit] || t.timeUnit}`;
-      case "partition":
-        return `${t.minPartitions} new partition${t.minPartitions === 1 ? "" : "s"} of ${t.dataset}`;
-      case "dataSize":
-        return `${t.minBytes} new bytes of ${t.dataset}`;
-      case "programStatus":
-        return `${t.program} ${t.on.join(" or ")}`;
-      case "elapsed": {
-        const of = t.dataset || t.program;
-        return of ? `${span(t.ms)} since the last event of ${of}` : `at least every ${span(t.ms)}`;
-      }
-      case "and":
-      case "or":
-        return `(${t.triggers.map(describeTrigger).join(` ${t.type.toUpperCase()} `)})`;
-      default:
-        return t.type;
-    }
-  }
-
   const started = (run) => run.started_at || run.created_at || 0;
   const constraintName = (c) => (c || "").replace(/Constraint$/, "");
 
@@ -171,7 +145,7 @@
         { data: { key: s.key }, class: s.enabled ? "" : "disabled" },
         el("td", { class: "tenant" }, s.tenant),
         el("td", { class: "name" }, s.name),
-        el("td", { class: "trigger" }, describeTrigger(s.trigger)),
+        el("td", { class: "trigger" }, s.triggerText || s.trigger.type),
         el("td", { class: "program" }, s.program || ""),
         el("td", { class: "enabled" }, s.enabled ? "yes" : "no"),
         ...timeCells(next, s.enabled ? "on events" : "disabled"),

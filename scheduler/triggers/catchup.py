@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler.model import CatchUpPolicy
+from scheduler.basics import CatchUpPolicy
 from scheduler.triggers.base import TimeTrigger
 
 #: EACH never emits more than this many catch-up fires per schedule; older ones are skipped.

@@ -12,26 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.events import DataEvent, ProgramStatusEvent
-from scheduler.model import (
-    CompositeTrigger,
-    CronTrigger,
-    DataSizeTrigger,
-    ElapsedTrigger,
-    FrequencyTrigger,
-    PartitionTrigger,
-    ProgramStatusTrigger,
-    Trigger,
-)
+from scheduler.triggers.kinds import CompositeTrigger, ElapsedTrigger, LeafProgress, Reached, Trigger
 
 MAX_EVENTS_KEPT = 100  # events remembered for the job (its launch carries them)
-
-
-@dataclass
-class LeafProgress:
-    partitions: int = 0
-    bytes: int = 0
-    fired: bool = False
-    since: int | None = None  # elapsed trigger after an event: when its last event arrived
 
 
 @dataclass
@@ -88,12 +71,14 @@ def find(trigger: Trigger, path: str) -> Trigger | None:
     return node
 
 
+def since_job(progress: TriggerProgress, active_since: int) -> int:
+    """The instant "since the last job" counts from: the last job, or the schedule's activation."""
+    return max(progress.last_job_at or 0, active_since)
+
+
 def elapsed_due(leaf: ElapsedTrigger, progress: TriggerProgress, path: str, active_since: int) -> int | None:
     """When an elapsed trigger comes due: `ms` after the last job (or activation), or after its last event."""
-    if leaf.dataset is None and leaf.program is None:
-        return max(progress.last_job_at or 0, active_since) + leaf.ms
-    lp = progress.leaves.get(path)
-    return None if lp is None or lp.since is None else lp.since + leaf.ms
+    return leaf.due(progress.leaves.get(path), since_job(progress, active_since))
 
 
 def apply(
@@ -111,28 +96,9 @@ def apply(
     True if it counted toward the trigger."""
     leaf = find(trigger, path)
     lp = progress.leaves.setdefault(path, LeafProgress())
-    counted = False
-    if isinstance(leaf, ElapsedTrigger):
-        if event is None:
-            # Only the due instant armed last counts: an event since then moved it.
-            counted = due is not None and due == elapsed_due(leaf, progress, path, active_since)
-            lp.fired = lp.fired or counted
-        else:
-            lp.since, lp.fired = now, False
-    elif isinstance(leaf, CronTrigger | FrequencyTrigger) and event is None:
-        lp.fired = counted = True
-    elif isinstance(leaf, PartitionTrigger) and isinstance(event, DataEvent) and event.partitions:
-        lp.partitions += event.partitions
-        counted = True
-    elif isinstance(leaf, DataSizeTrigger) and isinstance(event, DataEvent) and event.bytes:
-        lp.bytes += event.bytes
-        counted = True
-    elif (
-        isinstance(leaf, ProgramStatusTrigger)
-        and isinstance(event, ProgramStatusEvent)
-        and any(o.matches(event.status) for o in leaf.on)
-    ):
-        lp.fired = counted = True
+    if leaf is None or isinstance(leaf, CompositeTrigger):
+        return False
+    counted = leaf.record(lp, Reached(event, now, due, since_job(progress, active_since)))
     if counted and len(progress.events) < MAX_EVENTS_KEPT:
         progress.events.append(summary)
     return counted
@@ -143,38 +109,17 @@ def satisfied(trigger: Trigger, progress: TriggerProgress, path: str = "0") -> b
         children = (satisfied(c, progress, f"{path}.{i}") for i, c in enumerate(trigger.triggers))
         return all(children) if trigger.op == "AND" else any(children)
     lp = progress.leaves.get(path)
-    if lp is None:
-        return False
-    if isinstance(trigger, PartitionTrigger):
-        return lp.partitions >= trigger.min_partitions
-    if isinstance(trigger, DataSizeTrigger):
-        return lp.bytes >= trigger.min_bytes
-    return lp.fired
+    return lp is not None and trigger.satisfied(lp)
 
 
 def describe(trigger: Trigger, progress: TriggerProgress, path: str = "0") -> dict[str, Any]:
-    """Progress as a tree for people (HTTP): what each trigger has and what it needs."""
-    lp = progress.leaves.get(path, LeafProgress())
+    """Progress as a tree for people (HTTP): what each trigger has and what it needs, and in words."""
     out: dict[str, Any] = {"path": path, "satisfied": satisfied(trigger, progress, path)}
     if isinstance(trigger, CompositeTrigger):
         out["op"] = trigger.op
         out["triggers"] = [describe(c, progress, f"{path}.{i}") for i, c in enumerate(trigger.triggers)]
-    elif isinstance(trigger, PartitionTrigger):
-        out.update(
-            type="partition", dataset=trigger.dataset, partitions=lp.partitions, needs=trigger.min_partitions
-        )
-    elif isinstance(trigger, DataSizeTrigger):
-        out.update(type="dataSize", dataset=trigger.dataset, bytes=lp.bytes, needs=trigger.min_bytes)
-    elif isinstance(trigger, ElapsedTrigger):
-        out.update(
-            type="elapsed", ms=trigger.ms, fired=lp.fired, since=lp.since, lastJobAt=progress.last_job_at
-        )
-    elif isinstance(trigger, ProgramStatusTrigger):
-        out.update(
-            type="programStatus", program=trigger.program.id, on=[o.value for o in trigger.on], fired=lp.fired
-        )
     else:
-        out.update(type="time", fired=lp.fired)
+        out.update(trigger.progress_json(progress.leaves.get(path, LeafProgress()), progress.last_job_at))
     return out
 
 

@@ -9,8 +9,6 @@ import pytest
 from pydantic import ValidationError
 
 from scheduler.api import (
-    CronTriggerIn,
-    FrequencyTriggerIn,
     ScheduleBody,
     ScheduleIn,
     TaskDefinitionIn,
@@ -29,6 +27,7 @@ from scheduler.model import (
     ScheduleState,
     TimeUnit,
 )
+from scheduler.triggers.kinds import CronTriggerIn, FrequencyTriggerIn
 
 pytestmark = pytest.mark.unit
 
@@ -174,6 +173,7 @@ def test_schedule_json_shape() -> None:
         "tenant": "acme",
         "name": "nightly-report",
         "trigger": {"type": "cron", "expression": "0 30 2 * * *", "timezone": "Europe/Paris"},
+        "triggerText": "cron 0 30 2 * * * (Europe/Paris)",
         "topic": "reports",
         "data": {"a": "1", "ü": "✓"},
         "enabled": True,

@@ -152,6 +152,7 @@ DOMAIN = {
     "scheduler.triggers.cron",
     "scheduler.triggers.cron_fields",
     "scheduler.triggers.frequency",
+    "scheduler.triggers.kinds",
     "scheduler.triggers.progress",
 }
 

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from scheduler import auth, cli
+from scheduler.api import schedule_json
 from scheduler.client import (
     ApiError,
     Client,
@@ -31,6 +32,10 @@ from scheduler.client import (
     trigger_summary,
     validate_locally,
 )
+from scheduler.events import DataEvent, ProgramStatusEvent
+from scheduler.model import ProgramId, Schedule, ScheduleKey, ScheduleState
+from scheduler.triggers.kinds import trigger_from_json
+from scheduler.triggers.progress import TriggerProgress, apply, describe
 
 pytestmark = pytest.mark.unit
 
@@ -250,7 +255,7 @@ def test_one_object_as_fields_with_times_in_iso() -> None:
     ]
 
 
-def test_trigger_summaries() -> None:
+def test_trigger_summaries_are_the_words_each_trigger_kind_gives() -> None:
     composite = {
         "type": "and",
         "triggers": [
@@ -259,26 +264,35 @@ def test_trigger_summaries() -> None:
             {"type": "elapsed", "ms": 3_600_000, "dataset": None, "program": None},
         ],
     }
-    assert trigger_summary(composite) == "and(2 partitions of acme.clicks, every 1 hours, 1h since last job)"
-    assert trigger_summary({"type": "cron", "expression": "*/5 * * * * *", "timezone": "Europe/Paris"}) == (
-        "cron */5 * * * * * Europe/Paris"
-    )
+    answer = schedule_json(_state(composite), None)
+    assert trigger_summary(answer) == "(2 new partitions of acme.clicks AND every 1 h AND at least every 1 h)"
+    cron = {"type": "cron", "expression": "*/5 * * * * *", "timezone": "Europe/Paris"}
+    assert trigger_summary(schedule_json(_state(cron), None)) == "cron */5 * * * * * (Europe/Paris)"
+
+
+def _state(trigger: dict[str, Any]) -> ScheduleState:
+    program = None if trigger["type"] in ("cron", "frequency") else ProgramId.parse("acme/etl/spark/load")
+    schedule = Schedule(ScheduleKey("acme", "s"), trigger_from_json(trigger), "out", program=program)
+    schedule.validate()
+    return ScheduleState(schedule, 0, 0, 0)
 
 
 def test_trigger_progress_and_pending_jobs_in_words() -> None:
-    progress = {
-        "path": "0",
-        "satisfied": False,
-        "op": "AND",
-        "triggers": [
-            {"path": "0.0", "satisfied": False, "type": "partition", "dataset": "d", "partitions": 1, "needs": 2},
-            {"path": "0.1", "satisfied": True, "type": "programStatus", "program": "a/b/c/d", "on": ["SUCCEEDED"],
-             "fired": True},
-        ],
-    }  # fmt: skip
-    assert explain_trigger(progress) == [
+    tree = trigger_from_json(
+        {
+            "type": "and",
+            "triggers": [
+                {"type": "partition", "dataset": "acme.d", "minPartitions": 2},
+                {"type": "programStatus", "program": "a/b/c/d", "on": ["SUCCEEDED"]},
+            ],
+        }
+    )
+    progress = TriggerProgress(1)
+    apply(tree, progress, "0.0", DataEvent("acme.d", 1, 0), {})
+    apply(tree, progress, "0.1", ProgramStatusEvent(ProgramId.parse("a/b/c/d"), "r1", "COMPLETED"), {})
+    assert explain_trigger(describe(tree, progress)) == [
         "[ ] all of:",
-        "  [ ] 1 of 2 new partitions of d",
+        "  [ ] 1 of 2 new partitions of acme.d",
         "  [x] a/b/c/d reaching SUCCEEDED: seen",
     ]
     job = {

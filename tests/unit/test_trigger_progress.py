@@ -358,7 +358,7 @@ def test_progress_json_shape() -> None:
     apply(PartitionTrigger(DATASET, 5), p, "0", parts(2), summary())
     assert json.loads(json.dumps(p.to_json())) == {
         "version": 2,
-        "leaves": {"0": {"partitions": 2, "bytes": 0, "fired": False, "since": None}},
+        "leaves": {"0": {"partitions": 2, "bytes": 0, "fired": False, "since": None, "count": 0}},
         "events": [summary()],
         "sources": {},
         "seq": 0,
@@ -396,6 +396,7 @@ def test_describe_shows_what_each_trigger_has_and_needs() -> None:
                 "dataset": DATASET,
                 "partitions": 1,
                 "needs": 3,
+                "text": "1 of 3 new partitions of sales.orders",
             },
             {
                 "path": "0.1",
@@ -404,6 +405,7 @@ def test_describe_shows_what_each_trigger_has_and_needs() -> None:
                 "dataset": "sales.returns",
                 "bytes": 150,
                 "needs": 100,
+                "text": "150 of 100 new bytes of sales.returns",
             },
             {
                 "path": "0.2",
@@ -417,8 +419,15 @@ def test_describe_shows_what_each_trigger_has_and_needs() -> None:
                         "program": "sales/etl/workflow/ingest",
                         "on": ["FINISHED"],
                         "fired": False,
+                        "text": "sales/etl/workflow/ingest reaching FINISHED: not seen yet",
                     },
-                    {"path": "0.2.1", "satisfied": True, "type": "time", "fired": True},
+                    {
+                        "path": "0.2.1",
+                        "satisfied": True,
+                        "type": "time",
+                        "fired": True,
+                        "text": "cron 0 6 * * *: came due",
+                    },
                 ],
             },
         ],
@@ -433,6 +442,7 @@ def test_describe_of_untouched_progress_shows_zeros() -> None:
         "dataset": DATASET,
         "partitions": 0,
         "needs": 2,
+        "text": "0 of 2 new partitions of sales.orders",
     }
 
 
