@@ -13,19 +13,14 @@ from pydantic import (
 )
 
 from scheduler.constraints import (
+    CONSTRAINT_KINDS,
+    CONSTRAINT_TAGS,
     MAX_CONSTRAINT_VALUE,
-    ConcurrencyConstraint,
     Constraint,
-    DelayConstraint,
-    LastRunConstraint,
     PendingTimeout,
-    RateConstraint,
     TimeoutAction,
-    TimeWindowConstraint,
-    UnmetAction,
 )
 from scheduler.model import (
-    GROUP_PATTERN,
     MAX_CONSTRAINTS,
     MAX_FREQUENCY_TIME,
     MAX_TRIGGER_LEAVES,
@@ -56,42 +51,12 @@ else:
 CompositeTriggerIn.model_rebuild()
 
 
-class ConcurrencyIn(_In):
-    type: Literal["concurrency"]
-    maxRuns: int = Field(ge=1, le=100_000)
-    onUnmet: UnmetAction = UnmetAction.WAIT
-    group: str | None = Field(None, pattern=f"^{GROUP_PATTERN}$")
-
-
-class DelayIn(_In):
-    type: Literal["delay"]
-    delayMs: int = Field(ge=0, le=MAX_CONSTRAINT_VALUE)
-
-
-class TimeWindowIn(_In):
-    type: Literal["timeWindow"]
-    start: str = Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
-    end: str = Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
-    timezone: str = "UTC"
-    onUnmet: UnmetAction = UnmetAction.WAIT
-
-
-class LastRunIn(_In):
-    type: Literal["lastRun"]
-    minMs: int = Field(ge=0, le=MAX_CONSTRAINT_VALUE)
-    onUnmet: UnmetAction = UnmetAction.WAIT
-
-
-class RateIn(_In):
-    type: Literal["rate"]
-    maxRuns: int = Field(ge=1, le=100_000)
-    unit: TimeUnit
-    onUnmet: UnmetAction = UnmetAction.WAIT
-
-
-ConstraintIn = Annotated[
-    ConcurrencyIn | DelayIn | TimeWindowIn | LastRunIn | RateIn, Field(discriminator="type")
-]
+#: a constraint body: the body model of each kind (scheduler.constraints)
+if TYPE_CHECKING:
+    ConstraintIn = Any
+else:
+    _CONSTRAINT_BODIES = tuple(k.body for k in CONSTRAINT_KINDS.values())
+    ConstraintIn = Annotated[Union[_CONSTRAINT_BODIES], Field(discriminator="type")]  # noqa: UP007
 
 
 class TimeoutIn(_In):
@@ -104,15 +69,7 @@ def _trigger(t: Any) -> Trigger:
 
 
 def _constraint(c: Any) -> Constraint:
-    if isinstance(c, ConcurrencyIn):
-        return ConcurrencyConstraint(c.maxRuns, c.onUnmet, c.group)
-    if isinstance(c, DelayIn):
-        return DelayConstraint(c.delayMs)
-    if isinstance(c, TimeWindowIn):
-        return TimeWindowConstraint(c.start, c.end, c.timezone, c.onUnmet)
-    if isinstance(c, LastRunIn):
-        return LastRunConstraint(c.minMs, c.onUnmet)
-    return RateConstraint(c.maxRuns, c.unit, c.onUnmet)
+    return CONSTRAINT_TAGS[c.type].from_fields(c.model_dump(exclude={"type"}))
 
 
 class ScheduleBody(_In):
@@ -198,21 +155,8 @@ def _is_tag_position(loc: tuple[int | str, ...], i: int) -> bool:
     )
 
 
-_UNION_TAGS = (
-    "cron",
-    "frequency",
-    "partition",
-    "dataSize",
-    "programStatus",
-    "elapsed",
-    "and",
-    "or",
-    "concurrency",
-    "delay",
-    "timeWindow",
-    "lastRun",
-    "rate",
-)
+#: the tags of the trigger and constraint unions (the body models' `type`)
+_UNION_TAGS = frozenset(TRIGGER_KINDS) | frozenset(CONSTRAINT_TAGS)
 
 
 def trigger_json(t: Trigger) -> dict[str, Any]:

@@ -31,6 +31,10 @@ _UNIT_MS = {
 }
 
 
+#: the concurrency group names validation takes, defined once (the HTTP models and OpenAPI use it too)
+GROUP_PATTERN = r"[A-Za-z0-9._-]{1,128}"
+
+
 class CatchUpPolicy(StrEnum):
     COALESCE = "COALESCE"
     EACH = "EACH"

@@ -95,6 +95,11 @@ def _parse_schemas(reader: bool) -> dict[str, Any]:
     return parsed
 
 
+#: in place of AND/OR below the deepest level the reader follows: a union of no branch, which no
+#: message can select (reading it raises the IndexError of an out-of-range union branch)
+_TOO_DEEP = {"type": "record", "name": "CompositeTriggerTooDeep", "fields": [{"name": "refused", "type": []}]}
+
+
 def _composite_levels(raw: dict[str, Any], depth: int) -> list[dict[str, Any]]:
     """The recursive CompositeTrigger as `depth` records, deepest first, each naming the next level in
     its union and the deepest none: fastavro's C reader recurses once per level with no limit, and a
@@ -106,9 +111,11 @@ def _composite_levels(raw: dict[str, Any], depth: int) -> list[dict[str, Any]]:
     for level in range(depth, 0, -1):
         name = raw["name"] if level == 1 else f"{raw['name']}{level}"
         deeper = f"{recursive}{level + 1}"
-        items = [deeper if b == recursive else b for b in fields["triggers"]["type"]["items"]]
-        if level == depth:
-            items.remove(deeper)
+        branches = fields["triggers"]["type"]["items"]
+        if level == depth:  # the branch keeps its index (later kinds follow it) but reads nothing valid
+            items = [_TOO_DEEP if b == recursive else b for b in branches]
+        else:
+            items = [deeper if b == recursive else b for b in branches]
         op = fields["op"]["type"]  # an enum defined inline: once, at the deepest level; named after
         op_type = op if level == depth else f"{raw['namespace']}.{op['name']}"
         levels.append(

@@ -2,8 +2,9 @@
 
 Each constraint looks at the job, the clock and the run state of the job's program (kept on the same
 partition as the job, from program-status events, so the check is exact) and says met, wait until T, or
-skip. A new constraint kind is one class here (its check, validation, and its fields as the Avro record
-and the HTTP JSON carry them), its Avro record in avro/ (and the union of Schedule.avsc) and its HTTP model.
+skip. A new constraint kind is one class here (its check, validation, its HTTP body model and its fields as
+the Avro record and the HTTP JSON carry them), and its Avro record in avro/ (with its name appended to the
+constraints union of Schedule.avsc).
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 from zoneinfo import ZoneInfo
 
-from scheduler.basics import InvalidSchedule, TimeUnit
+from pydantic import Field
+
+from scheduler.basics import GROUP_PATTERN, InvalidSchedule, TimeUnit
+from scheduler.triggers.kinds import In
 
 
 class UnmetAction(StrEnum):
@@ -36,6 +40,8 @@ MAX_RECENT_STARTS = 1_000
 MAX_CONSTRAINT_VALUE = 7 * 86_400_000
 #: every constraint kind by its Avro record's full name (filled as the classes are defined)
 CONSTRAINT_KINDS: dict[str, type[Constraint]] = {}
+#: and by its JSON `type`
+CONSTRAINT_TAGS: dict[str, type[Constraint]] = {}
 
 
 def _camel(name: str) -> str:
@@ -69,11 +75,14 @@ class Constraint(ABC):
     on_unmet: UnmetAction
     #: its name in JSON ("type") and in metrics labels: concurrency, delay, timeWindow, lastRun, rate
     kind: ClassVar[str] = ""
+    #: its HTTP body model
+    body: ClassVar[type[In]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if cls.kind:
             CONSTRAINT_KINDS[f"scheduler.{cls.__name__}"] = cls
+            CONSTRAINT_TAGS[cls.kind] = cls
 
     @property
     def name(self) -> str:
@@ -120,6 +129,42 @@ class Constraint(ABC):
         return Verdict(False, self.on_unmet is UnmetAction.SKIP, until, reason)
 
 
+# --- the HTTP body of each kind (validated by pydantic; the records validate again) -------------
+
+
+class ConcurrencyIn(In):
+    type: Literal["concurrency"]
+    maxRuns: int = Field(ge=1, le=100_000)
+    onUnmet: UnmetAction = UnmetAction.WAIT
+    group: str | None = Field(None, pattern=f"^{GROUP_PATTERN}$")
+
+
+class DelayIn(In):
+    type: Literal["delay"]
+    delayMs: int = Field(ge=0, le=MAX_CONSTRAINT_VALUE)
+
+
+class TimeWindowIn(In):
+    type: Literal["timeWindow"]
+    start: str = Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
+    end: str = Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
+    timezone: str = "UTC"
+    onUnmet: UnmetAction = UnmetAction.WAIT
+
+
+class LastRunIn(In):
+    type: Literal["lastRun"]
+    minMs: int = Field(ge=0, le=MAX_CONSTRAINT_VALUE)
+    onUnmet: UnmetAction = UnmetAction.WAIT
+
+
+class RateIn(In):
+    type: Literal["rate"]
+    maxRuns: int = Field(ge=1, le=100_000)
+    unit: TimeUnit
+    onUnmet: UnmetAction = UnmetAction.WAIT
+
+
 @dataclass(frozen=True, slots=True)
 class ConcurrencyConstraint(Constraint):
     """At most `max_runs` runs of the program at once (PENDING and STARTING runs count), or with a group,
@@ -129,6 +174,7 @@ class ConcurrencyConstraint(Constraint):
     on_unmet: UnmetAction = UnmetAction.WAIT
     group: str | None = None
     kind: ClassVar[str] = "concurrency"
+    body: ClassVar[type[In]] = ConcurrencyIn
 
     def fields(self) -> dict[str, Any]:
         return {"maxRuns": self.max_runs, "onUnmet": self.on_unmet.value, "group": self.group}
@@ -152,6 +198,7 @@ class DelayConstraint(Constraint):
     delay_ms: int
     on_unmet: UnmetAction = UnmetAction.WAIT
     kind: ClassVar[str] = "delay"
+    body: ClassVar[type[In]] = DelayIn
 
     def fields(self) -> dict[str, Any]:
         return {"delayMs": self.delay_ms}
@@ -174,6 +221,7 @@ class TimeWindowConstraint(Constraint):
     timezone: str = "UTC"
     on_unmet: UnmetAction = UnmetAction.WAIT
     kind: ClassVar[str] = "timeWindow"
+    body: ClassVar[type[In]] = TimeWindowIn
 
     def fields(self) -> dict[str, Any]:
         return {
@@ -243,6 +291,7 @@ class LastRunConstraint(Constraint):
     min_ms: int
     on_unmet: UnmetAction = UnmetAction.WAIT
     kind: ClassVar[str] = "lastRun"
+    body: ClassVar[type[In]] = LastRunIn
 
     def fields(self) -> dict[str, Any]:
         return {"minMs": self.min_ms, "onUnmet": self.on_unmet.value}
@@ -266,6 +315,7 @@ class RateConstraint(Constraint):
     unit: TimeUnit
     on_unmet: UnmetAction = UnmetAction.WAIT
     kind: ClassVar[str] = "rate"
+    body: ClassVar[type[In]] = RateIn
 
     def fields(self) -> dict[str, Any]:
         return {"maxRuns": self.max_runs, "unit": self.unit.value, "onUnmet": self.on_unmet.value}

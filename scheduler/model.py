@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 # defined in basics and in the trigger kinds (which the records import), and imported from here as ever
 from scheduler.basics import DATASET_RE as DATASET_RE
+from scheduler.basics import GROUP_PATTERN as GROUP_PATTERN
 from scheduler.basics import CatchUpPolicy as CatchUpPolicy
 from scheduler.basics import InvalidSchedule as InvalidSchedule
 from scheduler.basics import ProgramId as ProgramId
@@ -68,7 +69,6 @@ MAX_DATA_BYTES = 64 * 1024
 MAX_CATCH_UP_WINDOW_MS = 7 * 86_400_000
 #: the patterns validation applies, defined once (the HTTP models and the OpenAPI document use them too)
 TOPIC_PATTERN = r"[A-Za-z0-9._-]{1,249}"
-GROUP_PATTERN = r"[A-Za-z0-9._-]{1,128}"
 _TOPIC_RE = re.compile(TOPIC_PATTERN, re.ASCII)
 _GROUP_RE = re.compile(GROUP_PATTERN, re.ASCII)
 #: job queues of concurrency groups: `group:<tenant>/<group>`, two parts where a program id has four

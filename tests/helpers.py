@@ -349,11 +349,11 @@ class Api:
 
 
 def _event_keys(trigger: dict[str, Any]) -> list[str]:
-    kind = trigger["type"]
-    if kind in ("and", "or"):
+    """The event keys a trigger (its JSON) is indexed under: those of the datasets and programs it names."""
+    if trigger["type"] in ("and", "or"):
         return [k for t in trigger["triggers"] for k in _event_keys(t)]
-    if kind in ("partition", "dataSize"):
+    if trigger.get("dataset"):
         return [f"partition:{trigger['dataset']}"]
-    if kind == "programStatus":
+    if trigger.get("program"):
         return [f"program:{trigger['program']}"]
     return []

@@ -14,7 +14,7 @@ branch is stored by its index).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -36,7 +36,7 @@ MAX_CRON_LEN = 256  # parsing cost grows with the expression; real ones are far 
 MAX_TIMEZONE_LEN = 64  # the longest IANA zone name has 32 characters
 MAX_ELAPSED_MS = 7 * 86_400_000
 MAX_AMOUNT = 2**62  # partitions, bytes, runs a trigger may wait for
-MAX_RUNS = 1_000_000  # runs a repeated program trigger may wait for
+MAX_RUNS = 1_000  # runs a repeated program trigger may wait for (its progress holds their ids)
 LONG_MAX = 2**63 - 1  # Avro long: what validation accepts must encode
 
 Event = DataEvent | ProgramStatusEvent
@@ -54,7 +54,7 @@ class LeafProgress:
     bytes: int = 0
     fired: bool = False
     since: int | None = None  # elapsed trigger after an event: when its last event arrived
-    count: int = 0  # events counted (runs of a repeated program trigger)
+    runs: list[str] = field(default_factory=list)  # runs counted by a repeated trigger (their ids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -561,6 +561,149 @@ class ProgramStatusTrigger(Trigger):
     def progress_text(self, lp: LeafProgress) -> str:
         outcomes = "/".join(o.value for o in self.on)
         return f"{self.program.id} reaching {outcomes}: {'seen' if lp.fired else 'not seen yet'}"
+
+
+class ProgramRunsTriggerIn(In):
+    type: Literal["programRuns"]
+    program: ProgramField
+    runs: int = Field(ge=1, le=MAX_RUNS)
+    on: list[ProgramOutcome] = Field(
+        default_factory=lambda: [ProgramOutcome.SUCCEEDED], min_length=1, max_length=4
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramRunsTrigger(Trigger):
+    """A repeated trigger: another program's runs reached one of `on` `runs` times since the schedule's
+    last job ("program P succeeded N times"). Each run counts once, however often it is reported."""
+
+    program: ProgramId
+    runs: int
+    on: tuple[ProgramOutcome, ...] = (ProgramOutcome.SUCCEEDED,)
+
+    tags = ("programRuns",)
+    avro_name = "scheduler.ProgramRunsTrigger"
+    body = ProgramRunsTriggerIn
+
+    def to_json(self) -> dict[str, Any]:
+        outcomes = [o.value for o in self.on]
+        return {"type": "programRuns", "program": self.program.id, "runs": self.runs, "on": outcomes}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ProgramRunsTrigger:
+        outcomes = tuple(ProgramOutcome(o) for o in d.get("on") or ["SUCCEEDED"])
+        return cls(ProgramId.parse(d["program"]), d["runs"], outcomes)
+
+    def to_avro(self) -> dict[str, Any]:
+        return {"program": program_to_avro(self.program), "runs": self.runs, "on": [o.value for o in self.on]}
+
+    @classmethod
+    def from_avro(cls, rec: dict[str, Any]) -> ProgramRunsTrigger:
+        return cls(
+            program_from_avro(rec["program"]), rec["runs"], tuple(ProgramOutcome(o) for o in rec["on"])
+        )
+
+    def describe(self) -> str:
+        return f"{self.program.id} {' or '.join(o.value for o in self.on)} {_plural(self.runs, 'time')}"
+
+    def validate(self, field: str) -> None:
+        _validate_program(self.program, field)
+        if not 1 <= self.runs <= MAX_RUNS:
+            raise InvalidSchedule(f"{field}.runs", f"must be between 1 and {MAX_RUNS}")
+        if not self.on:
+            raise InvalidSchedule(f"{field}.on", "name at least one outcome")
+
+    event_keys = ProgramStatusTrigger.event_keys
+    tenants = ProgramStatusTrigger.tenants
+    watched_program = ProgramStatusTrigger.watched_program
+
+    def record(self, lp: LeafProgress, reached: Reached) -> bool:
+        event = reached.event
+        if not (isinstance(event, ProgramStatusEvent) and any(o.matches(event.status) for o in self.on)):
+            return False
+        if event.run_id in lp.runs:  # a run reported twice (a launcher's restart) counts once
+            return False
+        lp.runs.append(event.run_id)
+        return True
+
+    def satisfied(self, lp: LeafProgress) -> bool:
+        return len(lp.runs) >= self.runs
+
+    def progress_json(self, lp: LeafProgress, last_job_at: int | None) -> dict[str, Any]:
+        return {
+            "type": "programRuns",
+            "program": self.program.id,
+            "on": [o.value for o in self.on],
+            "runs": len(lp.runs),
+            "needs": self.runs,
+            "text": self.progress_text(lp),
+        }
+
+    def progress_text(self, lp: LeafProgress) -> str:
+        outcomes = " or ".join(o.value for o in self.on)
+        return f"{len(lp.runs)} of {self.runs} runs of {self.program.id} {outcomes}"
+
+
+class ProgramStartedTriggerIn(In):
+    type: Literal["programStarted"]
+    program: ProgramField
+
+
+#: the run status that means a run started: the launcher reports it once a run's program is running
+STARTED_STATUS = "RUNNING"
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramStartedTrigger(Trigger):
+    """A lifecycle trigger: a run of another program started (its status reached RUNNING)."""
+
+    program: ProgramId
+
+    tags = ("programStarted",)
+    avro_name = "scheduler.ProgramStartedTrigger"
+    body = ProgramStartedTriggerIn
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "programStarted", "program": self.program.id}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ProgramStartedTrigger:
+        return cls(ProgramId.parse(d["program"]))
+
+    def to_avro(self) -> dict[str, Any]:
+        return {"program": program_to_avro(self.program)}
+
+    @classmethod
+    def from_avro(cls, rec: dict[str, Any]) -> ProgramStartedTrigger:
+        return cls(program_from_avro(rec["program"]))
+
+    def describe(self) -> str:
+        return f"{self.program.id} started"
+
+    def validate(self, field: str) -> None:
+        _validate_program(self.program, field)
+
+    event_keys = ProgramStatusTrigger.event_keys
+    tenants = ProgramStatusTrigger.tenants
+    watched_program = ProgramStatusTrigger.watched_program
+
+    def record(self, lp: LeafProgress, reached: Reached) -> bool:
+        event = reached.event
+        if not (isinstance(event, ProgramStatusEvent) and event.status == STARTED_STATUS):
+            return False
+        lp.fired = True
+        return True
+
+    def progress_json(self, lp: LeafProgress, last_job_at: int | None) -> dict[str, Any]:
+        return {
+            "type": "programStarted",
+            "program": self.program.id,
+            "fired": lp.fired,
+            "text": self.progress_text(lp),
+        }
+
+    def progress_text(self, lp: LeafProgress) -> str:
+        return f"{self.program.id} starting a run: {'seen' if lp.fired else 'not seen yet'}"
 
 
 # --- the elapsed kind ----------------------------------------------------------------------------

@@ -346,6 +346,63 @@ async def test_or_of_a_succeeded_or_two_partitions_fires_on_either(broker, worke
     assert [x["arguments"]["trigger.eventType"] for x in launches.records] == ["program-status", "partition"]
 
 
+# --- seed 000: a repeated trigger ("program P succeeded N times") and a lifecycle trigger ("P started") ---
+
+
+async def test_b_runs_after_a_succeeded_three_times_each_run_counting_once(broker, worker, app_id):
+    out = f"{app_id}-launches"
+    thrice = {"type": "programRuns", "program": A, "runs": 3, "on": ["SUCCEEDED"]}
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        created = await api.create(schedule("after-3", thrice, B, out))
+        assert created["triggerText"] == f"{A} SUCCEEDED 3 times"
+        await api.run(A, "run-1", "STARTING", "RUNNING", "COMPLETED")
+        await api.status(A, "run-1", "COMPLETED")  # the same run reported again: still one
+        await api.run(A, "run-2", "STARTING", "RUNNING", "FAILED")
+        await api.run(A, "run-3", "STARTING", "RUNNING", "COMPLETED")
+        await api.until(
+            "/schedules/acme/after-3/trigger",
+            lambda r: r.status_code == 200 and r.json()["trigger"].get("runs") == 2,
+        )
+        progress = (await api.progress("acme", "after-3"))["trigger"]
+        assert progress["text"] == f"2 of 3 runs of {A} SUCCEEDED" and not progress["satisfied"]
+        await quiet(1.0)
+        assert launches.records == []
+        await api.run(A, "run-4", "COMPLETED")
+        await launches.wait_for(lambda r: len(r) >= 1)
+        await api.until(
+            "/schedules/acme/after-3/trigger", lambda r: r.status_code == 200 and r.json()["jobsCreated"] == 1
+        )
+        assert (await api.progress("acme", "after-3"))["trigger"]["runs"] == 0  # counting starts again
+    launch = launches.records[0]
+    assert launch["program"]["name"] == "B" and launch["arguments"]["trigger.events"] == "3"
+    assert launch["arguments"]["trigger.runId"] == "run-4"
+
+
+async def test_b_runs_when_a_run_of_a_starts_not_before(broker, worker, app_id):
+    out = f"{app_id}-launches"
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        created = await api.create(schedule("on-start", {"type": "programStarted", "program": A}, B, out))
+        assert created["triggerText"] == f"{A} started"
+        await api.create(schedule("on-success", on(A), SPARK, out))
+        await api.run(A, "run-1", "PENDING", "STARTING")
+        await api.until(
+            "/schedules/acme/on-start/trigger",
+            lambda r: (
+                r.status_code == 200 and r.json()["trigger"]["text"] == f"{A} starting a run: not seen yet"
+            ),
+        )
+        await quiet(1.0)
+        assert launches.records == []
+        await api.status(A, "run-1", "RUNNING")
+        await launches.wait_for(lambda r: len(of(r, "on-start")) >= 1)
+        await quiet(1.0)
+        assert of(launches.records, "on-success") == []  # the run has not ended
+        await api.status(A, "run-1", "COMPLETED")
+        await launches.wait_for(lambda r: len(of(r, "on-success")) >= 1)
+    started = of(launches.records, "on-start")
+    assert len(started) == 1 and started[0]["arguments"]["trigger.status"] == "RUNNING"
+
+
 async def test_concurrency_one_holds_the_second_job_until_the_first_run_ends(broker, worker, app_id):
     """Launched-but-not-started (PENDING), STARTING and RUNNING runs all count against the limit."""
     out = f"{app_id}-launches"

@@ -164,3 +164,27 @@ def test_the_domain_imports_nothing_outside_itself() -> None:
         name: sorted(imports_of(name, known[name], known) - DOMAIN - {"scheduler"}) for name in sorted(DOMAIN)
     }
     assert not {n: o for n, o in outside.items() if o}, outside
+
+
+#: the trigger kinds some module names beside their own: the time kinds (the punctuator's fast path and
+#: the hand-written Avro reader), the elapsed kind (its timers) and AND/OR (the tree walks)
+SPECIAL_KINDS = {"CronTrigger", "FrequencyTrigger", "ElapsedTrigger", "CompositeTrigger"}
+
+
+def test_no_module_but_the_kinds_names_an_event_trigger_kind() -> None:
+    """A trigger kind is one class: nothing else dispatches on it (model.py re-exports the old names)."""
+    from scheduler.triggers.kinds import TRIGGER_KINDS
+
+    kinds = {k.__name__ for k in TRIGGER_KINDS.values()} - SPECIAL_KINDS
+    assert {"PartitionTrigger", "ProgramRunsTrigger", "ProgramStartedTrigger"} <= kinds
+    named: dict[str, set[str]] = {}
+    for name, path in modules().items():
+        if name in ("scheduler.triggers.kinds", "scheduler.model"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            ident = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+            if ident in kinds:
+                named.setdefault(name, set()).add(ident)
+            if isinstance(node, ast.ImportFrom):
+                named.setdefault(name, set()).update(a.name for a in node.names if a.name in kinds)
+    assert not {n: k for n, k in named.items() if k}, named

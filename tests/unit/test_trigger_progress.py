@@ -358,7 +358,7 @@ def test_progress_json_shape() -> None:
     apply(PartitionTrigger(DATASET, 5), p, "0", parts(2), summary())
     assert json.loads(json.dumps(p.to_json())) == {
         "version": 2,
-        "leaves": {"0": {"partitions": 2, "bytes": 0, "fired": False, "since": None, "count": 0}},
+        "leaves": {"0": {"partitions": 2, "bytes": 0, "fired": False, "since": None, "runs": []}},
         "events": [summary()],
         "sources": {},
         "seq": 0,
