@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from faust.web import Request, Response, View
 
 if TYPE_CHECKING:
-    from scheduler.app import Worker
+    from scheduler.ports import WebPort
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def _assets() -> dict[str, tuple[str, str]]:
     }
 
 
-def register_routes(worker: Worker) -> None:
+def register_routes(worker: WebPort) -> None:
     """Add this module's routes to the worker's web app (called by scheduler.web.register_views)."""
     app = worker.faust_app
     assets = _assets()

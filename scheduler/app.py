@@ -32,17 +32,18 @@ from scheduler.codec import (
 )
 from scheduler.commands import CommandRejected, apply_command, manual_fires_yielding, validate_command
 from scheduler.config import Settings, apply_consumer_profile, apply_transport_fixes, broker_profile
+from scheduler.counters import WorkerCounts
 from scheduler.dead_letters import dead_letter_record, moved_headers, origin
 from scheduler.event_routing import EventRouting
 from scheduler.ingest import CommandIngest, freeze_long_lived
 from scheduler.job_queue import JobQueueAgent
 from scheduler.journal import Journal
-from scheduler.metrics import WorkerCounts
 from scheduler.model import Action, InvalidSchedule, ScheduleCommand, ScheduleState, TimeUnit
 from scheduler.partitioner import kafka_partition as partition_for
 from scheduler.producer import BatchedProducer, TopicCreator
 from scheduler.programs import ProgramRegistry
 from scheduler.punctuator import Punctuator, monotonic_ms, wall_clock_ms
+from scheduler.tables import partition_db, partition_items, raw_table
 from scheduler.tenancy import partition_share
 from scheduler.trigger_agent import TriggerAgent, job_arguments, new_job, submit_job
 
@@ -92,8 +93,8 @@ class Worker:
         self.light_topic = app.topic(
             settings.light_topic, partitions=settings.partitions, internal=True, **raw
         )
-        self.schedules = _raw_table(app, SCHEDULES_TABLE, settings.partitions)
-        self.progress = _raw_table(app, PROGRESS_TABLE, settings.partitions)
+        self.schedules = raw_table(app, SCHEDULES_TABLE, settings.partitions)
+        self.progress = raw_table(app, PROGRESS_TABLE, settings.partitions)
         events_topic, index_topic, trigger_topic, jobs_topic = (
             app.topic(name, partitions=settings.partitions, internal=True, **raw)
             for name in (
@@ -103,10 +104,10 @@ class Worker:
                 settings.jobs_topic,
             )
         )
-        self.trigger_index = _raw_table(app, "trigger-index", settings.partitions)
-        self.trigger_progress = _raw_table(app, "trigger-progress", settings.partitions)
-        self.job_queue = _raw_table(app, "job-queue", settings.partitions)
-        self.run_records = _raw_table(app, "run-records", settings.partitions)
+        self.trigger_index = raw_table(app, "trigger-index", settings.partitions)
+        self.trigger_progress = raw_table(app, "trigger-progress", settings.partitions)
+        self.job_queue = raw_table(app, "job-queue", settings.partitions)
+        self.run_records = raw_table(app, "run-records", settings.partitions)
         self.registry = ProgramRegistry(
             settings.bootstrap_servers, settings.programs_topic, settings.programs_file
         )
@@ -145,10 +146,6 @@ class Worker:
         self.schedules.on_recover(self._on_recovered)
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
         app.service(_Timers(self))  # type: ignore[arg-type]  # an instance is accepted too
-
-        from scheduler.web import register_views
-
-        register_views(self)
 
     # --- agents ---------------------------------------------------------------------------------
 
@@ -245,7 +242,7 @@ class Worker:
         await self.routing.schedule_changed(kb, old, new)
         if old is None:
             return
-        progress = _partition_db(self.trigger_progress, partition)
+        progress = partition_db(self.trigger_progress, partition)
         if cmd.action in (Action.UPDATE, Action.DELETE, Action.DISABLE) and progress.get(kb) is not None:
             # An update resets trigger progress; delete and disable drop it. Through Faust's producer, as
             # the trigger agent's writes of the same key, so the changelog keeps their order.
@@ -374,10 +371,10 @@ class Worker:
         local store, as a table write would."""
         self._progress_sent.append(self.progress.send_changelog(partition, key, value))
         del self._progress_sent[:-256]
-        _partition_db(self.progress, partition)[key] = value
+        partition_db(self.progress, partition)[key] = value
 
     def progress_db(self, partition: int) -> Any:
-        return _partition_db(self.progress, partition)
+        return partition_db(self.progress, partition)
 
     def _write_schedule(self, partition: int, key: bytes, value: bytes | None) -> None:
         """Held until write_local puts it in RocksDB (schedule_bytes reads it meanwhile); the changelog
@@ -393,7 +390,7 @@ class Worker:
         held = self._unwritten.get(partition)
         if held is not None and key in held:
             return held[key]
-        return _partition_db(self.schedules, partition).get(key)
+        return partition_db(self.schedules, partition).get(key)
 
     def write_local(self) -> None:
         """The schedule writes held since the last call into RocksDB, a write batch per partition (~2x
@@ -406,7 +403,7 @@ class Worker:
                     batch.delete(key)
                 else:
                     batch.put(key, value)
-            _partition_db(self.schedules, partition).write(batch)
+            partition_db(self.schedules, partition).write(batch)
 
     def take_writes(self) -> list[tuple[bytes, bytes | None, int]]:
         """The schedule writes since the last take, for write_changelog."""
@@ -431,7 +428,7 @@ class Worker:
             self.schedules.data.set_persisted_offset(TP(topic, partition), offset)
 
     def _fired_up_to(self, partition: int) -> dict[TimeUnit, int]:
-        db = _partition_db(self.progress, partition)
+        db = partition_db(self.progress, partition)
         out: dict[TimeUnit, int] = {}
         for unit in TimeUnit:
             raw = db.get(f"{partition}:{unit.value}".encode())
@@ -526,25 +523,6 @@ class _Timers(Service):
         if launcher is not None:
             await launcher.stop()
         await self.worker.stop()
-
-
-# --- the few places that reach into Faust's RocksDB store ------------------------------------------
-
-
-def _raw_table(app: faust.App, name: str, partitions: int) -> Any:
-    """A table of bytes to bytes: we encode (Avro) ourselves. Faust would pick json for `bytes`."""
-    table: Any = app.Table(name, partitions=partitions, key_type=bytes, value_type=bytes)
-    table.key_serializer = table.value_serializer = "raw"
-    return table
-
-
-def _partition_db(table: Any, partition: int) -> Any:
-    return table.data._db_for_partition(partition)
-
-
-def partition_items(table: Any, partition: int) -> Iterator[tuple[bytes, bytes]]:
-    store = table.data
-    yield from store._visible_items(store._db_for_partition(partition))
 
 
 __all__ = ["Action", "Worker", "partition_for"]

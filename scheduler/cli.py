@@ -35,9 +35,11 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
 def run_worker(settings: Settings) -> None:
     from scheduler.app import Worker
     from scheduler.auth import AuthConfigError
+    from scheduler.web import register_views
 
     try:
         worker = Worker(settings)
+        register_views(worker)
     except AuthConfigError as exc:
         print(f"scheduler: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

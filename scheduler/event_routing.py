@@ -43,7 +43,7 @@ from scheduler.tenancy import schedule_id_tenant
 if TYPE_CHECKING:
     from faust.types import EventT
 
-    from scheduler.app import Worker
+    from scheduler.ports import RoutingPort
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def run_state_queues(program: str, entries: dict[str, IndexedTrigger]) -> list[s
 
 
 class EventRouting:
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: RoutingPort) -> None:
         self.worker = worker
 
     async def schedule_changed(

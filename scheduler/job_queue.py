@@ -47,7 +47,7 @@ from scheduler.runs import MAX_RUNS_KEPT, RunRecord, RunStatus, apply_transition
 if TYPE_CHECKING:
     from faust.types import EventT
 
-    from scheduler.app import Worker
+    from scheduler.ports import JobQueuePort
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def launch_request(launch: Launch) -> bytes:
 class CheckTimer:
     """Next-check heap per owned partition; sends a check for a program when its instant comes."""
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: JobQueuePort) -> None:
         self.worker = worker
         self._heaps: dict[int, list[tuple[int, int, bytes]]] = {}
         self._live: dict[int, dict[bytes, int]] = {}
@@ -147,12 +147,12 @@ class CheckTimer:
 
 
 class JobQueueAgent:
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: JobQueuePort) -> None:
         self.worker = worker
         self.checker = CheckTimer(worker)
 
     def local_queues(self, partition: int) -> list[tuple[bytes, ProgramQueue]]:
-        from scheduler.app import partition_items
+        from scheduler.tables import partition_items
 
         return [
             (k, ProgramQueue.from_json(decode_json(v)))

@@ -24,7 +24,7 @@ from scheduler.programs import ProgramSpec
 from scheduler.runs import RunStatus
 
 if TYPE_CHECKING:
-    from scheduler.app import Worker
+    from scheduler.ports import WebPort
 
 PATH = "/openapi.json"
 _REF = "#/components/schemas/{model}"
@@ -86,7 +86,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
 }
 
 
-def register_routes(worker: Worker) -> None:
+def register_routes(worker: WebPort) -> None:
     """Add GET /openapi.json (public: see auth.PUBLIC_PATHS) to the worker's web app."""
     document = json.dumps(build_spec(), separators=(",", ":")).encode()
 

@@ -28,8 +28,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from scheduler.codec import FiredTaskBytes, zigzag_long
+from scheduler.counters import Histogram, count_missed
 from scheduler.messages import TriggerFired
-from scheduler.metrics import Histogram, count_missed
 from scheduler.model import ElapsedTrigger, ScheduleState, TimeUnit, trigger_leaves
 from scheduler.partitioner import kafka_partition
 from scheduler.triggers import plan_catch_up

@@ -22,7 +22,7 @@ from scheduler.triggers.progress import TriggerProgress, apply, elapsed_due, res
 if TYPE_CHECKING:
     from faust.types import EventT
 
-    from scheduler.app import Worker
+    from scheduler.ports import Outbox, TriggerPort
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def new_job(
     )
 
 
-async def submit_job(worker: Worker, state: ScheduleState, job: Job) -> None:
+async def submit_job(worker: Outbox, state: ScheduleState, job: Job) -> None:
     """Put the job on its program's (or concurrency group's) queue."""
     await worker.send_keyed(
         worker.settings.jobs_topic,
@@ -69,7 +69,7 @@ async def submit_job(worker: Worker, state: ScheduleState, job: Job) -> None:
 
 
 class TriggerAgent:
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: TriggerPort) -> None:
         self.worker = worker
 
     def load_progress(self, key: bytes, state: ScheduleState) -> TriggerProgress:

@@ -67,7 +67,7 @@ from scheduler.tenancy import (
 from scheduler.triggers.progress import describe
 
 if TYPE_CHECKING:
-    from scheduler.app import Worker
+    from scheduler.ports import WebPort
 
 ROUTED_HEADER = "X-Scheduler-Routed"
 MAX_LIST = 10_000
@@ -78,7 +78,7 @@ class _Unavailable(Exception):
     pass
 
 
-def register_views(worker: Worker) -> None:
+def register_views(worker: WebPort) -> None:
     app = worker.faust_app
     http = _Http(worker)
     # every route, Faust's own included, goes through auth (raises AuthConfigError: the worker won't start)
@@ -351,7 +351,7 @@ def _unavailable(view: View, why: str) -> Response:
 
 
 class _Http:
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: WebPort) -> None:
         self.worker = worker
 
     # --- input --------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The layering scheduler/ARCHITECTURE.md describes, checked on the source: the import graph of the package
-(imports inside functions and under TYPE_CHECKING included) has no cycle but the known ones, which may
-only shrink; a worker that only schedules imports neither PySpark nor matplotlib."""
+(imports inside functions and under TYPE_CHECKING included) has no cycle, every import points to the
+module's own layer or one below, services take ports instead of the Worker, and a worker that only
+schedules imports neither PySpark nor matplotlib."""
 
 from __future__ import annotations
 
@@ -14,21 +15,6 @@ import pytest
 pytestmark = pytest.mark.unit
 
 PACKAGE = Path(__file__).resolve().parents[2] / "scheduler"
-
-#: the import cycles left (issue 17 removes them): each a strongly connected component of the graph
-KNOWN_CYCLES = [
-    {
-        "scheduler.admin_ui",
-        "scheduler.app",
-        "scheduler.event_routing",
-        "scheduler.job_queue",
-        "scheduler.metrics",
-        "scheduler.openapi",
-        "scheduler.punctuator",
-        "scheduler.trigger_agent",
-        "scheduler.web",
-    },
-]
 
 
 def module_name(path: Path) -> str:
@@ -115,14 +101,53 @@ def test_relative_and_function_level_imports_are_seen(tmp_path: Path) -> None:
     assert imports_of("scheduler.triggers.x", source, known) == {"scheduler.model", "scheduler.triggers.cron"}
 
 
-def test_no_import_cycle_but_the_known_ones() -> None:
+def test_no_import_cycle() -> None:
     known = modules()
     graph = {name: imports_of(name, path, known) for name, path in known.items()}
-    found = cycles(graph)
-    new = [c for c in found if not any(c <= k for k in KNOWN_CYCLES)]
-    assert not new, f"new import cycles: {[sorted(c) for c in new]}"
-    gone = [k for k in KNOWN_CYCLES if not any(c & k for c in found)]
-    assert not gone, f"cycles gone (take them off KNOWN_CYCLES): {[sorted(k) for k in gone]}"
+    assert not cycles(graph), f"import cycles: {[sorted(c) for c in cycles(graph)]}"
+
+
+#: the layers of ARCHITECTURE.md, bottom up: a module imports its own layer's and those below only
+LAYERS: list[tuple[str, set[str]]] = [
+    ("wire", {"codec", "messages", "dead_letters"}),
+    ("kafka", {"partitioner", "producer", "config", "broker", "kafka_server", "tables"}),
+    (
+        "worker and launcher",
+        {
+            "app", "punctuator", "ingest", "event_routing", "trigger_agent", "job_queue", "journal",
+            "programs", "datasets", "metrics", "counters", "logs", "ports",
+            "launcher", "spark_runner", "examples", "examples.pipelines",
+        },
+    ),
+    ("http", {"web", "api", "openapi", "auth", "admin_ui"}),
+    ("cli", {"cli", "client", "demo", "analytics", "__main__", ""}),
+]  # fmt: skip
+
+
+def layer_of() -> dict[str, int]:
+    out = dict.fromkeys(DOMAIN, 0)
+    for i, (_, names) in enumerate(LAYERS, start=1):
+        out.update({f"scheduler.{n}".rstrip("."): i for n in names})
+    return out
+
+
+def test_every_module_has_a_layer_and_imports_point_down() -> None:
+    known, layer = modules(), layer_of()
+    assert not set(known) - set(layer), f"modules without a layer: {sorted(set(known) - set(layer))}"
+    upward = [
+        f"{name} -> {imp}"
+        for name, path in sorted(known.items())
+        for imp in sorted(imports_of(name, path, known))
+        if layer[imp] > layer[name]
+    ]
+    assert not upward, upward
+
+
+def test_only_the_composition_and_the_entry_points_import_the_worker() -> None:
+    """Services take a port (scheduler.ports), never the Worker."""
+    known = modules()
+    importers = {name for name, path in known.items() if "scheduler.app" in imports_of(name, path, known)}
+    assert importers <= {"scheduler.cli", "scheduler"}, importers
 
 
 def test_a_worker_that_only_schedules_imports_neither_spark_nor_matplotlib() -> None:

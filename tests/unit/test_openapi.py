@@ -28,7 +28,7 @@ from scheduler.model import ScheduleState
 from scheduler.openapi import EXAMPLES, build_spec
 from scheduler.programs import ProgramSpec
 from scheduler.runs import RunRecord
-from scheduler.web import _job_json
+from scheduler.web import _job_json, register_views
 
 pytestmark = pytest.mark.unit
 
@@ -43,6 +43,7 @@ FAUST_INDEX = "/"
 def _router_operations(tmp_path: Path) -> set[tuple[str, str]]:
     """(path, method) of every route of a worker's aiohttp app, Faust's blueprints applied as at start."""
     worker = Worker(Settings(app_id="openapi-test", data_dir=tmp_path, auth="off"))
+    register_views(worker)  # as the worker's entry point does
     web = cast(Any, worker.faust_app.web)
     web.init_server()  # what Faust does when the web server starts: mounts its blueprints
     out = set()

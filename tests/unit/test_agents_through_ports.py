@@ -1,0 +1,147 @@
+"""The event path's agents through their ports (scheduler.ports), with no broker: a fake worker holds the
+tables as dicts and records what is sent. The integration tests run the same path on a real broker."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from scheduler.codec import encode, encode_state, key_bytes, notification_to_avro
+from scheduler.config import Settings
+from scheduler.event_routing import EventRouting
+from scheduler.events import Notification
+from scheduler.messages import IndexUpdate, JobTriggered, TriggerFired, decode_job_queue_message
+from scheduler.model import ProgramId, Schedule, ScheduleKey, ScheduleState
+from scheduler.ports import RoutingPort, TriggerPort
+from scheduler.trigger_agent import TriggerAgent
+from scheduler.triggers.kinds import ProgramRunsTrigger
+
+pytestmark = pytest.mark.unit
+
+A = "acme/pipes/workflow/A"
+B = "acme/pipes/workflow/B"
+
+
+@dataclass
+class FakeWorker:
+    """Every member the routing and trigger ports name, in memory; one partition owns every key."""
+
+    settings: Settings
+    stats: Counter[str] = field(default_factory=Counter)
+    sent: list[tuple[str, bytes, bytes]] = field(default_factory=list)
+    dead: list[str] = field(default_factory=list)
+    trigger_index: dict[bytes, bytes] = field(default_factory=dict)
+    trigger_progress: dict[bytes, bytes] = field(default_factory=dict)
+    schedules: dict[bytes, bytes] = field(default_factory=dict)
+    armed: list[tuple[bytes, str, int]] = field(default_factory=list)
+    now: int = 1_000
+
+    def clock(self) -> int:
+        return self.now
+
+    def partition_of(self, key: bytes) -> int:
+        return 0
+
+    async def send_keyed(
+        self, topic: str, key: bytes, value: bytes, partition: int | None | str = "auto"
+    ) -> None:
+        self.sent.append((topic, key, value))
+
+    async def dead_letter(self, event: Any, reason: str) -> None:
+        self.dead.append(reason)
+
+    def schedule_bytes(self, partition: int, key: bytes) -> bytes | None:
+        return self.schedules.get(key)
+
+    @property
+    def punctuator(self) -> FakeWorker:
+        return self
+
+    def arm(self, partition: int, key: bytes, path: str, due: int) -> None:
+        self.armed.append((key, path, due))
+
+    def take(self, topic: str) -> list[tuple[bytes, bytes]]:
+        out = [(k, v) for t, k, v in self.sent if t == topic]
+        self.sent = [s for s in self.sent if s[0] != topic]
+        return out
+
+
+def event(value: bytes, offset: int = 0) -> Any:
+    return SimpleNamespace(message=SimpleNamespace(value=value, partition=0, offset=offset))
+
+
+def status_event(run_id: str, status: str) -> bytes:
+    n = Notification(1_000, "program-status", {"programId": A, "runId": run_id, "status": status})
+    return encode("Notification", notification_to_avro(n))
+
+
+@pytest.fixture
+def worker(tmp_path: Path) -> FakeWorker:
+    return FakeWorker(Settings(app_id="ports", data_dir=tmp_path))
+
+
+def runs_state(n: int) -> ScheduleState:
+    schedule = Schedule(
+        ScheduleKey("acme", "after-n"),
+        ProgramRunsTrigger(ProgramId.parse(A), n),
+        "launches",
+        enabled=True,
+        program=ProgramId.parse(B),
+    )
+    schedule.validate()
+    return ScheduleState(schedule, 1, 1, 1)
+
+
+async def test_a_schedule_is_indexed_and_an_event_reaches_it_then_its_job_is_queued(
+    worker: FakeWorker,
+) -> None:
+    routing_port: RoutingPort = worker
+    trigger_port: TriggerPort = worker
+    routing, triggers = EventRouting(routing_port), TriggerAgent(trigger_port)
+    state = runs_state(2)
+    kb = key_bytes(state.schedule.key)
+    worker.schedules[kb] = encode_state(state)
+
+    await routing.schedule_changed(kb, None, state)
+    [(index_key, update)] = worker.take(worker.settings.index_topic)
+    assert index_key == f"program:{A}".encode() and IndexUpdate.decode(update).paths == ("0",)
+    await routing.index_agent(_stream([event(update)]))
+    assert worker.trigger_index  # the index now points the program's events at the schedule
+
+    for offset, (run, status) in enumerate([("r1", "COMPLETED"), ("r1", "COMPLETED"), ("r2", "COMPLETED")]):
+        await routing._handle_event(event(status_event(run, status), offset))
+        fired = worker.take(worker.settings.trigger_topic)
+        assert len(fired) == 1 and fired[0][0] == kb
+        await triggers._handle(event(fired[0][1], offset))
+        jobs = [decode_job_queue_message(v) for _, v in worker.take(worker.settings.jobs_topic)]
+        jobs = [j for j in jobs if isinstance(j, JobTriggered)]
+        assert len(jobs) == (1 if run == "r2" else 0), (run, offset)
+    assert jobs[0].job["job_id"] == "acme/after-n#v1.1"
+    assert worker.dead == []
+
+
+async def test_an_event_for_an_older_version_of_the_schedule_is_ignored(worker: FakeWorker) -> None:
+    triggers = TriggerAgent(worker)
+    state = runs_state(1)
+    kb = key_bytes(state.schedule.key)
+    worker.schedules[kb] = encode_state(ScheduleState(state.schedule, 1, 2, 1, version=2))
+    n = Notification(1_000, "program-status", {"programId": A, "runId": "r1", "status": "COMPLETED"})
+    fired = TriggerFired(
+        kb, "acme/after-n", 1, "0", source="e0", position=0, at=1_000, event=notification_to_avro(n)
+    )
+    await triggers._handle(event(fired.encode()))
+    assert worker.take(worker.settings.jobs_topic) == [] and worker.stats["triggersIgnored"] == 1
+
+
+def _stream(events: list[Any]) -> Any:
+    return SimpleNamespace(events=lambda: _aiter(events))
+
+
+async def _aiter(items: list[Any]) -> Any:
+    for item in items:
+        yield item
