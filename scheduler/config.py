@@ -304,6 +304,11 @@ def apply_transport_fixes() -> None:
     driver.Transport._really_create_topic = create_and_wait  # type: ignore[method-assign]
 
 
+def consumer_options(profile: BrokerProfile) -> dict[str, Any]:
+    """What a consumer the worker creates itself (not through Faust) needs for the broker."""
+    return {"fetch_max_wait_ms": TANSU_FETCH_MAX_WAIT_MS} if profile == "tansu" else {}
+
+
 def apply_consumer_profile(profile: BrokerProfile) -> None:
     """Process-wide: the consumers Faust creates get the profile's fetching.
 

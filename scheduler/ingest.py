@@ -29,6 +29,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from scheduler.codec import decode_json, encode_json
+from scheduler.config import consumer_options
 
 log = logging.getLogger(__name__)
 
@@ -86,18 +87,12 @@ class CommandIngest:
         if self._consumer is None:
             settings = self.worker.settings
             await self.worker.topics.ensure(self.topic)
-            if settings.broker_profile == "tansu":
-                from scheduler.config import TANSU_FETCH_MAX_WAIT_MS
-
-                wait = {"fetch_max_wait_ms": TANSU_FETCH_MAX_WAIT_MS}
-            else:
-                wait = {}
             consumer = AIOKafkaConsumer(
                 bootstrap_servers=settings.bootstrap_servers,
                 group_id=settings.app_id,  # never joined: only read, for where the group's agent left off
                 enable_auto_commit=False,
                 auto_offset_reset="earliest",
-                **wait,
+                **consumer_options(settings.broker_profile),
             )
             await consumer.start()
             self._consumer = consumer
