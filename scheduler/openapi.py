@@ -16,6 +16,7 @@ from faust.web import Request, Response, View
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from scheduler import responses
 from scheduler.api import BackfillIn, EventIn, RunIn, ScheduleBody, ScheduleIn, TaskDefinitionIn
 from scheduler.auth import READ, WRITE
 from scheduler.events import EventType
@@ -100,175 +101,7 @@ def _ref(name: str) -> dict[str, Any]:
     return {"$ref": _REF.format(model=name)}
 
 
-def _obj(required: list[str], **properties: Any) -> dict[str, Any]:
-    """An object schema; extra properties allowed (responses may grow fields)."""
-    return {"type": "object", "required": required, "properties": properties}
-
-
 _STR: dict[str, Any] = {"type": "string"}
-_INT: dict[str, Any] = {"type": "integer"}
-_BOOL: dict[str, Any] = {"type": "boolean"}
-_MS: dict[str, Any] = {"type": "integer", "description": "epoch milliseconds, UTC"}
-_MS_OR_NULL: dict[str, Any] = {"type": ["integer", "null"], "description": "epoch milliseconds, UTC"}
-_STR_OR_NULL: dict[str, Any] = {"type": ["string", "null"]}
-_STR_MAP: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "string"}}
-_ANY_OBJ: dict[str, Any] = {"type": "object"}
-
-
-def _response_schemas() -> dict[str, dict[str, Any]]:
-    """What the handlers answer (scheduler.web; errors also from scheduler.auth)."""
-    run = _obj(
-        ["run_id", "program", "status"],
-        run_id=_STR,
-        program=_STR,
-        status={"type": "string", "enum": [s.value for s in RunStatus]},
-        job_id=_STR,
-        schedule=_STR,
-        arguments=_STR_MAP,
-        created_at=_INT,
-        triggered_at=_MS_OR_NULL,
-        started_at=_MS_OR_NULL,
-        running_at=_MS_OR_NULL,
-        ended_at=_MS_OR_NULL,
-        error=_STR,
-        transitions={"type": "array", "items": {"type": "array"}},
-    )
-    return {
-        "Error": _obj(
-            ["error"],
-            error=_STR,
-            reason={**_STR, "description": "why (401, 403, 409, 503)"},
-            key={**_STR, "description": "the schedule (404)"},
-            runId={**_STR, "description": "the run (404)"},
-        ),
-        "ValidationError": _obj(
-            ["error", "fields"],
-            error={"const": "invalid request"},
-            fields={
-                "type": "array",
-                "minItems": 1,
-                "items": _obj(["field", "message"], field=_STR, message=_STR),
-            },
-        ),
-        "Accepted": _obj(
-            ["key", "action"],
-            key={**_STR, "description": "tenant/name"},
-            action=_STR,
-            fires={**_INT, "description": "run, backfill: how many fires the command will produce"},
-        ),
-        "Schedule": _obj(
-            [
-                "key",
-                "tenant",
-                "name",
-                "trigger",
-                "triggerText",
-                "topic",
-                "data",
-                "enabled",
-                "catchUp",
-                "catchUpWindowMs",
-                "createdAt",
-                "updatedAt",
-                "activeSince",
-                "version",
-                "program",
-                "constraints",
-                "timeout",
-                "nextFireAt",
-            ],
-            key=_STR,
-            tenant=_STR,
-            name=_STR,
-            trigger=_obj(["type"], type=_STR),
-            triggerText={
-                **_STR,
-                "description": "the trigger in words (as the CLI and the admin page show it)",
-            },
-            topic=_STR,
-            data=_STR_MAP,
-            enabled=_BOOL,
-            catchUp=_ref("CatchUpPolicy"),
-            catchUpWindowMs=_INT,
-            createdAt=_MS,
-            updatedAt=_MS,
-            activeSince=_MS,
-            version=_INT,
-            program=_STR_OR_NULL,
-            constraints={"type": "array", "items": _obj(["type"], type=_STR)},
-            timeout={"anyOf": [_obj(["timeoutMs", "action"], timeoutMs=_INT, action=_STR), {"type": "null"}]},
-            nextFireAt={**_MS_OR_NULL, "description": "null when disabled or event-triggered only"},
-        ),
-        "ScheduleList": _obj(
-            ["schedules"],
-            schedules={"type": "array", "items": _ref("Schedule")},
-            total={**_INT, "description": "how many match (before `limit`); absent with `local`"},
-        ),
-        "NextFires": _obj(
-            ["key", "enabled", "next"], key=_STR, enabled=_BOOL, next={"type": "array", "items": _MS}
-        ),
-        "TaskDefinition": _obj(
-            ["host", "name", "action", "frequency", "topic"],
-            host=_STR,
-            name=_STR,
-            action=_STR,
-            frequency=_obj(["timeUnit", "time"], timeUnit=_ref("TimeUnit"), time=_INT),
-            topic=_STR,
-            start=_MS_OR_NULL,
-            data={"anyOf": [_STR_MAP, {"type": "null"}]},
-        ),
-        "TriggerProgress": _obj(
-            ["key", "version", "enabled", "jobsCreated", "trigger"],
-            key=_STR,
-            version=_INT,
-            enabled=_BOOL,
-            jobsCreated=_INT,
-            trigger=_ANY_OBJ,
-        ),
-        "EventAccepted": _obj(["eventKey", "timestamp"], eventKey=_STR, timestamp=_MS),
-        "IndexEntry": _obj(
-            ["eventKey", "triggers"],
-            eventKey=_STR,
-            triggers={"type": "array", "items": _obj(["schedule", "path"], schedule=_STR)},
-        ),
-        "Job": _obj(
-            ["jobId", "schedule", "program", "state"],
-            jobId=_STR,
-            schedule=_STR,
-            program=_STR,
-            state={**_STR, "description": "PENDING_CONSTRAINT or PENDING_LAUNCH"},
-            triggeredAt=_MS,
-            arguments=_STR_MAP,
-            events={**_INT, "description": "how many events fired it"},
-            blockedBy={**_STR_OR_NULL, "description": "the constraint holding it"},
-            reason=_STR_OR_NULL,
-            checkAt={**_MS_OR_NULL, "description": "next check; null: when a run of the program changes"},
-        ),
-        "Jobs": _obj(
-            [],
-            jobs={"type": "array", "items": _ref("Job")},
-            recent={"type": "array", "items": _ANY_OBJ, "description": "SKIP, DISCARD, CANCELLED outcomes"},
-            items={"type": "array", "items": _ANY_OBJ, "description": "with `local` only (fan-out)"},
-        ),
-        "Programs": {"type": "object", "additionalProperties": _ref("ProgramSpec")},
-        "ProgramAccepted": _obj(["program"], program=_STR),
-        "Run": run,
-        "Runs": _obj(["program", "runs"], program=_STR, runs={"type": "array", "items": _ref("Run")}),
-        "ProgramStatus": _obj(
-            ["program", "status", "activeRuns", "lastRun"],
-            program=_STR,
-            status={**_STR, "description": "RUNNING if any run is active, else the last run's, or NEVER_RUN"},
-            activeRuns={"type": "array", "items": _obj(["runId", "status"], runId=_STR, status=_STR)},
-            lastRun={"anyOf": [_ref("Run"), {"type": "null"}]},
-        ),
-        "StopAccepted": _obj(["runId", "action"], runId=_STR, action={"const": "stop"}),
-        "Health": _obj(
-            ["status", "partitions", "ready"],
-            status=_STR,
-            partitions={"type": "array", "items": _INT},
-            ready={**_BOOL, "description": "not rebalancing nor recovering: queries are answered"},
-        ),
-    }
 
 
 # --- parameters --------------------------------------------------------------------------------
@@ -451,7 +284,7 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
             ),
             "get": _op(
                 "light-scheduler's view: TaskDefinitions of the frequency schedules",
-                {200: _json({"type": "array", "items": _ref("TaskDefinition")}, "TaskDefinitions")},
+                {200: _json(_ref("TaskDefinitions"), "TaskDefinitions")},
                 (400, 503),
                 [
                     _query("host", "the tenant"),
@@ -590,7 +423,10 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
 def build_spec() -> dict[str, Any]:
     """The OpenAPI 3.1 document of every route scheduler.web registers (HEAD, which Faust adds to every
     route and answers as GET, is left implicit)."""
-    _, defs = models_json_schema([(m, "validation") for m in _BODY_MODELS], ref_template=_REF)
+    _, defs = models_json_schema(
+        [(m, "validation") for m in _BODY_MODELS] + [(m, "serialization") for m in responses.MODELS],
+        ref_template=_REF,
+    )
     schemas = defs["$defs"]
     for model, rules in _BODY_RULES.items():
         for field_name, extra in rules.items():
@@ -622,7 +458,7 @@ def build_spec() -> dict[str, Any]:
         },
         "paths": paths,
         "components": {
-            "schemas": {**schemas, **_response_schemas()},
+            "schemas": schemas,
             "securitySchemes": {
                 "bearer": {
                     "type": "http",

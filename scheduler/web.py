@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from scheduler import auth
+from scheduler import responses as out
 from scheduler.api import (
     BackfillIn,
     EventIn,
@@ -218,12 +219,14 @@ def register_views(worker: WebPort) -> None:
         async def get(self, request: Request) -> Response:
             await worker.registry.start()
             who = auth.principal_of(request)
-            return self.json(
+            return answer(
+                self,
+                out.Programs,
                 {
                     pid: spec.model_dump()
                     for pid, spec in sorted(worker.registry.all().items())
                     if who.sees(program_tenant(pid))
-                }
+                },
             )
 
     @app.page("/programs/{namespace}/{application}/{type}/{name}")
@@ -243,8 +246,8 @@ def register_views(worker: WebPort) -> None:
             await worker.registry.start()
             spec = worker.registry.get(f"{namespace}/{application}/{type}/{name}")
             if spec is None:
-                return self.json({"error": "not found"}, status=404)
-            return self.json(spec.model_dump())
+                return answer(self, out.Error, {"error": "not found"}, status=404)
+            return answer(self, ProgramSpec, spec.model_dump())
 
     @app.page("/programs/{namespace}/{application}/{type}/{name}/status")
     class ProgramStatusView(View):
@@ -290,7 +293,9 @@ def register_views(worker: WebPort) -> None:
     @app.page("/health")
     class Health(View):
         async def get(self, request: Request) -> Response:
-            return self.json(
+            return answer(
+                self,
+                out.Health,
                 {
                     "status": "ok",
                     "partitions": sorted(worker.active_partitions()),
@@ -302,7 +307,7 @@ def register_views(worker: WebPort) -> None:
                     "commandsApplied": worker.commands_applied,
                     "deadLetters": worker.dead_letters,
                     **worker.stats,
-                }
+                },
             )
 
     from scheduler import admin_ui, metrics, openapi
@@ -312,13 +317,23 @@ def register_views(worker: WebPort) -> None:
     openapi.register_routes(worker)
 
 
+def answer(view: View, model: type[BaseModel], body: Any, status: int = 200) -> Response:
+    """`body` through its response model (scheduler.responses): validated, then dumped with the keys it
+    was given. The OpenAPI document's response schemas are these models'."""
+    typed = model.model_validate(body)
+    return view.json(typed.model_dump(mode="json", exclude_unset=True), status=status)
+
+
 def _deny_tenants(view: View, request: Request, *tenants: str) -> Response | None:
     """403 unless the request's token holds every one of `tenants`."""
     who = auth.principal_of(request)
     for tenant in sorted(set(tenants)):
         if not who.sees(tenant):
-            return view.json(
-                {"error": "forbidden", "reason": f"this token may not access tenant {tenant!r}"}, status=403
+            return answer(
+                view,
+                out.Error,
+                {"error": "forbidden", "reason": f"this token may not access tenant {tenant!r}"},
+                status=403,
             )
     return None
 
@@ -339,13 +354,16 @@ async def _json_errors(
 
 
 def _field_error(view: View, field: str, message: str, status: int = 400) -> Response:
-    return view.json(
-        {"error": "invalid request", "fields": [{"field": field, "message": message}]}, status=status
+    return answer(
+        view,
+        out.ValidationError,
+        {"error": "invalid request", "fields": [{"field": field, "message": message}]},
+        status=status,
     )
 
 
 def _unavailable(view: View, why: str) -> Response:
-    response = view.json({"error": "unavailable", "reason": why}, status=503)
+    response = answer(view, out.Error, {"error": "unavailable", "reason": why}, status=503)
     response.headers["Retry-After"] = "2"
     return response
 
@@ -368,7 +386,8 @@ class _Http:
         try:
             return model.model_validate(raw), None
         except ValidationError as exc:
-            return None, view.json({"error": "invalid request", "fields": validation_errors(exc)}, status=400)
+            errors = {"error": "invalid request", "fields": validation_errors(exc)}
+            return None, answer(view, out.ValidationError, errors, status=400)
 
     async def submit(self, view: View, request: Request, cmd: ScheduleCommand, status: int = 202) -> Response:
         """Check tenants, validate, check the key against the owner's table, and produce the command."""
@@ -395,7 +414,9 @@ class _Http:
             return _unavailable(view, str(exc))
         if cmd.action is Action.INSERT and current is None and tenant_full:
             limit = self.worker.settings.max_schedules_per_tenant
-            return view.json(
+            return answer(
+                view,
+                out.Error,
                 {
                     "error": "limit",
                     "reason": f"tenant {cmd.key.tenant!r} holds its maximum of {limit} schedules",
@@ -408,17 +429,20 @@ class _Http:
             except CommandRejected as exc:
                 return _field_error(view, "to" if cmd.action is Action.BACKFILL else "body", str(exc))
             await self.worker.send_command(cmd)
-            return view.json({"key": cmd.key.id, "action": cmd.action.value, "fires": fires}, status=status)
+            accepted = {"key": cmd.key.id, "action": cmd.action.value, "fires": fires}
+            return answer(view, out.Accepted, accepted, status=status)
         if cmd.action is Action.INSERT and current is not None and cmd.schedule is not None:
             if replace(state_from_json(current).schedule, enabled=cmd.schedule.enabled) != cmd.schedule:
-                return view.json(
+                return answer(
+                    view,
+                    out.Error,
                     {"error": "conflict", "reason": f"schedule {cmd.key.id!r} already exists (use PUT)"},
                     status=409,
                 )
         elif cmd.action is not Action.INSERT and current is None:
-            return view.json({"error": "not found", "key": cmd.key.id}, status=404)
+            return answer(view, out.Error, {"error": "not found", "key": cmd.key.id}, status=404)
         await self.worker.send_command(cmd)
-        return view.json({"key": cmd.key.id, "action": cmd.action.value}, status=status)
+        return answer(view, out.Accepted, {"key": cmd.key.id, "action": cmd.action.value}, status=status)
 
     # --- queries ------------------------------------------------------------------------------
 
@@ -492,8 +516,10 @@ class _Http:
         state = self.worker.local_state(kb)
         if state is None:
             full = self.worker.tenant_full(self.worker.partition_of(kb), key.tenant)
-            return view.json({"error": "not found", "key": key.id, "tenantFull": full}, status=404)
-        return view.json(self._local_json(state))
+            return answer(
+                view, out.Error, {"error": "not found", "key": key.id, "tenantFull": full}, status=404
+            )
+        return answer(view, out.Schedule, self._local_json(state))
 
     async def next_fires(self, view: View, request: Request, key: ScheduleKey) -> Response:
         try:
@@ -507,11 +533,10 @@ class _Http:
         except _Unavailable as exc:
             return _unavailable(view, str(exc))
         if current is None:
-            return view.json({"error": "not found", "key": key.id}, status=404)
+            return answer(view, out.Error, {"error": "not found", "key": key.id}, status=404)
         state = state_from_json(current)
-        schedule = state.schedule
-        out = next_time_fires(state, self.worker.clock(), n)
-        return view.json({"key": key.id, "enabled": schedule.enabled, "next": out})
+        fires = next_time_fires(state, self.worker.clock(), n)
+        return answer(view, out.NextFires, {"key": key.id, "enabled": state.schedule.enabled, "next": fires})
 
     async def _all_schedules(self, request: Request, tenant: str | None) -> list[dict[str, Any]]:
         """Every schedule (of `tenant`) the request's token may see, from every worker."""
@@ -569,8 +594,8 @@ class _Http:
         except _Unavailable as exc:
             return _unavailable(view, str(exc))
         if request.query.get("local"):
-            return view.json({"schedules": schedules})
-        return view.json({"schedules": schedules[:limit], "total": len(schedules)})
+            return answer(view, out.ScheduleList, {"schedules": schedules})
+        return answer(view, out.ScheduleList, {"schedules": schedules[:limit], "total": len(schedules)})
 
     async def _routed(self, view: View, request: Request, key: ScheduleKey | bytes) -> Response | None:
         """Forward to the owner of `key` (a schedule, or raw key bytes); None if this worker owns it."""
@@ -595,16 +620,18 @@ class _Http:
         kb = key_bytes(key)
         state = self.worker.local_state(kb)
         if state is None:
-            return view.json({"error": "not found", "key": key.id}, status=404)
+            return answer(view, out.Error, {"error": "not found", "key": key.id}, status=404)
         progress = self.worker.triggers.load_progress(kb, state)
-        return view.json(
+        return answer(
+            view,
+            out.TriggerProgress,
             {
                 "key": key.id,
                 "version": state.version,
                 "enabled": state.schedule.enabled,
                 "jobsCreated": progress.seq,
                 "trigger": describe(state.schedule.trigger, progress),
-            }
+            },
         )
 
     async def index_entry(self, view: View, request: Request) -> Response:
@@ -619,7 +646,8 @@ class _Http:
             return routed
         entry = IndexEntry.decode(self.worker.trigger_index.get(kb))
         triggers = sorted(entry.triggers.values(), key=lambda t: (t.schedule, t.path))
-        return view.json({"eventKey": event_key, "triggers": [t.to_json() for t in triggers]})
+        entry_json = {"eventKey": event_key, "triggers": [t.to_json() for t in triggers]}
+        return answer(view, out.IndexEntry, entry_json)
 
     async def publish_event(self, view: View, request: Request) -> Response:
         body, error = await self.parse(view, request, EventIn)
@@ -640,7 +668,7 @@ class _Http:
             key.encode(),
             encode("Notification", notification_to_avro(notification)),
         )
-        return view.json({"eventKey": key, "timestamp": ts}, status=202)
+        return answer(view, out.EventAccepted, {"eventKey": key, "timestamp": ts}, status=202)
 
     async def list_jobs(self, view: View, request: Request) -> Response:
         """Pending jobs (and recent outcomes) of every program, filtered by schedule, program or state."""
@@ -667,7 +695,7 @@ class _Http:
         except _Unavailable as exc:
             return _unavailable(view, str(exc))
         if request.query.get("local"):
-            return view.json({"items": items})
+            return answer(view, out.Jobs, {"items": items})
 
         def keep(item: dict[str, Any]) -> bool:
             return (
@@ -678,13 +706,15 @@ class _Http:
             )
 
         items = [i for i in items if keep(i)]
-        return view.json(
+        return answer(
+            view,
+            out.Jobs,
             {
                 "jobs": [{k: v for k, v in i.items() if k != "kind"} for i in items if i["kind"] == "job"],
                 "recent": [
                     {k: v for k, v in i.items() if k != "kind"} for i in items if i["kind"] == "outcome"
                 ],
-            }
+            },
         )
 
     async def register_program(self, view: View, request: Request, program_id: str) -> Response:
@@ -705,7 +735,7 @@ class _Http:
         await self.worker.send_keyed(
             self.worker.settings.programs_topic, program_id.encode(), value, partition=None
         )
-        return view.json({"program": program_id}, status=202)
+        return answer(view, out.ProgramAccepted, {"program": program_id}, status=202)
 
     async def program_runs(
         self, view: View, request: Request, program_id: str, what: str, run_id: str | None = None
@@ -720,22 +750,23 @@ class _Http:
         if what == "run":
             run = next((r for r in runs if r["run_id"] == run_id), None)
             if run is None:
-                return view.json({"error": "not found", "runId": run_id}, status=404)
-            return view.json(run)
+                return answer(view, out.Error, {"error": "not found", "runId": run_id}, status=404)
+            return answer(view, out.Run, run)
         if what == "runs":
             status = request.query.get("status")
-            return view.json(
-                {"program": program_id, "runs": [r for r in runs if status is None or r["status"] == status]}
-            )
+            listed = [r for r in runs if status is None or r["status"] == status]
+            return answer(view, out.Runs, {"program": program_id, "runs": listed})
         active = [r for r in runs if not RunStatus(r["status"]).terminal]
         latest = runs[-1] if runs else None
-        return view.json(
+        return answer(
+            view,
+            out.ProgramStatus,
             {
                 "program": program_id,
                 "status": "RUNNING" if active else (latest["status"] if latest else "NEVER_RUN"),
                 "activeRuns": [{"runId": r["run_id"], "status": r["status"]} for r in active],
                 "lastRun": latest,
-            }
+            },
         )
 
     async def stop_run(self, view: View, request: Request, program_id: str, run_id: str) -> Response:
@@ -754,16 +785,17 @@ class _Http:
         except _Unavailable as exc:
             return _unavailable(view, str(exc))
         if status == 404 or run is None:
-            return view.json({"error": "not found", "runId": run_id}, status=404)
+            return answer(view, out.Error, {"error": "not found", "runId": run_id}, status=404)
         if RunStatus(run["status"]).terminal:
-            return view.json({"error": "conflict", "reason": f"run already {run['status']}"}, status=409)
+            conflict = {"error": "conflict", "reason": f"run already {run['status']}"}
+            return answer(view, out.Error, conflict, status=409)
         await self.worker.send_keyed(
             self.worker.settings.launcher_control_topic,
             run_id.encode(),
             stop_request(run_id, program_id),
             partition=None,
         )
-        return view.json({"runId": run_id, "action": "stop"}, status=202)
+        return answer(view, out.StopAccepted, {"runId": run_id, "action": "stop"}, status=202)
 
     async def list_task_definitions(self, view: View, request: Request) -> Response:
         host, name, unit = (request.query.get(k) or None for k in ("host", "name", "unit"))
@@ -779,15 +811,15 @@ class _Http:
                 schedules = await self._all_schedules(request, host)
         except _Unavailable as exc:
             return _unavailable(view, str(exc))
-        out = []
+        definitions = []
         for s in schedules:
             td = task_definition_from_schedule(state_from_json(s).schedule)
             if td is None or (name and s["name"] != name):
                 continue
             if unit and td["frequency"]["timeUnit"] != unit:
                 continue
-            out.append(td)
-        return view.json(out)
+            definitions.append(td)
+        return answer(view, out.TaskDefinitions, definitions)
 
 
 def next_time_fires(state: ScheduleState, now: int, n: int) -> list[int]:
@@ -795,16 +827,16 @@ def next_time_fires(state: ScheduleState, now: int, n: int) -> list[int]:
     leaves = [t for _, t in state.time_leaves()]
     after = max(now, state.active_since) - 1
     cursors = [t.next_due(after) for t in leaves]
-    out: list[int] = []
-    while len(out) < n:
+    dues: list[int] = []
+    while len(dues) < n:
         live = [(due, i) for i, due in enumerate(cursors) if due is not None]
         if not live:
             break
         due, i = min(live)
-        if not out or due != out[-1]:
-            out.append(due)
+        if not dues or due != dues[-1]:
+            dues.append(due)
         cursors[i] = leaves[i].next_due(due)
-    return out
+    return dues
 
 
 def _job_json(job: Job) -> dict[str, Any]:
