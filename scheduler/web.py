@@ -1,19 +1,21 @@
-"""HTTP API on Faust's web server.
+"""HTTP API on Faust's web server: a table of routes and one flat handler each.
 
-Writes become commands on the commands topic (202 with the key). A query about one schedule is answered
-by the worker that owns its partition (other workers forward it there); list queries fan out to every
-worker. While partitions are moving, a query that cannot be answered right gets 503 with Retry-After.
+Every route goes through the same steps: the tenant guard (the path's tenant or namespace must be one the
+request's token holds), the body parsed by its model (scheduler.api), then the handler. Writes become
+commands on the commands topic (202 with the key). A query about one key is answered by the worker that
+owns its partition, list queries fan out to every worker (scheduler.cluster); while partitions move, a
+query that cannot be answered right gets 503 with Retry-After. Every answer goes through its response
+model (scheduler.responses), which the OpenAPI document is generated from.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
-import aiohttp
 from aiohttp import web as aioweb
 from faust.web import Request, Response, View
 from pydantic import BaseModel, ValidationError
@@ -32,6 +34,7 @@ from scheduler.api import (
     state_from_json,
     validation_errors,
 )
+from scheduler.cluster import ROUTED_HEADER, Cluster, Unavailable
 from scheduler.codec import (
     command_from_task_definition_record,
     decode_json,
@@ -70,251 +73,46 @@ from scheduler.triggers.progress import describe
 if TYPE_CHECKING:
     from scheduler.ports import WebPort
 
-ROUTED_HEADER = "X-Scheduler-Routed"
+__all__ = ["ROUTED_HEADER", "ROUTES", "answer", "register_views"]
+
 MAX_LIST = 10_000
 MAX_NEXT = 1_000
 
 
-class _Unavailable(Exception):
-    pass
+# --- the shared steps --------------------------------------------------------------------------------
 
 
-def register_views(worker: WebPort) -> None:
-    app = worker.faust_app
-    http = _Http(worker)
-    # every route, Faust's own included, goes through auth (raises AuthConfigError: the worker won't start)
-    middlewares = cast(Any, app.web).web_app.middlewares
-    middlewares.append(auth.middleware(auth.load_tokens(worker.settings)))
-    middlewares.append(_json_errors)
+@dataclass(frozen=True)
+class Call:
+    """One request as a handler sees it: its view (to answer), the request, the path's parameters and
+    the parsed body (None if the route takes none, or took an empty one)."""
 
-    @app.page("/schedules")
-    class Schedules(View):
-        async def post(self, request: Request) -> Response:
-            body, error = await http.parse(self, request, ScheduleIn)
-            if error is not None:
-                return error
-            assert isinstance(body, ScheduleIn)
-            cmd = ScheduleCommand(body.key(), Action.INSERT, body.to_schedule(body.key()))
-            return await http.submit(self, request, cmd)
+    view: View
+    request: Request
+    params: dict[str, str] = field(default_factory=dict)
+    body: Any = None
 
-        async def get(self, request: Request) -> Response:
-            return await http.list_schedules(self, request)
+    @property
+    def key(self) -> ScheduleKey:
+        return ScheduleKey(self.params["tenant"], self.params["name"])
 
-    @app.page("/schedules/{tenant}/{name}")
-    class OneSchedule(View):
-        async def get(self, request: Request, tenant: str, name: str) -> Response:
-            if denied := _deny_tenants(self, request, tenant):
-                return denied
-            return await http.one(self, request, ScheduleKey(tenant, name))
+    @property
+    def program(self) -> str:
+        return "/".join(self.params[p] for p in ("namespace", "application", "type", "name"))
 
-        async def put(self, request: Request, tenant: str, name: str) -> Response:
-            if denied := _deny_tenants(self, request, tenant):
-                return denied
-            body, error = await http.parse(self, request, ScheduleBody)
-            if error is not None:
-                return error
-            assert isinstance(body, ScheduleBody)
-            key = ScheduleKey(tenant, name)
-            return await http.submit(
-                self, request, ScheduleCommand(key, Action.UPDATE, body.to_schedule(key))
-            )
+    def answer(self, model: type[BaseModel], body: Any, status: int = 200) -> Response:
+        return answer(self.view, model, body, status)
 
-        async def delete(self, request: Request, tenant: str, name: str) -> Response:
-            return await http.submit(self, request, ScheduleCommand(ScheduleKey(tenant, name), Action.DELETE))
+    def error(self, status: int, **fields: Any) -> Response:
+        return answer(self.view, out.Error, fields, status)
 
-    @app.page("/schedules/{tenant}/{name}/enable")
-    class Enable(View):
-        async def post(self, request: Request, tenant: str, name: str) -> Response:
-            return await http.submit(self, request, ScheduleCommand(ScheduleKey(tenant, name), Action.ENABLE))
+    def field_error(self, name: str, message: str) -> Response:
+        return field_error(self.view, name, message)
 
-    @app.page("/schedules/{tenant}/{name}/disable")
-    class Disable(View):
-        async def post(self, request: Request, tenant: str, name: str) -> Response:
-            return await http.submit(
-                self, request, ScheduleCommand(ScheduleKey(tenant, name), Action.DISABLE)
-            )
-
-    @app.page("/schedules/{tenant}/{name}/run")
-    class RunNow(View):
-        """Fire once now (or at `at`), whatever the triggers say: a job for a program schedule."""
-
-        async def post(self, request: Request, tenant: str, name: str) -> Response:
-            if denied := _deny_tenants(self, request, tenant):
-                return denied
-            body, error = await http.parse(self, request, RunIn, empty_ok=True)
-            if error is not None:
-                return error
-            at = body.at if body is not None and body.at is not None else worker.clock()
-            cmd = ScheduleCommand(ScheduleKey(tenant, name), Action.RUN, fire_range=(at, at))
-            return await http.submit(self, request, cmd)
-
-    @app.page("/schedules/{tenant}/{name}/backfill")
-    class Backfill(View):
-        """Fire every due instant of the schedule's time triggers in [from, to] (epoch ms)."""
-
-        async def post(self, request: Request, tenant: str, name: str) -> Response:
-            if denied := _deny_tenants(self, request, tenant):
-                return denied
-            body, error = await http.parse(self, request, BackfillIn)
-            if error is not None:
-                return error
-            assert isinstance(body, BackfillIn)
-            cmd = ScheduleCommand(
-                ScheduleKey(tenant, name), Action.BACKFILL, fire_range=(body.from_ms, body.to_ms)
-            )
-            return await http.submit(self, request, cmd)
-
-    @app.page("/schedules/{tenant}/{name}/next")
-    class NextFires(View):
-        async def get(self, request: Request, tenant: str, name: str) -> Response:
-            if denied := _deny_tenants(self, request, tenant):
-                return denied
-            return await http.next_fires(self, request, ScheduleKey(tenant, name))
-
-    @app.page("/schedulers")
-    class LightSchedulers(View):
-        """light-scheduler's two endpoints, with its TaskDefinition JSON."""
-
-        async def post(self, request: Request) -> Response:
-            body, error = await http.parse(self, request, TaskDefinitionIn)
-            if error is not None:
-                return error
-            assert isinstance(body, TaskDefinitionIn)
-            try:
-                cmd = command_from_task_definition_record(body.to_record())
-            except InvalidSchedule as exc:
-                return _field_error(self, exc.field, exc.message)
-            response = await http.submit(self, request, cmd, status=200)
-            return response
-
-        async def get(self, request: Request) -> Response:
-            return await http.list_task_definitions(self, request)
-
-    @app.page("/schedules/{tenant}/{name}/trigger")
-    class TriggerProgressView(View):
-        async def get(self, request: Request, tenant: str, name: str) -> Response:
-            if denied := _deny_tenants(self, request, tenant):
-                return denied
-            return await http.trigger_progress(self, request, ScheduleKey(tenant, name))
-
-    @app.page("/events")
-    class Events(View):
-        async def post(self, request: Request) -> Response:
-            return await http.publish_event(self, request)
-
-    @app.page("/triggers")
-    class TriggerIndex(View):
-        """Which schedules' triggers an event key reaches (the reverse trigger index)."""
-
-        async def get(self, request: Request) -> Response:
-            return await http.index_entry(self, request)
-
-    @app.page("/jobs")
-    class Jobs(View):
-        async def get(self, request: Request) -> Response:
-            return await http.list_jobs(self, request)
-
-    @app.page("/programs")
-    class Programs(View):
-        async def get(self, request: Request) -> Response:
-            await worker.registry.start()
-            who = auth.principal_of(request)
-            return answer(
-                self,
-                out.Programs,
-                {
-                    pid: spec.model_dump()
-                    for pid, spec in sorted(worker.registry.all().items())
-                    if who.sees(program_tenant(pid))
-                },
-            )
-
-    @app.page("/programs/{namespace}/{application}/{type}/{name}")
-    class OneProgram(View):
-        async def put(
-            self, request: Request, namespace: str, application: str, type: str, name: str
-        ) -> Response:
-            if denied := _deny_tenants(self, request, namespace):
-                return denied
-            return await http.register_program(self, request, f"{namespace}/{application}/{type}/{name}")
-
-        async def get(
-            self, request: Request, namespace: str, application: str, type: str, name: str
-        ) -> Response:
-            if denied := _deny_tenants(self, request, namespace):
-                return denied
-            await worker.registry.start()
-            spec = worker.registry.get(f"{namespace}/{application}/{type}/{name}")
-            if spec is None:
-                return answer(self, out.Error, {"error": "not found"}, status=404)
-            return answer(self, ProgramSpec, spec.model_dump())
-
-    @app.page("/programs/{namespace}/{application}/{type}/{name}/status")
-    class ProgramStatusView(View):
-        async def get(
-            self, request: Request, namespace: str, application: str, type: str, name: str
-        ) -> Response:
-            if denied := _deny_tenants(self, request, namespace):
-                return denied
-            return await http.program_runs(
-                self, request, f"{namespace}/{application}/{type}/{name}", "status"
-            )
-
-    @app.page("/programs/{namespace}/{application}/{type}/{name}/runs")
-    class ProgramRuns(View):
-        async def get(
-            self, request: Request, namespace: str, application: str, type: str, name: str
-        ) -> Response:
-            if denied := _deny_tenants(self, request, namespace):
-                return denied
-            return await http.program_runs(self, request, f"{namespace}/{application}/{type}/{name}", "runs")
-
-    # Run ids contain '/' (they are job ids): the stop route must be matched before the one-run route.
-    @app.page("/programs/{namespace}/{application}/{type}/{name}/runs/{run_id:.+}/stop")
-    class StopRun(View):
-        async def post(
-            self, request: Request, namespace: str, application: str, type: str, name: str, run_id: str
-        ) -> Response:
-            if denied := _deny_tenants(self, request, namespace):
-                return denied
-            return await http.stop_run(self, request, f"{namespace}/{application}/{type}/{name}", run_id)
-
-    @app.page("/programs/{namespace}/{application}/{type}/{name}/runs/{run_id:.+}")
-    class OneRun(View):
-        async def get(
-            self, request: Request, namespace: str, application: str, type: str, name: str, run_id: str
-        ) -> Response:
-            if denied := _deny_tenants(self, request, namespace):
-                return denied
-            return await http.program_runs(
-                self, request, f"{namespace}/{application}/{type}/{name}", "run", run_id
-            )
-
-    @app.page("/health")
-    class Health(View):
-        async def get(self, request: Request) -> Response:
-            return answer(
-                self,
-                out.Health,
-                {
-                    "status": "ok",
-                    "partitions": sorted(worker.active_partitions()),
-                    # ready: not rebalancing nor recovering, so queries are answered (not 503)
-                    "ready": not worker.faust_app.rebalancing
-                    and not getattr(worker.faust_app, "in_recovery", False),
-                    "fires": worker.punctuator.stats.fires,
-                    "catchUpFires": worker.punctuator.stats.catch_up_fires,
-                    "commandsApplied": worker.commands_applied,
-                    "deadLetters": worker.dead_letters,
-                    **worker.stats,
-                },
-            )
-
-    from scheduler import admin_ui, metrics, openapi
-
-    metrics.register_routes(worker)
-    admin_ui.register_routes(worker)
-    openapi.register_routes(worker)
+    def unavailable(self, why: str) -> Response:
+        response = self.error(503, error="unavailable", reason=why)
+        response.headers["Retry-After"] = "2"
+        return response
 
 
 def answer(view: View, model: type[BaseModel], body: Any, status: int = 200) -> Response:
@@ -324,18 +122,52 @@ def answer(view: View, model: type[BaseModel], body: Any, status: int = 200) -> 
     return view.json(typed.model_dump(mode="json", exclude_unset=True), status=status)
 
 
-def _deny_tenants(view: View, request: Request, *tenants: str) -> Response | None:
+def field_error(view: View, name: str, message: str, status: int = 400) -> Response:
+    errors = {"error": "invalid request", "fields": [{"field": name, "message": message}]}
+    return answer(view, out.ValidationError, errors, status)
+
+
+def deny_tenants(view: View, request: Request, *tenants: str) -> Response | None:
     """403 unless the request's token holds every one of `tenants`."""
     who = auth.principal_of(request)
     for tenant in sorted(set(tenants)):
         if not who.sees(tenant):
-            return answer(
-                view,
-                out.Error,
-                {"error": "forbidden", "reason": f"this token may not access tenant {tenant!r}"},
-                status=403,
-            )
+            reason = f"this token may not access tenant {tenant!r}"
+            return answer(view, out.Error, {"error": "forbidden", "reason": reason}, status=403)
     return None
+
+
+async def parse_body(
+    view: View, request: Request, model: type[BaseModel], empty_ok: bool = False
+) -> tuple[Any, Response | None]:
+    """The body validated by `model`, or the 400 naming the field that is wrong."""
+    if empty_ok and not await cast(Any, request).read():
+        return None, None
+    try:
+        raw = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError, RecursionError):  # 10k-deep JSON
+        return None, field_error(view, "body", "not valid JSON")
+    try:
+        return model.model_validate(raw), None
+    except ValidationError as exc:
+        errors = {"error": "invalid request", "fields": validation_errors(exc)}
+        return None, answer(view, out.ValidationError, errors, status=400)
+
+
+Handler = Callable[["Handlers", Call], Awaitable[Response]]
+
+
+@dataclass(frozen=True)
+class Route:
+    """One method of one path: its handler, the path parameter its tenant guard checks (the tenant or the
+    program's namespace; None: the handler checks what the request touches), and its body's model."""
+
+    method: str
+    path: str
+    handler: Handler
+    guard: str | None = None
+    body: type[BaseModel] | None = None
+    empty_body_ok: bool = False
 
 
 @aioweb.middleware
@@ -353,47 +185,97 @@ async def _json_errors(
         return aioweb.json_response(body, status=exc.status, headers=headers)
 
 
-def _field_error(view: View, field: str, message: str, status: int = 400) -> Response:
-    return answer(
-        view,
-        out.ValidationError,
-        {"error": "invalid request", "fields": [{"field": field, "message": message}]},
-        status=status,
-    )
+def _view_method(handlers: Handlers, route: Route) -> Callable[..., Awaitable[Response]]:
+    async def method(view: View, request: Request, **params: str) -> Response:
+        if route.guard is not None and (denied := deny_tenants(view, request, params[route.guard])):
+            return denied
+        body = None
+        if route.body is not None:
+            body, error = await parse_body(view, request, route.body, route.empty_body_ok)
+            if error is not None:
+                return error
+        return await route.handler(handlers, Call(view, request, params, body))
+
+    return method
 
 
-def _unavailable(view: View, why: str) -> Response:
-    response = answer(view, out.Error, {"error": "unavailable", "reason": why}, status=503)
-    response.headers["Retry-After"] = "2"
-    return response
+def register_views(worker: WebPort) -> None:
+    """Add every route of ROUTES (and /metrics, /ui, /openapi.json) to the worker's web app."""
+    app = worker.faust_app
+    # every route, Faust's own included, goes through auth (raises AuthConfigError: the worker won't start)
+    middlewares = cast(Any, app.web).web_app.middlewares
+    middlewares.append(auth.middleware(auth.load_tokens(worker.settings)))
+    middlewares.append(_json_errors)
+    handlers = Handlers(worker)
+    paths: dict[str, dict[str, Any]] = {}
+    for route in ROUTES:  # in order: a path registered first is matched first
+        paths.setdefault(route.path, {})[route.method.lower()] = _view_method(handlers, route)
+    for i, (path, methods) in enumerate(paths.items()):
+        app.page(path)(type(f"Route{i}", (View,), methods))
+
+    from scheduler import admin_ui, metrics, openapi
+
+    metrics.register_routes(worker)
+    admin_ui.register_routes(worker)
+    openapi.register_routes(worker)
 
 
-class _Http:
+# --- the handlers ------------------------------------------------------------------------------------
+
+
+class Handlers:
     def __init__(self, worker: WebPort) -> None:
         self.worker = worker
+        self.cluster = Cluster(worker)
 
-    # --- input --------------------------------------------------------------------------------
+    # --- writes -------------------------------------------------------------------------------
 
-    async def parse(
-        self, view: View, request: Request, model: type[BaseModel], empty_ok: bool = False
-    ) -> tuple[Any, Response | None]:
-        if empty_ok and not await cast(Any, request).read():
-            return None, None
+    async def create_schedule(self, call: Call) -> Response:
+        body: ScheduleIn = call.body
+        return await self.submit(
+            call, ScheduleCommand(body.key(), Action.INSERT, body.to_schedule(body.key()))
+        )
+
+    async def update_schedule(self, call: Call) -> Response:
+        body: ScheduleBody = call.body
+        return await self.submit(call, ScheduleCommand(call.key, Action.UPDATE, body.to_schedule(call.key)))
+
+    async def delete_schedule(self, call: Call) -> Response:
+        return await self.submit(call, ScheduleCommand(call.key, Action.DELETE))
+
+    async def enable(self, call: Call) -> Response:
+        return await self.submit(call, ScheduleCommand(call.key, Action.ENABLE))
+
+    async def disable(self, call: Call) -> Response:
+        return await self.submit(call, ScheduleCommand(call.key, Action.DISABLE))
+
+    async def run_now(self, call: Call) -> Response:
+        """Fire once now (or at `at`), whatever the triggers say: a job for a program schedule."""
+        body: RunIn | None = call.body
+        at = body.at if body is not None and body.at is not None else self.worker.clock()
+        return await self.submit(call, ScheduleCommand(call.key, Action.RUN, fire_range=(at, at)))
+
+    async def backfill(self, call: Call) -> Response:
+        """Fire every due instant of the schedule's time triggers in [from, to] (epoch ms)."""
+        body: BackfillIn = call.body
+        return await self.submit(
+            call, ScheduleCommand(call.key, Action.BACKFILL, fire_range=(body.from_ms, body.to_ms))
+        )
+
+    async def create_task_definition(self, call: Call) -> Response:
+        """light-scheduler's POST /schedulers, with its TaskDefinition JSON."""
+        body: TaskDefinitionIn = call.body
         try:
-            raw = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError, ValueError, RecursionError):  # 10k-deep JSON
-            return None, _field_error(view, "body", "not valid JSON")
-        try:
-            return model.model_validate(raw), None
-        except ValidationError as exc:
-            errors = {"error": "invalid request", "fields": validation_errors(exc)}
-            return None, answer(view, out.ValidationError, errors, status=400)
+            cmd = command_from_task_definition_record(body.to_record())
+        except InvalidSchedule as exc:
+            return call.field_error(exc.field, exc.message)
+        return await self.submit(call, cmd, status=200)
 
-    async def submit(self, view: View, request: Request, cmd: ScheduleCommand, status: int = 202) -> Response:
+    async def submit(self, call: Call, cmd: ScheduleCommand, status: int = 202) -> Response:
         """Check tenants, validate, check the key against the owner's table, and produce the command."""
         schedule = cmd.schedule
         tenants = schedule_tenants(schedule) if schedule is not None else set()
-        if denied := _deny_tenants(view, request, cmd.key.tenant, *tenants):
+        if denied := deny_tenants(call.view, call.request, cmd.key.tenant, *tenants):
             return denied
         if schedule is not None and schedule.program is not None:
             program = schedule.program.id
@@ -401,50 +283,257 @@ class _Http:
                 cmd = replace(cmd, schedule=replace(schedule, topic=self.worker.settings.launch_topic))
             await self.worker.registry.start()
             if self.worker.registry.get(program) is None:
-                return _field_error(view, "program", f"unknown program {program} (register it first)")
+                return call.field_error("program", f"unknown program {program} (register it first)")
         try:
             validate_command(cmd)
         except (InvalidSchedule, CommandRejected) as exc:
-            field = exc.field if isinstance(exc, InvalidSchedule) else "body"
+            field_name = exc.field if isinstance(exc, InvalidSchedule) else "body"
             message = exc.message if isinstance(exc, InvalidSchedule) else str(exc)
-            return _field_error(view, field, message)
+            return call.field_error(field_name, message)
         try:
-            current, tenant_full = await self.fetch_full(cmd.key, request)
-        except _Unavailable as exc:
-            return _unavailable(view, str(exc))
+            current, tenant_full = await self.fetch_full(cmd.key, call.request)
+        except Unavailable as exc:
+            return call.unavailable(str(exc))
         if cmd.action is Action.INSERT and current is None and tenant_full:
             limit = self.worker.settings.max_schedules_per_tenant
-            return answer(
-                view,
-                out.Error,
-                {
-                    "error": "limit",
-                    "reason": f"tenant {cmd.key.tenant!r} holds its maximum of {limit} schedules",
-                },
-                status=409,
-            )
+            reason = f"tenant {cmd.key.tenant!r} holds its maximum of {limit} schedules"
+            return call.error(409, error="limit", reason=reason)
         if cmd.action in (Action.RUN, Action.BACKFILL) and current is not None:
             try:
                 fires = len(await manual_fires_yielding(state_from_json(current), cmd))
             except CommandRejected as exc:
-                return _field_error(view, "to" if cmd.action is Action.BACKFILL else "body", str(exc))
+                return call.field_error("to" if cmd.action is Action.BACKFILL else "body", str(exc))
             await self.worker.send_command(cmd)
             accepted = {"key": cmd.key.id, "action": cmd.action.value, "fires": fires}
-            return answer(view, out.Accepted, accepted, status=status)
+            return call.answer(out.Accepted, accepted, status)
         if cmd.action is Action.INSERT and current is not None and cmd.schedule is not None:
             if replace(state_from_json(current).schedule, enabled=cmd.schedule.enabled) != cmd.schedule:
-                return answer(
-                    view,
-                    out.Error,
-                    {"error": "conflict", "reason": f"schedule {cmd.key.id!r} already exists (use PUT)"},
-                    status=409,
-                )
+                reason = f"schedule {cmd.key.id!r} already exists (use PUT)"
+                return call.error(409, error="conflict", reason=reason)
         elif cmd.action is not Action.INSERT and current is None:
-            return answer(view, out.Error, {"error": "not found", "key": cmd.key.id}, status=404)
+            return call.error(404, error="not found", key=cmd.key.id)
         await self.worker.send_command(cmd)
-        return answer(view, out.Accepted, {"key": cmd.key.id, "action": cmd.action.value}, status=status)
+        return call.answer(out.Accepted, {"key": cmd.key.id, "action": cmd.action.value}, status)
 
-    # --- queries ------------------------------------------------------------------------------
+    async def publish_event(self, call: Call) -> Response:
+        body: EventIn = call.body
+        ts = body.timestamp if body.timestamp is not None else self.worker.clock()
+        notification = Notification(ts, body.eventType, dict(body.payload))
+        try:
+            parsed = parse_event(notification)
+        except InvalidEvent as exc:
+            return call.field_error("eventType" if "event type" in str(exc) else "payload", str(exc))
+        if denied := deny_tenants(call.view, call.request, event_tenant(parsed)):
+            return denied
+        key = event_key(parsed)
+        await self.worker.send_keyed(
+            self.worker.settings.events_topic,
+            key.encode(),
+            encode("Notification", notification_to_avro(notification)),
+        )
+        return call.answer(out.EventAccepted, {"eventKey": key, "timestamp": ts}, 202)
+
+    async def register_program(self, call: Call) -> Response:
+        program_id = call.program
+        try:
+            ProgramId.parse(program_id)
+        except InvalidSchedule as exc:
+            return call.field_error("program", exc.message)
+        body, error = await parse_body(call.view, call.request, ProgramSpec)
+        if error is not None:
+            return error
+        assert isinstance(body, ProgramSpec)
+        for field_name, message in body.problems():
+            return call.field_error(field_name, message)
+        try:
+            value = body.model_dump_json().encode()
+        except PydanticSerializationError:  # a lone surrogate (JSON's \udXXX escapes) has no UTF-8
+            return call.field_error("body", "not valid Unicode (a lone surrogate)")
+        await self.worker.send_keyed(
+            self.worker.settings.programs_topic, program_id.encode(), value, partition=None
+        )
+        return call.answer(out.ProgramAccepted, {"program": program_id}, 202)
+
+    async def stop_run(self, call: Call) -> Response:
+        program_id, run_id = call.program, call.params["run_id"]
+        try:
+            owner = self.cluster.owner(program_id.encode())
+            if owner is None:
+                raw = self.worker.run_records.get(program_id.encode())
+                run = next((r for r in (decode_json(raw) if raw else []) if r["run_id"] == run_id), None)
+                status = 200 if run is not None else 404
+            else:
+                status, run = await self.cluster.get(
+                    f"{owner}/programs/{quote(program_id)}/runs/{quote(run_id, safe='')}", call.request
+                )
+                if status not in (200, 404):
+                    raise Unavailable(f"owner answered {status}")
+        except Unavailable as exc:
+            return call.unavailable(str(exc))
+        if status == 404 or run is None:
+            return call.error(404, error="not found", runId=run_id)
+        if RunStatus(run["status"]).terminal:
+            return call.error(409, error="conflict", reason=f"run already {run['status']}")
+        await self.worker.send_keyed(
+            self.worker.settings.launcher_control_topic,
+            run_id.encode(),
+            stop_request(run_id, program_id),
+            partition=None,
+        )
+        return call.answer(out.StopAccepted, {"runId": run_id, "action": "stop"}, 202)
+
+    # --- one-key queries: answered by the key's owner -----------------------------------------
+
+    async def _forwarded(self, call: Call, key: bytes) -> Response | None:
+        """The owner's answer if another worker owns `key` (None: this one does)."""
+        try:
+            forwarded = await self.cluster.forward(call.request, key)
+        except Unavailable as exc:
+            return call.unavailable(str(exc))
+        return None if forwarded is None else call.view.json(forwarded[1], status=forwarded[0])
+
+    async def get_schedule(self, call: Call) -> Response:
+        key = call.key
+        if (forwarded := await self._forwarded(call, key_bytes(key))) is not None:
+            return forwarded
+        kb = key_bytes(key)
+        state = self.worker.local_state(kb)
+        if state is None:
+            full = self.worker.tenant_full(self.worker.partition_of(kb), key.tenant)
+            return call.error(404, error="not found", key=key.id, tenantFull=full)
+        return call.answer(out.Schedule, self._local_json(state))
+
+    async def next_fires(self, call: Call) -> Response:
+        try:
+            n = int(call.request.query.get("n", "10"))
+            if not 1 <= n <= MAX_NEXT:
+                raise ValueError
+        except ValueError:
+            return call.field_error("n", f"must be an integer between 1 and {MAX_NEXT}")
+        try:
+            current = await self.fetch(call.key, call.request)
+        except Unavailable as exc:
+            return call.unavailable(str(exc))
+        if current is None:
+            return call.error(404, error="not found", key=call.key.id)
+        state = state_from_json(current)
+        fires = next_time_fires(state, self.worker.clock(), n)
+        return call.answer(
+            out.NextFires, {"key": call.key.id, "enabled": state.schedule.enabled, "next": fires}
+        )
+
+    async def trigger_progress(self, call: Call) -> Response:
+        kb = key_bytes(call.key)
+        if (forwarded := await self._forwarded(call, kb)) is not None:
+            return forwarded
+        state = self.worker.local_state(kb)
+        if state is None:
+            return call.error(404, error="not found", key=call.key.id)
+        progress = self.worker.triggers.load_progress(kb, state)
+        return call.answer(
+            out.TriggerProgress,
+            {
+                "key": call.key.id,
+                "version": state.version,
+                "enabled": state.schedule.enabled,
+                "jobsCreated": progress.seq,
+                "trigger": describe(state.schedule.trigger, progress),
+            },
+        )
+
+    async def index_entry(self, call: Call) -> Response:
+        """Which schedules' triggers an event key reaches (the reverse trigger index)."""
+        event_key_ = call.request.query.get("eventKey") or ""
+        if not event_key_:
+            return call.field_error("eventKey", "required, e.g. partition:<namespace>.<dataset>")
+        if denied := deny_tenants(call.view, call.request, event_key_tenant(event_key_)):
+            return denied
+        kb = event_key_.encode()
+        if (forwarded := await self._forwarded(call, kb)) is not None:
+            return forwarded
+        entry = IndexEntry.decode(self.worker.trigger_index.get(kb))
+        triggers = sorted(entry.triggers.values(), key=lambda t: (t.schedule, t.path))
+        return call.answer(
+            out.IndexEntry, {"eventKey": event_key_, "triggers": [t.to_json() for t in triggers]}
+        )
+
+    async def _runs(self, call: Call) -> tuple[Response | None, list[dict[str, Any]]]:
+        """A program's run records, from the worker that owns its partition (or that worker's answer)."""
+        kb = call.program.encode()
+        if (forwarded := await self._forwarded(call, kb)) is not None:
+            return forwarded, []
+        raw = self.worker.run_records.get(kb)
+        return None, decode_json(raw) if raw is not None else []
+
+    async def one_run(self, call: Call) -> Response:
+        forwarded, runs = await self._runs(call)
+        if forwarded is not None:
+            return forwarded
+        run_id = call.params["run_id"]
+        run = next((r for r in runs if r["run_id"] == run_id), None)
+        if run is None:
+            return call.error(404, error="not found", runId=run_id)
+        return call.answer(out.Run, run)
+
+    async def program_runs(self, call: Call) -> Response:
+        forwarded, runs = await self._runs(call)
+        if forwarded is not None:
+            return forwarded
+        status = call.request.query.get("status")
+        listed = [r for r in runs if status is None or r["status"] == status]
+        return call.answer(out.Runs, {"program": call.program, "runs": listed})
+
+    async def program_status(self, call: Call) -> Response:
+        forwarded, runs = await self._runs(call)
+        if forwarded is not None:
+            return forwarded
+        active = [r for r in runs if not RunStatus(r["status"]).terminal]
+        latest = runs[-1] if runs else None
+        return call.answer(
+            out.ProgramStatus,
+            {
+                "program": call.program,
+                "status": "RUNNING" if active else (latest["status"] if latest else "NEVER_RUN"),
+                "activeRuns": [{"runId": r["run_id"], "status": r["status"]} for r in active],
+                "lastRun": latest,
+            },
+        )
+
+    async def list_programs(self, call: Call) -> Response:
+        await self.worker.registry.start()
+        who = auth.principal_of(call.request)
+        specs = {
+            pid: spec.model_dump()
+            for pid, spec in sorted(self.worker.registry.all().items())
+            if who.sees(program_tenant(pid))
+        }
+        return call.answer(out.Programs, specs)
+
+    async def get_program(self, call: Call) -> Response:
+        await self.worker.registry.start()
+        spec = self.worker.registry.get(call.program)
+        if spec is None:
+            return call.error(404, error="not found")
+        return call.answer(ProgramSpec, spec.model_dump())
+
+    async def health(self, call: Call) -> Response:
+        worker, app = self.worker, self.worker.faust_app
+        return call.answer(
+            out.Health,
+            {
+                "status": "ok",
+                "partitions": sorted(worker.active_partitions()),
+                # ready: not rebalancing nor recovering, so queries are answered (not 503)
+                "ready": not app.rebalancing and not getattr(app, "in_recovery", False),
+                "fires": worker.punctuator.stats.fires,
+                "catchUpFires": worker.punctuator.stats.catch_up_fires,
+                "commandsApplied": worker.commands_applied,
+                "deadLetters": worker.dead_letters,
+                **worker.stats,
+            },
+        )
+
+    # --- reading schedules wherever they are --------------------------------------------------
 
     def _next_fire(self, state: ScheduleState) -> int | None:
         if not state.schedule.enabled:
@@ -455,88 +544,27 @@ class _Http:
     def _local_json(self, state: ScheduleState) -> dict[str, Any]:
         return schedule_json(state, self._next_fire(state))
 
-    def owner(self, key: ScheduleKey) -> str | None:
-        """Base URL of the worker owning `key`, None if that is this worker."""
-        return self.owner_of(self.worker.partition_of(key_bytes(key)))
-
-    def owner_of(self, partition: int) -> str | None:
-        """Base URL of the worker owning `partition`, None if that is this worker."""
-        app = self.worker.faust_app
-        if app.rebalancing or getattr(app, "in_recovery", False):
-            raise _Unavailable("partitions are moving between workers (rebalancing)")
-        if partition in self.worker.active_partitions():
-            return None
-        topic = self.worker.schedules.changelog_topic.get_topic_name()
-        for host, topics in self.worker.changelog_distribution().items():
-            if partition in topics.get(topic, ()):
-                if _same_url(host, self.worker.settings.web_url):
-                    break
-                return str(host).rstrip("/")
-        raise _Unavailable(f"partition {partition} has no owner right now (rebalancing)")
-
     async def fetch(self, key: ScheduleKey, request: Request) -> dict[str, Any] | None:
         """The schedule as its owner sees it, or None."""
         return (await self.fetch_full(key, request))[0]
 
     async def fetch_full(self, key: ScheduleKey, request: Request) -> tuple[dict[str, Any] | None, bool]:
         """The schedule as its owner sees it (or None), and whether its tenant's share there is full."""
-        owner = self.owner(key)
+        kb = key_bytes(key)
+        owner = self.cluster.owner(kb)
         if owner is None:
-            kb = key_bytes(key)
             state = self.worker.local_state(kb)
             if state is None:
                 return None, self.worker.tenant_full(self.worker.partition_of(kb), key.tenant)
             return self._local_json(state), False
-        status, body = await self._get(
+        status, body = await self.cluster.get(
             f"{owner}/schedules/{quote(key.tenant, safe='')}/{quote(key.name, safe='')}", request
         )
         if status == 404:
             return None, bool(body.get("tenantFull")) if isinstance(body, dict) else False
         if status != 200:
-            raise _Unavailable(f"owner answered {status}")
+            raise Unavailable(f"owner answered {status}")
         return dict(body), False
-
-    async def _get(self, url: str, request: Request | None = None) -> tuple[int, Any]:
-        headers = {ROUTED_HEADER: "1"}
-        if request is not None and "Authorization" in request.headers:
-            headers["Authorization"] = request.headers["Authorization"]  # the owner checks it too
-        try:
-            async with self.worker.faust_app.http_client.get(
-                url, headers=headers, timeout=aiohttp.ClientTimeout(total=10)
-            ) as response:
-                return response.status, await response.json(content_type=None)
-        except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as exc:
-            raise _Unavailable(f"owner {url} did not answer: {exc}") from None
-
-    async def one(self, view: View, request: Request, key: ScheduleKey) -> Response:
-        routed = await self._routed(view, request, key)
-        if routed is not None:
-            return routed
-        kb = key_bytes(key)
-        state = self.worker.local_state(kb)
-        if state is None:
-            full = self.worker.tenant_full(self.worker.partition_of(kb), key.tenant)
-            return answer(
-                view, out.Error, {"error": "not found", "key": key.id, "tenantFull": full}, status=404
-            )
-        return answer(view, out.Schedule, self._local_json(state))
-
-    async def next_fires(self, view: View, request: Request, key: ScheduleKey) -> Response:
-        try:
-            n = int(request.query.get("n", "10"))
-            if not 1 <= n <= MAX_NEXT:
-                raise ValueError
-        except ValueError:
-            return _field_error(view, "n", f"must be an integer between 1 and {MAX_NEXT}")
-        try:
-            current = await self.fetch(key, request)
-        except _Unavailable as exc:
-            return _unavailable(view, str(exc))
-        if current is None:
-            return answer(view, out.Error, {"error": "not found", "key": key.id}, status=404)
-        state = state_from_json(current)
-        fires = next_time_fires(state, self.worker.clock(), n)
-        return answer(view, out.NextFires, {"key": key.id, "enabled": state.schedule.enabled, "next": fires})
 
     async def _all_schedules(self, request: Request, tenant: str | None) -> list[dict[str, Any]]:
         """Every schedule (of `tenant`) the request's token may see, from every worker."""
@@ -548,133 +576,63 @@ class _Http:
             if (tenant is None or state.schedule.key.tenant == tenant) and who.sees(state.schedule.key.tenant)
         ]
         query = {"tenant": tenant} if tenant else {}
-        results = await self._fan_out(request, "/schedules", query, local, "schedules")
+        results = await self.cluster.fan_out(request, "/schedules", query, local, "schedules")
         results.sort(key=lambda s: s["key"])
         return results
 
-    async def _fan_out(
-        self, request: Request, path: str, query: dict[str, str], local: list[Any], field: str
-    ) -> list[Any]:
-        """`local` plus what every other worker answers for `path?local=1`; 503 unless all partitions answered."""
-        app = self.worker.faust_app
-        if app.rebalancing or getattr(app, "in_recovery", False):
-            raise _Unavailable("partitions are moving between workers (rebalancing)")
-        if request.query.get("local"):
-            return local
-        topic = self.worker.schedules.changelog_topic.get_topic_name()
-        covered = set(self.worker.active_partitions())
-        results = list(local)
-        for host, topics in self.worker.changelog_distribution().items():
-            partitions = set(topics.get(topic, ()))
-            if not partitions or _same_url(host, self.worker.settings.web_url):
-                continue
-            status, body = await self._get(
-                f"{str(host).rstrip('/')}{path}?{urlencode({'local': '1', **query})}", request
-            )
-            if status != 200:
-                raise _Unavailable(f"worker {host} answered {status}")
-            results.extend(body[field])
-            covered |= partitions
-        if covered != set(range(self.worker.settings.partitions)):
-            raise _Unavailable("not every partition has an owner right now (rebalancing)")
-        return results
+    # --- list queries: fanned out to every worker ---------------------------------------------
 
-    async def list_schedules(self, view: View, request: Request) -> Response:
+    async def list_schedules(self, call: Call) -> Response:
+        request = call.request
         tenant = request.query.get("tenant") or None
-        if tenant is not None and (denied := _deny_tenants(view, request, tenant)):
+        if tenant is not None and (denied := deny_tenants(call.view, request, tenant)):
             return denied
         try:
             limit = int(request.query.get("limit", "1000"))
             if not 1 <= limit <= MAX_LIST:
                 raise ValueError
         except ValueError:
-            return _field_error(view, "limit", f"must be an integer between 1 and {MAX_LIST}")
+            return call.field_error("limit", f"must be an integer between 1 and {MAX_LIST}")
         try:
             schedules = await self._all_schedules(request, tenant)
-        except _Unavailable as exc:
-            return _unavailable(view, str(exc))
+        except Unavailable as exc:
+            return call.unavailable(str(exc))
         if request.query.get("local"):
-            return answer(view, out.ScheduleList, {"schedules": schedules})
-        return answer(view, out.ScheduleList, {"schedules": schedules[:limit], "total": len(schedules)})
+            return call.answer(out.ScheduleList, {"schedules": schedules})
+        return call.answer(out.ScheduleList, {"schedules": schedules[:limit], "total": len(schedules)})
 
-    async def _routed(self, view: View, request: Request, key: ScheduleKey | bytes) -> Response | None:
-        """Forward to the owner of `key` (a schedule, or raw key bytes); None if this worker owns it."""
-        try:
-            kb = key if isinstance(key, bytes) else key_bytes(key)
-            owner = self.owner_of(self.worker.partition_of(kb))
-            if owner is None:
-                return None
-            if request.headers.get(ROUTED_HEADER):
-                raise _Unavailable("forwarded to a worker that does not own the key")
-            status, body = await self._get(owner + cast(Any, request).path_qs, request)
-            if status == 503:  # the owner is moving partitions too: say when to retry, as it did
-                raise _Unavailable(str(body.get("reason") if isinstance(body, dict) else "owner unavailable"))
-            return view.json(body, status=status)
-        except _Unavailable as exc:
-            return _unavailable(view, str(exc))
-
-    async def trigger_progress(self, view: View, request: Request, key: ScheduleKey) -> Response:
-        routed = await self._routed(view, request, key)
-        if routed is not None:
-            return routed
-        kb = key_bytes(key)
-        state = self.worker.local_state(kb)
-        if state is None:
-            return answer(view, out.Error, {"error": "not found", "key": key.id}, status=404)
-        progress = self.worker.triggers.load_progress(kb, state)
-        return answer(
-            view,
-            out.TriggerProgress,
-            {
-                "key": key.id,
-                "version": state.version,
-                "enabled": state.schedule.enabled,
-                "jobsCreated": progress.seq,
-                "trigger": describe(state.schedule.trigger, progress),
-            },
-        )
-
-    async def index_entry(self, view: View, request: Request) -> Response:
-        event_key = request.query.get("eventKey") or ""
-        if not event_key:
-            return _field_error(view, "eventKey", "required, e.g. partition:<namespace>.<dataset>")
-        if denied := _deny_tenants(view, request, event_key_tenant(event_key)):
+    async def list_task_definitions(self, call: Call) -> Response:
+        """light-scheduler's GET /schedulers: the schedules a TaskDefinition can express."""
+        request = call.request
+        host, name, unit = (request.query.get(k) or None for k in ("host", "name", "unit"))
+        if unit is not None and unit not in TimeUnit.__members__:
+            return call.field_error("unit", f"must be one of {', '.join(TimeUnit.__members__)}")
+        if host is not None and (denied := deny_tenants(call.view, request, host)):
             return denied
-        kb = event_key.encode()
-        routed = await self._routed(view, request, kb)
-        if routed is not None:
-            return routed
-        entry = IndexEntry.decode(self.worker.trigger_index.get(kb))
-        triggers = sorted(entry.triggers.values(), key=lambda t: (t.schedule, t.path))
-        entry_json = {"eventKey": event_key, "triggers": [t.to_json() for t in triggers]}
-        return answer(view, out.IndexEntry, entry_json)
-
-    async def publish_event(self, view: View, request: Request) -> Response:
-        body, error = await self.parse(view, request, EventIn)
-        if error is not None:
-            return error
-        assert isinstance(body, EventIn)
-        ts = body.timestamp if body.timestamp is not None else self.worker.clock()
-        notification = Notification(ts, body.eventType, dict(body.payload))
         try:
-            parsed = parse_event(notification)
-        except InvalidEvent as exc:
-            return _field_error(view, "eventType" if "event type" in str(exc) else "payload", str(exc))
-        if denied := _deny_tenants(view, request, event_tenant(parsed)):
-            return denied
-        key = event_key(parsed)
-        await self.worker.send_keyed(
-            self.worker.settings.events_topic,
-            key.encode(),
-            encode("Notification", notification_to_avro(notification)),
-        )
-        return answer(view, out.EventAccepted, {"eventKey": key, "timestamp": ts}, status=202)
+            if host and name:
+                one = await self.fetch(ScheduleKey(host, name), request)
+                schedules = [one] if one else []
+            else:
+                schedules = await self._all_schedules(request, host)
+        except Unavailable as exc:
+            return call.unavailable(str(exc))
+        definitions = []
+        for s in schedules:
+            td = task_definition_from_schedule(state_from_json(s).schedule)
+            if td is None or (name and s["name"] != name):
+                continue
+            if unit and td["frequency"]["timeUnit"] != unit:
+                continue
+            definitions.append(td)
+        return call.answer(out.TaskDefinitions, definitions)
 
-    async def list_jobs(self, view: View, request: Request) -> Response:
+    async def list_jobs(self, call: Call) -> Response:
         """Pending jobs (and recent outcomes) of every program, filtered by schedule, program or state."""
+        request = call.request
         want = {k: request.query.get(k) or None for k in ("schedule", "program", "state", "jobId")}
-        if denied := _deny_tenants(
-            view, request, *job_filter_tenants(want["schedule"], want["program"], want["jobId"])
+        if denied := deny_tenants(
+            call.view, request, *job_filter_tenants(want["schedule"], want["program"], want["jobId"])
         ):
             return denied
         who = auth.principal_of(request)
@@ -691,11 +649,11 @@ class _Http:
                         local.append({"kind": "outcome", "program": queue.program, **outcome})
         query = {k: v for k, v in want.items() if v}
         try:
-            items = await self._fan_out(request, "/jobs", query, local, "items")
-        except _Unavailable as exc:
-            return _unavailable(view, str(exc))
+            items = await self.cluster.fan_out(request, "/jobs", query, local, "items")
+        except Unavailable as exc:
+            return call.unavailable(str(exc))
         if request.query.get("local"):
-            return answer(view, out.Jobs, {"items": items})
+            return call.answer(out.Jobs, {"items": items})
 
         def keep(item: dict[str, Any]) -> bool:
             return (
@@ -706,8 +664,7 @@ class _Http:
             )
 
         items = [i for i in items if keep(i)]
-        return answer(
-            view,
+        return call.answer(
             out.Jobs,
             {
                 "jobs": [{k: v for k, v in i.items() if k != "kind"} for i in items if i["kind"] == "job"],
@@ -717,109 +674,39 @@ class _Http:
             },
         )
 
-    async def register_program(self, view: View, request: Request, program_id: str) -> Response:
-        try:
-            ProgramId.parse(program_id)
-        except InvalidSchedule as exc:
-            return _field_error(view, "program", exc.message)
-        body, error = await self.parse(view, request, ProgramSpec)
-        if error is not None:
-            return error
-        assert isinstance(body, ProgramSpec)
-        for field_name, message in body.problems():
-            return _field_error(view, field_name, message)
-        try:
-            value = body.model_dump_json().encode()
-        except PydanticSerializationError:  # a lone surrogate (JSON's \udXXX escapes) has no UTF-8
-            return _field_error(view, "body", "not valid Unicode (a lone surrogate)")
-        await self.worker.send_keyed(
-            self.worker.settings.programs_topic, program_id.encode(), value, partition=None
-        )
-        return answer(view, out.ProgramAccepted, {"program": program_id}, status=202)
 
-    async def program_runs(
-        self, view: View, request: Request, program_id: str, what: str, run_id: str | None = None
-    ) -> Response:
-        """Run records of a program, from the worker that owns its partition."""
-        kb = program_id.encode()
-        routed = await self._routed(view, request, kb)
-        if routed is not None:
-            return routed
-        raw = self.worker.run_records.get(kb)
-        runs = decode_json(raw) if raw is not None else []
-        if what == "run":
-            run = next((r for r in runs if r["run_id"] == run_id), None)
-            if run is None:
-                return answer(view, out.Error, {"error": "not found", "runId": run_id}, status=404)
-            return answer(view, out.Run, run)
-        if what == "runs":
-            status = request.query.get("status")
-            listed = [r for r in runs if status is None or r["status"] == status]
-            return answer(view, out.Runs, {"program": program_id, "runs": listed})
-        active = [r for r in runs if not RunStatus(r["status"]).terminal]
-        latest = runs[-1] if runs else None
-        return answer(
-            view,
-            out.ProgramStatus,
-            {
-                "program": program_id,
-                "status": "RUNNING" if active else (latest["status"] if latest else "NEVER_RUN"),
-                "activeRuns": [{"runId": r["run_id"], "status": r["status"]} for r in active],
-                "lastRun": latest,
-            },
-        )
+H = Handlers
+_PROGRAM = "/programs/{namespace}/{application}/{type}/{name}"
+_SCHEDULE = "/schedules/{tenant}/{name}"
 
-    async def stop_run(self, view: View, request: Request, program_id: str, run_id: str) -> Response:
-        try:
-            owner = self.owner_of(self.worker.partition_of(program_id.encode()))
-            if owner is None:
-                raw = self.worker.run_records.get(program_id.encode())
-                run = next((r for r in (decode_json(raw) if raw else []) if r["run_id"] == run_id), None)
-                status = 200 if run is not None else 404
-            else:
-                status, run = await self._get(
-                    f"{owner}/programs/{quote(program_id)}/runs/{quote(run_id, safe='')}", request
-                )
-                if status not in (200, 404):
-                    raise _Unavailable(f"owner answered {status}")
-        except _Unavailable as exc:
-            return _unavailable(view, str(exc))
-        if status == 404 or run is None:
-            return answer(view, out.Error, {"error": "not found", "runId": run_id}, status=404)
-        if RunStatus(run["status"]).terminal:
-            conflict = {"error": "conflict", "reason": f"run already {run['status']}"}
-            return answer(view, out.Error, conflict, status=409)
-        await self.worker.send_keyed(
-            self.worker.settings.launcher_control_topic,
-            run_id.encode(),
-            stop_request(run_id, program_id),
-            partition=None,
-        )
-        return answer(view, out.StopAccepted, {"runId": run_id, "action": "stop"}, status=202)
-
-    async def list_task_definitions(self, view: View, request: Request) -> Response:
-        host, name, unit = (request.query.get(k) or None for k in ("host", "name", "unit"))
-        if unit is not None and unit not in TimeUnit.__members__:
-            return _field_error(view, "unit", f"must be one of {', '.join(TimeUnit.__members__)}")
-        if host is not None and (denied := _deny_tenants(view, request, host)):
-            return denied
-        try:
-            if host and name:
-                one = await self.fetch(ScheduleKey(host, name), request)
-                schedules = [one] if one else []
-            else:
-                schedules = await self._all_schedules(request, host)
-        except _Unavailable as exc:
-            return _unavailable(view, str(exc))
-        definitions = []
-        for s in schedules:
-            td = task_definition_from_schedule(state_from_json(s).schedule)
-            if td is None or (name and s["name"] != name):
-                continue
-            if unit and td["frequency"]["timeUnit"] != unit:
-                continue
-            definitions.append(td)
-        return answer(view, out.TaskDefinitions, definitions)
+#: every route, in the order aiohttp matches them
+ROUTES: list[Route] = [
+    Route("POST", "/schedules", H.create_schedule, body=ScheduleIn),
+    Route("GET", "/schedules", H.list_schedules),
+    Route("GET", _SCHEDULE, H.get_schedule, guard="tenant"),
+    Route("PUT", _SCHEDULE, H.update_schedule, guard="tenant", body=ScheduleBody),
+    Route("DELETE", _SCHEDULE, H.delete_schedule),
+    Route("POST", f"{_SCHEDULE}/enable", H.enable),
+    Route("POST", f"{_SCHEDULE}/disable", H.disable),
+    Route("POST", f"{_SCHEDULE}/run", H.run_now, guard="tenant", body=RunIn, empty_body_ok=True),
+    Route("POST", f"{_SCHEDULE}/backfill", H.backfill, guard="tenant", body=BackfillIn),
+    Route("GET", f"{_SCHEDULE}/next", H.next_fires, guard="tenant"),
+    Route("POST", "/schedulers", H.create_task_definition, body=TaskDefinitionIn),
+    Route("GET", "/schedulers", H.list_task_definitions),
+    Route("GET", f"{_SCHEDULE}/trigger", H.trigger_progress, guard="tenant"),
+    Route("POST", "/events", H.publish_event, body=EventIn),
+    Route("GET", "/triggers", H.index_entry),
+    Route("GET", "/jobs", H.list_jobs),
+    Route("GET", "/programs", H.list_programs),
+    Route("PUT", _PROGRAM, H.register_program, guard="namespace"),
+    Route("GET", _PROGRAM, H.get_program, guard="namespace"),
+    Route("GET", f"{_PROGRAM}/status", H.program_status, guard="namespace"),
+    Route("GET", f"{_PROGRAM}/runs", H.program_runs, guard="namespace"),
+    # Run ids contain '/' (they are job ids): the stop route must be matched before the one-run route.
+    Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/stop", H.stop_run, guard="namespace"),
+    Route("GET", f"{_PROGRAM}/runs/{{run_id:.+}}", H.one_run, guard="namespace"),
+    Route("GET", "/health", H.health),
+]
 
 
 def next_time_fires(state: ScheduleState, now: int, n: int) -> list[int]:
@@ -853,10 +740,3 @@ def _job_json(job: Job) -> dict[str, Any]:
         "reason": job.reason,
         "checkAt": job.check_at,
     }
-
-
-def _same_url(a: Any, b: str) -> bool:
-    return str(a).rstrip("/") == b.rstrip("/")
-
-
-__all__ = ["register_views"]

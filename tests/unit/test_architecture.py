@@ -119,7 +119,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "launcher", "spark_runner", "examples", "examples.pipelines",
         },
     ),
-    ("http", {"web", "api", "responses", "openapi", "auth", "admin_ui"}),
+    ("http", {"web", "cluster", "api", "responses", "openapi", "auth", "admin_ui"}),
     ("cli", {"cli", "client", "demo", "analytics", "__main__", ""}),
 ]  # fmt: skip
 

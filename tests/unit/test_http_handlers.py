@@ -1,0 +1,141 @@
+"""The HTTP routes' shared steps and handlers through the web port, with no broker and no server: a fake
+worker that owns every partition, a fake view that keeps what is answered, mocked requests."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import make_mocked_request
+
+from scheduler.auth import PRINCIPAL, Principal
+from scheduler.codec import decode_command
+from scheduler.config import Settings
+from scheduler.model import Action, ScheduleCommand
+from scheduler.programs import ProgramSpec
+from scheduler.web import ROUTES, Handlers, _view_method
+
+pytestmark = pytest.mark.unit
+
+
+@dataclass
+class FakeWorker:
+    settings: Settings
+    stats: Counter[str] = field(default_factory=Counter)
+    commands: list[ScheduleCommand] = field(default_factory=list)
+    faust_app: Any = field(default_factory=lambda: SimpleNamespace(rebalancing=False))
+    registry: Any = None
+
+    def __post_init__(self) -> None:
+        programs = {"acme/etl/spark/load": ProgramSpec(kind="pyspark", target="x.y:z")}
+
+        async def start() -> None:
+            return None
+
+        self.registry = SimpleNamespace(start=start, get=programs.get, all=lambda: programs)
+
+    def clock(self) -> int:
+        return 1_795_000_000_000
+
+    def partition_of(self, key: bytes) -> int:
+        return 0
+
+    def active_partitions(self) -> set[int]:
+        return {0}
+
+    def local_state(self, key: bytes) -> Any:
+        return None
+
+    def tenant_full(self, partition: int, tenant: str) -> bool:
+        return False
+
+    async def send_command(
+        self, cmd: ScheduleCommand, value: bytes | None = None, headers: Any = None
+    ) -> None:
+        self.commands.append(cmd if value is None else decode_command(value))
+
+
+class FakeView:
+    def json(self, value: Any, status: int = 200) -> Any:
+        return SimpleNamespace(status=status, body=value, headers={})
+
+
+@pytest.fixture
+def worker(tmp_path: Path) -> FakeWorker:
+    return FakeWorker(Settings(app_id="handlers", data_dir=tmp_path, auth="off"))
+
+
+async def call(
+    worker: FakeWorker,
+    method: str,
+    path: str,
+    body: Any = None,
+    tenants: frozenset[str] | None = None,
+    **params: str,
+) -> Any:
+    route = next(r for r in ROUTES if r.method == method and r.path == path)
+    raw = b"" if body is None else json.dumps(body).encode()
+    request = make_mocked_request(method, path, payload=None)
+    request._read_bytes = raw  # what request.read() / request.json() answer
+    request[PRINCIPAL] = Principal("t", frozenset({"sched:r", "sched:w"}), tenants)
+    return await _view_method(Handlers(worker), route)(FakeView(), request, **params)  # type: ignore[arg-type]
+
+
+CRON = {"tenant": "acme", "name": "a", "trigger": {"type": "cron", "expression": "0 * * * *"}, "topic": "out"}
+
+
+async def test_a_valid_schedule_is_a_command_and_202(worker: FakeWorker) -> None:
+    answer = await call(worker, "POST", "/schedules", CRON)
+    assert (answer.status, answer.body) == (202, {"key": "acme/a", "action": "INSERT"})
+    [cmd] = worker.commands
+    assert cmd.action is Action.INSERT and cmd.schedule is not None and cmd.schedule.topic == "out"
+
+
+async def test_the_shared_parse_names_the_field_and_sends_nothing(worker: FakeWorker) -> None:
+    bad = {**CRON, "trigger": {"type": "programRuns", "program": "acme/etl/spark/load", "runs": 0}}
+    answer = await call(worker, "POST", "/schedules", bad)
+    assert answer.status == 400 and answer.body["fields"][0]["field"] == "trigger.runs"
+    not_json = await call(worker, "POST", "/schedules", None)
+    assert not_json.status == 400 and not_json.body["fields"] == [
+        {"field": "body", "message": "not valid JSON"}
+    ]
+    assert worker.commands == []
+
+
+async def test_the_tenant_guard_answers_403_before_the_handler(worker: FakeWorker) -> None:
+    answer = await call(
+        worker, "GET", "/schedules/{tenant}/{name}", tenants=frozenset({"beta"}), tenant="acme", name="a"
+    )
+    assert answer.status == 403 and "acme" in answer.body["reason"]
+    program = "/programs/{namespace}/{application}/{type}/{name}"
+    params = {"namespace": "acme", "application": "etl", "type": "spark", "name": "load"}
+    assert (await call(worker, "GET", program, tenants=frozenset({"beta"}), **params)).status == 403
+    assert (await call(worker, "GET", program, tenants=frozenset({"acme"}), **params)).status == 200
+
+
+async def test_a_write_touching_another_tenants_program_is_refused(worker: FakeWorker) -> None:
+    body = {
+        **CRON,
+        "trigger": {"type": "programStarted", "program": "beta/etl/spark/x"},
+        "program": "acme/etl/spark/load",
+    }
+    answer = await call(worker, "POST", "/schedules", body, tenants=frozenset({"acme"}))
+    assert answer.status == 403 and "beta" in answer.body["reason"] and worker.commands == []
+
+
+async def test_a_missing_schedule_is_404_naming_it(worker: FakeWorker) -> None:
+    answer = await call(worker, "DELETE", "/schedules/{tenant}/{name}", tenant="acme", name="gone")
+    assert (answer.status, answer.body) == (404, {"error": "not found", "key": "acme/gone"})
+
+
+async def test_every_route_has_one_handler_and_the_stop_route_comes_before_the_run_route() -> None:
+    assert len({(r.method, r.path) for r in ROUTES}) == len(ROUTES)
+    paths = [r.path for r in ROUTES]
+    stop = next(i for i, p in enumerate(paths) if p.endswith("/stop"))
+    one_run = next(i for i, p in enumerate(paths) if p.endswith("{run_id:.+}"))
+    assert stop < one_run
