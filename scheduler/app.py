@@ -111,13 +111,13 @@ class Worker:
         self.registry = ProgramRegistry(
             settings.bootstrap_servers, settings.programs_topic, settings.programs_file
         )
-        self.stats: Counter[str] = Counter()
         self._tenant_counts: dict[int, Counter[str]] = {}  # partition -> schedules per tenant (lazy)
         self.producer = BatchedProducer(settings.bootstrap_servers)
         self.topics = TopicCreator(
             settings.bootstrap_servers, settings.partitions, settings.replication_factor
         )
         self.journal = Journal(settings.journal_path) if settings.journal_path else None
+        self.counts = WorkerCounts()  # every counter of the worker: /metrics and /health
         self.punctuator = Punctuator(
             self._send_fire,
             self._load,
@@ -128,11 +128,11 @@ class Worker:
             partition_count=self.producer.partition_count,
             # an injected clock (tests) jumps by design: jumps are told only against the real one
             monotonic=monotonic_ms if clock is wall_clock_ms else None,
+            stats=self.counts.fires,
         )
         self.routing = EventRouting(self)
         self.triggers = TriggerAgent(self)
         self.jobs = JobQueueAgent(self)
-        self.counts = WorkerCounts()  # commands, dead letters, jobs, runs: /metrics and /health
         self._progress_sent: list[Any] = []
         self._writes: list[tuple[bytes, bytes | None, int]] = []  # schedule changelog records not yet sent
         self._unwritten: dict[int, dict[bytes, bytes | None]] = {}  # partition -> writes not in RocksDB yet
@@ -292,17 +292,9 @@ class Worker:
             for due in instants:
                 arguments = {**job_arguments(state, []), "trigger.eventType": kind, "trigger.due": str(due)}
                 await submit_job(self, state, new_job(state, f"{s.key.id}#{kind}.{due}", arguments, now, []))
-        self.stats["manualFires"] += len(instants)
+        self.counts.events["manualFires"] += len(instants)
         log.info("%s %s: %d fire(s)", cmd.action.value, s.key.id, len(instants))
         return True
-
-    @property
-    def commands_applied(self) -> int:
-        return self.counts.commands_applied
-
-    @property
-    def dead_letters(self) -> int:
-        return self.counts.dead_letters_total
 
     def partition_of(self, key: bytes) -> int:
         return partition_for(key, self.settings.partitions)

@@ -8,7 +8,10 @@ import re
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from scheduler.basics import TimeUnit
 
 if TYPE_CHECKING:
     from scheduler.jobs import ProgramQueue
@@ -103,12 +106,42 @@ def blocked_by_label(blocked_by: str) -> str:
     return m.group(1).lower() + m.group(2) if m else "other"
 
 
+@dataclass
+class FireCounts:
+    """The punctuator's counts: plain ints, read by /health and at scrape time by /metrics; fires are
+    counted per tick and per assignment, not per fire."""
+
+    fires_by_unit: Counter[TimeUnit] = field(default_factory=Counter)  # scheduled fires
+    catch_up_by_unit: Counter[TimeUnit] = field(default_factory=Counter)
+    missed: Counter[str] = field(default_factory=Counter)  # due instants by reason (metrics.MISSED_REASONS)
+    lateness: Histogram = field(default_factory=Histogram)  # ms, of scheduled fires
+    failed_sends: int = 0
+    clock_jumps: Counter[str] = field(default_factory=Counter)  # "forward" / "backward"
+
+    @property
+    def catch_up_fires(self) -> int:
+        return sum(self.catch_up_by_unit.values())
+
+    @property
+    def fires(self) -> int:
+        return sum(self.fires_by_unit.values()) + self.catch_up_fires
+
+    @property
+    def skipped(self) -> int:
+        """Missed due instants that will never fire (policy, window or EACH cap)."""
+        return sum(n for reason, n in self.missed.items() if reason != "coalesced")
+
+
 class WorkerCounts:
-    """The worker's counters for /metrics and /health (Worker.counts). Per command, dead letter or job
+    """The worker's one registry of counters, for /metrics and /health (Worker.counts): the punctuator's
+    fires, the agents' named events, commands, dead letters, runs and jobs. Per command, dead letter or job
     queue change: not the fire path. Jobs by state are kept per owned partition and queue, exactly, from
     the queues the job queue agent writes and those it reads on assignment."""
 
     def __init__(self) -> None:
+        self.fires = FireCounts()  # the punctuator's
+        #: events applied, launches, triggers ignored, invalid run transitions, manual fires, ...
+        self.events: Counter[str] = Counter()
         self.commands: Counter[tuple[str, str]] = Counter()  # (action, result)
         self.dead_letters: Counter[tuple[str, str]] = Counter()  # (source topic, reason class)
         self.runs: Counter[str] = Counter()  # run status reached (accepted transitions)

@@ -139,7 +139,7 @@ class EventRouting:
             # Keyed otherwise by its producer: move it to the partition of its event key.
             await worker.send_keyed(worker.settings.events_topic, kb, bytes(msg.value or b""))
             return
-        worker.stats["events"] += 1
+        worker.counts.events["events"] += 1
         raw = worker.trigger_index.get(kb)
         entries = IndexEntry.decode(raw).triggers
         triggers = {k: t for k, t in entries.items() if not t.path.startswith(GROUP_PREFIX)}

@@ -190,7 +190,7 @@ class JobQueueAgent:
             return
         launches = check(queue, now)
         for launch in launches:
-            worker.stats["launches"] += 1
+            worker.counts.events["launches"] += 1
             await worker.send_keyed(launch.job.topic, key, launch_request(launch), partition=None)
             await self._announce(launch)
         worker.job_queue[key] = encode_json(queue.to_json())
@@ -262,7 +262,7 @@ class JobQueueAgent:
             del records[:-MAX_RUNS_KEPT]
         elif not apply_transition(record, status.status, status.at, details.get("error", "")):
             if record.status != status.status:
-                self.worker.stats["invalidTransitions"] += 1
+                self.worker.counts.events["invalidTransitions"] += 1
                 log.warning("run %s: %s -> %s refused", record.run_id, record.status, status.status)
             return
         self.worker.counts.runs[status.status] += 1

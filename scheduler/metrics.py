@@ -1,6 +1,6 @@
 """Prometheus metrics of a worker (GET /metrics, text exposition format).
 
-The hot paths count in plain ints (the punctuator's Stats, WorkerCounts here) and a custom collector turns
+The hot paths count in plain ints (scheduler.counters.WorkerCounts, the worker's one registry) and a custom collector turns
 them into metric families at scrape time: no prometheus_client Counter, lock or label lookup per fire.
 Every label takes values from a fixed set (time units, actions, reason classes, run states, the worker's
 own topics and tables), never from message contents. One CollectorRegistry per worker, not the global one.
@@ -159,7 +159,7 @@ class WorkerCollector(Collector):
         from scheduler.runs import RunStatus
 
         w = self.worker
-        stats = w.punctuator.stats
+        stats = w.counts.fires
         counts = w.counts
 
         fires = CounterMetricFamily(
@@ -230,7 +230,9 @@ class WorkerCollector(Collector):
         for (state, blocked_by), n in sorted(counts.jobs_by_state().items()):
             jobs.add_metric([state, blocked_by], n)
         yield jobs
-        yield _counter("scheduler_launches", "Launch requests produced by the job queue", w.stats["launches"])
+        yield _counter(
+            "scheduler_launches", "Launch requests produced by the job queue", counts.events["launches"]
+        )
         runs = CounterMetricFamily(
             "scheduler_runs",
             "Run states recorded in the run records of the owned partitions (accepted transitions)",
@@ -242,9 +244,9 @@ class WorkerCollector(Collector):
         yield _counter(
             "scheduler_run_invalid_transitions",
             "Run state transitions refused by the run state machine",
-            w.stats["invalidTransitions"],
+            counts.events["invalidTransitions"],
         )
-        yield _counter("scheduler_events", "Events applied by the event agent", w.stats["events"])
+        yield _counter("scheduler_events", "Events applied by the event agent", counts.events["events"])
 
         partitions = w.active_partitions()
         yield GaugeMetricFamily(

@@ -8,7 +8,6 @@ unit test hands a service a small fake that has just these members.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -20,7 +19,6 @@ if TYPE_CHECKING:
     from scheduler.jobs import ProgramQueue
     from scheduler.model import ScheduleCommand, ScheduleState
     from scheduler.programs import ProgramRegistry
-    from scheduler.punctuator import Stats
     from scheduler.triggers.progress import TriggerProgress
 
 #: a Faust table of bytes to bytes (scheduler.tables.raw_table): get, [], del, items
@@ -31,8 +29,10 @@ class Outbox(Protocol):
     """What every agent uses: the settings, the clock, counters, and sending to the worker's topics."""
 
     settings: Settings
-    stats: Counter[str]
     clock: Callable[[], int]
+
+    @property
+    def counts(self) -> WorkerCounts: ...
 
     def partition_of(self, key: bytes) -> int: ...
 
@@ -69,20 +69,16 @@ class JobQueuePort(Outbox, Protocol):
 
     job_queue: Table
     run_records: Table
-    counts: WorkerCounts
-
-
-class FireStats(Protocol):
-    @property
-    def stats(self) -> Stats: ...
 
 
 class MetricsPort(Protocol):
     """The /metrics collector: counters, and the tables whose sizes it counts."""
 
     faust_app: Any
-    counts: WorkerCounts
-    stats: Counter[str]
+
+    @property
+    def counts(self) -> WorkerCounts: ...
+
     schedules: Table
     progress: Table
     trigger_index: Table
@@ -91,9 +87,6 @@ class MetricsPort(Protocol):
     run_records: Table
 
     def active_partitions(self) -> set[int]: ...
-
-    @property
-    def punctuator(self) -> FireStats: ...
 
 
 class ProgressReader(Protocol):
@@ -114,12 +107,6 @@ class WebPort(Outbox, MetricsPort, Protocol):
 
     @property
     def jobs(self) -> QueueReader: ...
-
-    @property
-    def commands_applied(self) -> int: ...
-
-    @property
-    def dead_letters(self) -> int: ...
 
     def tenant_full(self, partition: int, tenant: str) -> bool: ...
 

@@ -23,12 +23,12 @@ import heapq
 import itertools
 import logging
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from scheduler.codec import FiredTaskBytes, zigzag_long
-from scheduler.counters import Histogram, count_missed
+from scheduler.counters import FireCounts, count_missed
 from scheduler.messages import TriggerFired
 from scheduler.model import ElapsedTrigger, ScheduleState, TimeUnit, trigger_leaves
 from scheduler.partitioner import kafka_partition
@@ -147,32 +147,6 @@ class _Staged:
     tail: bytes | None  # ... and after
 
 
-@dataclass
-class Stats:
-    """Plain ints, read by /health and at scrape time by /metrics (scheduler.metrics): fires are counted
-    per tick and per assignment, not per fire."""
-
-    fires_by_unit: Counter[TimeUnit] = field(default_factory=Counter)  # scheduled fires
-    catch_up_by_unit: Counter[TimeUnit] = field(default_factory=Counter)
-    missed: Counter[str] = field(default_factory=Counter)  # due instants by reason (metrics.MISSED_REASONS)
-    lateness: Histogram = field(default_factory=Histogram)  # ms, of scheduled fires
-    failed_sends: int = 0
-    clock_jumps: Counter[str] = field(default_factory=Counter)  # "forward" / "backward"
-
-    @property
-    def catch_up_fires(self) -> int:
-        return sum(self.catch_up_by_unit.values())
-
-    @property
-    def fires(self) -> int:
-        return sum(self.fires_by_unit.values()) + self.catch_up_fires
-
-    @property
-    def skipped(self) -> int:
-        """Missed due instants that will never fire (policy, window or EACH cap)."""
-        return sum(n for reason, n in self.missed.items() if reason != "coalesced")
-
-
 class Punctuator:
     def __init__(
         self,
@@ -184,8 +158,10 @@ class Punctuator:
         send_batch: SendBatch | None = None,
         partition_count: PartitionCount | None = None,
         monotonic: Clock | None = None,
+        stats: FireCounts | None = None,
     ) -> None:
-        """`monotonic`: a clock that never jumps, to tell a jump of `clock` from lateness (None: not told)."""
+        """`monotonic`: a clock that never jumps, to tell a jump of `clock` from lateness (None: not told).
+        `stats`: where the fires are counted (the worker's registry, WorkerCounts.fires)."""
         self._send = send
         self._send_batch = send_batch
         self._partition_count = partition_count
@@ -202,7 +178,7 @@ class Punctuator:
         self._staged: dict[TimeUnit, tuple[list[int], dict[int, list[_Staged]]]] = {
             u: ([], {}) for u in TimeUnit
         }
-        self.stats = Stats()
+        self.stats = stats if stats is not None else FireCounts()
         self._monotonic = monotonic
         self._last_look: tuple[int, int] | None = None  # (clock, monotonic) when the clock was last read
         # per unit: a forward clock jump's span (from, to]: dues in it follow their catch-up policy

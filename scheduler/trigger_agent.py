@@ -94,7 +94,7 @@ class TriggerAgent:
         raw = worker.schedule_bytes(event.message.partition, key)
         state = decode_state(raw) if raw is not None else None
         if state is None or not state.schedule.enabled or state.version != fired.version:
-            worker.stats["triggersIgnored"] += 1  # deleted, disabled or updated since
+            worker.counts.events["triggersIgnored"] += 1  # deleted, disabled or updated since
             return
         progress = self.load_progress(key, state)
         if progress.seen(fired.source, fired.position):

@@ -525,11 +525,11 @@ class Handlers:
                 "partitions": sorted(worker.active_partitions()),
                 # ready: not rebalancing nor recovering, so queries are answered (not 503)
                 "ready": not app.rebalancing and not getattr(app, "in_recovery", False),
-                "fires": worker.punctuator.stats.fires,
-                "catchUpFires": worker.punctuator.stats.catch_up_fires,
-                "commandsApplied": worker.commands_applied,
-                "deadLetters": worker.dead_letters,
-                **worker.stats,
+                "fires": worker.counts.fires.fires,
+                "catchUpFires": worker.counts.fires.catch_up_fires,
+                "commandsApplied": worker.counts.commands_applied,
+                "deadLetters": worker.counts.dead_letters_total,
+                **worker.counts.events,
             },
         )
 

@@ -3,7 +3,6 @@ tables as dicts and records what is sent. The integration tests run the same pat
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,6 +12,7 @@ import pytest
 
 from scheduler.codec import encode, encode_state, key_bytes, notification_to_avro
 from scheduler.config import Settings
+from scheduler.counters import WorkerCounts
 from scheduler.event_routing import EventRouting
 from scheduler.events import Notification
 from scheduler.messages import IndexUpdate, JobTriggered, TriggerFired, decode_job_queue_message
@@ -32,7 +32,7 @@ class FakeWorker:
     """Every member the routing and trigger ports name, in memory; one partition owns every key."""
 
     settings: Settings
-    stats: Counter[str] = field(default_factory=Counter)
+    counts: WorkerCounts = field(default_factory=WorkerCounts)
     sent: list[tuple[str, bytes, bytes]] = field(default_factory=list)
     dead: list[str] = field(default_factory=list)
     trigger_index: dict[bytes, bytes] = field(default_factory=dict)
@@ -135,7 +135,7 @@ async def test_an_event_for_an_older_version_of_the_schedule_is_ignored(worker: 
         kb, "acme/after-n", 1, "0", source="e0", position=0, at=1_000, event=notification_to_avro(n)
     )
     await triggers._handle(event(fired.encode()))
-    assert worker.take(worker.settings.jobs_topic) == [] and worker.stats["triggersIgnored"] == 1
+    assert worker.take(worker.settings.jobs_topic) == [] and worker.counts.events["triggersIgnored"] == 1
 
 
 def _stream(events: list[Any]) -> Any:

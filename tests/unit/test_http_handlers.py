@@ -4,7 +4,6 @@ worker that owns every partition, a fake view that keeps what is answered, mocke
 from __future__ import annotations
 
 import json
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,6 +15,7 @@ from aiohttp.test_utils import make_mocked_request
 from scheduler.auth import PRINCIPAL, Principal
 from scheduler.codec import decode_command
 from scheduler.config import Settings
+from scheduler.counters import WorkerCounts
 from scheduler.model import Action, ScheduleCommand
 from scheduler.programs import ProgramSpec
 from scheduler.web import ROUTES, Handlers, _view_method
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.unit
 @dataclass
 class FakeWorker:
     settings: Settings
-    stats: Counter[str] = field(default_factory=Counter)
+    counts: WorkerCounts = field(default_factory=WorkerCounts)
     commands: list[ScheduleCommand] = field(default_factory=list)
     faust_app: Any = field(default_factory=lambda: SimpleNamespace(rebalancing=False))
     registry: Any = None

@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.codec import DecodeError
 from scheduler.commands import CommandRejected
+from scheduler.counters import FireCounts
 from scheduler.events import InvalidEvent
 from scheduler.jobs import Job, ProgramQueue
 from scheduler.logs import JsonFormatter, logging_config
@@ -33,7 +34,7 @@ from scheduler.metrics import (
     reason_class,
 )
 from scheduler.model import CatchUpPolicy, FrequencyTrigger, InvalidSchedule, TimeUnit
-from scheduler.punctuator import Punctuator, Stats
+from scheduler.punctuator import Punctuator
 from scheduler.triggers import plan_catch_up
 from tests.unit.test_punctuator import T0, Harness, state
 
@@ -119,7 +120,7 @@ def test_missed_due_instants_are_counted_by_reason(
     missed: Counter[str] = Counter()
     count_missed(missed, policy, plan)
     assert +missed == expected
-    stats = Stats(missed=missed)
+    stats = FireCounts(missed=missed)
     assert stats.skipped == plan.skipped
 
 
@@ -292,11 +293,11 @@ async def test_concurrent_scrapes_walk_once(tmp_path: Path) -> None:
 # --- the exposition ------------------------------------------------------------------------------------------
 
 
-def _fake_worker(stats: Stats, counts: WorkerCounts, partitions: set[int]) -> Any:
+def _fake_worker(stats: FireCounts, counts: WorkerCounts, partitions: set[int]) -> Any:
+    counts.fires = stats
+    counts.events.update({"launches": 2, "invalidTransitions": 1, "events": 9})
     return SimpleNamespace(
-        punctuator=SimpleNamespace(stats=stats),
         counts=counts,
-        stats=Counter({"launches": 2, "invalidTransitions": 1, "events": 9}),
         active_partitions=lambda: partitions,
         faust_app=SimpleNamespace(rebalancing=False),
     )
@@ -313,7 +314,7 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 async def test_exposition_in_prometheus_text_format(tmp_path: Path) -> None:
     from prometheus_client import generate_latest
 
-    stats = Stats()
+    stats = FireCounts()
     stats.fires_by_unit[TimeUnit.SECONDS] += 5
     stats.catch_up_by_unit[TimeUnit.MINUTES] += 1
     stats.missed["coalesced"] += 3
@@ -358,8 +359,8 @@ def test_each_worker_has_its_own_registry(tmp_path: Path) -> None:
     a, b = WorkerCounts(), WorkerCounts()
     a.rebalances, b.rebalances = 1, 7
     sizes = TableSizes({})
-    ra = build_registry(_fake_worker(Stats(), a, set()), sizes)
-    rb = build_registry(_fake_worker(Stats(), b, set()), sizes)
+    ra = build_registry(_fake_worker(FireCounts(), a, set()), sizes)
+    rb = build_registry(_fake_worker(FireCounts(), b, set()), sizes)
     assert _samples(generate_latest(ra).decode())[("scheduler_rebalances_total", ())] == 1
     assert _samples(generate_latest(rb).decode())[("scheduler_rebalances_total", ())] == 7
     assert "scheduler_rebalances_total" not in generate_latest(REGISTRY).decode()
