@@ -24,7 +24,7 @@ test-embedded: install  ## the integration tests again, on the embedded Tansu br
 	SCHEDULER_TEST_BROKER=tansu $(BIN)/pytest -m "integration and not own_broker"
 
 kafka-jars: install   ## fetch the pinned Apache Kafka's jars into the cache (mvn; once)
-	$(BIN)/python -c "from scheduler.kafka_server import classpath; print(classpath())"
+	$(BIN)/python -c "from scheduler.kafka.kafka_server import classpath; print(classpath())"
 
 demo: install         ## ingest -> transform -> report on the embedded broker with Spark local
 	$(BIN)/scheduler demo

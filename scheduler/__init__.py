@@ -3,8 +3,7 @@
 Public surface: the domain records and the settings. Everything else is internal wiring.
 """
 
-from scheduler.config import Settings
-from scheduler.model import (
+from scheduler.domain.model import (
     Action,
     CatchUpPolicy,
     CronTrigger,
@@ -15,6 +14,7 @@ from scheduler.model import (
     ScheduleKey,
     TimeUnit,
 )
+from scheduler.kafka.config import Settings
 
 __all__ = [
     "Action",

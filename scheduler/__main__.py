@@ -1,3 +1,3 @@
-from scheduler.cli import main
+from scheduler.cli.cli import main
 
 main()

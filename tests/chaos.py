@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from scheduler.model import (
+from scheduler.domain.model import (
     Action,
     CatchUpPolicy,
     FrequencyTrigger,
@@ -156,7 +156,7 @@ def main() -> None:
     parser.add_argument("--kill-every", type=float, default=20)
     parser.add_argument("--out", type=Path, default=Path("data/chaos-report.json"))
     args = parser.parse_args()
-    from scheduler.broker import EmbeddedBroker
+    from scheduler.kafka.broker import EmbeddedBroker
 
     broker = None
     bootstrap, profile = (

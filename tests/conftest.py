@@ -43,7 +43,7 @@ BROKERS = ("kafka", "docker", "tansu")
 
 @contextlib.contextmanager
 def _kafka_from_jars(base: Path) -> Iterator[Broker]:
-    from scheduler.kafka_server import KAFKA_VERSION, KafkaCluster
+    from scheduler.kafka.kafka_server import KAFKA_VERSION, KafkaCluster
 
     with KafkaCluster(base) as cluster:
         yield Broker(
@@ -63,7 +63,7 @@ def _kafka_in_docker() -> Iterator[Broker]:
 
 @contextlib.contextmanager
 def _tansu(log_path: Path) -> Iterator[Broker]:
-    from scheduler.broker import EmbeddedBroker
+    from scheduler.kafka.broker import EmbeddedBroker
 
     embedded = EmbeddedBroker(log_path=log_path).start()
     try:
@@ -126,7 +126,7 @@ def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 def kafka3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A 3-node Apache Kafka from its jars (replication 3, min.insync.replicas 2), for the tests of broker
     failures and of deploy/'s environment; whatever broker the rest of the suite runs on."""
-    from scheduler.kafka_server import KafkaCluster, KafkaUnavailable
+    from scheduler.kafka.kafka_server import KafkaCluster, KafkaUnavailable
 
     try:
         cluster = KafkaCluster(tmp_path_factory.mktemp("kafka3"), nodes=3).start()

@@ -17,20 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from scheduler.codec import (
-    MAX_MESSAGE_BYTES,
-    DecodeError,
-    command_from_task_definition,
-    decode_command,
-    decode_notification,
-    encode,
-    encode_command,
-    key_bytes,
-    notification_to_avro,
-    zigzag_long,
-)
-from scheduler.commands import CommandRejected, validate_command
-from scheduler.constraints import (
+from scheduler.domain.commands import CommandRejected, validate_command
+from scheduler.domain.constraints import (
     ConcurrencyConstraint,
     DelayConstraint,
     LastRunConstraint,
@@ -39,8 +27,15 @@ from scheduler.constraints import (
     TimeoutAction,
     TimeWindowConstraint,
 )
-from scheduler.events import MAX_PAYLOAD_BYTES, MAX_TIMESTAMP_MS, DataEvent, InvalidEvent, Notification, parse
-from scheduler.model import (
+from scheduler.domain.events import (
+    MAX_PAYLOAD_BYTES,
+    MAX_TIMESTAMP_MS,
+    DataEvent,
+    InvalidEvent,
+    Notification,
+    parse,
+)
+from scheduler.domain.model import (
     MAX_CATCH_UP_WINDOW_MS,
     MAX_CRON_LEN,
     MAX_DATA_BYTES,
@@ -64,6 +59,18 @@ from scheduler.model import (
     ScheduleKey,
     TimeUnit,
     Trigger,
+)
+from scheduler.wire.codec import (
+    MAX_MESSAGE_BYTES,
+    DecodeError,
+    command_from_task_definition,
+    decode_command,
+    decode_notification,
+    encode,
+    encode_command,
+    key_bytes,
+    notification_to_avro,
+    zigzag_long,
 )
 
 COMMANDS, LIGHT, EVENTS = "commands", "light", "events"

@@ -17,12 +17,12 @@ from urllib.parse import quote
 import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from scheduler.broker import free_port
-from scheduler.codec import DecodeError, decode, decode_fired, encode_command, key_bytes
-from scheduler.config import PREFETCH_BACKOFF_S
-from scheduler.kafka_server import child_setup, spawn
-from scheduler.model import FiredTask, ScheduleCommand
-from scheduler.producer import TopicCreator
+from scheduler.domain.model import FiredTask, ScheduleCommand
+from scheduler.kafka.broker import free_port
+from scheduler.kafka.config import PREFETCH_BACKOFF_S
+from scheduler.kafka.kafka_server import child_setup, spawn
+from scheduler.kafka.producer import TopicCreator
+from scheduler.wire.codec import DecodeError, decode, decode_fired, encode_command, key_bytes
 
 
 class WorkerProcess:
@@ -143,7 +143,7 @@ class TopicReader:
             fetch_max_wait_ms=10,  # the embedded broker holds a waiting fetch for its whole max wait
         )
         # one broker leads every partition: aiokafka would wait up to 100 ms before fetching again while
-        # records of another partition sit in its buffer (the worker does the same, see scheduler/config.py)
+        # records of another partition sit in its buffer (the worker does the same, see scheduler/kafka/config.py)
         self._consumer._fetcher._prefetch_backoff = PREFETCH_BACKOFF_S
         self._task = asyncio.create_task(self._run())
         return self

@@ -1,4 +1,4 @@
-"""The example pipelines. Each is `function(spark, args)`, run by scheduler.spark_runner for the launcher;
+"""The example pipelines. Each is `function(spark, args)`, run by scheduler.launcher.spark_runner for the launcher;
 they exchange data through Parquet datasets and announce what they wrote as partition events."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import datetime as dt
 import os
 from typing import Any
 
-from scheduler.datasets import dataset_path, read_dataset, write_partitions
+from scheduler.worker.datasets import dataset_path, read_dataset, write_partitions
 
 
 def feed_ingest(spark: Any, args: dict[str, str]) -> None:

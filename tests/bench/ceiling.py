@@ -31,7 +31,7 @@ def app_main() -> None:
     """The Faust app (run as `python -m tests.bench.ceiling --app`, configured by the environment)."""
     import faust
 
-    from scheduler.config import apply_consumer_profile, broker_profile
+    from scheduler.kafka.config import apply_consumer_profile, broker_profile
 
     profile = os.environ["CEILING_PROFILE"]
     apply_consumer_profile(profile)
@@ -112,7 +112,7 @@ async def measure(bootstrap: str, profile: str, mode: str, n: int, timeout_s: fl
 
 
 async def run(n: int) -> list[dict[str, Any]]:
-    from scheduler.broker import EmbeddedBroker
+    from scheduler.kafka.broker import EmbeddedBroker
 
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     results = []

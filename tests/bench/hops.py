@@ -18,7 +18,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 
-from scheduler.broker import EmbeddedBroker
+from scheduler.kafka.broker import EmbeddedBroker
 from tests.bench.run import Worker, insert_all, now_ms, partition_schedules, pct, wait_applied
 from tests.helpers import Api, TopicReader, decode_launch
 

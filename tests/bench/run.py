@@ -42,8 +42,7 @@ from typing import Any
 
 import psutil
 
-from scheduler.codec import decode_fired, encode_state, key_bytes
-from scheduler.model import (
+from scheduler.domain.model import (
     Action,
     CatchUpPolicy,
     CronTrigger,
@@ -54,6 +53,7 @@ from scheduler.model import (
     ScheduleKey,
     ScheduleState,
 )
+from scheduler.wire.codec import decode_fired, encode_state, key_bytes
 
 MINUTE_MS = 60_000
 
@@ -104,9 +104,9 @@ def dir_mb(path: Path) -> float:
 async def core(n: int, duration_s: float) -> dict[str, Any]:
     from rocksdict import Rdict
 
-    from scheduler.codec import decode_state
-    from scheduler.model import TimeUnit
-    from scheduler.punctuator import Punctuator
+    from scheduler.domain.model import TimeUnit
+    from scheduler.wire.codec import decode_state
+    from scheduler.worker.punctuator import Punctuator
 
     work = Path(tempfile.mkdtemp(prefix="bench-core-"))
     db = Rdict(str(work / "schedules.db"))
@@ -195,7 +195,7 @@ async def produce_keyed(bootstrap: str, topic: str, records: Iterable[tuple[byte
     partition count, as the worker's router puts it); seconds it took."""
     from aiokafka import AIOKafkaProducer
 
-    from scheduler.app import partition_for
+    from scheduler.worker.app import partition_for
 
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=512 * 1024)
     await producer.start()
@@ -221,7 +221,7 @@ async def produce_keyed(bootstrap: str, topic: str, records: Iterable[tuple[byte
 
 def insert_records(schedules: list[Schedule]) -> list[tuple[bytes, bytes]]:
     """The schedules' INSERT commands, keyed."""
-    from scheduler.codec import encode_command
+    from scheduler.wire.codec import encode_command
 
     return [(key_bytes(s.key), encode_command(ScheduleCommand(s.key, Action.INSERT, s))) for s in schedules]
 
@@ -423,8 +423,8 @@ async def seed_changelog(bootstrap: str, app_id: str, schedules: list[Schedule])
     the key's partition): a million INSERTs through the commands topic would take this bench ~20 minutes."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-    from scheduler.app import SCHEDULES_TABLE
-    from scheduler.producer import TopicCreator
+    from scheduler.kafka.producer import TopicCreator
+    from scheduler.worker.app import SCHEDULES_TABLE
 
     topic = f"{app_id}-{SCHEDULES_TABLE}-changelog"
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
@@ -628,12 +628,12 @@ def started_broker(kind: str) -> Iterator[tuple[str, str, str]]:
     """(bootstrap servers, profile, description) of a broker this bench starts and stops: Apache Kafka from
     its jars (1 node, KRaft, the version the tests use) or the embedded Tansu broker."""
     if kind == "kafka":
-        from scheduler.kafka_server import KAFKA_VERSION, KafkaCluster
+        from scheduler.kafka.kafka_server import KAFKA_VERSION, KafkaCluster
 
         with KafkaCluster(Path(tempfile.mkdtemp(prefix="bench-kafka-")), heap_mb=1024) as cluster:
             yield cluster.bootstrap_servers, "kafka", f"Apache Kafka {KAFKA_VERSION} (1 node)"
     else:
-        from scheduler.broker import EmbeddedBroker
+        from scheduler.kafka.broker import EmbeddedBroker
 
         with EmbeddedBroker() as broker:
             yield broker.bootstrap_servers, "tansu", "embedded Tansu"

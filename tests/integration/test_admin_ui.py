@@ -16,7 +16,7 @@ import httpx
 import pytest
 from playwright.async_api import Page, Route, async_playwright, expect
 
-from scheduler.auth import hash_token, new_token
+from scheduler.http.auth import hash_token, new_token
 from tests.helpers import Api
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]

@@ -14,7 +14,7 @@ import httpx
 import pytest
 import yaml
 
-from scheduler.auth import hash_token
+from scheduler.http.auth import hash_token
 from tests.helpers import Api
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]

@@ -20,8 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scheduler.kafka_server import KafkaCluster
-from scheduler.model import (
+from scheduler.domain.model import (
     Action,
     CatchUpPolicy,
     FrequencyTrigger,
@@ -30,6 +29,7 @@ from scheduler.model import (
     ScheduleKey,
     TimeUnit,
 )
+from scheduler.kafka.kafka_server import KafkaCluster
 from tests.chaos import analyse
 from tests.helpers import TopicReader, WorkerProcess, send_commands
 
@@ -242,7 +242,7 @@ async def test_a_topic_created_is_known_to_every_broker_once_ensure_returns(kafk
     from aiokafka.client import AIOKafkaClient
     from aiokafka.protocol.metadata import MetadataRequest
 
-    from scheduler.producer import TopicCreator
+    from scheduler.kafka.producer import TopicCreator
 
     unknown = []
     for _ in range(30):

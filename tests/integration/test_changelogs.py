@@ -10,8 +10,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from scheduler.config import tansu_end_offsets
-from scheduler.model import Action, CronTrigger, Schedule, ScheduleCommand, ScheduleKey
+from scheduler.domain.model import Action, CronTrigger, Schedule, ScheduleCommand, ScheduleKey
+from scheduler.kafka.config import tansu_end_offsets
 from tests.helpers import Api, send_commands
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]

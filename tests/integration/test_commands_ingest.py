@@ -1,4 +1,4 @@
-"""The commands topic consumed a fetch at a time (scheduler/ingest.py): where a worker starts reading it,
+"""The commands topic consumed a fetch at a time (scheduler/worker/ingest.py): where a worker starts reading it,
 that a command is applied once across a restart (its offset is stored with the schedules' progress), and
 that what the applied commands built is frozen out of the garbage collector's full collections."""
 
@@ -11,7 +11,7 @@ import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from scheduler.model import Action, CronTrigger, Schedule, ScheduleCommand, ScheduleKey
+from scheduler.domain.model import Action, CronTrigger, Schedule, ScheduleCommand, ScheduleKey
 from tests.helpers import TopicReader, fires_of, send_commands
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]

@@ -10,8 +10,7 @@ import httpx
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from scheduler.codec import encode, encode_command, key_bytes, key_to_avro
-from scheduler.model import (
+from scheduler.domain.model import (
     Action,
     CronTrigger,
     FrequencyTrigger,
@@ -20,7 +19,8 @@ from scheduler.model import (
     ScheduleKey,
     TimeUnit,
 )
-from scheduler.partitioner import kafka_partition
+from scheduler.kafka.partitioner import kafka_partition
+from scheduler.wire.codec import encode, encode_command, key_bytes, key_to_avro
 from tests.helpers import TopicReader, dead_letter, fires_of, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]

@@ -13,8 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from scheduler.kafka_server import KafkaCluster, KafkaUnavailable
-from scheduler.model import (
+from scheduler.domain.model import (
     Action,
     CatchUpPolicy,
     FrequencyTrigger,
@@ -23,6 +22,7 @@ from scheduler.model import (
     ScheduleKey,
     TimeUnit,
 )
+from scheduler.kafka.kafka_server import KafkaCluster, KafkaUnavailable
 from tests.helpers import Api, TopicReader, send_commands, started_consumer
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_broker, pytest.mark.timeout(420)]

@@ -15,7 +15,7 @@ import httpx
 import pytest
 import yaml
 
-from scheduler.broker import free_port
+from scheduler.kafka.broker import free_port
 from tests.chaos import analyse
 from tests.helpers import TopicReader, WorkerProcess
 

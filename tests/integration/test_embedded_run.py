@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scheduler.broker import free_port
+from scheduler.kafka.broker import free_port
 from tests.helpers import TopicReader, dead_letter, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_broker, pytest.mark.timeout(240)]

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from scheduler.codec import encode, encode_command, key_bytes
+from scheduler.wire.codec import encode, encode_command, key_bytes
 from tests.helpers import Api, TopicReader, dead_letter, decode_launch, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -562,7 +562,14 @@ async def test_bad_events_are_dead_lettered_and_good_ones_still_count(broker, wo
 async def test_an_event_schedule_from_the_commands_topic_is_indexed_like_one_from_http(
     broker, worker, app_id
 ):
-    from scheduler.model import Action, PartitionTrigger, ProgramId, Schedule, ScheduleCommand, ScheduleKey
+    from scheduler.domain.model import (
+        Action,
+        PartitionTrigger,
+        ProgramId,
+        Schedule,
+        ScheduleCommand,
+        ScheduleKey,
+    )
 
     out = f"{app_id}-launches"
     s = Schedule(

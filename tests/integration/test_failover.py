@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from scheduler.model import (
+from scheduler.domain.model import (
     Action,
     CatchUpPolicy,
     FrequencyTrigger,

@@ -19,8 +19,8 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import MessageSizeTooLargeError
 
-from scheduler.codec import MAX_MESSAGE_BYTES, command_from_task_definition, key_bytes
-from scheduler.model import MAX_NAME_LEN
+from scheduler.domain.model import MAX_NAME_LEN
+from scheduler.wire.codec import MAX_MESSAGE_BYTES, command_from_task_definition, key_bytes
 from tests.fuzz_inputs import (
     COMMANDS,
     EVENTS,

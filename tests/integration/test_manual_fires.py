@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from scheduler.model import Action, CronTrigger, Schedule, ScheduleCommand, ScheduleKey
+from scheduler.domain.model import Action, CronTrigger, Schedule, ScheduleCommand, ScheduleKey
 from tests.helpers import Api, TopicReader, dead_letter, decode_launch, fires_of, send_commands
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from scheduler.auth import hash_token
+from scheduler.http.auth import hash_token
 from tests.helpers import produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -112,6 +112,6 @@ async def test_metrics_of_a_worker_with_auth_on_and_json_logs(start_worker, brok
             pytest.fail(f"not a JSON line in the worker's log: {line!r}")
     assert all({"ts", "level", "logger", "message"} <= r.keys() for r in records)
     assert any(
-        r["logger"] == "scheduler.app" and r["level"] == "WARNING" and "dead-lettered" in r["message"]
+        r["logger"] == "scheduler.worker.app" and r["level"] == "WARNING" and "dead-lettered" in r["message"]
         for r in records
     )

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.codec import encode_command, key_bytes
-from scheduler.model import Action, PartitionTrigger, ProgramId, Schedule, ScheduleCommand, ScheduleKey
+from scheduler.domain.model import Action, PartitionTrigger, ProgramId, Schedule, ScheduleCommand, ScheduleKey
+from scheduler.wire.codec import encode_command, key_bytes
 from tests.helpers import Api, TopicReader, WorkerProcess, dead_letter, decode_launch, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]

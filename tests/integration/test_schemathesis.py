@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-from scheduler.auth import hash_token
-from scheduler.openapi import EXAMPLES, build_spec
+from scheduler.http.auth import hash_token
+from scheduler.http.openapi import EXAMPLES, build_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 

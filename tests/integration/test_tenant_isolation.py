@@ -15,11 +15,11 @@ import pytest
 import yaml
 from aiokafka import AIOKafkaProducer
 
-from scheduler.auth import hash_token
-from scheduler.codec import encode_json
-from scheduler.constraints import ConcurrencyConstraint
-from scheduler.jobs import Job, ProgramQueue
-from scheduler.partitioner import kafka_partition
+from scheduler.domain.constraints import ConcurrencyConstraint
+from scheduler.domain.jobs import Job, ProgramQueue
+from scheduler.http.auth import hash_token
+from scheduler.kafka.partitioner import kafka_partition
+from scheduler.wire.codec import encode_json
 from tests.conftest import Broker
 from tests.helpers import Api, TopicReader, WorkerProcess, decode_launch
 

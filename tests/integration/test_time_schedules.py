@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from scheduler.model import (
+from scheduler.domain.model import (
     Action,
     CatchUpPolicy,
     CronTrigger,

@@ -1,4 +1,4 @@
-"""The event path's agents through their ports (scheduler.ports), with no broker: a fake worker holds the
+"""The event path's agents through their ports (scheduler.worker.ports), with no broker: a fake worker holds the
 tables as dicts and records what is sent. The integration tests run the same path on a real broker."""
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
-from scheduler.codec import encode, encode_state, key_bytes, notification_to_avro
-from scheduler.config import Settings
-from scheduler.counters import WorkerCounts
-from scheduler.event_routing import EventRouting
-from scheduler.events import Notification
-from scheduler.messages import IndexUpdate, JobTriggered, TriggerFired, decode_job_queue_message
-from scheduler.model import ProgramId, Schedule, ScheduleKey, ScheduleState
-from scheduler.ports import RoutingPort, TriggerPort
-from scheduler.trigger_agent import TriggerAgent
-from scheduler.triggers.kinds import ProgramRunsTrigger
+from scheduler.domain.events import Notification
+from scheduler.domain.model import ProgramId, Schedule, ScheduleKey, ScheduleState
+from scheduler.domain.triggers.kinds import ProgramRunsTrigger
+from scheduler.kafka.config import Settings
+from scheduler.wire.codec import encode, encode_state, key_bytes, notification_to_avro
+from scheduler.wire.messages import IndexUpdate, JobTriggered, TriggerFired, decode_job_queue_message
+from scheduler.worker.counters import WorkerCounts
+from scheduler.worker.event_routing import EventRouting
+from scheduler.worker.ports import RoutingPort, TriggerPort
+from scheduler.worker.trigger_agent import TriggerAgent
 
 pytestmark = pytest.mark.unit
 

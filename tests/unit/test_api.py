@@ -8,16 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from scheduler.api import (
-    ScheduleBody,
-    ScheduleIn,
-    TaskDefinitionIn,
-    schedule_json,
-    state_from_json,
-    validation_errors,
-)
-from scheduler.codec import command_from_task_definition_record
-from scheduler.model import (
+from scheduler.domain.model import (
     Action,
     CatchUpPolicy,
     CronTrigger,
@@ -27,7 +18,16 @@ from scheduler.model import (
     ScheduleState,
     TimeUnit,
 )
-from scheduler.triggers.kinds import CronTriggerIn, FrequencyTriggerIn
+from scheduler.domain.triggers.kinds import CronTriggerIn, FrequencyTriggerIn
+from scheduler.http.api import (
+    ScheduleBody,
+    ScheduleIn,
+    TaskDefinitionIn,
+    schedule_json,
+    state_from_json,
+    validation_errors,
+)
+from scheduler.wire.codec import command_from_task_definition_record
 
 pytestmark = pytest.mark.unit
 

@@ -93,12 +93,18 @@ def test_the_cycle_finder_finds_a_cycle_and_only_cycles() -> None:
 
 
 def test_relative_and_function_level_imports_are_seen(tmp_path: Path) -> None:
-    known = {"scheduler.model": PACKAGE / "model.py", "scheduler.triggers.cron": PACKAGE / "triggers/cron.py"}
+    known = {
+        "scheduler.domain.model": PACKAGE / "model.py",
+        "scheduler.domain.triggers.cron": PACKAGE / "triggers/cron.py",
+    }
     source = tmp_path / "x.py"
     source.write_text(
-        "def f():\n    from ..model import ScheduleKey\n    from scheduler.triggers import cron\n"
+        "def f():\n    from ..model import ScheduleKey\n    from scheduler.domain.triggers import cron\n"
     )
-    assert imports_of("scheduler.triggers.x", source, known) == {"scheduler.model", "scheduler.triggers.cron"}
+    assert imports_of("scheduler.domain.triggers.x", source, known) == {
+        "scheduler.domain.model",
+        "scheduler.domain.triggers.cron",
+    }
 
 
 def test_no_import_cycle() -> None:
@@ -107,53 +113,49 @@ def test_no_import_cycle() -> None:
     assert not cycles(graph), f"import cycles: {[sorted(c) for c in cycles(graph)]}"
 
 
-#: the layers of ARCHITECTURE.md, bottom up: a module imports its own layer's and those below only
-LAYERS: list[tuple[str, set[str]]] = [
-    ("wire", {"codec", "messages", "dead_letters"}),
-    ("kafka", {"partitioner", "producer", "config", "broker", "kafka_server", "tables"}),
-    (
-        "worker and launcher",
-        {
-            "app", "punctuator", "ingest", "event_routing", "trigger_agent", "job_queue", "journal",
-            "programs", "datasets", "metrics", "counters", "logs", "ports",
-            "launcher", "spark_runner", "examples", "examples.pipelines",
-        },
-    ),
-    ("http", {"web", "cluster", "api", "responses", "openapi", "auth", "admin_ui"}),
-    ("cli", {"cli", "client", "demo", "analytics", "__main__", ""}),
-]  # fmt: skip
+#: the layers of ARCHITECTURE.md, bottom up, each a folder of scheduler/: a module imports its own layer's
+#: and those below only (the worker and the launcher side by side; the examples are programs it launches)
+LAYERS = ["domain", "wire", "kafka", "worker", "launcher", "http", "cli"]
+RANK = {"domain": 0, "wire": 1, "kafka": 2, "worker": 3, "launcher": 3, "examples": 3, "http": 4, "cli": 5}
 
 
-def layer_of() -> dict[str, int]:
-    out = dict.fromkeys(DOMAIN, 0)
-    for i, (_, names) in enumerate(LAYERS, start=1):
-        out.update({f"scheduler.{n}".rstrip("."): i for n in names})
-    return out
+def layer_of(module: str) -> int:
+    """The rank of a module's layer: its folder's; the package itself and `python -m scheduler` are cli."""
+    parts = module.split(".")
+    return RANK[parts[1]] if len(parts) > 1 and parts[1] != "__main__" else RANK["cli"]
 
 
-def test_every_module_has_a_layer_and_imports_point_down() -> None:
-    known, layer = modules(), layer_of()
-    assert not set(known) - set(layer), f"modules without a layer: {sorted(set(known) - set(layer))}"
+def test_the_folders_are_the_layers() -> None:
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert folders == set(LAYERS) | {"examples"}
+    loose = sorted(p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+    assert not loose, f"modules outside a layer's folder: {loose}"
+
+
+def test_every_import_points_to_the_same_layer_or_one_below() -> None:
+    known = modules()
     upward = [
         f"{name} -> {imp}"
         for name, path in sorted(known.items())
         for imp in sorted(imports_of(name, path, known))
-        if layer[imp] > layer[name]
+        if layer_of(imp) > layer_of(name)
     ]
     assert not upward, upward
 
 
 def test_only_the_composition_and_the_entry_points_import_the_worker() -> None:
-    """Services take a port (scheduler.ports), never the Worker."""
+    """Services take a port (scheduler.worker.ports), never the Worker."""
     known = modules()
-    importers = {name for name, path in known.items() if "scheduler.app" in imports_of(name, path, known)}
-    assert importers <= {"scheduler.cli", "scheduler"}, importers
+    importers = {
+        name for name, path in known.items() if "scheduler.worker.app" in imports_of(name, path, known)
+    }
+    assert importers <= {"scheduler.cli.cli", "scheduler"}, importers
 
 
 def test_a_worker_that_only_schedules_imports_neither_spark_nor_matplotlib() -> None:
     code = (
         "import sys\n"
-        "import scheduler.app, scheduler.cli, scheduler.launcher, scheduler.web\n"
+        "import scheduler.worker.app, scheduler.cli.cli, scheduler.launcher.launcher, scheduler.http.web\n"
         "print(sorted(m for m in ('pyspark', 'matplotlib') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -161,33 +163,11 @@ def test_a_worker_that_only_schedules_imports_neither_spark_nor_matplotlib() -> 
     assert out.stdout.strip() == "[]"
 
 
-#: the domain layer (scheduler/ARCHITECTURE.md): it imports nothing of the package outside itself
-DOMAIN = {
-    "scheduler.basics",
-    "scheduler.model",
-    "scheduler.commands",
-    "scheduler.constraints",
-    "scheduler.events",
-    "scheduler.tenancy",
-    "scheduler.jobs",
-    "scheduler.runs",
-    "scheduler.triggers",
-    "scheduler.triggers.base",
-    "scheduler.triggers.catchup",
-    "scheduler.triggers.cron",
-    "scheduler.triggers.cron_fields",
-    "scheduler.triggers.frequency",
-    "scheduler.triggers.kinds",
-    "scheduler.triggers.progress",
-}
-
-
 def test_the_domain_imports_nothing_outside_itself() -> None:
     known = modules()
-    assert known.keys() >= DOMAIN
-    outside = {
-        name: sorted(imports_of(name, known[name], known) - DOMAIN - {"scheduler"}) for name in sorted(DOMAIN)
-    }
+    domain = {name for name in known if name.startswith("scheduler.domain")}
+    assert {"scheduler.domain.model", "scheduler.domain.triggers.kinds"} <= domain
+    outside = {name: sorted(imports_of(name, known[name], known) - domain) for name in sorted(domain)}
     assert not {n: o for n, o in outside.items() if o}, outside
 
 
@@ -198,13 +178,13 @@ SPECIAL_KINDS = {"CronTrigger", "FrequencyTrigger", "ElapsedTrigger", "Composite
 
 def test_no_module_but_the_kinds_names_an_event_trigger_kind() -> None:
     """A trigger kind is one class: nothing else dispatches on it (model.py re-exports the old names)."""
-    from scheduler.triggers.kinds import TRIGGER_KINDS
+    from scheduler.domain.triggers.kinds import TRIGGER_KINDS
 
     kinds = {k.__name__ for k in TRIGGER_KINDS.values()} - SPECIAL_KINDS
     assert {"PartitionTrigger", "ProgramRunsTrigger", "ProgramStartedTrigger"} <= kinds
     named: dict[str, set[str]] = {}
     for name, path in modules().items():
-        if name in ("scheduler.triggers.kinds", "scheduler.model"):
+        if name in ("scheduler.domain.triggers.kinds", "scheduler.domain.model"):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             ident = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)

@@ -9,17 +9,15 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
-from scheduler import auth
-from scheduler.commands import (
+from scheduler.domain.commands import (
     MAX_BACKFILL_FIRES,
     CommandRejected,
     apply_command,
     manual_fires,
     validate_command,
 )
-from scheduler.config import Settings
-from scheduler.events import DataEvent, ProgramStatusEvent
-from scheduler.model import (
+from scheduler.domain.events import DataEvent, ProgramStatusEvent
+from scheduler.domain.model import (
     Action,
     CompositeTrigger,
     CronTrigger,
@@ -35,7 +33,9 @@ from scheduler.model import (
     ScheduleState,
     TimeUnit,
 )
-from scheduler.tenancy import event_key_tenant, event_tenant, partition_share, schedule_tenants
+from scheduler.domain.tenancy import event_key_tenant, event_tenant, partition_share, schedule_tenants
+from scheduler.http import auth
+from scheduler.kafka.config import Settings
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from aiokafka import TopicPartition
 
-from scheduler.config import TANSU_RESTORE_LAG, broker_profile, fetched_lags, recovery_fetch
+from scheduler.kafka.config import TANSU_RESTORE_LAG, broker_profile, fetched_lags, recovery_fetch
 
 pytestmark = pytest.mark.unit
 
@@ -64,7 +64,7 @@ async def test_topic_creation_asks_each_broker_until_one_answers():
     """Faust asked the first broker only: a worker starting while it restarted died (NodeNotReadyError)."""
     from aiokafka.errors import NodeNotReadyError
 
-    from scheduler.config import _answering_controller
+    from scheduler.kafka.config import _answering_controller
 
     asked: list[int] = []
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.model import CatchUpPolicy, TimeUnit
-from scheduler.triggers import plan_catch_up
-from scheduler.triggers.catchup import MAX_EACH_FIRES
-from scheduler.triggers.cron import CronEvaluator
-from scheduler.triggers.frequency import FrequencyEvaluator
+from scheduler.domain.model import CatchUpPolicy, TimeUnit
+from scheduler.domain.triggers import plan_catch_up
+from scheduler.domain.triggers.catchup import MAX_EACH_FIRES
+from scheduler.domain.triggers.cron import CronEvaluator
+from scheduler.domain.triggers.frequency import FrequencyEvaluator
 
 pytestmark = pytest.mark.unit
 

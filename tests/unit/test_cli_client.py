@@ -10,9 +10,8 @@ import httpx
 import pytest
 import yaml
 
-from scheduler import auth, cli
-from scheduler.api import schedule_json
-from scheduler.client import (
+from scheduler.cli import cli
+from scheduler.cli.client import (
     ApiError,
     Client,
     UsageError,
@@ -32,10 +31,12 @@ from scheduler.client import (
     trigger_summary,
     validate_locally,
 )
-from scheduler.events import DataEvent, ProgramStatusEvent
-from scheduler.model import ProgramId, Schedule, ScheduleKey, ScheduleState
-from scheduler.triggers.kinds import trigger_from_json
-from scheduler.triggers.progress import TriggerProgress, apply, describe
+from scheduler.domain.events import DataEvent, ProgramStatusEvent
+from scheduler.domain.model import ProgramId, Schedule, ScheduleKey, ScheduleState
+from scheduler.domain.triggers.kinds import trigger_from_json
+from scheduler.domain.triggers.progress import TriggerProgress, apply, describe
+from scheduler.http import auth
+from scheduler.http.api import schedule_json
 
 pytestmark = pytest.mark.unit
 

@@ -13,8 +13,8 @@ import dataclasses
 
 import pytest
 
-from scheduler.model import CatchUpPolicy, FrequencyTrigger, TimeUnit
-from scheduler.punctuator import CLOCK_JUMP_MS, Punctuator
+from scheduler.domain.model import CatchUpPolicy, FrequencyTrigger, TimeUnit
+from scheduler.worker.punctuator import CLOCK_JUMP_MS, Punctuator
 from tests.unit.test_punctuator import T0, FakeClock, Harness, S, state
 
 pytestmark = pytest.mark.unit

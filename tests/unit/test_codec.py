@@ -8,8 +8,7 @@ from typing import Any
 import fastavro
 import pytest
 
-from scheduler import codec
-from scheduler.model import (
+from scheduler.domain.model import (
     Action,
     CatchUpPolicy,
     CronTrigger,
@@ -23,6 +22,7 @@ from scheduler.model import (
     TimeUnit,
     job_id,
 )
+from scheduler.wire import codec
 
 pytestmark = pytest.mark.unit
 
@@ -30,7 +30,7 @@ KEY = ScheduleKey("acme", "nightly-report")
 T0 = 1_704_067_200_000
 
 # light-scheduler's own schemas (networknt/light-scheduler src/main/resources/schemas), written out here
-# so the compatibility checks do not go through scheduler.codec's copies.
+# so the compatibility checks do not go through scheduler.wire.codec's copies.
 SEED_TASK_DEFINITION_KEY = {
     "namespace": "com.networknt.scheduler",
     "type": "record",

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.commands import CommandRejected, apply_command, validate_command
-from scheduler.model import (
+from scheduler.domain.commands import CommandRejected, apply_command, validate_command
+from scheduler.domain.model import (
     MAX_DATA_BYTES,
     MAX_DATA_ENTRIES,
     Action,

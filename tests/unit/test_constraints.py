@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from scheduler.constraints import (
+from scheduler.domain.constraints import (
     ACTIVE_STATUSES,
     ConcurrencyConstraint,
     DelayConstraint,
@@ -25,7 +25,7 @@ from scheduler.constraints import (
     UnmetAction,
     decide,
 )
-from scheduler.model import InvalidSchedule, TimeUnit
+from scheduler.domain.model import InvalidSchedule, TimeUnit
 
 pytestmark = pytest.mark.unit
 

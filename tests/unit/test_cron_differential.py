@@ -24,8 +24,8 @@ from cronsim import CronSim, CronSimError
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from scheduler.triggers.cron import CronEvaluator
-from scheduler.triggers.cron_fields import CronFields, wall_fields, wall_ms
+from scheduler.domain.triggers.cron import CronEvaluator
+from scheduler.domain.triggers.cron_fields import CronFields, wall_fields, wall_ms
 
 pytestmark = pytest.mark.unit
 

@@ -7,9 +7,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from scheduler.model import CronTrigger, InvalidSchedule, TimeUnit
-from scheduler.triggers import cron as cron_module
-from scheduler.triggers.cron import CronEvaluator, cron_evaluator, validate_cron
+from scheduler.domain.model import CronTrigger, InvalidSchedule, TimeUnit
+from scheduler.domain.triggers import cron as cron_module
+from scheduler.domain.triggers.cron import CronEvaluator, cron_evaluator, validate_cron
 
 pytestmark = pytest.mark.unit
 
@@ -424,7 +424,7 @@ def _local(ms: int, zone: str = "America/New_York") -> str:
 def test_a_fixed_hour_cron_with_many_matches_in_the_repeated_hour_keeps_firing_after_that_night():
     """Acceptance finding: `*/4 1 * * *` in New York fired on 2027-11-06 and 11-07 and never again (each
     second occurrence skipped in the repeated hour used up one of 16 rounds)."""
-    from scheduler.triggers.cron import CronEvaluator
+    from scheduler.domain.triggers.cron import CronEvaluator
 
     ev = CronEvaluator("*/4 1 * * *", "America/New_York")
     t = 1_825_473_600_000  # 2027-11-06 00:00 EDT
@@ -444,7 +444,7 @@ def test_a_fixed_hour_cron_with_many_matches_in_the_repeated_hour_keeps_firing_a
 def test_a_fall_back_day_two_transitions_ahead_is_not_skipped():
     """Acceptance finding: `30 1 * 11 0` in New York went 2026-11-29 -> 2027-11-14, missing 2027-11-07 01:30
     EDT (the stale offset skipped the spring transition and the summer both)."""
-    from scheduler.triggers.cron import CronEvaluator
+    from scheduler.domain.triggers.cron import CronEvaluator
 
     ev = CronEvaluator("30 1 * 11 0", "America/New_York")
     nov_29 = ev.next_due(1_795_521_600_000)  # 2026-11-24

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from scheduler import datasets
-from scheduler.datasets import PartitionsWritten, dataset_path, read_dataset, write_partitions
-from scheduler.model import InvalidSchedule
+from scheduler.domain.model import InvalidSchedule
+from scheduler.worker import datasets
+from scheduler.worker.datasets import PartitionsWritten, dataset_path, read_dataset, write_partitions
 
 pytestmark = pytest.mark.unit
 

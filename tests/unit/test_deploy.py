@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scheduler.cli import main as cli_main
-from scheduler.config import ENV_VARS, Settings
+from scheduler.cli.cli import main as cli_main
+from scheduler.kafka.config import ENV_VARS, Settings
 
 pytestmark = pytest.mark.unit
 
@@ -133,7 +133,7 @@ def test_services_select_the_workers():
 
 
 def test_auth_is_on_in_every_deployment_with_a_mounted_token_file_that_parses():
-    from scheduler.auth import parse_tokens
+    from scheduler.http.auth import parse_tokens
 
     config = next(d for d in k8s_documents() if d["kind"] == "ConfigMap")["data"]
     workers = {n: s for n, s in scheduler_services(compose()).items() if s["command"] == ["worker"]}

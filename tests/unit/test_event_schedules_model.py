@@ -9,9 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from scheduler import codec
-from scheduler.api import EventIn, ScheduleIn, schedule_json, state_from_json, validation_errors
-from scheduler.constraints import (
+from scheduler.domain.constraints import (
     ConcurrencyConstraint,
     Constraint,
     DelayConstraint,
@@ -22,7 +20,7 @@ from scheduler.constraints import (
     TimeWindowConstraint,
     UnmetAction,
 )
-from scheduler.model import (
+from scheduler.domain.model import (
     MAX_CONSTRAINTS,
     MAX_TRIGGER_DEPTH,
     MAX_TRIGGER_LEAVES,
@@ -43,6 +41,8 @@ from scheduler.model import (
     TimeUnit,
     Trigger,
 )
+from scheduler.http.api import EventIn, ScheduleIn, schedule_json, state_from_json, validation_errors
+from scheduler.wire import codec
 
 pytestmark = pytest.mark.unit
 
@@ -298,7 +298,7 @@ def test_every_constraint_kind_round_trips_through_its_avro_form(constraint: Con
 
 
 def test_every_constraint_kind_is_registered_once_by_its_avro_name() -> None:
-    from scheduler.constraints import CONSTRAINT_KINDS
+    from scheduler.domain.constraints import CONSTRAINT_KINDS
 
     assert sorted(CONSTRAINT_KINDS) == sorted({c.to_avro()[0] for c in ALL_CONSTRAINTS})
     assert all(CONSTRAINT_KINDS[c.to_avro()[0]] is type(c) for c in ALL_CONSTRAINTS)

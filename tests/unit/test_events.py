@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from scheduler import codec
-from scheduler.events import (
+from scheduler.domain.events import (
     MAX_PAYLOAD_BYTES,
     MAX_PAYLOAD_ENTRIES,
     PROGRAM_STATUSES,
@@ -22,7 +21,8 @@ from scheduler.events import (
     program_key,
     validate_dataset,
 )
-from scheduler.model import InvalidSchedule, ProgramId
+from scheduler.domain.model import InvalidSchedule, ProgramId
+from scheduler.wire import codec
 
 pytestmark = pytest.mark.unit
 

@@ -9,23 +9,8 @@ import fastavro
 import pytest
 from aiokafka.partitioner import murmur2 as aiokafka_murmur2
 
-from scheduler.codec import (
-    DecodeError,
-    _avro_command_with_schedule,
-    _read_time_command,
-    decode_command,
-    decode_command_with_schedule,
-    decode_fired,
-    decode_state,
-    encode_command,
-    encode_fired,
-    encode_state,
-    fired_task_encoder,
-    schedule_to_avro,
-    schemas,
-)
-from scheduler.constraints import ConcurrencyConstraint, PendingTimeout
-from scheduler.model import (
+from scheduler.domain.constraints import ConcurrencyConstraint, PendingTimeout
+from scheduler.domain.model import (
     Action,
     CatchUpPolicy,
     CompositeTrigger,
@@ -41,7 +26,22 @@ from scheduler.model import (
     TimeUnit,
     job_id,
 )
-from scheduler.partitioner import murmur2
+from scheduler.kafka.partitioner import murmur2
+from scheduler.wire.codec import (
+    DecodeError,
+    _avro_command_with_schedule,
+    _read_time_command,
+    decode_command,
+    decode_command_with_schedule,
+    decode_fired,
+    decode_state,
+    encode_command,
+    encode_fired,
+    encode_state,
+    fired_task_encoder,
+    schedule_to_avro,
+    schemas,
+)
 from tests import fuzz_inputs
 
 pytestmark = pytest.mark.unit

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from scheduler.model import (
+from scheduler.domain.model import (
     CatchUpPolicy,
     FrequencyTrigger,
     Schedule,
@@ -14,8 +14,8 @@ from scheduler.model import (
     ScheduleState,
     TimeUnit,
 )
-from scheduler.triggers.base import TimeTrigger
-from scheduler.triggers.frequency import FrequencyEvaluator
+from scheduler.domain.triggers.base import TimeTrigger
+from scheduler.domain.triggers.frequency import FrequencyEvaluator
 
 pytestmark = pytest.mark.unit
 

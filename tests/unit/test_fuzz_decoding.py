@@ -11,17 +11,10 @@ from collections import Counter
 
 import pytest
 
-from scheduler.codec import (
-    MAX_MESSAGE_BYTES,
-    READER_TRIGGER_DEPTH,
-    DecodeError,
-    decode_command,
-    encode_command,
-)
-from scheduler.commands import CommandRejected, validate_command
-from scheduler.constraints import ConcurrencyConstraint, DelayConstraint, TimeWindowConstraint
-from scheduler.events import MAX_PAYLOAD_BYTES, InvalidEvent, Notification, parse
-from scheduler.model import (
+from scheduler.domain.commands import CommandRejected, validate_command
+from scheduler.domain.constraints import ConcurrencyConstraint, DelayConstraint, TimeWindowConstraint
+from scheduler.domain.events import MAX_PAYLOAD_BYTES, InvalidEvent, Notification, parse
+from scheduler.domain.model import (
     MAX_TRIGGER_DEPTH,
     Action,
     CompositeTrigger,
@@ -35,6 +28,13 @@ from scheduler.model import (
     ScheduleCommand,
     ScheduleKey,
     TimeUnit,
+)
+from scheduler.wire.codec import (
+    MAX_MESSAGE_BYTES,
+    READER_TRIGGER_DEPTH,
+    DecodeError,
+    decode_command,
+    encode_command,
 )
 from tests.fuzz_inputs import (
     GENERATORS,

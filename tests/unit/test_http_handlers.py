@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import make_mocked_request
 
-from scheduler.auth import PRINCIPAL, Principal
-from scheduler.codec import decode_command
-from scheduler.config import Settings
-from scheduler.counters import WorkerCounts
-from scheduler.model import Action, ScheduleCommand
-from scheduler.programs import ProgramSpec
-from scheduler.web import ROUTES, Handlers, _view_method
+from scheduler.domain.model import Action, ScheduleCommand
+from scheduler.http.auth import PRINCIPAL, Principal
+from scheduler.http.web import ROUTES, Handlers, _view_method
+from scheduler.kafka.config import Settings
+from scheduler.wire.codec import decode_command
+from scheduler.worker.counters import WorkerCounts
+from scheduler.worker.programs import ProgramSpec
 
 pytestmark = pytest.mark.unit
 

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from scheduler.broker import free_port
-from scheduler.config import Settings
-from scheduler.ingest import FREEZE_AFTER, CommandIngest
-from scheduler.producer import TopicCreator
+from scheduler.kafka.broker import free_port
+from scheduler.kafka.config import Settings
+from scheduler.kafka.producer import TopicCreator
+from scheduler.worker.ingest import FREEZE_AFTER, CommandIngest
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
 
@@ -23,7 +23,7 @@ async def test_an_assignment_waits_and_retries_while_the_broker_cannot_be_reache
     settings = Settings(app_id="nobroker", bootstrap_servers=bootstrap, commands_topic="nobroker-commands")
     worker = SimpleNamespace(settings=settings, topics=TopicCreator(bootstrap, 4, 1), progress_db=dict)
     ingest = CommandIngest(worker)
-    caplog.set_level(logging.WARNING, logger="scheduler.ingest")
+    caplog.set_level(logging.WARNING, logger="scheduler.worker.ingest")
     run = asyncio.ensure_future(ingest.run())
     try:
         await ingest.assign({0, 1})
@@ -95,7 +95,7 @@ class _FlakyChangelogWorker:
             raise RuntimeError(f"NotLeaderForPartitionError on partition {p}")
 
     def save_progress_record(self, partition: int, key: bytes, value: bytes) -> None:
-        from scheduler.codec import decode_json
+        from scheduler.wire.codec import decode_json
 
         self.stored[partition] = decode_json(value)["offset"]
 
@@ -155,7 +155,7 @@ async def test_a_changelog_write_that_fails_on_one_partition_is_retried_while_th
 
 
 async def test_a_revocation_drops_a_flush_that_cannot_finish_and_stores_no_offset_for_it(monkeypatch) -> None:
-    import scheduler.ingest as ingest_module
+    import scheduler.worker.ingest as ingest_module
 
     monkeypatch.setattr(ingest_module, "REVOKE_WAIT_S", 0.2)
     worker = _FlakyChangelogWorker(failures={}, hang={1})

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.constraints import (
+from scheduler.domain.constraints import (
     ConcurrencyConstraint,
     Constraint,
     DelayConstraint,
@@ -17,7 +17,7 @@ from scheduler.constraints import (
     TimeoutAction,
     UnmetAction,
 )
-from scheduler.jobs import (
+from scheduler.domain.jobs import (
     MAX_EVENTS_PER_JOB,
     Job,
     ProgramQueue,
@@ -26,7 +26,7 @@ from scheduler.jobs import (
     cancel,
     check,
 )
-from scheduler.model import TimeUnit
+from scheduler.domain.model import TimeUnit
 
 pytestmark = pytest.mark.unit
 

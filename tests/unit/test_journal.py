@@ -8,9 +8,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.codec import decode_command, encode_command, key_bytes
-from scheduler.journal import Journal, compact_journal, fold, read_journal
-from scheduler.model import (
+from scheduler.domain.model import (
     Action,
     CronTrigger,
     FrequencyTrigger,
@@ -19,6 +17,8 @@ from scheduler.model import (
     ScheduleKey,
     TimeUnit,
 )
+from scheduler.wire.codec import decode_command, encode_command, key_bytes
+from scheduler.worker.journal import Journal, compact_journal, fold, read_journal
 
 pytestmark = pytest.mark.unit
 

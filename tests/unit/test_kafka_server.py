@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import kafka_server
-from scheduler.broker import TansuGrowthWatch
-from scheduler.kafka_server import KAFKA_VERSION, KafkaCluster, KafkaUnavailable
+from scheduler.kafka import kafka_server
+from scheduler.kafka.broker import TansuGrowthWatch
+from scheduler.kafka.kafka_server import KAFKA_VERSION, KafkaCluster, KafkaUnavailable
 
 pytestmark = pytest.mark.unit
 
@@ -88,7 +88,7 @@ def test_the_embedded_broker_warns_each_time_its_memory_passes_another_step():
 
 
 def test_a_cluster_id_never_starts_with_a_dash():
-    from scheduler.kafka_server import _cluster_id
+    from scheduler.kafka.kafka_server import _cluster_id
 
     ids = [_cluster_id() for _ in range(2000)]
     assert all(len(i) == 22 and not i.startswith("-") for i in ids)
@@ -99,7 +99,7 @@ def test_only_children_of_the_main_thread_get_the_parent_death_signal():
     import os
     import threading
 
-    from scheduler.kafka_server import child_setup, die_with_parent
+    from scheduler.kafka.kafka_server import child_setup, die_with_parent
 
     assert child_setup() is die_with_parent
     assert child_setup(tied_to_parent=False) is os.setsid
@@ -119,7 +119,7 @@ def test_a_child_spawned_from_a_short_lived_thread_is_tied_to_the_process_not_th
     import threading
     import time
 
-    from scheduler.kafka_server import child_setup, die_with_parent, spawn
+    from scheduler.kafka.kafka_server import child_setup, die_with_parent, spawn
 
     setups, children = [], []
 

@@ -1,5 +1,5 @@
 """LauncherJournal (append-only JSONL of start/pid/end, folded on open and rewritten), program_key_bytes and
-stop_request. No Kafka: only the journal and the pure helpers of scheduler.launcher are used."""
+stop_request. No Kafka: only the journal and the pure helpers of scheduler.launcher.launcher are used."""
 
 from __future__ import annotations
 
@@ -11,9 +11,14 @@ from typing import Any
 
 import pytest
 
-from scheduler import launcher
-from scheduler.launcher import MAX_STARTED_REMEMBERED, LauncherJournal, program_key_bytes, stop_request
-from scheduler.model import InvalidSchedule
+from scheduler.domain.model import InvalidSchedule
+from scheduler.launcher.launcher import (
+    MAX_STARTED_REMEMBERED,
+    LauncherJournal,
+    launcher,
+    program_key_bytes,
+    stop_request,
+)
 
 pytestmark = pytest.mark.unit
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from scheduler.messages import (
+from scheduler.wire.messages import (
     AdoptQueue,
     CancelJobs,
     CheckConstraints,

@@ -16,13 +16,15 @@ import pytest
 import rocksdict
 from prometheus_client.parser import text_string_to_metric_families
 
-from scheduler.codec import DecodeError
-from scheduler.commands import CommandRejected
-from scheduler.counters import FireCounts
-from scheduler.events import InvalidEvent
-from scheduler.jobs import Job, ProgramQueue
-from scheduler.logs import JsonFormatter, logging_config
-from scheduler.metrics import (
+from scheduler.domain.commands import CommandRejected
+from scheduler.domain.events import InvalidEvent
+from scheduler.domain.jobs import Job, ProgramQueue
+from scheduler.domain.model import CatchUpPolicy, FrequencyTrigger, InvalidSchedule, TimeUnit
+from scheduler.domain.triggers import plan_catch_up
+from scheduler.wire.codec import DecodeError
+from scheduler.worker.counters import FireCounts
+from scheduler.worker.logs import JsonFormatter, logging_config
+from scheduler.worker.metrics import (
     LATENESS_BUCKETS_MS,
     REASON_CLASSES,
     Histogram,
@@ -33,9 +35,7 @@ from scheduler.metrics import (
     count_missed,
     reason_class,
 )
-from scheduler.model import CatchUpPolicy, FrequencyTrigger, InvalidSchedule, TimeUnit
-from scheduler.punctuator import Punctuator
-from scheduler.triggers import plan_catch_up
+from scheduler.worker.punctuator import Punctuator
 from tests.unit.test_punctuator import T0, Harness, state
 
 pytestmark = pytest.mark.unit
@@ -408,8 +408,8 @@ def test_a_quiet_log_level_does_not_turn_the_root_logger_to_debug(tmp_path: Path
     built a record. The worker's runner has no spinner, so the level stays the one configured."""
     import faust
 
-    from scheduler.cli import faust_runner
-    from scheduler.config import Settings
+    from scheduler.cli.cli import faust_runner
+    from scheduler.kafka.config import Settings
 
     settings = Settings(app_id="spinner-test", data_dir=tmp_path, auth="off", log_level=level)
     runner = faust_runner(faust.App("spinner-test"), settings)

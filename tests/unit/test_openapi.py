@@ -10,8 +10,11 @@ import jsonschema_rs
 import pytest
 import schemathesis
 
-from scheduler import auth
-from scheduler.api import (
+from scheduler.domain.jobs import Job
+from scheduler.domain.model import ScheduleState
+from scheduler.domain.runs import RunRecord
+from scheduler.http import auth
+from scheduler.http.api import (
     BackfillIn,
     EventIn,
     RunIn,
@@ -20,15 +23,12 @@ from scheduler.api import (
     TaskDefinitionIn,
     schedule_json,
 )
-from scheduler.app import Worker
-from scheduler.codec import task_definition_from_schedule
-from scheduler.config import Settings
-from scheduler.jobs import Job
-from scheduler.model import ScheduleState
-from scheduler.openapi import EXAMPLES, build_spec
-from scheduler.programs import ProgramSpec
-from scheduler.runs import RunRecord
-from scheduler.web import _job_json, register_views
+from scheduler.http.openapi import EXAMPLES, build_spec
+from scheduler.http.web import _job_json, register_views
+from scheduler.kafka.config import Settings
+from scheduler.wire.codec import task_definition_from_schedule
+from scheduler.worker.app import Worker
+from scheduler.worker.programs import ProgramSpec
 
 pytestmark = pytest.mark.unit
 

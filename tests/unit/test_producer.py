@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.producer import BatchedProducer
+from scheduler.kafka.producer import BatchedProducer
 
 pytestmark = pytest.mark.unit
 
@@ -37,7 +37,7 @@ async def test_a_failed_record_nobody_awaits_is_logged_with_its_topic_not_left_u
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(lambda _loop, context: unretrieved.append(context))
     try:
-        with caplog.at_level(logging.WARNING, logger="scheduler.producer"):
+        with caplog.at_level(logging.WARNING, logger="scheduler.kafka.producer"):
             await producer.send("t-trigger-index", b"k", b"v")  # the future is dropped
             fake.futures[0].set_exception(RuntimeError("NotLeaderForPartitionError"))
             await asyncio.sleep(0)  # the done callbacks run
@@ -110,7 +110,7 @@ def test_the_aiokafka_internals_the_producer_reads_are_there() -> None:
     """_holds_a_batch reads aiokafka 0.14's accumulator: an upgrade that moves it fails here."""
     from aiokafka import AIOKafkaProducer
 
-    from scheduler.producer import _holds_a_batch
+    from scheduler.kafka.producer import _holds_a_batch
 
     async def check() -> None:
         p = AIOKafkaProducer(bootstrap_servers="unused:9092")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from scheduler.programs import ProgramRegistry, ProgramSpec, program_env
+from scheduler.worker.programs import ProgramRegistry, ProgramSpec, program_env
 
 pytestmark = pytest.mark.unit
 

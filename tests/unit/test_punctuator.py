@@ -8,8 +8,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from scheduler.codec import decode_fired, key_bytes
-from scheduler.model import (
+from scheduler.domain.model import (
     CatchUpPolicy,
     CronTrigger,
     FiredTask,
@@ -20,7 +19,8 @@ from scheduler.model import (
     TimeUnit,
     Trigger,
 )
-from scheduler.punctuator import Punctuator
+from scheduler.wire.codec import decode_fired, key_bytes
+from scheduler.worker.punctuator import Punctuator
 
 pytestmark = pytest.mark.unit
 

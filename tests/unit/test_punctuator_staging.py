@@ -8,9 +8,9 @@ import dataclasses
 
 import pytest
 
-from scheduler.codec import FiredTaskBytes, decode_fired, encode_fired, zigzag_long
-from scheduler.model import CronTrigger, FiredTask, FrequencyTrigger, ProgramId, ScheduleKey
-from scheduler.punctuator import STAGE_AHEAD_MS, kafka_partition
+from scheduler.domain.model import CronTrigger, FiredTask, FrequencyTrigger, ProgramId, ScheduleKey
+from scheduler.wire.codec import FiredTaskBytes, decode_fired, encode_fired, zigzag_long
+from scheduler.worker.punctuator import STAGE_AHEAD_MS, kafka_partition
 from tests.unit.test_punctuator import T0, Harness, S, state
 
 pytestmark = pytest.mark.unit

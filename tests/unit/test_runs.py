@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from scheduler.runs import (
+from scheduler.domain.runs import (
     TERMINAL,
     TRANSITIONS,
     InvalidTransition,

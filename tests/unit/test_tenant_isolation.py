@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.constraints import ConcurrencyConstraint
-from scheduler.event_routing import event_keys, run_state_queues
-from scheduler.events import program_key
-from scheduler.jobs import (
+from scheduler.domain.constraints import ConcurrencyConstraint
+from scheduler.domain.events import program_key
+from scheduler.domain.jobs import (
     MAX_LAUNCHED_REMEMBERED,
     Job,
     ProgramQueue,
@@ -20,9 +19,10 @@ from scheduler.jobs import (
     legacy_group,
     split_legacy_group,
 )
-from scheduler.messages import IndexedTrigger, IndexEntry, IndexUpdate
-from scheduler.model import PartitionTrigger, ProgramId, Schedule, ScheduleKey, ScheduleState
-from scheduler.tenancy import job_filter_tenants
+from scheduler.domain.model import PartitionTrigger, ProgramId, Schedule, ScheduleKey, ScheduleState
+from scheduler.domain.tenancy import job_filter_tenants
+from scheduler.wire.messages import IndexedTrigger, IndexEntry, IndexUpdate
+from scheduler.worker.event_routing import event_keys, run_state_queues
 
 pytestmark = pytest.mark.unit
 

@@ -10,11 +10,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from scheduler import codec
-from scheduler.api import ScheduleIn, schedule_json, state_from_json, validation_errors
-from scheduler.event_routing import event_keys
-from scheduler.events import DataEvent, ProgramStatusEvent
-from scheduler.model import (
+from scheduler.domain.events import DataEvent, ProgramStatusEvent
+from scheduler.domain.model import (
     Action,
     InvalidSchedule,
     ProgramId,
@@ -23,8 +20,8 @@ from scheduler.model import (
     ScheduleKey,
     ScheduleState,
 )
-from scheduler.tenancy import schedule_tenants
-from scheduler.triggers.kinds import (
+from scheduler.domain.tenancy import schedule_tenants
+from scheduler.domain.triggers.kinds import (
     AVRO_KINDS,
     TRIGGER_KINDS,
     CompositeTrigger,
@@ -33,7 +30,10 @@ from scheduler.triggers.kinds import (
     Trigger,
     trigger_from_json,
 )
-from scheduler.triggers.progress import TriggerProgress, apply, describe, reset, satisfied
+from scheduler.domain.triggers.progress import TriggerProgress, apply, describe, reset, satisfied
+from scheduler.http.api import ScheduleIn, schedule_json, state_from_json, validation_errors
+from scheduler.wire import codec
+from scheduler.worker.event_routing import event_keys
 
 pytestmark = pytest.mark.unit
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.events import DataEvent, ProgramStatusEvent
-from scheduler.model import (
+from scheduler.domain.events import DataEvent, ProgramStatusEvent
+from scheduler.domain.model import (
     CompositeTrigger,
     CronTrigger,
     DataSizeTrigger,
@@ -22,7 +22,7 @@ from scheduler.model import (
     Trigger,
     trigger_leaves,
 )
-from scheduler.triggers.progress import (
+from scheduler.domain.triggers.progress import (
     MAX_EVENTS_KEPT,
     LeafProgress,
     TriggerProgress,

@@ -1,0 +1,1 @@
+"""The cli layer (see scheduler/ARCHITECTURE.md)."""

@@ -1,0 +1,830 @@
+"""Command line: `scheduler worker`, `scheduler run` (embedded broker + worker), `scheduler tail TOPIC`,
+and the HTTP API's client commands (`scheduler schedules|jobs|runs|events ...`, `scheduler token new`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import shutil
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scheduler.kafka.config import Settings
+from scheduler.worker import logs
+
+if TYPE_CHECKING:
+    from scheduler.cli.client import Client
+
+
+def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
+    return Settings.from_env(
+        app_id=getattr(args, "app_id", None),
+        bootstrap_servers=getattr(args, "bootstrap", None),
+        web_port=getattr(args, "web_port", None),
+        data_dir=getattr(args, "data_dir", None),
+        **extra,
+    )
+
+
+def run_worker(settings: Settings) -> None:
+    from scheduler.http.auth import AuthConfigError
+    from scheduler.http.web import register_views
+    from scheduler.worker.app import Worker
+
+    try:
+        worker = Worker(settings)
+        register_views(worker)
+    except AuthConfigError as exc:
+        print(f"scheduler: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    faust_runner(worker.faust_app, settings).execute_from_commandline()
+
+
+def faust_runner(app: Any, settings: Settings) -> Any:
+    """The faust.Worker that runs a worker's app, in the configured log format and level."""
+    import faust
+
+    runner = faust.Worker(app, **logs.worker_options(settings.log_format, settings.log_level))
+    # Faust's terminal spinner: at a level of WARNING or above it sets the root logger to DEBUG (to spin
+    # on every record), so every library's debug call builds a LogRecord — ~8 % of a worker's CPU.
+    runner.spinner = None
+    return runner
+
+
+def cmd_worker(args: argparse.Namespace) -> None:
+    run_worker(_settings(args))
+
+
+def cmd_launcher(args: argparse.Namespace) -> None:
+    """The launcher as its own process: runs the programs of launch requests, reports their states."""
+    from scheduler.launcher.launcher import Launcher
+
+    async def main() -> None:
+        launcher = Launcher(_settings(args))
+        try:
+            await launcher.run()
+        finally:
+            await launcher.stop()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
+
+
+async def _prepare_embedded(settings: Settings, replay: list[tuple[bytes, bytes]]) -> None:
+    from scheduler.kafka.producer import BatchedProducer, TopicCreator
+    from scheduler.worker.app import partition_for
+
+    await TopicCreator(settings.bootstrap_servers, settings.partitions, 1).ensure(
+        settings.commands_topic, settings.light_topic, settings.dead_letter_topic
+    )
+    producer = BatchedProducer(settings.bootstrap_servers)
+    try:
+        futures = [
+            await producer.send(settings.commands_topic, key, value, partition_for(key, settings.partitions))
+            for key, value in replay
+        ]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    """A broker + one worker + HTTP on one machine: Apache Kafka from its jars (durable) where java and
+    mvn are present, else the embedded Tansu broker (memory only; schedules kept by the journal)."""
+    from scheduler.kafka.kafka_server import missing_tools
+
+    choice = args.broker
+    if choice == "auto":
+        missing = missing_tools()
+        choice = "tansu" if missing else "kafka"
+        why = f"no {' or '.join(missing)} on PATH" if missing else "java and mvn found"
+        print(f"scheduler: broker {choice} ({why}; --broker kafka|tansu to choose)", flush=True)
+    # `scheduler run` is the local development command: auth is off unless tokens are configured.
+    configured = any(
+        os.environ.get(v) for v in ("SCHEDULER_AUTH", "SCHEDULER_AUTH_TOKENS", "SCHEDULER_AUTH_TOKENS_FILE")
+    )
+    settings = _settings(
+        args,
+        broker_profile=choice,
+        launcher="off" if args.no_launcher else "embedded",
+        auth=None if configured else "off",
+    )
+    if settings.auth == "off":
+        print("scheduler: HTTP auth is OFF (local development; set SCHEDULER_AUTH_TOKENS_FILE to turn it on)")
+    data_dir = Path(settings.data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    if choice == "kafka":
+        _run_on_kafka(settings, data_dir, args.broker_port)
+    else:
+        _run_on_tansu(settings, data_dir, args.broker_port)
+
+
+def _port_taken(port: int) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _run_on_kafka(settings: Settings, data_dir: Path, port: int) -> None:
+    """Apache Kafka (1 node, KRaft) with its log dirs under the data dir: a restart keeps every topic."""
+    from scheduler.kafka.kafka_server import KAFKA_VERSION, KafkaCluster, KafkaUnavailable, jars_cached
+
+    cluster = KafkaCluster(data_dir / "kafka", nodes=1, port=port)
+    cluster.stop_stale()
+    if _port_taken(port):
+        print(
+            f"scheduler: port {port} is held by another process; stop it or pass --broker-port",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+    if not jars_cached():
+        print(f"scheduler: fetching Apache Kafka {KAFKA_VERSION}'s jars with mvn (once)", flush=True)
+    print(f"scheduler: starting Apache Kafka {KAFKA_VERSION} (log dirs in {cluster.base_dir})", flush=True)
+    try:
+        cluster.start()
+    except KafkaUnavailable as exc:
+        print(f"scheduler: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    try:
+        settings = settings.model_copy(update={"bootstrap_servers": cluster.bootstrap_servers})
+        print(
+            f"scheduler: broker {cluster.bootstrap_servers}, HTTP {settings.web_url}, "
+            f"commands topic {settings.commands_topic}",
+            flush=True,
+        )
+        run_worker(settings)
+    finally:
+        cluster.stop()
+
+
+def _run_on_tansu(settings: Settings, data_dir: Path, port: int) -> None:
+    """The embedded Tansu broker: memory only, so schedules are kept by the journal and replayed."""
+    from scheduler.kafka.broker import EmbeddedBroker, TansuGrowthWatch
+    from scheduler.worker.journal import compact_journal
+
+    if _port_taken(port):
+        print(
+            f"scheduler: port {port} is held by another process; stop it or pass --broker-port",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+    journal = settings.journal_path or data_dir / "journal.bin"
+    broker = EmbeddedBroker(port=port, log_path=data_dir / "broker.log").start()
+    watch = TansuGrowthWatch(broker).start()
+    try:
+        settings = settings.model_copy(
+            update={"bootstrap_servers": broker.bootstrap_servers, "journal_path": journal}
+        )
+        # The fresh in-memory broker has no changelogs: local table state from an earlier run is stale.
+        shutil.rmtree(data_dir / settings.app_id, ignore_errors=True)
+        replay = compact_journal(journal)
+        asyncio.run(_prepare_embedded(settings, replay))
+        print(
+            f"scheduler: broker {broker.bootstrap_servers} (embedded Tansu, memory only), HTTP "
+            f"{settings.web_url}, commands topic {settings.commands_topic}, {len(replay)} schedules "
+            f"restored from {journal}",
+            flush=True,
+        )
+        run_worker(settings)
+    finally:
+        watch.stop()
+        broker.stop()
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+async def _tail(args: argparse.Namespace) -> None:
+    from aiokafka import AIOKafkaConsumer
+
+    from scheduler.wire.codec import DecodeError, decode
+
+    settings = _settings(args)
+    consumer = AIOKafkaConsumer(
+        args.topic,
+        bootstrap_servers=settings.bootstrap_servers,
+        auto_offset_reset="earliest" if args.from_beginning else "latest",
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    shown = 0
+    try:
+        async for msg in consumer:
+            try:
+                record: Any = decode(args.schema, msg.value)
+            except DecodeError as exc:
+                record = {"undecodable": str(exc), "value": msg.value}
+            print(json.dumps(_jsonable(record), ensure_ascii=False), flush=True)
+            shown += 1
+            if args.max and shown >= args.max:
+                break
+    finally:
+        await consumer.stop()
+
+
+def cmd_tail(args: argparse.Namespace) -> None:
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_tail(args))
+
+
+# --- client commands: the HTTP API from the command line -------------------------------------------
+
+ClientCommand = Callable[["Client", argparse.Namespace], Awaitable[int | None]]
+
+
+def _with_client(command: ClientCommand) -> Callable[[argparse.Namespace], int]:
+    """Run `command` with a client of --url / $SCHEDULER_URL; exit 0 ok, 1 API error, 2 usage error."""
+
+    def run(args: argparse.Namespace) -> int:
+        from scheduler.cli.client import DEFAULT_URL, ApiError, Client, UsageError
+
+        url = getattr(args, "url", None) or os.environ.get("SCHEDULER_URL") or DEFAULT_URL
+        token = getattr(args, "token", None) or os.environ.get("SCHEDULER_TOKEN") or None
+
+        async def go() -> int | None:
+            async with Client(
+                url, token, timeout_s=args.timeout, concurrency=getattr(args, "concurrency", 1)
+            ) as client:
+                return await command(client, args)
+
+        try:
+            return asyncio.run(go()) or 0
+        except UsageError as exc:
+            print(f"scheduler: error: {exc}", file=sys.stderr)
+            return 2
+        except ApiError as exc:
+            print(
+                "\n".join(f"scheduler: {line}" if i == 0 else line for i, line in enumerate(exc.lines())),
+                file=sys.stderr,
+            )
+            return 1
+        except KeyboardInterrupt:
+            print("scheduler: interrupted", file=sys.stderr)
+            return 130
+
+    return run
+
+
+def _print(args: argparse.Namespace, data: Any, text: str | None) -> None:
+    """`data` as JSON with --json, else the readable `text`."""
+    if args.json:
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+    elif text:
+        print(text)
+
+
+def _accepted(answer: Any, what: str) -> str:
+    action = answer.get("action") if isinstance(answer, dict) else None
+    return f"{what}: {action or 'request'} accepted"
+
+
+async def cmd_schedules_create(client: Client, args: argparse.Namespace) -> int:
+    from scheduler.cli.client import (
+        ProgressLine,
+        UsageError,
+        load_document,
+        objects_of,
+        schedule_body,
+        schedule_label,
+        validate_locally,
+    )
+
+    if args.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    bodies = [schedule_body(o) for o in objects_of(load_document(args.file), "schedules", args.file)]
+    if args.dry_run:
+        invalid: list[dict[str, Any]] = [
+            {"index": i, "key": schedule_label(b), "fields": problems}
+            for i, b in enumerate(bodies)
+            if (problems := validate_locally(b))
+        ]
+        _print(
+            args,
+            {"total": len(bodies), "valid": len(bodies) - len(invalid), "invalid": invalid},
+            f"{len(bodies) - len(invalid)} of {len(bodies)} schedules valid (nothing sent)",
+        )
+        for bad in invalid:
+            print(f"  #{bad['index']} {bad['key']}:", file=sys.stderr)
+            for f in bad["fields"]:
+                print(f"    {f['field']}: {f['message']}", file=sys.stderr)
+        return 1 if invalid else 0
+    progress = ProgressLine(sys.stderr.write, sys.stderr.isatty()) if len(bodies) > 1 else None
+    result = await client.create_many(bodies, args.concurrency, progress)
+    if progress is not None:
+        progress(result, final=True)
+    failed = [
+        {
+            "index": i,
+            "key": key,
+            "status": exc.status,
+            "error": exc.error,
+            "reason": exc.reason,
+            "fields": exc.fields,
+        }
+        for i, key, exc in result.failures
+    ]
+    _print(
+        args,
+        {"total": result.total, "accepted": result.accepted, "failed": failed, "seconds": result.seconds},
+        f"accepted {result.accepted} of {result.total} schedules in {result.seconds:.1f} s "
+        f"({result.rate:,.0f}/s)" + (f", {len(failed)} failed" if failed else ""),
+    )
+    if result.failures:
+        print(f"scheduler: {len(result.failures)} of {result.total} failed:", file=sys.stderr)
+        for i, key, exc in result.failures:
+            lines = exc.lines()
+            print(f"  #{i} {key}: {lines[0]}", file=sys.stderr)
+            for line in lines[1:]:
+                print(f"  {line}", file=sys.stderr)
+    return 1 if result.failures else 0
+
+
+async def cmd_schedules_list(client: Client, args: argparse.Namespace) -> None:
+    from scheduler.cli.client import iso, table, trigger_summary
+
+    answer = await client.schedules(args.tenant, args.limit)
+    schedules = answer["schedules"]
+    rows = [
+        (
+            s["key"],
+            s["enabled"],
+            trigger_summary(s),
+            iso(s.get("nextFireAt")),
+            s.get("program") or s["topic"],
+        )
+        for s in schedules
+    ]
+    _print(args, answer, table(["KEY", "ENABLED", "TRIGGER", "NEXT FIRE (UTC)", "PROGRAM / TOPIC"], rows))
+    if not args.json and answer.get("total", len(schedules)) > len(schedules):
+        print(f"({len(schedules)} of {answer['total']}; raise --limit for more)", file=sys.stderr)
+
+
+async def cmd_schedules_get(client: Client, args: argparse.Namespace) -> None:
+    from scheduler.cli.client import fields_table, parse_schedule_ref
+
+    answer = await client.schedule(*parse_schedule_ref(args.schedule))
+    times = ("createdAt", "updatedAt", "activeSince", "nextFireAt")
+    _print(args, answer, fields_table(answer, times))
+
+
+async def cmd_schedules_update(client: Client, args: argparse.Namespace) -> int:
+    from scheduler.cli.client import (
+        UsageError,
+        load_document,
+        objects_of,
+        parse_schedule_ref,
+        schedule_body,
+        validate_locally,
+    )
+
+    tenant, name = parse_schedule_ref(args.schedule)
+    items = objects_of(load_document(args.file), "schedules", args.file)
+    if len(items) != 1:
+        raise UsageError(f"{args.file}: update takes one schedule, the file holds {len(items)}")
+    body = schedule_body(items[0])
+    for field, value in (("tenant", tenant), ("name", name)):
+        if body.pop(field, value) != value:
+            raise UsageError(
+                f"{args.file}: {field} {items[0][field]!r} is not the {field} of {args.schedule}"
+            )
+    if args.dry_run:
+        problems = validate_locally(body, with_key=False)
+        _print(
+            args,
+            {"valid": not problems, "fields": problems},
+            "valid (nothing sent)" if not problems else "invalid",
+        )
+        for f in problems:
+            print(f"  {f['field']}: {f['message']}", file=sys.stderr)
+        return 1 if problems else 0
+    answer = await client.update(tenant, name, body)
+    _print(args, answer, _accepted(answer, args.schedule))
+    return 0
+
+
+def _schedule_action(action: str) -> ClientCommand:
+    async def command(client: Client, args: argparse.Namespace) -> None:
+        from scheduler.cli.client import parse_schedule_ref
+
+        tenant, name = parse_schedule_ref(args.schedule)
+        if action == "delete":
+            answer = await client.delete(tenant, name)
+        else:
+            answer = await client.action(tenant, name, action)
+        _print(args, answer, _accepted(answer, args.schedule))
+
+    return command
+
+
+async def cmd_schedules_next(client: Client, args: argparse.Namespace) -> None:
+    from scheduler.cli.client import UsageError, iso, parse_schedule_ref, table
+
+    if args.n < 1:
+        raise UsageError("-n must be at least 1")
+    tenant, name = parse_schedule_ref(args.schedule)
+    answer = await client.schedule(tenant, name, "next", n=args.n)
+    if not answer["next"]:
+        text = f"{args.schedule} has no time trigger: it fires on events only"
+    else:
+        text = table(
+            ["#", "FIRE TIME (UTC)", "EPOCH MS"], [(i + 1, iso(t), t) for i, t in enumerate(answer["next"])]
+        )
+        if not answer.get("enabled", True):
+            text = f"{args.schedule} is disabled; when enabled it would fire at:\n{text}"
+    _print(args, {**answer, "nextIso": [iso(t) for t in answer["next"]]}, text)
+
+
+async def cmd_schedules_run(client: Client, args: argparse.Namespace) -> None:
+    from scheduler.cli.client import parse_instant, parse_schedule_ref
+
+    tenant, name = parse_schedule_ref(args.schedule)
+    body = {"at": parse_instant(args.at)} if args.at else None
+    answer = await client.action(tenant, name, "run", body)
+    _print(args, answer, _accepted(answer, args.schedule))
+
+
+async def cmd_schedules_backfill(client: Client, args: argparse.Namespace) -> None:
+    from scheduler.cli.client import UsageError, iso, parse_instant, parse_schedule_ref
+
+    tenant, name = parse_schedule_ref(args.schedule)
+    start, end = parse_instant(args.from_), parse_instant(args.to)
+    if end < start:
+        raise UsageError(f"--to ({iso(end)}) is before --from ({iso(start)})")
+    answer = await client.action(tenant, name, "backfill", {"from": start, "to": end})
+    fires = answer.get("fires") if isinstance(answer, dict) else None
+    text = _accepted(answer, args.schedule) + (
+        f": {fires} fires from {iso(start)} to {iso(end)}" if fires is not None else ""
+    )
+    _print(args, answer, text)
+
+
+async def cmd_jobs_list(client: Client, args: argparse.Namespace) -> None:
+    from scheduler.cli.client import iso, table
+
+    answer = await client.jobs(schedule=args.schedule, program=args.program, state=args.state)
+    jobs, recent = answer.get("jobs", []), answer.get("recent", [])
+    text = (
+        table(
+            ["JOB", "STATE", "PROGRAM", "BLOCKED BY", "CHECK AT (UTC)", "REASON"],
+            [
+                (
+                    j["jobId"],
+                    j["state"],
+                    j["program"],
+                    j.get("blockedBy") or None,
+                    iso(j["checkAt"]) if j.get("checkAt") else None,
+                    j.get("reason") or None,
+                )
+                for j in jobs
+            ],
+        )
+        if jobs
+        else "no pending jobs"
+    )
+    if recent:
+        text += "\n\nrecent outcomes:\n" + table(
+            ["AT (UTC)", "JOB", "OUTCOME", "REASON"],
+            [(iso(o.get("at")), o.get("jobId"), o.get("outcome"), o.get("reason")) for o in recent],
+        )
+    _print(args, answer, text)
+
+
+async def cmd_jobs_why(client: Client, args: argparse.Namespace) -> None:
+    """Why a schedule's program has not launched: its trigger's progress and its pending jobs, in words."""
+    import time
+
+    from scheduler.cli.client import explain_job, explain_trigger, iso, parse_schedule_ref
+
+    tenant, name = parse_schedule_ref(args.schedule)
+    key = f"{tenant}/{name}"
+    schedule = await client.schedule(tenant, name)
+    progress = await client.schedule(tenant, name, "trigger")
+    jobs = await client.jobs(schedule=key)
+    pending, recent = jobs.get("jobs", []), jobs.get("recent", [])
+    now = time.time_ns() // 1_000_000
+    lines: list[str] = []
+    if not schedule.get("program"):
+        lines.append(
+            f"{key} has no program: it fires tasks to topic {schedule['topic']} and never has jobs"
+            + (f"; next fire {iso(schedule['nextFireAt'])}" if schedule.get("nextFireAt") else "")
+        )
+    elif not schedule["enabled"]:
+        lines.append(
+            f"{key} is disabled: events do not count toward its trigger and nothing launches until it is enabled"
+        )
+    else:
+        lines.append(
+            f"{key} launches {schedule['program']}; {progress.get('jobsCreated', 0)} jobs created "
+            f"by its current definition (version {progress.get('version')})"
+        )
+    trigger = progress.get("trigger") or {}
+    state = "satisfied" if trigger.get("satisfied") else "waiting (PENDING_TRIGGER)"
+    lines.append(f"trigger: {state}")
+    lines += ["  " + line for line in explain_trigger(trigger)]
+    if pending:
+        lines.append(f"pending jobs: {len(pending)}")
+        lines += ["  " + explain_job(j, now) for j in pending]
+    elif schedule.get("program"):
+        lines.append("pending jobs: none (nothing waits on a constraint)")
+    if recent:
+        lines.append("recent outcomes:")
+        lines += [
+            f"  {iso(o.get('at'))} {o.get('jobId')} {o.get('outcome')}: {o.get('reason')}" for o in recent
+        ]
+    _print(
+        args, {"schedule": schedule, "trigger": progress, "jobs": pending, "recent": recent}, "\n".join(lines)
+    )
+
+
+async def cmd_runs_list(client: Client, args: argparse.Namespace) -> None:
+    from scheduler.cli.client import iso, parse_program, table
+
+    answer = await client.runs(parse_program(args.program), args.status)
+    rows = [
+        (
+            r["run_id"],
+            r["status"],
+            r.get("schedule") or None,
+            iso(r.get("created_at")),
+            iso(r.get("started_at")),
+            iso(r.get("ended_at")),
+            (r.get("error") or "")[-80:] or None,
+        )
+        for r in answer["runs"]
+    ]
+    headers = ["RUN", "STATUS", "SCHEDULE", "CREATED (UTC)", "STARTED", "ENDED", "ERROR"]
+    _print(args, answer, table(headers, rows) if rows else f"no runs of {args.program}")
+
+
+async def cmd_runs_status(client: Client, args: argparse.Namespace) -> None:
+    from scheduler.cli.client import iso, parse_program
+
+    answer = await client.program_status(parse_program(args.program))
+    lines = [f"{args.program}: {answer['status']}"]
+    for run in answer.get("activeRuns", []):
+        lines.append(f"  active: {run['runId']} {run['status']}")
+    last = answer.get("lastRun")
+    if last:
+        ended = f", ended {iso(last['ended_at'])}" if last.get("ended_at") else ""
+        lines.append(f"  last run: {last['run_id']} {last['status']}{ended}")
+        if last.get("error"):
+            lines.append(f"  error: {last['error'][-200:]}")
+    _print(args, answer, "\n".join(lines))
+
+
+async def cmd_runs_stop(client: Client, args: argparse.Namespace) -> None:
+    from scheduler.cli.client import parse_program
+
+    answer = await client.stop_run(parse_program(args.program), args.run_id)
+    _print(args, answer, f"{args.run_id}: stop requested (STOPPING, then KILLED)")
+
+
+async def cmd_events_publish(client: Client, args: argparse.Namespace) -> None:
+    from scheduler.cli.client import (
+        ApiError,
+        UsageError,
+        iso,
+        load_document,
+        objects_of,
+        parse_instant,
+        parse_payload,
+        table,
+    )
+
+    if args.file and (args.type or args.payload):
+        raise UsageError("give either TYPE key=value... or -f FILE, not both")
+    if args.file:
+        events = objects_of(load_document(args.file), "events", args.file)
+    elif args.type:
+        events = [{"eventType": args.type, "payload": parse_payload(args.payload)}]
+    else:
+        raise UsageError("give TYPE key=value... or -f FILE")
+    if args.timestamp:
+        at = parse_instant(args.timestamp)
+        events = [{**e, "timestamp": e.get("timestamp", at)} for e in events]
+    answers = []
+    for i, event in enumerate(events):
+        try:
+            answers.append(await client.publish(event))
+        except ApiError as exc:
+            if len(events) > 1:
+                exc.request += f" (event #{i}; the {i} before it were published)"
+            raise
+    _print(
+        args,
+        answers if args.file else answers[0],
+        table(["EVENT KEY", "TIMESTAMP (UTC)"], [(a["eventKey"], iso(a.get("timestamp"))) for a in answers]),
+    )
+
+
+def cmd_token_new(args: argparse.Namespace) -> int:
+    """A fresh random token, printed once, and the tokens-file entry that holds only its SHA-256."""
+    from scheduler.cli.client import parse_list
+    from scheduler.http import auth
+
+    scopes, tenants = parse_list(args.scopes), parse_list(args.tenants)
+    problems = []
+    if not scopes or not set(scopes) <= auth.SCOPES:
+        problems.append(f"--scopes: a comma-separated list of {', '.join(sorted(auth.SCOPES))}")
+    if not tenants:
+        problems.append("--tenants: a comma-separated list of tenants, or '*' for all of them")
+    if not args.name.strip():
+        problems.append("--name: must not be empty")
+    if problems:
+        print("\n".join(f"scheduler: error: {p}" for p in problems), file=sys.stderr)
+        return 2
+    token = auth.new_token()
+    entry = {"name": args.name, "sha256": auth.hash_token(token), "scopes": scopes, "tenants": tenants}
+
+    def flow(items: list[str]) -> str:  # JSON strings are YAML scalars: '*' and odd names stay quoted
+        return "[" + ", ".join(json.dumps(i) for i in items) + "]"
+
+    yaml_entry = (
+        f"  - name: {json.dumps(args.name)}\n    sha256: {entry['sha256']}\n"
+        f"    scopes: {flow(scopes)}\n    tenants: {flow(tenants)}"
+    )
+    _print(
+        args,
+        {"token": token, "entry": entry},
+        f"token (shown once; give it to its user, store it nowhere else):\n{token}\n\n"
+        f"add to the tokens file (SCHEDULER_AUTH_TOKENS_FILE), under `tokens:`:\n{yaml_entry}",
+    )
+    return 0
+
+
+def _add_client_commands(sub: Any) -> None:
+    """The client commands' argparse tree; every leaf takes --url, --token, --json, --timeout."""
+    client = argparse.ArgumentParser(add_help=False)
+    client.add_argument(
+        "--url", help="the scheduler's HTTP API (default: $SCHEDULER_URL or http://127.0.0.1:6066)"
+    )
+    client.add_argument("--token", help="bearer token (default: $SCHEDULER_TOKEN)")
+    client.add_argument("--json", action="store_true", help="machine-readable JSON output")
+    client.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
+
+    def leaf(group: Any, name: str, command: ClientCommand, help: str) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = group.add_parser(name, parents=[client], help=help, description=help)
+        p.set_defaults(func=_with_client(command))
+        return p
+
+    def ref(p: argparse.ArgumentParser) -> None:
+        p.add_argument("schedule", metavar="TENANT/NAME")
+
+    def program(p: argparse.ArgumentParser) -> None:
+        p.add_argument("program", metavar="PROGRAM", help="namespace/application/type/name")
+
+    schedules = sub.add_parser("schedules", help="create, list, change and fire schedules (HTTP API)")
+    group = schedules.add_subparsers(dest="subcommand", required=True)
+    p = leaf(group, "create", cmd_schedules_create, "create schedules from a YAML/JSON file (bulk import)")
+    p.add_argument(
+        "-f", "--file", required=True, help="one schedule, a list, or {schedules: [...]}; '-': stdin"
+    )
+    p.add_argument("--dry-run", action="store_true", help="validate locally, send nothing")
+    p.add_argument("--concurrency", type=int, default=16, help="requests in flight (default 16)")
+    p = leaf(group, "list", cmd_schedules_list, "list schedules")
+    p.add_argument("--tenant")
+    p.add_argument("--limit", type=int, help="at most this many (server default 1000, max 10000)")
+    ref(leaf(group, "get", cmd_schedules_get, "show one schedule"))
+    p = leaf(group, "update", cmd_schedules_update, "replace a schedule's definition (PUT)")
+    ref(p)
+    p.add_argument("-f", "--file", required=True, help="the schedule (tenant/name may be omitted)")
+    p.add_argument("--dry-run", action="store_true", help="validate locally, send nothing")
+    for action in ("delete", "enable", "disable"):
+        ref(leaf(group, action, _schedule_action(action), f"{action} a schedule"))
+    p = leaf(group, "next", cmd_schedules_next, "the next fire times (ISO-8601 UTC and epoch ms)")
+    ref(p)
+    p.add_argument("-n", type=int, default=10, help="how many (default 10)")
+    p = leaf(group, "run", cmd_schedules_run, "fire a schedule now (or at --at)")
+    ref(p)
+    p.add_argument("--at", help="the instant to fire it as (ISO-8601 or epoch ms; default now)")
+    p = leaf(group, "backfill", cmd_schedules_backfill, "fire every due instant in a range")
+    ref(p)
+    p.add_argument("--from", dest="from_", required=True, help="ISO-8601 (naive = UTC) or epoch ms")
+    p.add_argument("--to", required=True, help="ISO-8601 (naive = UTC) or epoch ms, included")
+
+    jobs = sub.add_parser("jobs", help="pending jobs and why they wait (HTTP API)")
+    group = jobs.add_subparsers(dest="subcommand", required=True)
+    p = leaf(group, "list", cmd_jobs_list, "pending jobs and recent outcomes")
+    p.add_argument("--schedule", metavar="TENANT/NAME")
+    p.add_argument("--program", metavar="PROGRAM")
+    p.add_argument("--state", help="PENDING_CONSTRAINT, PENDING_LAUNCH, or an outcome (SKIP, DISCARD, ...)")
+    ref(leaf(group, "why", cmd_jobs_why, "why a schedule's program has not launched"))
+
+    runs = sub.add_parser("runs", help="a program's runs (HTTP API)")
+    group = runs.add_subparsers(dest="subcommand", required=True)
+    p = leaf(group, "list", cmd_runs_list, "a program's run records (the last 100)")
+    program(p)
+    p.add_argument("--status", help="only runs in this status (RUNNING, COMPLETED, FAILED, ...)")
+    program(leaf(group, "status", cmd_runs_status, "a program's status: its active runs or its last run"))
+    p = leaf(group, "stop", cmd_runs_stop, "stop a run")
+    program(p)
+    p.add_argument("run_id", metavar="RUN_ID")
+
+    events = sub.add_parser("events", help="publish events (HTTP API)")
+    group = events.add_subparsers(dest="subcommand", required=True)
+    p = leaf(group, "publish", cmd_events_publish, "publish an event: TYPE key=value..., or -f FILE")
+    p.add_argument("type", nargs="?", metavar="TYPE", help="partition, data, program-status")
+    p.add_argument("payload", nargs="*", metavar="key=value")
+    p.add_argument(
+        "-f", "--file", help="one event ({eventType, payload, timestamp?}), a list, or {events: [...]}"
+    )
+    p.add_argument("--timestamp", help="event time (ISO-8601 or epoch ms; default: the server's now)")
+
+    token = sub.add_parser("token", help="API tokens")
+    group = token.add_subparsers(dest="subcommand", required=True)
+    p = group.add_parser("new", help="a fresh random token and its tokens-file entry")
+    p.add_argument("--name", required=True, help="who uses it (shown in logs)")
+    p.add_argument("--scopes", default="sched:r", help="comma-separated: sched:r, sched:w (default sched:r)")
+    p.add_argument("--tenants", required=True, help="comma-separated tenants, or '*' for all")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_token_new)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="scheduler", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS)")
+        p.add_argument("--app-id", help="app id: names topics, tables and the consumer group")
+
+    p = sub.add_parser("worker", help="run a worker against a Kafka cluster (config from SCHEDULER_* env)")
+    common(p)
+    p.add_argument("--web-port", type=int)
+    p.add_argument("--data-dir", type=Path)
+    p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser("launcher", help="run the programs of launch requests (config from SCHEDULER_* env)")
+    common(p)
+    p.add_argument("--data-dir", type=Path)
+    p.set_defaults(func=cmd_launcher)
+
+    p = sub.add_parser("run", help="a broker + one worker (with its launcher) + HTTP, for one machine")
+    p.add_argument("--no-launcher", action="store_true", help="do not run programs in this process")
+    p.add_argument("--app-id")
+    p.add_argument("--web-port", type=int)
+    p.add_argument("--data-dir", type=Path)
+    p.add_argument("--broker-port", type=int, default=9092, help="the broker's port (default 9092)")
+    p.add_argument(
+        "--broker",
+        choices=["auto", "kafka", "tansu"],
+        default="auto",
+        help="kafka: Apache Kafka from its jars, durable (needs java and mvn); tansu: the embedded "
+        "memory-only broker; auto (default): kafka where java and mvn are found, else tansu",
+    )
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser(
+        "demo", help="the data loop on the embedded broker with Spark local: ingest, transform, report"
+    )
+    p.add_argument("--data-dir", type=Path, default=Path("data/demo"))
+    p.add_argument("--timeout", type=float, default=600)
+    p.set_defaults(func=lambda a: sys.exit(__import__("scheduler.cli.demo").demo.main(a.data_dir, a.timeout)))
+
+    p = sub.add_parser(
+        "report", help="run analytics on Spark: per schedule runs, success, latency, wasted runs"
+    )
+    common(p)
+    p.add_argument("--url", default="http://127.0.0.1:6066", help="the scheduler's HTTP API")
+    p.add_argument("--out", type=Path, default=Path("data/reports"))
+    p.set_defaults(
+        func=lambda a: __import__("scheduler.cli.analytics").analytics.main(
+            a.url, _settings(a).bootstrap_servers, _settings(a).events_topic, a.out
+        )
+    )
+
+    p = sub.add_parser("tail", help="print a topic's records as JSON lines (fired tasks by default)")
+    common(p)
+    p.add_argument("topic")
+    p.add_argument(
+        "--schema", default="FiredTask", help="Avro schema of the values (FiredTask, DeadLetter, ...)"
+    )
+    p.add_argument("--from-beginning", action="store_true")
+    p.add_argument("--max", type=int, default=0, help="stop after this many records")
+    p.set_defaults(func=cmd_tail)
+
+    _add_client_commands(sub)
+
+    args = parser.parse_args(argv)
+    logs.basic_config(os.environ.get("SCHEDULER_LOG_FORMAT", "text"))
+    code = args.func(args)
+    if code:
+        sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

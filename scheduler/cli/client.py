@@ -1,0 +1,507 @@
+"""Client side of the HTTP API for the CLI: requests with bearer auth and 503 retries, bulk creation,
+schedule files, instants, and the aligned tables and sentences the commands print."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+DEFAULT_URL = "http://127.0.0.1:6066"
+#: fields GET /schedules adds to a schedule; dropped from files so a listing can be imported again
+OUTPUT_ONLY = frozenset(
+    {"key", "createdAt", "updatedAt", "activeSince", "version", "nextFireAt", "triggerText"}
+)
+MAX_RETRY_AFTER_S = 30.0
+
+# httpx logs every request at INFO; the CLI's output is its own.
+logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+class UsageError(Exception):
+    """The command line (or the file it names) is wrong: exit code 2."""
+
+
+class ApiError(Exception):
+    """The API refused (4xx/5xx) or could not be reached (status 0): exit code 1."""
+
+    def __init__(
+        self,
+        status: int,
+        error: str,
+        reason: str = "",
+        fields: Sequence[dict[str, Any]] = (),
+        request: str = "",
+    ) -> None:
+        self.status = status
+        self.error = error
+        self.reason = reason
+        self.fields = list(fields)
+        self.request = request
+        super().__init__(self.summary())
+
+    @classmethod
+    def from_response(cls, response: httpx.Response) -> ApiError:
+        request = f"{response.request.method} {response.request.url.raw_path.decode()}"
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return cls(
+                response.status_code, response.reason_phrase or "error", response.text[:200], (), request
+            )
+        reason = body.get("reason") or ""
+        for extra in ("key", "runId"):  # the 404s name what was not found
+            if not reason and body.get(extra):
+                reason = str(body[extra])
+        fields = [f for f in body.get("fields") or [] if isinstance(f, dict)]
+        return cls(response.status_code, str(body.get("error") or "error"), str(reason), fields, request)
+
+    def summary(self) -> str:
+        head = f"{self.status} {self.error}" if self.status else self.error
+        return f"{head}: {self.reason}" if self.reason else head
+
+    def lines(self) -> list[str]:
+        """What the CLI prints: the status and message, then one line per offending field."""
+        where = f"{self.request}: " if self.request else ""
+        out = [where + self.summary()]
+        out += [f"  {f.get('field', 'body')}: {f.get('message', '')}" for f in self.fields]
+        if self.status == 401:
+            out.append("  (pass --token or set SCHEDULER_TOKEN)")
+        return out
+
+
+def _retry_after_s(response: httpx.Response) -> float:
+    try:
+        return min(max(float(response.headers.get("Retry-After", "1")), 0.0), MAX_RETRY_AFTER_S)
+    except ValueError:  # an HTTP date: not sent by the scheduler
+        return 1.0
+
+
+@dataclass
+class BulkResult:
+    total: int
+    done: int = 0
+    accepted: int = 0
+    failures: list[tuple[int, str, ApiError]] = field(default_factory=list)  # (index, key, error)
+    started: float = field(default_factory=time.monotonic)
+    seconds: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        elapsed = self.seconds or time.monotonic() - self.started
+        return self.done / elapsed if elapsed > 0 else 0.0
+
+
+class Client:
+    """The scheduler's HTTP API. 503 (partitions moving between workers) is retried after Retry-After."""
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        token: str | None = None,
+        *,
+        timeout_s: float = 30.0,
+        retries: int = 5,
+        concurrency: int = 16,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.retries = retries
+        self.sleep = sleep
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.AsyncClient(
+            base_url=self.url,
+            headers=headers,
+            timeout=timeout_s,
+            transport=transport,
+            limits=httpx.Limits(max_connections=max(concurrency, 1), max_keepalive_connections=concurrency),
+        )
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._http.aclose()
+
+    async def request(
+        self, method: str, path: str, *, body: Any = None, params: dict[str, Any] | None = None
+    ) -> Any:
+        """The decoded JSON answer of a 2xx; ApiError otherwise (after the 503 retries)."""
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        for attempt in range(self.retries + 1):
+            try:
+                response = await self._http.request(method, path, params=query or None, json=body)
+            except httpx.TransportError as exc:
+                raise ApiError(0, f"cannot reach {self.url}", str(exc) or type(exc).__name__) from None
+            if response.status_code == 503 and attempt < self.retries:
+                await self.sleep(_retry_after_s(response))
+                continue
+            if response.status_code >= 400:
+                raise ApiError.from_response(response)
+            return response.json() if response.content else None
+        raise AssertionError("unreachable")
+
+    # --- schedules ----------------------------------------------------------------------------
+
+    async def create(self, body: dict[str, Any]) -> Any:
+        return await self.request("POST", "/schedules", body=body)
+
+    async def create_many(
+        self,
+        bodies: Sequence[dict[str, Any]],
+        concurrency: int = 16,
+        on_progress: Callable[[BulkResult], None] | None = None,
+    ) -> BulkResult:
+        """POST every body with `concurrency` requests in flight; failures are collected, not raised."""
+        result = BulkResult(total=len(bodies))
+        todo = iter(enumerate(bodies))
+
+        async def worker() -> None:
+            for i, body in todo:
+                try:
+                    await self.create(body)
+                    result.accepted += 1
+                except ApiError as exc:
+                    result.failures.append((i, schedule_label(body), exc))
+                result.done += 1
+                if on_progress is not None:
+                    on_progress(result)
+
+        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(bodies))))))
+        result.seconds = time.monotonic() - result.started
+        result.failures.sort(key=lambda f: f[0])
+        return result
+
+    async def schedules(self, tenant: str | None = None, limit: int | None = None) -> Any:
+        return await self.request("GET", "/schedules", params={"tenant": tenant, "limit": limit})
+
+    async def schedule(self, tenant: str, name: str, what: str = "", **params: Any) -> Any:
+        return await self.request("GET", schedule_path(tenant, name, what), params=params)
+
+    async def update(self, tenant: str, name: str, body: dict[str, Any]) -> Any:
+        return await self.request("PUT", schedule_path(tenant, name), body=body)
+
+    async def delete(self, tenant: str, name: str) -> Any:
+        return await self.request("DELETE", schedule_path(tenant, name))
+
+    async def action(self, tenant: str, name: str, action: str, body: Any = None) -> Any:
+        """POST /schedules/{tenant}/{name}/{enable|disable|run|backfill}."""
+        return await self.request("POST", schedule_path(tenant, name, action), body=body)
+
+    # --- jobs, runs, events -------------------------------------------------------------------
+
+    async def jobs(self, **query: str | None) -> Any:
+        return await self.request("GET", "/jobs", params=query)
+
+    async def runs(self, program: str, status: str | None = None) -> Any:
+        return await self.request("GET", f"/programs/{program}/runs", params={"status": status})
+
+    async def program_status(self, program: str) -> Any:
+        return await self.request("GET", f"/programs/{program}/status")
+
+    async def stop_run(self, program: str, run_id: str) -> Any:
+        # run ids are job ids ("tenant/name@dueAt"): the route matches them with their slashes
+        return await self.request("POST", f"/programs/{program}/runs/{quote(run_id, safe='/@')}/stop")
+
+    async def publish(self, event: dict[str, Any]) -> Any:
+        return await self.request("POST", "/events", body=event)
+
+
+def schedule_path(tenant: str, name: str, what: str = "") -> str:
+    path = f"/schedules/{quote(tenant, safe='')}/{quote(name, safe='')}"
+    return f"{path}/{what}" if what else path
+
+
+def schedule_label(body: Any) -> str:
+    if isinstance(body, dict) and isinstance(body.get("tenant"), str) and isinstance(body.get("name"), str):
+        return f"{body['tenant']}/{body['name']}"
+    return "?"
+
+
+# --- arguments ------------------------------------------------------------------------------------
+
+
+def parse_schedule_ref(ref: str) -> tuple[str, str]:
+    """TENANT/NAME (neither may contain '/')."""
+    tenant, sep, name = ref.partition("/")
+    if not sep or not tenant or not name or "/" in name:
+        raise UsageError(f"expected TENANT/NAME, got {ref!r}")
+    return tenant, name
+
+
+def parse_program(ref: str) -> str:
+    """namespace/application/type/name."""
+    parts = ref.split("/")
+    if len(parts) != 4 or not all(parts):
+        raise UsageError(f"expected a program as namespace/application/type/name, got {ref!r}")
+    return "/".join(quote(p, safe="") for p in parts)
+
+
+def parse_payload(pairs: Iterable[str]) -> dict[str, str]:
+    """key=value arguments (the value may contain '=')."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"expected key=value, got {pair!r}")
+        out[key] = value
+    return out
+
+
+def parse_list(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def parse_instant(text: str, now_ms: int | None = None) -> int:
+    """Epoch ms from ISO-8601 (naive = UTC; a date alone = its midnight UTC), digits (epoch ms), or 'now'."""
+    text = text.strip()
+    if text == "now":
+        return now_ms if now_ms is not None else time.time_ns() // 1_000_000
+    if text.isdigit():
+        return int(text)
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(
+            f"not an instant: {text!r} (ISO-8601 like 2026-11-22T10:00:00Z, epoch ms, or 'now')"
+        ) from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return int(dt.timestamp() * 1000)
+
+
+def iso(ms: int | None) -> str:
+    """Epoch ms as ISO-8601 UTC ('2026-11-22T10:00:00Z'; milliseconds only when there are any)."""
+    if ms is None:
+        return "-"
+    dt = datetime.fromtimestamp(ms / 1000, UTC)
+    text = dt.strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{text}.{ms % 1000:03d}Z" if ms % 1000 else f"{text}Z"
+
+
+def duration(ms: int) -> str:
+    """A span for people: 950ms, 12s, 5m 3s, 2h 5m, 3d 4h."""
+    if ms < 1000:
+        return f"{ms}ms"
+    s = ms // 1000
+    for unit, size, sub, sub_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60), ("m", 60, "s", 1)):
+        if s >= size:
+            rest = (s % size) // sub_size
+            return f"{s // size}{unit} {rest}{sub}" if rest else f"{s // size}{unit}"
+    return f"{s}s"
+
+
+# --- files ----------------------------------------------------------------------------------------
+
+
+def load_document(path: str, stdin_text: Callable[[], str] | None = None) -> Any:
+    """A YAML or JSON file ('-': standard input). YAML parses JSON too; JSON first for its messages."""
+    import yaml
+
+    if path == "-":
+        import sys
+
+        text = stdin_text() if stdin_text is not None else sys.stdin.read()
+    else:
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if path.endswith(".json"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{path}: not valid JSON: {exc}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path}: not valid YAML: {exc}") from None
+
+
+def objects_of(doc: Any, plural: str, path: str = "file") -> list[dict[str, Any]]:
+    """One object, a list of them, or {plural: [...]} (what GET /schedules answers)."""
+    if isinstance(doc, dict) and set(doc) <= {plural, "total"} and isinstance(doc.get(plural), list):
+        doc = doc[plural]
+    items = doc if isinstance(doc, list) else [doc]
+    if not items:
+        raise UsageError(f"{path}: no {plural} in it")
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            where = f"{path}: item {i}" if isinstance(doc, list) else path
+            raise UsageError(
+                f"{where}: expected a mapping, got {type(item).__name__} "
+                f"(a file holds one object, a list, or {{{plural}: [...]}})"
+            )
+    return items
+
+
+def schedule_body(item: dict[str, Any]) -> dict[str, Any]:
+    """A POST /schedules body from a file's object: without the fields the server adds to its answers."""
+    return {k: v for k, v in item.items() if k not in OUTPUT_ONLY}
+
+
+def validate_locally(body: dict[str, Any], with_key: bool = True) -> list[dict[str, str]]:
+    """The field errors the server would answer 400 with, found without it (--dry-run)."""
+    from pydantic import ValidationError
+
+    from scheduler.domain.commands import CommandRejected, validate_command
+    from scheduler.domain.model import Action, InvalidSchedule, ScheduleCommand, ScheduleKey
+    from scheduler.http.api import ScheduleBody, ScheduleIn, validation_errors
+
+    try:
+        if with_key:
+            parsed_in = ScheduleIn.model_validate(body)
+            key = parsed_in.key()
+            schedule = parsed_in.to_schedule(key)
+        else:
+            parsed = ScheduleBody.model_validate(body)
+            key = ScheduleKey("tenant", "name")
+            schedule = parsed.to_schedule(key)
+        if schedule.program is not None and not schedule.topic:
+            from dataclasses import replace
+
+            schedule = replace(schedule, topic="launches")  # the server fills in its launch topic
+        validate_command(ScheduleCommand(key, Action.INSERT, schedule))
+    except ValidationError as exc:
+        return validation_errors(exc)
+    except InvalidSchedule as exc:
+        return [{"field": exc.field, "message": exc.message}]
+    except CommandRejected as exc:
+        return [{"field": "body", "message": str(exc)}]
+    return []
+
+
+# --- output ---------------------------------------------------------------------------------------
+
+
+def cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return str(value).replace("\n", " ")
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """Aligned columns, two spaces apart; numbers right-aligned; None as '-'."""
+    raw = [list(r) for r in rows]
+    text = [[cell(v) for v in r] for r in raw]
+    widths = [len(h) for h in headers]
+    for r in text:
+        for i, v in enumerate(r):
+            widths[i] = max(widths[i], len(v))
+    numeric = [
+        bool(raw) and all(isinstance(r[i], int | float) and not isinstance(r[i], bool) for r in raw)
+        for i in range(len(headers))
+    ]
+
+    def line(values: Sequence[str], align: Sequence[bool]) -> str:
+        return "  ".join(
+            v.rjust(widths[i]) if align[i] else v.ljust(widths[i]) for i, v in enumerate(values)
+        ).rstrip()
+
+    return "\n".join([line(headers, numeric), *(line(r, numeric) for r in text)])
+
+
+def fields_table(obj: dict[str, Any], times: Iterable[str] = ()) -> str:
+    """One object as 'field  value' lines; the fields named in `times` (epoch ms) also in ISO-8601."""
+    time_fields = set(times)
+    rows = []
+    for k, v in obj.items():
+        if k in time_fields and isinstance(v, int):
+            v = f"{iso(v)} ({v})"
+        rows.append((k, cell(v)))
+    width = max((len(k) for k, _ in rows), default=0)
+    return "\n".join(f"{k.ljust(width)}  {v}".rstrip() for k, v in rows)
+
+
+def trigger_summary(schedule: dict[str, Any]) -> str:
+    """A schedule's trigger in words: the server's `triggerText` (each trigger kind describes itself)."""
+    return str(schedule.get("triggerText") or cell(schedule.get("trigger")))
+
+
+def explain_trigger(node: dict[str, Any], depth: int = 0) -> list[str]:
+    """GET /schedules/{t}/{n}/trigger's tree in words, one line a trigger, [x] when satisfied."""
+    pad = "  " * depth
+    mark = "[x]" if node.get("satisfied") else "[ ]"
+    if "op" in node:
+        head = f"{pad}{mark} {'all' if node['op'] == 'AND' else 'any'} of:"
+        return [head, *(line for c in node.get("triggers", []) for line in explain_trigger(c, depth + 1))]
+    return [f"{pad}{mark} {node.get('text') or node.get('type')}"]
+
+
+def explain_job(job: dict[str, Any], now_ms: int) -> str:
+    """Why one pending job has not launched, in a sentence."""
+    state = job.get("state")
+    head = f"{job['jobId']} ({state}, triggered {iso(job.get('triggeredAt'))})"
+    if state == "PENDING_LAUNCH":
+        return f"{head}: every constraint met; its launch request is being produced"
+    blocked = job.get("blockedBy") or "a constraint"
+    reason = f": {job['reason']}" if job.get("reason") else ""
+    check_at = job.get("checkAt")
+    if check_at is None:
+        when = "checked again when a run of the program changes"
+    else:
+        when = f"checked again at {iso(check_at)}" + (
+            f" (in {duration(check_at - now_ms)})" if check_at > now_ms else ""
+        )
+    return f"{head}: blocked by {blocked}{reason}; {when}"
+
+
+@dataclass
+class ProgressLine:
+    """'n/total, rate, failures' on stderr: rewritten in place on a terminal, a line a second otherwise."""
+
+    write: Callable[[str], Any]
+    tty: bool
+    verb: str = "sent"
+    _last: float = 0.0
+
+    def __call__(self, result: BulkResult, final: bool = False) -> None:
+        now = time.monotonic()
+        if not final and now - self._last < (0.1 if self.tty else 1.0):
+            return
+        self._last = now
+        text = (
+            f"{self.verb} {result.done}/{result.total}  {result.rate:,.0f}/s  {len(result.failures)} failed"
+        )
+        if self.tty:
+            self.write(f"\r{text}\033[K" + ("\n" if final else ""))
+        else:
+            self.write(text + "\n")
+
+
+__all__ = [
+    "DEFAULT_URL",
+    "ApiError",
+    "BulkResult",
+    "Client",
+    "ProgressLine",
+    "UsageError",
+    "explain_job",
+    "explain_trigger",
+    "fields_table",
+    "iso",
+    "load_document",
+    "objects_of",
+    "parse_instant",
+    "parse_program",
+    "parse_schedule_ref",
+    "table",
+    "trigger_summary",
+    "validate_locally",
+]

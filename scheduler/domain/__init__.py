@@ -1,0 +1,1 @@
+"""The domain layer (see scheduler/ARCHITECTURE.md)."""

@@ -1,0 +1,137 @@
+"""What each schedule command does to the schedules table. Pure: (state, command, now) -> new state.
+
+- INSERT creates the schedule (disabled unless `enabled` is true). INSERT of an existing key with the
+  same definition (whatever its `enabled` flag) is a no-op, so a replayed INSERT is harmless and does not
+  undo a later DISABLE; with another definition it is refused.
+- UPDATE replaces the definition of an existing schedule; it keeps the schedule enabled or disabled as it
+  was (ENABLE/DISABLE change that) and restarts its timing from now: no catch-up for the old definition.
+- DELETE removes the schedule; no fire is due after it is applied.
+- ENABLE resumes a disabled schedule from now: fires missed while it was disabled are not caught up.
+- DISABLE pauses it. ENABLE of an enabled and DISABLE of a disabled schedule are no-ops.
+- UPDATE, DELETE, ENABLE and DISABLE of a schedule that does not exist are refused.
+- RUN fires the schedule once at its instant (a job for a program schedule, a FiredTask otherwise), even
+  when it is disabled; BACKFILL fires every due instant of its time triggers in the range (at most
+  MAX_BACKFILL_FIRES). Neither changes the schedule; of a schedule that does not exist they are refused.
+A refused command raises CommandRejected and changes nothing; the worker dead-letters it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Iterator
+
+from scheduler.domain.model import Action, InvalidSchedule, ScheduleCommand, ScheduleState
+
+MAX_BACKFILL_FIRES = 10_000
+#: RUN / BACKFILL instants: from 2000-01-01 to 2200-01-01 (epoch ms)
+MIN_FIRE_MS, MAX_FIRE_MS = 946_684_800_000, 7_258_118_400_000
+
+
+class CommandRejected(ValueError):
+    pass
+
+
+def validate_command(cmd: ScheduleCommand) -> None:
+    """Raise InvalidSchedule / CommandRejected for a command that is wrong whatever the table holds."""
+    cmd.key.validate()
+    if cmd.action in (Action.INSERT, Action.UPDATE):
+        if cmd.schedule is None:
+            raise InvalidSchedule("schedule", f"{cmd.action.value} needs a schedule")
+        if cmd.schedule.key != cmd.key:
+            raise InvalidSchedule(
+                "schedule", f"schedule {cmd.schedule.key.id!r} does not match command key {cmd.key.id!r}"
+            )
+        cmd.schedule.validate_definition()  # its key is the command's, validated above
+    if cmd.action in (Action.RUN, Action.BACKFILL):
+        if cmd.fire_range is None:
+            raise InvalidSchedule("fireRange", f"{cmd.action.value} needs a fire range")
+        start, end = cmd.fire_range
+        for field, value in (("from", start), ("to", end)):
+            if not MIN_FIRE_MS <= value <= MAX_FIRE_MS:
+                raise InvalidSchedule(field, "must be epoch milliseconds between 2000 and 2200")
+        if end < start:
+            raise InvalidSchedule("to", "must not be before 'from'")
+    elif cmd.fire_range is not None:
+        raise InvalidSchedule("fireRange", f"{cmd.action.value} takes no fire range")
+
+
+def manual_fires(state: ScheduleState, cmd: ScheduleCommand) -> list[int]:
+    """The instants a RUN or BACKFILL command fires the schedule at (CommandRejected if too many / none)."""
+    out: set[int] = set()
+    for due in _manual_dues(state, cmd):
+        out.add(due)
+        _check_count(cmd, out)
+    return sorted(out)
+
+
+async def manual_fires_yielding(state: ScheduleState, cmd: ScheduleCommand, every: int = 256) -> list[int]:
+    """manual_fires, letting the event loop run every `every` instants: a 10,000-fire backfill of a cron
+    schedule costs a second of cron evaluation, which must not stall a worker (or its web server)."""
+    out: set[int] = set()
+    for n, due in enumerate(_manual_dues(state, cmd)):
+        out.add(due)
+        _check_count(cmd, out)
+        if n % every == every - 1:
+            await asyncio.sleep(0)
+    return sorted(out)
+
+
+def _check_count(cmd: ScheduleCommand, out: set[int]) -> None:
+    if len(out) > MAX_BACKFILL_FIRES:
+        raise CommandRejected(
+            f"BACKFILL of {cmd.key.id!r}: more than {MAX_BACKFILL_FIRES} fires in the range"
+        )
+
+
+def _manual_dues(state: ScheduleState, cmd: ScheduleCommand) -> Iterator[int]:
+    assert cmd.fire_range is not None
+    start, end = cmd.fire_range
+    if cmd.action is Action.RUN:
+        yield start
+        return
+    leaves = [leaf for _, leaf in state.time_leaves()]
+    if not leaves:
+        raise CommandRejected(f"BACKFILL of {cmd.key.id!r}: it has no time trigger (use RUN)")
+    for leaf in leaves:
+        due = leaf.next_due(start - 1)
+        while due is not None and due <= end:
+            yield due
+            due = leaf.next_due(due)
+
+
+def apply_command(current: ScheduleState | None, cmd: ScheduleCommand, now_ms: int) -> ScheduleState | None:
+    """The table's new value for the command's key (None: deleted)."""
+    validate_command(cmd)
+    action = cmd.action
+    if action is Action.INSERT:
+        assert cmd.schedule is not None
+        if current is not None:
+            if dataclasses.replace(cmd.schedule, enabled=current.schedule.enabled) == current.schedule:
+                return current  # a replay, or a re-INSERT that must not undo a later DISABLE/ENABLE
+            raise CommandRejected(f"schedule {cmd.key.id!r} already exists (use UPDATE)")
+        return ScheduleState(cmd.schedule, created_at=now_ms, updated_at=now_ms, active_since=now_ms)
+    if current is None:
+        raise CommandRejected(f"{action.value} of schedule {cmd.key.id!r}, which does not exist")
+    if action in (Action.RUN, Action.BACKFILL):
+        if action is Action.BACKFILL and not current.time_leaves():
+            raise CommandRejected(f"BACKFILL of {cmd.key.id!r}: it has no time trigger (use RUN)")
+        return current  # the worker fires it (manual_fires_yielding: too many fires are refused there)
+    if action is Action.UPDATE:
+        assert cmd.schedule is not None
+        schedule = dataclasses.replace(cmd.schedule, enabled=current.schedule.enabled)
+        return dataclasses.replace(
+            current, schedule=schedule, updated_at=now_ms, active_since=now_ms, version=current.version + 1
+        )
+    if action is Action.DELETE:
+        return None
+    enable = action is Action.ENABLE
+    if current.schedule.enabled == enable:
+        return current
+    return dataclasses.replace(
+        current,
+        schedule=dataclasses.replace(current.schedule, enabled=enable),
+        updated_at=now_ms,
+        active_since=now_ms if enable else current.active_since,
+        version=current.version + 1,
+    )

@@ -1,0 +1,271 @@
+"""The job queue of one program and what happens to it: jobs in, run status in, launches out. Pure.
+
+Keyed by the program the jobs launch (DESIGN.md), or by a tenant's concurrency group: the status events
+of its programs are applied on the same partition, in order, so a concurrency or last-run check sees every
+run that started or ended before it and no launch races another.
+
+A job is created when a schedule's trigger is satisfied (PENDING_TRIGGER is the trigger progress of the
+schedule until then) and waits in PENDING_CONSTRAINT until every constraint is met; it is then
+PENDING_LAUNCH for the instant its launch request is produced, and leaves the queue as launched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.domain.constraints import (
+    ACTIVE_STATUSES,
+    MAX_RECENT_STARTS,
+    TERMINAL_STATUSES,
+    Constraint,
+    Decision,
+    Outcome,
+    PendingTimeout,
+    RunState,
+    decide,
+)
+from scheduler.domain.model import GROUP_QUEUE_PREFIX, group_queue_key
+from scheduler.domain.tenancy import schedule_id_tenant
+
+MAX_LAUNCHED_REMEMBERED = 1_000  # recent job ids: a replayed trigger for one of them launches nothing
+MAX_OUTCOMES_REMEMBERED = 50
+MAX_EVENTS_PER_JOB = 100
+
+
+@dataclass
+class Job:
+    job_id: str
+    schedule: str  # schedule id (tenant/name)
+    version: int  # schedule version that created it: an UPDATE replaces older versions' jobs
+    program: str
+    topic: str  # where its launch request goes
+    arguments: dict[str, str]
+    triggered_at: int
+    constraints: tuple[Constraint, ...]
+    timeout: PendingTimeout | None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    state: str = "PENDING_CONSTRAINT"
+    blocked_by: str = ""
+    reason: str = ""
+    check_at: int | None = None
+    merged: list[str] = field(default_factory=list)  # ids of later triggers folded into this job
+
+    def to_json(self) -> dict[str, Any]:
+        """Its JSON in the job-queue table and on the jobs topic: the constraints in their Avro form."""
+        d = dataclasses.asdict(dataclasses.replace(self, constraints=(), timeout=None))
+        d["constraints"] = [list(c.to_avro()) for c in self.constraints]
+        d["timeout"] = None if self.timeout is None else self.timeout.to_json()
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Job:
+        timeout = d.get("timeout")
+        return cls(
+            **{
+                **d,
+                "constraints": tuple(Constraint.from_avro(c) for c in d.get("constraints") or ()),
+                "timeout": None if timeout is None else PendingTimeout.from_json(timeout),
+            }
+        )
+
+
+@dataclass
+class ProgramQueue:
+    program: str
+    jobs: list[Job] = field(default_factory=list)
+    active: dict[str, str] = field(default_factory=dict)  # run id -> status of runs not yet ended
+    run_program: dict[str, str] = field(default_factory=dict)  # run id -> program, in a group queue
+    last_start: int | None = None
+    last_end: int | None = None
+    recent_starts: list[int] = field(default_factory=list)
+    launched: list[str] = field(default_factory=list)
+    outcomes: list[dict[str, Any]] = field(default_factory=list)  # recently skipped / discarded jobs
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(dataclasses.replace(self, jobs=[]))
+        d["jobs"] = [j.to_json() for j in self.jobs]
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ProgramQueue:
+        return cls(**{**d, "jobs": [Job.from_json(j) for j in d["jobs"]]})
+
+    def runs(self, program: str | None = None) -> RunState:
+        """Run state as a job of `program` sees it: its program's runs, and the whole queue's (its group)."""
+        active = {
+            r: s
+            for r, s in self.active.items()
+            if program is None or self.run_program.get(r, program) == program
+        }
+        return RunState(active, self.last_start, self.last_end, tuple(self.recent_starts), len(self.active))
+
+    @property
+    def next_check(self) -> int | None:
+        dues = [j.check_at for j in self.jobs if j.check_at is not None]
+        return min(dues) if dues else None
+
+
+@dataclass(frozen=True)
+class Launch:
+    job: Job
+    launched_at: int
+    forced: bool
+
+
+def add_job(queue: ProgramQueue, job: Job) -> bool:
+    """A satisfied trigger. Merges into the schedule's waiting job if it has one (CDAP); False if a replay."""
+    if job.job_id in queue.launched or any(
+        job.job_id == j.job_id or job.job_id in j.merged for j in queue.jobs
+    ):
+        return False
+    for waiting in queue.jobs:
+        if waiting.schedule == job.schedule and waiting.version == job.version:
+            room = MAX_EVENTS_PER_JOB - len(waiting.events)
+            waiting.events.extend(job.events[: max(room, 0)])
+            waiting.merged.append(job.job_id)
+            return True
+    queue.jobs.append(job)
+    return True
+
+
+def apply_status(queue: ProgramQueue, run_id: str, status: str, at: int, program: str | None = None) -> None:
+    """A program-status event of one of the queue's runs (`program`: which one, in a group queue)."""
+    if status in TERMINAL_STATUSES:
+        queue.active.pop(run_id, None)
+        queue.run_program.pop(run_id, None)
+        queue.last_end = at if queue.last_end is None else max(queue.last_end, at)
+        return
+    if status not in ACTIVE_STATUSES:
+        return
+    if run_id not in queue.active and run_id not in queue.launched:
+        _started(queue, at)  # a run we did not launch (manual, another scheduler) counts too
+    queue.active[run_id] = status
+    if program is not None and program != queue.program:
+        queue.run_program[run_id] = program
+
+
+def cancel(queue: ProgramQueue, schedule: str, below_version: int | None, reason: str, now: int) -> int:
+    """Drop the schedule's pending jobs (of versions below `below_version`, or all)."""
+    keep: list[Job] = []
+    dropped: list[Job] = []
+    for j in queue.jobs:
+        (
+            dropped
+            if j.schedule == schedule and (below_version is None or j.version < below_version)
+            else keep
+        ).append(j)
+    queue.jobs = keep
+    for j in dropped:
+        _remember(queue, j, "CANCELLED", reason, now)
+    return len(dropped)
+
+
+def check(queue: ProgramQueue, now: int) -> list[Launch]:
+    """Evaluate every pending job in arrival order; launch, skip or discard what is decided."""
+    launches: list[Launch] = []
+    keep: list[Job] = []
+    for job in queue.jobs:
+        d: Decision = decide(job.constraints, job.timeout, job.triggered_at, now, queue.runs(job.program))
+        if d.outcome is Outcome.LAUNCH:
+            job.state, job.blocked_by, job.reason, job.check_at = "PENDING_LAUNCH", "", d.reason, None
+            queue.active[job.job_id] = "PENDING"
+            if job.program != queue.program:
+                queue.run_program[job.job_id] = job.program
+            _started(queue, now)
+            queue.launched.extend([job.job_id, *job.merged])
+            del queue.launched[:-MAX_LAUNCHED_REMEMBERED]
+            launches.append(Launch(job, now, d.forced))
+        elif d.outcome is Outcome.WAIT:
+            job.blocked_by, job.reason, job.check_at = d.blocked_by, d.reason, d.until
+            keep.append(job)
+        else:
+            _remember(
+                queue, job, d.outcome.value, f"{d.blocked_by}: {d.reason}" if d.blocked_by else d.reason, now
+            )
+    queue.jobs = keep
+    return launches
+
+
+# --- group queues keyed by the group alone, as before tenant scoping -------------------------------
+
+
+def legacy_group(queue_key: str) -> str | None:
+    """The group of a job queue keyed `group:<group>`, shared by every tenant (written before group names
+    were resolved within a tenant); None for any other queue."""
+    group = queue_key.removeprefix(GROUP_QUEUE_PREFIX)
+    return group if group != queue_key and "/" not in group else None
+
+
+def split_legacy_group(queue: ProgramQueue) -> dict[str, ProgramQueue]:
+    """A shared group queue's share for each tenant that used it, keyed by that tenant's group queue.
+
+    Jobs, launched job ids and outcomes go to their schedule's tenant; an active run to the tenant of its
+    run id (= its job id) or, when that tenant never used the group (a run started elsewhere), to every
+    tenant, as do the start times: which tenant's run started when is not recorded, and counting too many
+    only holds a job back, where too few would break a limit.
+    """
+    group = legacy_group(queue.program)
+    assert group is not None
+    tenants = {schedule_id_tenant(j.schedule) for j in queue.jobs}
+    tenants |= {schedule_id_tenant(j) for j in queue.launched}
+    tenants |= {schedule_id_tenant(o["schedule"]) for o in queue.outcomes if o.get("schedule")}
+    out: dict[str, ProgramQueue] = {}
+    for tenant in sorted(tenants):
+        mine = {
+            r for r in queue.active if schedule_id_tenant(r) == tenant or schedule_id_tenant(r) not in tenants
+        }
+        share = ProgramQueue(
+            group_queue_key(tenant, group),
+            jobs=[j for j in queue.jobs if schedule_id_tenant(j.schedule) == tenant],
+            active={r: status for r, status in queue.active.items() if r in mine},
+            run_program={r: p for r, p in queue.run_program.items() if r in mine},
+            last_start=queue.last_start,
+            last_end=queue.last_end,
+            recent_starts=list(queue.recent_starts),
+            launched=[j for j in queue.launched if schedule_id_tenant(j) == tenant],
+            outcomes=[o for o in queue.outcomes if schedule_id_tenant(o.get("schedule") or "") == tenant],
+        )
+        out[share.program] = share
+    return out
+
+
+def adopt(queue: ProgramQueue, share: ProgramQueue) -> None:
+    """Merge a share of a shared group queue into its tenant's queue. A share handed over twice (a worker
+    that died between handing it over and deleting the old queue) adds no job, start or outcome twice."""
+    launched = set(queue.launched)
+    queue.launched.extend(j for j in share.launched if j not in launched)
+    del queue.launched[:-MAX_LAUNCHED_REMEMBERED]
+    for job in share.jobs:
+        add_job(queue, job)
+    for run_id, status in share.active.items():
+        queue.active.setdefault(run_id, status)
+        if run_id in share.run_program:
+            queue.run_program.setdefault(run_id, share.run_program[run_id])
+    queue.last_start = _latest(queue.last_start, share.last_start)
+    queue.last_end = _latest(queue.last_end, share.last_end)
+    starts = Counter(queue.recent_starts) | Counter(share.recent_starts)  # the same start once, not twice
+    queue.recent_starts = sorted(starts.elements())[-MAX_RECENT_STARTS:]
+    seen = {(o["jobId"], o["outcome"], o["at"]) for o in queue.outcomes}
+    queue.outcomes.extend(o for o in share.outcomes if (o["jobId"], o["outcome"], o["at"]) not in seen)
+    queue.outcomes.sort(key=lambda o: o["at"])
+    del queue.outcomes[:-MAX_OUTCOMES_REMEMBERED]
+
+
+def _latest(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _started(queue: ProgramQueue, at: int) -> None:
+    queue.last_start = at if queue.last_start is None else max(queue.last_start, at)
+    queue.recent_starts.append(at)
+    del queue.recent_starts[:-MAX_RECENT_STARTS]
+
+
+def _remember(queue: ProgramQueue, job: Job, outcome: str, reason: str, now: int) -> None:
+    queue.outcomes.append(
+        {"jobId": job.job_id, "schedule": job.schedule, "outcome": outcome, "reason": reason, "at": now}
+    )
+    del queue.outcomes[:-MAX_OUTCOMES_REMEMBERED]

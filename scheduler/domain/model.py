@@ -1,0 +1,283 @@
+"""Domain records: schedules, their triggers, commands and fired tasks.
+
+One frozen dataclass per concept. The Avro wire form lives in `scheduler.wire.codec`, the HTTP form in
+`scheduler.http.api`; both convert to and from these records. Times are integer epoch milliseconds (UTC).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+# defined in basics and in the trigger kinds (which the records import), and imported from here as ever
+from scheduler.domain.basics import DATASET_RE as DATASET_RE
+from scheduler.domain.basics import GROUP_PATTERN as GROUP_PATTERN
+from scheduler.domain.basics import CatchUpPolicy as CatchUpPolicy
+from scheduler.domain.basics import InvalidSchedule as InvalidSchedule
+from scheduler.domain.basics import ProgramId as ProgramId
+from scheduler.domain.basics import ProgramOutcome as ProgramOutcome
+from scheduler.domain.basics import TimeUnit as TimeUnit
+from scheduler.domain.basics import clean_text
+from scheduler.domain.basics import validate_dataset as validate_dataset
+from scheduler.domain.triggers.kinds import MAX_CRON_LEN as MAX_CRON_LEN
+from scheduler.domain.triggers.kinds import MAX_FREQUENCY_TIME as MAX_FREQUENCY_TIME
+from scheduler.domain.triggers.kinds import MAX_TIMEZONE_LEN as MAX_TIMEZONE_LEN
+from scheduler.domain.triggers.kinds import (
+    CompositeTrigger,
+    CronTrigger,
+    DataSizeTrigger,
+    ElapsedTrigger,
+    FrequencyTrigger,
+    PartitionTrigger,
+    ProgramStatusTrigger,
+    Trigger,
+)
+
+if TYPE_CHECKING:
+    from scheduler.domain.constraints import Constraint, PendingTimeout
+    from scheduler.domain.triggers.base import TimeTrigger
+
+__all__ = [
+    "CompositeTrigger",
+    "CronTrigger",
+    "DataSizeTrigger",
+    "ElapsedTrigger",
+    "FrequencyTrigger",
+    "PartitionTrigger",
+    "ProgramStatusTrigger",
+    "Trigger",
+]
+
+
+class Action(StrEnum):
+    INSERT = "INSERT"
+    UPDATE = "UPDATE"
+    DELETE = "DELETE"
+    ENABLE = "ENABLE"
+    DISABLE = "DISABLE"
+    RUN = "RUN"  # fire once now (or at a given instant), whatever the triggers say
+    BACKFILL = "BACKFILL"  # fire every due instant of the time triggers in a range
+
+
+# Limits enforced on every schedule, from any source (topic, light-scheduler topic, HTTP).
+MAX_TENANT_LEN = 128
+MAX_NAME_LEN = 256
+MAX_DATA_ENTRIES = 256
+MAX_DATA_BYTES = 64 * 1024
+MAX_CATCH_UP_WINDOW_MS = 7 * 86_400_000
+#: the patterns validation applies, defined once (the HTTP models and the OpenAPI document use them too)
+TOPIC_PATTERN = r"[A-Za-z0-9._-]{1,249}"
+_TOPIC_RE = re.compile(TOPIC_PATTERN, re.ASCII)
+_GROUP_RE = re.compile(GROUP_PATTERN, re.ASCII)
+#: job queues of concurrency groups: `group:<tenant>/<group>`, two parts where a program id has four
+GROUP_QUEUE_PREFIX = "group:"
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleKey:
+    """Tenant (light-scheduler's host, CDAP's namespace) + name; unique across the scheduler."""
+
+    tenant: str
+    name: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.tenant}/{self.name}"
+
+    @classmethod
+    def parse(cls, schedule_id: str) -> ScheduleKey:
+        tenant, sep, name = schedule_id.partition("/")
+        if not sep:
+            raise InvalidSchedule("key", f"schedule id {schedule_id!r} is not 'tenant/name'")
+        return cls(tenant, name)
+
+    def validate(self) -> None:
+        _check_identifier("tenant", self.tenant, MAX_TENANT_LEN)
+        _check_identifier("name", self.name, MAX_NAME_LEN)
+
+
+def _check_identifier(field_name: str, value: str, max_len: int) -> None:
+    if not value:
+        raise InvalidSchedule(field_name, "must not be empty")
+    if len(value) > max_len:
+        raise InvalidSchedule(field_name, f"longer than {max_len} characters")
+    if "/" in value:
+        raise InvalidSchedule(field_name, "must not contain '/'")
+    if not clean_text(value):
+        raise InvalidSchedule(
+            field_name, "must not contain control characters, line separators or surrogates"
+        )
+
+
+def _utf8_len(value: str, field_name: str) -> int:
+    try:
+        return len(value.encode())
+    except UnicodeEncodeError:
+        raise InvalidSchedule(field_name, "not valid Unicode (a lone surrogate)") from None
+
+
+MAX_TRIGGER_DEPTH = 8
+MAX_TRIGGER_LEAVES = 64
+MAX_CONSTRAINTS = 16
+
+
+def trigger_leaves(trigger: Trigger, path: str = "0") -> list[tuple[str, Trigger]]:
+    """The non-composite triggers of a tree with their paths ("0", "0.1", "0.1.0", ...)."""
+    if isinstance(trigger, CompositeTrigger):
+        out: list[tuple[str, Trigger]] = []
+        for i, child in enumerate(trigger.triggers):
+            out.extend(trigger_leaves(child, f"{path}.{i}"))
+        return out
+    return [(path, trigger)]
+
+
+def group_queue_key(tenant: str, group: str) -> str:
+    """The job queue of a concurrency group. A group name is resolved within the schedule's tenant: two
+    tenants' groups of the same name are two groups, and neither sees the other's runs."""
+    return f"{GROUP_QUEUE_PREFIX}{tenant}/{group}"
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    key: ScheduleKey
+    trigger: Trigger
+    topic: str
+    data: dict[str, str] = field(default_factory=dict)
+    enabled: bool = False
+    catch_up: CatchUpPolicy = CatchUpPolicy.COALESCE
+    catch_up_window_ms: int = 3_600_000
+    program: ProgramId | None = None  # launched on each fire (via the job queue) instead of a plain fire
+    constraints: tuple[Constraint, ...] = ()
+    timeout: PendingTimeout | None = None
+
+    @property
+    def group(self) -> str | None:
+        """The concurrency group the schedule's program runs in, if any."""
+        for c in self.constraints:
+            group = getattr(c, "group", None)
+            if group is not None:
+                return str(group)
+        return None
+
+    @property
+    def queue_key(self) -> str:
+        """The job queue its jobs wait in: its program's, or its concurrency group's in its tenant."""
+        assert self.program is not None
+        return group_queue_key(self.key.tenant, self.group) if self.group is not None else self.program.id
+
+    def validate(self) -> None:
+        """Raise InvalidSchedule naming the first field that is wrong."""
+        self.key.validate()
+        self.validate_definition()
+
+    def validate_definition(self) -> None:
+        """validate() but for the key (for a caller that validated it already)."""
+        if not _TOPIC_RE.fullmatch(self.topic):
+            raise InvalidSchedule("topic", "must be 1-249 characters of [A-Za-z0-9._-]")
+        if len(self.data) > MAX_DATA_ENTRIES:
+            raise InvalidSchedule("data", f"more than {MAX_DATA_ENTRIES} entries")
+        if self.data and (
+            sum(_utf8_len(k, "data") + _utf8_len(v, "data") for k, v in self.data.items()) > MAX_DATA_BYTES
+        ):
+            raise InvalidSchedule("data", f"larger than {MAX_DATA_BYTES} bytes")
+        if not 0 <= self.catch_up_window_ms <= MAX_CATCH_UP_WINDOW_MS:
+            raise InvalidSchedule("catchUpWindowMs", f"must be between 0 and {MAX_CATCH_UP_WINDOW_MS}")
+        _check_tree_shape(self.trigger)
+        self.trigger.validate("trigger")
+        if self.program is None:
+            if self.constraints or self.timeout is not None:
+                raise InvalidSchedule("program", "constraints and timeout need a program to launch")
+            if not isinstance(self.trigger, CronTrigger | FrequencyTrigger):
+                raise InvalidSchedule("program", "an event or composite trigger needs a program to launch")
+        else:
+            ProgramId.parse(self.program.id)
+            for _, leaf in trigger_leaves(self.trigger):
+                if leaf.watched_program() == self.program:
+                    raise InvalidSchedule("trigger.program", "a program never triggers itself")
+        if self.constraints:
+            self._validate_constraints()
+        if self.timeout is not None and not 0 < self.timeout.timeout_ms <= MAX_CATCH_UP_WINDOW_MS:
+            raise InvalidSchedule("timeout.timeoutMs", f"must be between 1 and {MAX_CATCH_UP_WINDOW_MS}")
+
+    def _validate_constraints(self) -> None:
+        if len(self.constraints) > MAX_CONSTRAINTS:
+            raise InvalidSchedule("constraints", f"more than {MAX_CONSTRAINTS} constraints")
+        for c in self.constraints:
+            c.validate()
+        groups = {g for c in self.constraints if (g := getattr(c, "group", None)) is not None}
+        if len(groups) > 1:
+            raise InvalidSchedule("constraints", "a schedule can be in one concurrency group only")
+        if groups and not _GROUP_RE.fullmatch(groups.pop()):
+            raise InvalidSchedule(
+                "constraints.concurrency.group", "must be 1-128 characters of [A-Za-z0-9._-]"
+            )
+
+
+def _check_tree_shape(trigger: Trigger) -> None:
+    """Depth and size of an AND/OR tree, without recursion and before any leaf is validated: a hostile
+    tree may be thousands deep or wide (each cron leaf costs a parse and a next-fire computation)."""
+    stack = [(trigger, 1, "trigger")]
+    leaves = 0
+    while stack:
+        node, depth, path = stack.pop()
+        if depth > MAX_TRIGGER_DEPTH:
+            raise InvalidSchedule(path, f"triggers nested deeper than {MAX_TRIGGER_DEPTH}")
+        if isinstance(node, CompositeTrigger) and node.triggers:
+            if len(node.triggers) > MAX_TRIGGER_LEAVES:
+                raise InvalidSchedule("trigger", f"more than {MAX_TRIGGER_LEAVES} triggers")
+            stack.extend((c, depth + 1, f"{path}.triggers.{i}") for i, c in enumerate(node.triggers))
+        else:  # an empty AND/OR counts too (it is refused later), so the walk stays short
+            leaves += 1
+            if leaves > MAX_TRIGGER_LEAVES:
+                raise InvalidSchedule("trigger", f"more than {MAX_TRIGGER_LEAVES} triggers")
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleState:
+    """What the schedules table holds for one schedule."""
+
+    schedule: Schedule
+    created_at: int
+    updated_at: int
+    active_since: int  # fires due before this instant are never owed
+    version: int = 1
+
+    def evaluator(self) -> TimeTrigger:
+        """The evaluator of a top-level time trigger."""
+        evaluator = self.schedule.trigger.evaluator()
+        assert evaluator is not None
+        return evaluator.anchored(self.active_since)
+
+    def time_leaves(self) -> list[tuple[str, TimeTrigger]]:
+        """Every time trigger of the schedule (top level or inside AND/OR) with its path."""
+        return [
+            (path, evaluator.anchored(self.active_since))
+            for path, leaf in trigger_leaves(self.schedule.trigger)
+            if (evaluator := leaf.evaluator()) is not None
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleCommand:
+    key: ScheduleKey
+    action: Action
+    schedule: Schedule | None = None
+    fire_range: tuple[int, int] | None = None  # RUN / BACKFILL: epoch ms, both ends included
+
+
+@dataclass(frozen=True, slots=True)
+class FiredTask:
+    key: ScheduleKey
+    job_id: str
+    due_at: int
+    fired_at: int
+    data: dict[str, str]
+    missed: int = 0
+    catch_up: bool = False
+
+
+def job_id(key: ScheduleKey, due_at: int) -> str:
+    """Deterministic: a replayed fire of the same schedule instant carries the same job id."""
+    return f"{key.id}@{due_at}"

@@ -1,0 +1,1 @@
+"""The http layer (see scheduler/ARCHITECTURE.md)."""

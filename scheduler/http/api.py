@@ -1,0 +1,232 @@
+"""HTTP/CLI edge models (pydantic v2): request bodies in, JSON out. Field names are the Avro names."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+
+from pydantic import (
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+
+from scheduler.domain.constraints import (
+    CONSTRAINT_KINDS,
+    CONSTRAINT_TAGS,
+    MAX_CONSTRAINT_VALUE,
+    Constraint,
+    PendingTimeout,
+    TimeoutAction,
+)
+from scheduler.domain.model import (
+    MAX_CONSTRAINTS,
+    MAX_FREQUENCY_TIME,
+    MAX_TRIGGER_LEAVES,
+    CatchUpPolicy,
+    ProgramId,
+    Schedule,
+    ScheduleKey,
+    ScheduleState,
+    TimeUnit,
+    Trigger,
+)
+from scheduler.domain.triggers.kinds import LONG_MAX as _LONG_MAX
+from scheduler.domain.triggers.kinds import TRIGGER_KINDS, ProgramField, trigger_from_json
+from scheduler.domain.triggers.kinds import In as _In
+
+
+class CompositeTriggerIn(_In):
+    type: Literal["and", "or"]
+    triggers: list[TriggerIn] = Field(min_length=1, max_length=MAX_TRIGGER_LEAVES)
+
+
+#: a trigger body: the body model of each kind (scheduler.domain.triggers.kinds), AND/OR nesting them
+if TYPE_CHECKING:
+    TriggerIn = Any
+else:
+    _KIND_BODIES = tuple(k.body for k in dict.fromkeys(TRIGGER_KINDS.values()) if k.body is not None)
+    TriggerIn = Annotated[Union[(*_KIND_BODIES, CompositeTriggerIn)], Field(discriminator="type")]  # noqa: UP007
+CompositeTriggerIn.model_rebuild()
+
+
+#: a constraint body: the body model of each kind (scheduler.domain.constraints)
+if TYPE_CHECKING:
+    ConstraintIn = Any
+else:
+    _CONSTRAINT_BODIES = tuple(k.body for k in CONSTRAINT_KINDS.values())
+    ConstraintIn = Annotated[Union[_CONSTRAINT_BODIES], Field(discriminator="type")]  # noqa: UP007
+
+
+class TimeoutIn(_In):
+    timeoutMs: int = Field(ge=1, le=MAX_CONSTRAINT_VALUE)
+    action: TimeoutAction = TimeoutAction.DISCARD
+
+
+def _trigger(t: Any) -> Trigger:
+    return trigger_from_json(t.model_dump())
+
+
+def _constraint(c: Any) -> Constraint:
+    return CONSTRAINT_TAGS[c.type].from_fields(c.model_dump(exclude={"type"}))
+
+
+class ScheduleBody(_In):
+    """Body of PUT /schedules/{tenant}/{name}: the key comes from the path."""
+
+    trigger: TriggerIn
+    topic: str = ""  # required, except for a schedule with a program: its launch topic by default
+    data: dict[str, str] = Field(default_factory=dict)
+    enabled: bool = False
+    catchUp: CatchUpPolicy = CatchUpPolicy.COALESCE
+    catchUpWindowMs: int = Field(3_600_000, ge=0, le=_LONG_MAX)
+    program: ProgramField | None = None
+    constraints: list[ConstraintIn] = Field(default_factory=list, max_length=MAX_CONSTRAINTS)
+    timeout: TimeoutIn | None = None
+
+    def to_schedule(self, key: ScheduleKey) -> Schedule:
+        return Schedule(
+            key=key,
+            trigger=_trigger(self.trigger),
+            topic=self.topic,
+            data=dict(self.data),
+            enabled=self.enabled,
+            catch_up=self.catchUp,
+            catch_up_window_ms=self.catchUpWindowMs,
+            program=None if self.program is None else ProgramId.parse(self.program),
+            constraints=tuple(_constraint(c) for c in self.constraints),
+            timeout=None
+            if self.timeout is None
+            else PendingTimeout(self.timeout.timeoutMs, self.timeout.action),
+        )
+
+
+class ScheduleIn(ScheduleBody):
+    """Body of POST /schedules."""
+
+    tenant: str
+    name: str
+
+    def key(self) -> ScheduleKey:
+        return ScheduleKey(self.tenant, self.name)
+
+
+class TaskFrequencyIn(_In):
+    timeUnit: TimeUnit
+    time: int = Field(ge=1, le=MAX_FREQUENCY_TIME)
+
+
+class TaskDefinitionIn(_In):
+    """light-scheduler's TaskDefinition as JSON (POST /schedulers)."""
+
+    host: str
+    name: str
+    action: Literal["INSERT", "UPDATE", "DELETE"]
+    frequency: TaskFrequencyIn | None = None
+    topic: str
+    start: int | None = Field(None, ge=0, le=_LONG_MAX)
+    data: dict[str, str] | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        rec = self.model_dump()
+        if self.frequency is not None:
+            rec["frequency"] = {"timeUnit": self.frequency.timeUnit.value, "time": self.frequency.time}
+        return rec
+
+
+def validation_errors(exc: ValidationError) -> list[dict[str, str]]:
+    return [{"field": _field_name(err["loc"]), "message": err["msg"]} for err in exc.errors()]
+
+
+def _field_name(loc: tuple[int | str, ...]) -> str:
+    """Dotted field name without the union tags pydantic inserts ("trigger.cron.expression")."""
+    parts = [
+        str(p) for i, p in enumerate(loc) if not (i > 0 and _is_tag_position(loc, i) and p in _UNION_TAGS)
+    ]
+    return ".".join(parts) or "body"
+
+
+def _is_tag_position(loc: tuple[int | str, ...], i: int) -> bool:
+    """A union's tag follows its field: trigger.<tag>, triggers.<n>.<tag>, constraints.<n>.<tag>."""
+    prev = loc[i - 1]
+    return prev == "trigger" or (
+        isinstance(prev, int) and i > 1 and loc[i - 2] in ("triggers", "constraints")
+    )
+
+
+#: the tags of the trigger and constraint unions (the body models' `type`)
+_UNION_TAGS = frozenset(TRIGGER_KINDS) | frozenset(CONSTRAINT_TAGS)
+
+
+def trigger_json(t: Trigger) -> dict[str, Any]:
+    return t.to_json()
+
+
+def constraint_json(c: Constraint) -> dict[str, Any]:
+    return c.to_json()
+
+
+def schedule_json(state: ScheduleState, next_fire_at: int | None) -> dict[str, Any]:
+    s = state.schedule
+    return {
+        "key": s.key.id,
+        "tenant": s.key.tenant,
+        "name": s.key.name,
+        "trigger": trigger_json(s.trigger),
+        "triggerText": s.trigger.describe(),
+        "topic": s.topic,
+        "data": s.data,
+        "enabled": s.enabled,
+        "catchUp": s.catch_up.value,
+        "catchUpWindowMs": s.catch_up_window_ms,
+        "createdAt": state.created_at,
+        "updatedAt": state.updated_at,
+        "activeSince": state.active_since,
+        "version": state.version,
+        "program": None if s.program is None else s.program.id,
+        "constraints": [constraint_json(c) for c in s.constraints],
+        "timeout": None if s.timeout is None else s.timeout.to_json(),
+        "nextFireAt": next_fire_at,
+    }
+
+
+def state_from_json(d: dict[str, Any]) -> ScheduleState:
+    """Inverse of schedule_json (how one worker reads what another answered)."""
+    body = ScheduleIn.model_validate({k: d[k] for k in ScheduleIn.model_fields})
+    return ScheduleState(
+        body.to_schedule(body.key()), d["createdAt"], d["updatedAt"], d["activeSince"], d["version"]
+    )
+
+
+_FIRE_MIN, _FIRE_MAX = 946_684_800_000, 7_258_118_400_000  # 2000-01-01 .. 2200-01-01, epoch ms
+
+
+class RunIn(_In):
+    """Body of POST /schedules/{tenant}/{name}/run (optional): fire at `at` (default: now)."""
+
+    at: int | None = Field(None, ge=_FIRE_MIN, le=_FIRE_MAX, description="epoch milliseconds")
+
+
+class BackfillIn(_In):
+    """Body of POST /schedules/{tenant}/{name}/backfill: every due instant in [from, to] (epoch ms)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    from_ms: int = Field(alias="from", ge=_FIRE_MIN, le=_FIRE_MAX, description="epoch milliseconds")
+    to_ms: int = Field(alias="to", ge=_FIRE_MIN, le=_FIRE_MAX, description="epoch milliseconds, included")
+
+    @field_validator("to_ms")
+    @classmethod
+    def _ordered(cls, to_ms: int, info: ValidationInfo) -> int:
+        if "from_ms" in info.data and to_ms < info.data["from_ms"]:
+            raise ValueError("must not be before 'from'")
+        return to_ms
+
+
+class EventIn(_In):
+    """Body of POST /events: a notification (timestamp defaults to now)."""
+
+    eventType: str
+    payload: dict[str, str] = Field(default_factory=dict)
+    timestamp: int | None = Field(None, ge=0, le=_LONG_MAX)

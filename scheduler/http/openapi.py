@@ -1,0 +1,502 @@
+"""The OpenAPI 3.1 document of the HTTP API (GET /openapi.json).
+
+Request bodies come from the pydantic models that validate them (scheduler.http.api, scheduler.worker.programs), so
+the document cannot disagree with the validation; responses are written here, after what scheduler.http.web
+answers. It is built once when the worker starts; tests check that it names every route and no other.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+from faust.web import Request, Response, View
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from scheduler.domain.events import EventType
+from scheduler.domain.model import (
+    MAX_CATCH_UP_WINDOW_MS,
+    MAX_NAME_LEN,
+    MAX_TENANT_LEN,
+    TOPIC_PATTERN,
+    TimeUnit,
+)
+from scheduler.domain.runs import RunStatus
+from scheduler.http import responses
+from scheduler.http.api import BackfillIn, EventIn, RunIn, ScheduleBody, ScheduleIn, TaskDefinitionIn
+from scheduler.http.auth import READ, WRITE
+from scheduler.worker.programs import ProgramSpec
+
+if TYPE_CHECKING:
+    from scheduler.worker.ports import WebPort
+
+PATH = "/openapi.json"
+_REF = "#/components/schemas/{model}"
+_BODY_MODELS: tuple[type[BaseModel], ...] = (
+    ScheduleIn,
+    ScheduleBody,
+    RunIn,
+    BackfillIn,
+    TaskDefinitionIn,
+    EventIn,
+    ProgramSpec,
+)
+
+
+# no '/', control characters (C0, C1) nor line or paragraph separators (model._check_identifier)
+_KEY_PART = r"^[^/\x00-\x1f\x7f-\x9f\u2028\u2029]+$"
+_TOPIC = {"pattern": f"^{TOPIC_PATTERN}$"}
+_TENANT_RULES = {"minLength": 1, "maxLength": MAX_TENANT_LEN, "pattern": _KEY_PART}
+_NAME_RULES = {"minLength": 1, "maxLength": MAX_NAME_LEN, "pattern": _KEY_PART}
+#: what Schedule.validate checks beyond the models' own constraints, so the document says it too
+_SCHEDULE_RULES: dict[str, dict[str, Any]] = {
+    "topic": {"pattern": f"^({TOPIC_PATTERN})?$", "description": "required without a program"},
+    "catchUpWindowMs": {"maximum": MAX_CATCH_UP_WINDOW_MS},
+}
+_BODY_RULES: dict[str, dict[str, dict[str, Any]]] = {
+    "ScheduleBody": _SCHEDULE_RULES,
+    "ScheduleIn": {**_SCHEDULE_RULES, "tenant": _TENANT_RULES, "name": _NAME_RULES},
+    "TaskDefinitionIn": {"host": _TENANT_RULES, "name": _NAME_RULES, "topic": _TOPIC},
+    "EventIn": {"eventType": {"enum": [t.value for t in EventType]}},
+}
+#: request examples: the README's first session
+EXAMPLES: dict[str, dict[str, Any]] = {
+    "ScheduleIn": {
+        "tenant": "acme",
+        "name": "heartbeat",
+        "trigger": {"type": "cron", "expression": "*/5 * * * * *", "timezone": "Europe/Paris"},
+        "topic": "acme-fires",
+        "data": {"job": "ping"},
+        "enabled": True,
+    },
+    "ScheduleBody": {
+        "trigger": {"type": "frequency", "timeUnit": "SECONDS", "time": 10},
+        "topic": "acme-fires",
+    },
+    "TaskDefinitionIn": {
+        "host": "acme",
+        "name": "every-minute",
+        "action": "INSERT",
+        "frequency": {"timeUnit": "MINUTES", "time": 1},
+        "topic": "acme-fires",
+    },
+    "EventIn": {
+        "eventType": "partition",
+        "payload": {"datasetId": "acme.clicks", "partitionKeys": '["2026-11-22"]', "bytes": "1048576"},
+    },
+    "ProgramSpec": {"kind": "pyspark", "target": "scheduler.examples.pipelines:transform"},
+    "RunIn": {"at": 1_795_307_000_000},
+    "BackfillIn": {"from": 1_795_300_000_000, "to": 1_795_307_000_000},
+}
+
+
+def register_routes(worker: WebPort) -> None:
+    """Add GET /openapi.json (public: see auth.PUBLIC_PATHS) to the worker's web app."""
+    document = json.dumps(build_spec(), separators=(",", ":")).encode()
+
+    @worker.faust_app.page(PATH)
+    class OpenApi(View):
+        async def get(self, request: Request) -> Response:
+            return self.bytes(document, content_type="application/json")
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": _REF.format(model=name)}
+
+
+_STR: dict[str, Any] = {"type": "string"}
+
+
+# --- parameters --------------------------------------------------------------------------------
+
+
+def _path(name: str, description: str, example: str, **schema: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "description": description,
+        "schema": {"type": "string", "minLength": 1, **schema},
+        "example": example,
+    }
+
+
+def _query(name: str, description: str, required: bool = False, **schema: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": required,
+        "description": description,
+        "schema": {"type": "string", **schema},
+    }
+
+
+_SCHEDULE_KEY = [
+    _path("tenant", "the schedule's tenant", "acme", **_TENANT_RULES),
+    _path("name", "the schedule's name", "heartbeat", **_NAME_RULES),
+]
+_PROGRAM_ID = [
+    _path(part, f"program id part ({part})", example, maxLength=128, pattern=_KEY_PART)
+    for part, example in zip(
+        ("namespace", "application", "type", "name"),
+        ("acme", "pipelines", "spark", "clicks-etl"),
+        strict=True,
+    )
+]
+_RUN_ID = _path("run_id", "the run id (= its job id; may contain '/')", "acme/clicks-etl#v1.1")
+_LOCAL = _query("local", "internal: answer from this worker only (how workers fan a list out)")
+
+
+# --- operations --------------------------------------------------------------------------------
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _text(content_type: str, description: str, *more: str) -> dict[str, Any]:
+    return {"description": description, "content": {t: {"schema": _STR} for t in (content_type, *more)}}
+
+
+_ERRORS: dict[int, dict[str, Any]] = {
+    400: _json(_ref("ValidationError"), "invalid request: each field and what is wrong with it"),
+    401: {
+        **_json(_ref("Error"), "no or an unknown bearer token"),
+        "headers": {"WWW-Authenticate": {"schema": _STR}},
+    },
+    403: _json(_ref("Error"), "the token lacks the scope, or may not access this tenant"),
+    404: _json(_ref("Error"), "not found"),
+    409: _json(_ref("Error"), "conflict"),
+    503: {
+        **_json(_ref("Error"), "partitions are moving between workers; retry after Retry-After seconds"),
+        "headers": {"Retry-After": {"schema": {"type": "integer"}, "required": True}},
+    },
+}
+
+
+def _op(
+    summary: str,
+    ok: dict[int, dict[str, Any]],
+    errors: tuple[int, ...] = (),
+    params: list[dict[str, Any]] | None = None,
+    body: str | None = None,
+    scope: str | None = READ,
+    body_required: bool = True,
+) -> dict[str, Any]:
+    """One operation; `body` names a request model; `scope` None = public (no token)."""
+    op: dict[str, Any] = {"summary": summary, "operationId": "", "parameters": params or []}
+    if body is not None:
+        media = {"schema": _ref(body), "example": EXAMPLES[body]}
+        op["requestBody"] = {"required": body_required, "content": {"application/json": media}}
+    statuses = set(errors) | ({401, 403} if scope is not None else set())
+    op["responses"] = {**{str(k): v for k, v in ok.items()}, **{str(s): _ERRORS[s] for s in sorted(statuses)}}
+    op["security"] = [] if scope is None else [{"bearer": [scope]}]
+    return op
+
+
+def _paths() -> dict[str, dict[str, dict[str, Any]]]:
+    accepted = {202: _json(_ref("Accepted"), "the command is on the commands topic")}
+    schedule_write = (400, 404, 503)
+    return {
+        "/schedules": {
+            "post": _op(
+                "Create a schedule (INSERT); the same definition again is a no-op",
+                accepted,
+                (400, 409, 503),
+                body="ScheduleIn",
+                scope=WRITE,
+            ),
+            "get": _op(
+                "List schedules, from every worker",
+                {200: _json(_ref("ScheduleList"), "the schedules, sorted by key")},
+                (400, 503),
+                [
+                    _query("tenant", "only this tenant's"),
+                    _query("limit", "at most this many", type="integer", minimum=1, maximum=10_000),
+                    _LOCAL,
+                ],
+            ),
+        },
+        "/schedules/{tenant}/{name}": {
+            "get": _op(
+                "One schedule, from the worker that owns it",
+                {200: _json(_ref("Schedule"), "the schedule")},
+                (404, 503),
+                _SCHEDULE_KEY,
+            ),
+            "put": _op(
+                "Replace a schedule's definition (UPDATE)",
+                accepted,
+                schedule_write,
+                _SCHEDULE_KEY,
+                body="ScheduleBody",
+                scope=WRITE,
+            ),
+            "delete": _op("Delete a schedule", accepted, schedule_write, _SCHEDULE_KEY, scope=WRITE),
+        },
+        "/schedules/{tenant}/{name}/enable": {
+            "post": _op("Enable a schedule", accepted, schedule_write, _SCHEDULE_KEY, scope=WRITE)
+        },
+        "/schedules/{tenant}/{name}/disable": {
+            "post": _op("Disable a schedule", accepted, schedule_write, _SCHEDULE_KEY, scope=WRITE)
+        },
+        "/schedules/{tenant}/{name}/run": {
+            "post": _op(
+                "Fire once now, or at `at`, whatever the triggers say (a job for a program schedule)",
+                accepted,
+                schedule_write,
+                _SCHEDULE_KEY,
+                body="RunIn",
+                scope=WRITE,
+                body_required=False,
+            )
+        },
+        "/schedules/{tenant}/{name}/backfill": {
+            "post": _op(
+                "Fire every due instant of the schedule's time triggers in [from, to]",
+                accepted,
+                schedule_write,
+                _SCHEDULE_KEY,
+                body="BackfillIn",
+                scope=WRITE,
+            )
+        },
+        "/schedules/{tenant}/{name}/next": {
+            "get": _op(
+                "The next n fire times (also while disabled)",
+                {200: _json(_ref("NextFires"), "the next fire times")},
+                (400, 404, 503),
+                [*_SCHEDULE_KEY, _query("n", "how many", type="integer", minimum=1, maximum=1_000)],
+            )
+        },
+        "/schedules/{tenant}/{name}/trigger": {
+            "get": _op(
+                "Progress toward the schedule's trigger",
+                {200: _json(_ref("TriggerProgress"), "the trigger tree with its progress")},
+                (404, 503),
+                _SCHEDULE_KEY,
+            )
+        },
+        "/schedulers": {
+            "post": _op(
+                "light-scheduler's TaskDefinition (INSERT, UPDATE, DELETE)",
+                {200: _json(_ref("Accepted"), "the command is on the commands topic")},
+                (400, 404, 409, 503),
+                body="TaskDefinitionIn",
+                scope=WRITE,
+            ),
+            "get": _op(
+                "light-scheduler's view: TaskDefinitions of the frequency schedules",
+                {200: _json(_ref("TaskDefinitions"), "TaskDefinitions")},
+                (400, 503),
+                [
+                    _query("host", "the tenant"),
+                    _query("name", "the schedule's name"),
+                    _query("unit", "the frequency's time unit", enum=[u.value for u in TimeUnit]),
+                ],
+            ),
+        },
+        "/events": {
+            "post": _op(
+                "Publish an event (a Notification) to the events topic",
+                {202: _json(_ref("EventAccepted"), "the event is on the events topic")},
+                (400,),
+                body="EventIn",
+                scope=WRITE,
+            )
+        },
+        "/triggers": {
+            "get": _op(
+                "The reverse trigger index: which schedules' triggers an event key reaches",
+                {200: _json(_ref("IndexEntry"), "the index entry")},
+                (400, 503),
+                [_query("eventKey", "e.g. partition:<namespace>.<dataset>", required=True, minLength=1)],
+            )
+        },
+        "/jobs": {
+            "get": _op(
+                "Pending jobs and why they wait; recent outcomes (from every worker)",
+                {200: _json(_ref("Jobs"), "jobs and recent outcomes")},
+                (503,),
+                [
+                    _query("schedule", "tenant/name"),
+                    _query("program", "namespace/application/type/name"),
+                    _query("state", "a job state or an outcome (SKIP, DISCARD, CANCELLED)"),
+                    _query("jobId", "one job"),
+                    _LOCAL,
+                ],
+            )
+        },
+        "/programs": {
+            "get": _op("Registered programs", {200: _json(_ref("Programs"), "program id -> definition")})
+        },
+        "/programs/{namespace}/{application}/{type}/{name}": {
+            "put": _op(
+                "Register (or replace) a program",
+                {202: _json(_ref("ProgramAccepted"), "the definition is on the programs topic")},
+                (400,),
+                _PROGRAM_ID,
+                body="ProgramSpec",
+                scope=WRITE,
+            ),
+            "get": _op(
+                "A program's definition",
+                {200: _json(_ref("ProgramSpec"), "the definition")},
+                (404,),
+                _PROGRAM_ID,
+            ),
+        },
+        "/programs/{namespace}/{application}/{type}/{name}/status": {
+            "get": _op(
+                "A program's status: its active runs, or its last run's status",
+                {200: _json(_ref("ProgramStatus"), "the status")},
+                (503,),
+                _PROGRAM_ID,
+            )
+        },
+        "/programs/{namespace}/{application}/{type}/{name}/runs": {
+            "get": _op(
+                "A program's run records (the last 100)",
+                {200: _json(_ref("Runs"), "the runs, oldest first")},
+                (503,),
+                [
+                    *_PROGRAM_ID,
+                    _query("status", "only runs in this state", enum=[s.value for s in RunStatus]),
+                ],
+            )
+        },
+        "/programs/{namespace}/{application}/{type}/{name}/runs/{run_id}": {
+            "get": _op(
+                "One run record",
+                {200: _json(_ref("Run"), "the run")},
+                (404, 503),
+                [*_PROGRAM_ID, _RUN_ID],
+            )
+        },
+        "/programs/{namespace}/{application}/{type}/{name}/runs/{run_id}/stop": {
+            "post": _op(
+                "Stop a run (STOPPING, then KILLED)",
+                {202: _json(_ref("StopAccepted"), "the stop request is on its way to the launcher")},
+                (404, 409, 503),
+                [*_PROGRAM_ID, _RUN_ID],
+                scope=WRITE,
+            )
+        },
+        "/metrics": {
+            "get": _op(
+                "Prometheus metrics of this worker (needs a token for every tenant)",
+                {
+                    200: {
+                        "description": "the Prometheus text format, or OpenMetrics if the Accept header asks",
+                        "content": {
+                            "text/plain": {"schema": _STR},
+                            "application/openmetrics-text": {"schema": _STR},
+                        },
+                    }
+                },
+            )
+        },
+        "/ui": {"get": _op("The admin page", {200: _text("text/html", "the page")}, scope=None)},
+        "/ui/{asset}": {
+            "get": _op(
+                "The admin page's files",
+                {200: _text("text/html", "the file", "text/javascript", "text/css")},
+                (404,),
+                [_path("asset", "a file name", "admin.js", pattern=r"^[^/]*$")],
+                scope=None,
+            )
+        },
+        "/health": {
+            "get": _op(
+                "Liveness and readiness: partitions owned, counters",
+                {200: _json(_ref("Health"), "the worker's state")},
+                scope=None,
+            )
+        },
+        PATH: {
+            "get": _op(
+                "This document",
+                {200: _json({"type": "object"}, "the OpenAPI 3.1 document")},
+                scope=None,
+            )
+        },
+    }
+
+
+def build_spec() -> dict[str, Any]:
+    """The OpenAPI 3.1 document of every route scheduler.http.web registers (HEAD, which Faust adds to every
+    route and answers as GET, is left implicit)."""
+    _, defs = models_json_schema(
+        [(m, "validation") for m in _BODY_MODELS] + [(m, "serialization") for m in responses.MODELS],
+        ref_template=_REF,
+    )
+    schemas = defs["$defs"]
+    for model, rules in _BODY_RULES.items():
+        for field_name, extra in rules.items():
+            schemas[model]["properties"][field_name].update(extra)
+    paths = _paths()
+    for path, ops in paths.items():
+        for method, op in ops.items():
+            op["operationId"] = _operation_id(method, path)
+    _link(paths, "post", "/schedules", {"tenant": "$request.body#/tenant", "name": "$request.body#/name"})
+    program = "/programs/{namespace}/{application}/{type}/{name}"
+    _link(
+        paths, "put", program, {p: f"$request.path.{p}" for p in ("namespace", "application", "type", "name")}
+    )
+    try:
+        app_version = version("kafka-job-scheduler")
+    except PackageNotFoundError:
+        app_version = "0"
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Kafka-native job scheduler",
+            "version": app_version,
+            "description": (
+                "Writes are asynchronous: 202 means the command is on the commands topic. Any worker "
+                "answers any query; while partitions move between workers a query answers 503 with "
+                "Retry-After. Bearer tokens carry scopes sched:r (GET) and sched:w (other methods) and "
+                "the tenants they may access; /health, /ui and /openapi.json are public."
+            ),
+        },
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": (
+                        "Scopes (listed as roles in each operation's security requirement): sched:r "
+                        "reads, sched:w writes. A token is bound to tenants, or to every tenant ('*')."
+                    ),
+                }
+            },
+        },
+        "security": [{"bearer": []}],
+    }
+
+
+def _link(paths: dict[str, Any], method: str, path: str, parameters: dict[str, str]) -> None:
+    """OpenAPI links from a write's 202 to the operations on what it created (stateful testing follows
+    them): every operation under `path` that takes exactly these parameters."""
+    prefix = "/schedules/{tenant}/{name}" if path == "/schedules" else path
+    links = {
+        op["operationId"]: {"operationId": op["operationId"], "parameters": parameters}
+        for target, ops in paths.items()
+        if target.startswith(prefix) and target.count("{") == len(parameters)
+        for op in ops.values()
+    }
+    op = paths[path][method]
+    op["responses"]["202"] = {**op["responses"]["202"], "links": links}
+
+
+def _operation_id(method: str, path: str) -> str:
+    """getSchedulesTenantName, postProgramsNamespaceApplicationTypeNameRunsRunIdStop, getOpenapiJson."""
+    return method + "".join(w[:1].upper() + w[1:] for w in re.split(r"[^A-Za-z0-9]+", path) if w)
+
+
+__all__ = ["build_spec", "register_routes"]

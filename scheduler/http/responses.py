@@ -1,0 +1,231 @@
+"""What the HTTP handlers answer: one pydantic model per response body.
+
+A handler's JSON goes through its model (`answer` in scheduler.http.web: validated, then dumped with the keys
+it was given), and the OpenAPI document's response schemas are generated from these same models
+(scheduler.http.openapi), so the document cannot drift from the answers. A model allows fields it does not
+name: answers may grow fields without breaking a client (the document says so too).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+
+from scheduler.domain.basics import CatchUpPolicy, TimeUnit
+from scheduler.domain.runs import RunStatus
+from scheduler.worker.programs import ProgramSpec
+
+Ms = Annotated[int, Field(description="epoch milliseconds, UTC")]
+
+
+class Answer(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class Error(Answer):
+    error: str
+    reason: str | None = Field(None, description="why (401, 403, 409, 503)")
+    key: str | None = Field(None, description="the schedule (404)")
+    runId: str | None = Field(None, description="the run (404)")
+
+
+class FieldError(Answer):
+    field: str
+    message: str
+
+
+class ValidationError(Answer):
+    error: Literal["invalid request"]
+    fields: list[FieldError] = Field(min_length=1)
+
+
+class Accepted(Answer):
+    key: str = Field(description="tenant/name")
+    action: str
+    fires: int | None = Field(None, description="run, backfill: how many fires the command will produce")
+
+
+class Trigger(Answer):
+    type: str
+
+
+class Constraint(Answer):
+    type: str
+
+
+class Timeout(Answer):
+    timeoutMs: int
+    action: str
+
+
+class Schedule(Answer):
+    key: str
+    tenant: str
+    name: str
+    trigger: Trigger
+    triggerText: str = Field(description="the trigger in words (as the CLI and the admin page show it)")
+    topic: str
+    data: dict[str, str]
+    enabled: bool
+    catchUp: CatchUpPolicy
+    catchUpWindowMs: int
+    createdAt: Ms
+    updatedAt: Ms
+    activeSince: Ms
+    version: int
+    program: str | None
+    constraints: list[Constraint]
+    timeout: Timeout | None
+    nextFireAt: Ms | None = Field(description="null when disabled or event-triggered only")
+
+
+class ScheduleList(Answer):
+    schedules: list[Schedule]
+    total: int | None = Field(None, description="how many match (before `limit`); absent with `local`")
+
+
+class NextFires(Answer):
+    key: str
+    enabled: bool
+    next: list[Ms]
+
+
+class TaskFrequency(Answer):
+    timeUnit: TimeUnit
+    time: int
+
+
+class TaskDefinition(Answer):
+    host: str
+    name: str
+    action: str
+    frequency: TaskFrequency
+    topic: str
+    start: Ms | None = None
+    data: dict[str, str] | None = None
+
+
+class TaskDefinitions(RootModel[list[TaskDefinition]]):
+    pass
+
+
+class TriggerProgress(Answer):
+    key: str
+    version: int
+    enabled: bool
+    jobsCreated: int
+    trigger: dict[str, Any] = Field(
+        description="the trigger tree: each node `path`, `satisfied`, its kind's counts and `text`"
+    )
+
+
+class EventAccepted(Answer):
+    eventKey: str
+    timestamp: Ms
+
+
+class IndexedTrigger(Answer):
+    schedule: str
+    path: str
+
+
+class IndexEntry(Answer):
+    eventKey: str
+    triggers: list[IndexedTrigger]
+
+
+class Job(Answer):
+    jobId: str
+    schedule: str
+    program: str
+    state: str = Field(description="PENDING_CONSTRAINT or PENDING_LAUNCH")
+    triggeredAt: Ms | None = None
+    arguments: dict[str, str] | None = None
+    events: int | None = Field(None, description="how many events fired it")
+    blockedBy: str | None = Field(None, description="the constraint holding it")
+    reason: str | None = None
+    checkAt: Ms | None = Field(None, description="next check; null: when a run of the program changes")
+
+
+class Jobs(Answer):
+    jobs: list[Job] | None = None
+    recent: list[dict[str, Any]] | None = Field(None, description="SKIP, DISCARD, CANCELLED outcomes")
+    items: list[dict[str, Any]] | None = Field(None, description="with `local` only (fan-out)")
+
+
+class Programs(RootModel[dict[str, ProgramSpec]]):
+    pass
+
+
+class ProgramAccepted(Answer):
+    program: str
+
+
+class Run(Answer):
+    run_id: str
+    program: str
+    status: RunStatus
+    job_id: str | None = None
+    schedule: str | None = None
+    arguments: dict[str, str] | None = None
+    created_at: int | None = None
+    triggered_at: Ms | None = None
+    started_at: Ms | None = None
+    running_at: Ms | None = None
+    ended_at: Ms | None = None
+    error: str | None = None
+    transitions: list[list[Any]] | None = None
+
+
+class Runs(Answer):
+    program: str
+    runs: list[Run]
+
+
+class ActiveRun(Answer):
+    runId: str
+    status: str
+
+
+class ProgramStatus(Answer):
+    program: str
+    status: str = Field(description="RUNNING if any run is active, else the last run's, or NEVER_RUN")
+    activeRuns: list[ActiveRun]
+    lastRun: Run | None
+
+
+class StopAccepted(Answer):
+    runId: str
+    action: Literal["stop"]
+
+
+class Health(Answer):
+    status: str
+    partitions: list[int]
+    ready: bool = Field(description="not rebalancing nor recovering: queries are answered")
+
+
+#: every response model, under the name the OpenAPI document gives its schema
+MODELS: tuple[type[BaseModel], ...] = (
+    Error,
+    ValidationError,
+    Accepted,
+    Schedule,
+    ScheduleList,
+    NextFires,
+    TaskDefinition,
+    TaskDefinitions,
+    TriggerProgress,
+    EventAccepted,
+    IndexEntry,
+    Job,
+    Jobs,
+    Programs,
+    ProgramAccepted,
+    Run,
+    Runs,
+    ProgramStatus,
+    StopAccepted,
+    Health,
+)

@@ -1,0 +1,743 @@
+"""HTTP API on Faust's web server: a table of routes and one flat handler each.
+
+Every route goes through the same steps: the tenant guard (the path's tenant or namespace must be one the
+request's token holds), the body parsed by its model (scheduler.http.api), then the handler. Writes become
+commands on the commands topic (202 with the key). A query about one key is answered by the worker that
+owns its partition, list queries fan out to every worker (scheduler.http.cluster); while partitions move, a
+query that cannot be answered right gets 503 with Retry-After. Every answer goes through its response
+model (scheduler.http.responses), which the OpenAPI document is generated from.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import quote
+
+from aiohttp import web as aioweb
+from faust.web import Request, Response, View
+from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
+
+from scheduler.domain.commands import CommandRejected, manual_fires_yielding, validate_command
+from scheduler.domain.events import InvalidEvent, Notification, event_key
+from scheduler.domain.events import parse as parse_event
+from scheduler.domain.jobs import Job
+from scheduler.domain.model import (
+    Action,
+    InvalidSchedule,
+    ProgramId,
+    ScheduleCommand,
+    ScheduleKey,
+    ScheduleState,
+    TimeUnit,
+)
+from scheduler.domain.runs import RunStatus
+from scheduler.domain.tenancy import (
+    event_key_tenant,
+    event_tenant,
+    job_filter_tenants,
+    program_tenant,
+    schedule_id_tenant,
+    schedule_tenants,
+)
+from scheduler.domain.triggers.progress import describe
+from scheduler.http import auth
+from scheduler.http import responses as out
+from scheduler.http.api import (
+    BackfillIn,
+    EventIn,
+    RunIn,
+    ScheduleBody,
+    ScheduleIn,
+    TaskDefinitionIn,
+    schedule_json,
+    state_from_json,
+    validation_errors,
+)
+from scheduler.http.cluster import ROUTED_HEADER, Cluster, Unavailable
+from scheduler.launcher.launcher import stop_request
+from scheduler.wire.codec import (
+    command_from_task_definition_record,
+    decode_json,
+    encode,
+    key_bytes,
+    notification_to_avro,
+    task_definition_from_schedule,
+)
+from scheduler.wire.messages import IndexEntry
+from scheduler.worker.programs import ProgramSpec
+
+if TYPE_CHECKING:
+    from scheduler.worker.ports import WebPort
+
+__all__ = ["ROUTED_HEADER", "ROUTES", "answer", "register_views"]
+
+MAX_LIST = 10_000
+MAX_NEXT = 1_000
+
+
+# --- the shared steps --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request as a handler sees it: its view (to answer), the request, the path's parameters and
+    the parsed body (None if the route takes none, or took an empty one)."""
+
+    view: View
+    request: Request
+    params: dict[str, str] = field(default_factory=dict)
+    body: Any = None
+
+    @property
+    def key(self) -> ScheduleKey:
+        return ScheduleKey(self.params["tenant"], self.params["name"])
+
+    @property
+    def program(self) -> str:
+        return "/".join(self.params[p] for p in ("namespace", "application", "type", "name"))
+
+    def answer(self, model: type[BaseModel], body: Any, status: int = 200) -> Response:
+        return answer(self.view, model, body, status)
+
+    def error(self, status: int, **fields: Any) -> Response:
+        return answer(self.view, out.Error, fields, status)
+
+    def field_error(self, name: str, message: str) -> Response:
+        return field_error(self.view, name, message)
+
+    def unavailable(self, why: str) -> Response:
+        response = self.error(503, error="unavailable", reason=why)
+        response.headers["Retry-After"] = "2"
+        return response
+
+
+def answer(view: View, model: type[BaseModel], body: Any, status: int = 200) -> Response:
+    """`body` through its response model (scheduler.http.responses): validated, then dumped with the keys it
+    was given. The OpenAPI document's response schemas are these models'."""
+    typed = model.model_validate(body)
+    return view.json(typed.model_dump(mode="json", exclude_unset=True), status=status)
+
+
+def field_error(view: View, name: str, message: str, status: int = 400) -> Response:
+    errors = {"error": "invalid request", "fields": [{"field": name, "message": message}]}
+    return answer(view, out.ValidationError, errors, status)
+
+
+def deny_tenants(view: View, request: Request, *tenants: str) -> Response | None:
+    """403 unless the request's token holds every one of `tenants`."""
+    who = auth.principal_of(request)
+    for tenant in sorted(set(tenants)):
+        if not who.sees(tenant):
+            reason = f"this token may not access tenant {tenant!r}"
+            return answer(view, out.Error, {"error": "forbidden", "reason": reason}, status=403)
+    return None
+
+
+async def parse_body(
+    view: View, request: Request, model: type[BaseModel], empty_ok: bool = False
+) -> tuple[Any, Response | None]:
+    """The body validated by `model`, or the 400 naming the field that is wrong."""
+    if empty_ok and not await cast(Any, request).read():
+        return None, None
+    try:
+        raw = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError, RecursionError):  # 10k-deep JSON
+        return None, field_error(view, "body", "not valid JSON")
+    try:
+        return model.model_validate(raw), None
+    except ValidationError as exc:
+        errors = {"error": "invalid request", "fields": validation_errors(exc)}
+        return None, answer(view, out.ValidationError, errors, status=400)
+
+
+Handler = Callable[["Handlers", Call], Awaitable[Response]]
+
+
+@dataclass(frozen=True)
+class Route:
+    """One method of one path: its handler, the path parameter its tenant guard checks (the tenant or the
+    program's namespace; None: the handler checks what the request touches), and its body's model."""
+
+    method: str
+    path: str
+    handler: Handler
+    guard: str | None = None
+    body: type[BaseModel] | None = None
+    empty_body_ok: bool = False
+
+
+@aioweb.middleware
+async def _json_errors(
+    request: aioweb.Request, handler: Callable[[aioweb.Request], Awaitable[aioweb.StreamResponse]]
+) -> aioweb.StreamResponse:
+    """aiohttp's own 4xx (no route matches the path, a method the route lacks) answer JSON like ours."""
+    try:
+        return await handler(request)
+    except aioweb.HTTPException as exc:
+        if exc.status < 400 or exc.content_type == "application/json":
+            raise
+        body = {"error": (exc.reason or "error").lower(), "path": request.path}
+        headers = {k: v for k, v in exc.headers.items() if k.lower() == "allow"}
+        return aioweb.json_response(body, status=exc.status, headers=headers)
+
+
+def _view_method(handlers: Handlers, route: Route) -> Callable[..., Awaitable[Response]]:
+    async def method(view: View, request: Request, **params: str) -> Response:
+        if route.guard is not None and (denied := deny_tenants(view, request, params[route.guard])):
+            return denied
+        body = None
+        if route.body is not None:
+            body, error = await parse_body(view, request, route.body, route.empty_body_ok)
+            if error is not None:
+                return error
+        return await route.handler(handlers, Call(view, request, params, body))
+
+    return method
+
+
+def register_views(worker: WebPort) -> None:
+    """Add every route of ROUTES (and /metrics, /ui, /openapi.json) to the worker's web app."""
+    app = worker.faust_app
+    # every route, Faust's own included, goes through auth (raises AuthConfigError: the worker won't start)
+    middlewares = cast(Any, app.web).web_app.middlewares
+    middlewares.append(auth.middleware(auth.load_tokens(worker.settings)))
+    middlewares.append(_json_errors)
+    handlers = Handlers(worker)
+    paths: dict[str, dict[str, Any]] = {}
+    for route in ROUTES:  # in order: a path registered first is matched first
+        paths.setdefault(route.path, {})[route.method.lower()] = _view_method(handlers, route)
+    for i, (path, methods) in enumerate(paths.items()):
+        app.page(path)(type(f"Route{i}", (View,), methods))
+
+    from scheduler.http import admin_ui, openapi
+    from scheduler.worker import metrics
+
+    metrics.register_routes(worker)
+    admin_ui.register_routes(worker)
+    openapi.register_routes(worker)
+
+
+# --- the handlers ------------------------------------------------------------------------------------
+
+
+class Handlers:
+    def __init__(self, worker: WebPort) -> None:
+        self.worker = worker
+        self.cluster = Cluster(worker)
+
+    # --- writes -------------------------------------------------------------------------------
+
+    async def create_schedule(self, call: Call) -> Response:
+        body: ScheduleIn = call.body
+        return await self.submit(
+            call, ScheduleCommand(body.key(), Action.INSERT, body.to_schedule(body.key()))
+        )
+
+    async def update_schedule(self, call: Call) -> Response:
+        body: ScheduleBody = call.body
+        return await self.submit(call, ScheduleCommand(call.key, Action.UPDATE, body.to_schedule(call.key)))
+
+    async def delete_schedule(self, call: Call) -> Response:
+        return await self.submit(call, ScheduleCommand(call.key, Action.DELETE))
+
+    async def enable(self, call: Call) -> Response:
+        return await self.submit(call, ScheduleCommand(call.key, Action.ENABLE))
+
+    async def disable(self, call: Call) -> Response:
+        return await self.submit(call, ScheduleCommand(call.key, Action.DISABLE))
+
+    async def run_now(self, call: Call) -> Response:
+        """Fire once now (or at `at`), whatever the triggers say: a job for a program schedule."""
+        body: RunIn | None = call.body
+        at = body.at if body is not None and body.at is not None else self.worker.clock()
+        return await self.submit(call, ScheduleCommand(call.key, Action.RUN, fire_range=(at, at)))
+
+    async def backfill(self, call: Call) -> Response:
+        """Fire every due instant of the schedule's time triggers in [from, to] (epoch ms)."""
+        body: BackfillIn = call.body
+        return await self.submit(
+            call, ScheduleCommand(call.key, Action.BACKFILL, fire_range=(body.from_ms, body.to_ms))
+        )
+
+    async def create_task_definition(self, call: Call) -> Response:
+        """light-scheduler's POST /schedulers, with its TaskDefinition JSON."""
+        body: TaskDefinitionIn = call.body
+        try:
+            cmd = command_from_task_definition_record(body.to_record())
+        except InvalidSchedule as exc:
+            return call.field_error(exc.field, exc.message)
+        return await self.submit(call, cmd, status=200)
+
+    async def submit(self, call: Call, cmd: ScheduleCommand, status: int = 202) -> Response:
+        """Check tenants, validate, check the key against the owner's table, and produce the command."""
+        schedule = cmd.schedule
+        tenants = schedule_tenants(schedule) if schedule is not None else set()
+        if denied := deny_tenants(call.view, call.request, cmd.key.tenant, *tenants):
+            return denied
+        if schedule is not None and schedule.program is not None:
+            program = schedule.program.id
+            if not schedule.topic:
+                cmd = replace(cmd, schedule=replace(schedule, topic=self.worker.settings.launch_topic))
+            await self.worker.registry.start()
+            if self.worker.registry.get(program) is None:
+                return call.field_error("program", f"unknown program {program} (register it first)")
+        try:
+            validate_command(cmd)
+        except (InvalidSchedule, CommandRejected) as exc:
+            field_name = exc.field if isinstance(exc, InvalidSchedule) else "body"
+            message = exc.message if isinstance(exc, InvalidSchedule) else str(exc)
+            return call.field_error(field_name, message)
+        try:
+            current, tenant_full = await self.fetch_full(cmd.key, call.request)
+        except Unavailable as exc:
+            return call.unavailable(str(exc))
+        if cmd.action is Action.INSERT and current is None and tenant_full:
+            limit = self.worker.settings.max_schedules_per_tenant
+            reason = f"tenant {cmd.key.tenant!r} holds its maximum of {limit} schedules"
+            return call.error(409, error="limit", reason=reason)
+        if cmd.action in (Action.RUN, Action.BACKFILL) and current is not None:
+            try:
+                fires = len(await manual_fires_yielding(state_from_json(current), cmd))
+            except CommandRejected as exc:
+                return call.field_error("to" if cmd.action is Action.BACKFILL else "body", str(exc))
+            await self.worker.send_command(cmd)
+            accepted = {"key": cmd.key.id, "action": cmd.action.value, "fires": fires}
+            return call.answer(out.Accepted, accepted, status)
+        if cmd.action is Action.INSERT and current is not None and cmd.schedule is not None:
+            if replace(state_from_json(current).schedule, enabled=cmd.schedule.enabled) != cmd.schedule:
+                reason = f"schedule {cmd.key.id!r} already exists (use PUT)"
+                return call.error(409, error="conflict", reason=reason)
+        elif cmd.action is not Action.INSERT and current is None:
+            return call.error(404, error="not found", key=cmd.key.id)
+        await self.worker.send_command(cmd)
+        return call.answer(out.Accepted, {"key": cmd.key.id, "action": cmd.action.value}, status)
+
+    async def publish_event(self, call: Call) -> Response:
+        body: EventIn = call.body
+        ts = body.timestamp if body.timestamp is not None else self.worker.clock()
+        notification = Notification(ts, body.eventType, dict(body.payload))
+        try:
+            parsed = parse_event(notification)
+        except InvalidEvent as exc:
+            return call.field_error("eventType" if "event type" in str(exc) else "payload", str(exc))
+        if denied := deny_tenants(call.view, call.request, event_tenant(parsed)):
+            return denied
+        key = event_key(parsed)
+        await self.worker.send_keyed(
+            self.worker.settings.events_topic,
+            key.encode(),
+            encode("Notification", notification_to_avro(notification)),
+        )
+        return call.answer(out.EventAccepted, {"eventKey": key, "timestamp": ts}, 202)
+
+    async def register_program(self, call: Call) -> Response:
+        program_id = call.program
+        try:
+            ProgramId.parse(program_id)
+        except InvalidSchedule as exc:
+            return call.field_error("program", exc.message)
+        body, error = await parse_body(call.view, call.request, ProgramSpec)
+        if error is not None:
+            return error
+        assert isinstance(body, ProgramSpec)
+        for field_name, message in body.problems():
+            return call.field_error(field_name, message)
+        try:
+            value = body.model_dump_json().encode()
+        except PydanticSerializationError:  # a lone surrogate (JSON's \udXXX escapes) has no UTF-8
+            return call.field_error("body", "not valid Unicode (a lone surrogate)")
+        await self.worker.send_keyed(
+            self.worker.settings.programs_topic, program_id.encode(), value, partition=None
+        )
+        return call.answer(out.ProgramAccepted, {"program": program_id}, 202)
+
+    async def stop_run(self, call: Call) -> Response:
+        program_id, run_id = call.program, call.params["run_id"]
+        try:
+            owner = self.cluster.owner(program_id.encode())
+            if owner is None:
+                raw = self.worker.run_records.get(program_id.encode())
+                run = next((r for r in (decode_json(raw) if raw else []) if r["run_id"] == run_id), None)
+                status = 200 if run is not None else 404
+            else:
+                status, run = await self.cluster.get(
+                    f"{owner}/programs/{quote(program_id)}/runs/{quote(run_id, safe='')}", call.request
+                )
+                if status not in (200, 404):
+                    raise Unavailable(f"owner answered {status}")
+        except Unavailable as exc:
+            return call.unavailable(str(exc))
+        if status == 404 or run is None:
+            return call.error(404, error="not found", runId=run_id)
+        if RunStatus(run["status"]).terminal:
+            return call.error(409, error="conflict", reason=f"run already {run['status']}")
+        await self.worker.send_keyed(
+            self.worker.settings.launcher_control_topic,
+            run_id.encode(),
+            stop_request(run_id, program_id),
+            partition=None,
+        )
+        return call.answer(out.StopAccepted, {"runId": run_id, "action": "stop"}, 202)
+
+    # --- one-key queries: answered by the key's owner -----------------------------------------
+
+    async def _forwarded(self, call: Call, key: bytes) -> Response | None:
+        """The owner's answer if another worker owns `key` (None: this one does)."""
+        try:
+            forwarded = await self.cluster.forward(call.request, key)
+        except Unavailable as exc:
+            return call.unavailable(str(exc))
+        return None if forwarded is None else call.view.json(forwarded[1], status=forwarded[0])
+
+    async def get_schedule(self, call: Call) -> Response:
+        key = call.key
+        if (forwarded := await self._forwarded(call, key_bytes(key))) is not None:
+            return forwarded
+        kb = key_bytes(key)
+        state = self.worker.local_state(kb)
+        if state is None:
+            full = self.worker.tenant_full(self.worker.partition_of(kb), key.tenant)
+            return call.error(404, error="not found", key=key.id, tenantFull=full)
+        return call.answer(out.Schedule, self._local_json(state))
+
+    async def next_fires(self, call: Call) -> Response:
+        try:
+            n = int(call.request.query.get("n", "10"))
+            if not 1 <= n <= MAX_NEXT:
+                raise ValueError
+        except ValueError:
+            return call.field_error("n", f"must be an integer between 1 and {MAX_NEXT}")
+        try:
+            current = await self.fetch(call.key, call.request)
+        except Unavailable as exc:
+            return call.unavailable(str(exc))
+        if current is None:
+            return call.error(404, error="not found", key=call.key.id)
+        state = state_from_json(current)
+        fires = next_time_fires(state, self.worker.clock(), n)
+        return call.answer(
+            out.NextFires, {"key": call.key.id, "enabled": state.schedule.enabled, "next": fires}
+        )
+
+    async def trigger_progress(self, call: Call) -> Response:
+        kb = key_bytes(call.key)
+        if (forwarded := await self._forwarded(call, kb)) is not None:
+            return forwarded
+        state = self.worker.local_state(kb)
+        if state is None:
+            return call.error(404, error="not found", key=call.key.id)
+        progress = self.worker.triggers.load_progress(kb, state)
+        return call.answer(
+            out.TriggerProgress,
+            {
+                "key": call.key.id,
+                "version": state.version,
+                "enabled": state.schedule.enabled,
+                "jobsCreated": progress.seq,
+                "trigger": describe(state.schedule.trigger, progress),
+            },
+        )
+
+    async def index_entry(self, call: Call) -> Response:
+        """Which schedules' triggers an event key reaches (the reverse trigger index)."""
+        event_key_ = call.request.query.get("eventKey") or ""
+        if not event_key_:
+            return call.field_error("eventKey", "required, e.g. partition:<namespace>.<dataset>")
+        if denied := deny_tenants(call.view, call.request, event_key_tenant(event_key_)):
+            return denied
+        kb = event_key_.encode()
+        if (forwarded := await self._forwarded(call, kb)) is not None:
+            return forwarded
+        entry = IndexEntry.decode(self.worker.trigger_index.get(kb))
+        triggers = sorted(entry.triggers.values(), key=lambda t: (t.schedule, t.path))
+        return call.answer(
+            out.IndexEntry, {"eventKey": event_key_, "triggers": [t.to_json() for t in triggers]}
+        )
+
+    async def _runs(self, call: Call) -> tuple[Response | None, list[dict[str, Any]]]:
+        """A program's run records, from the worker that owns its partition (or that worker's answer)."""
+        kb = call.program.encode()
+        if (forwarded := await self._forwarded(call, kb)) is not None:
+            return forwarded, []
+        raw = self.worker.run_records.get(kb)
+        return None, decode_json(raw) if raw is not None else []
+
+    async def one_run(self, call: Call) -> Response:
+        forwarded, runs = await self._runs(call)
+        if forwarded is not None:
+            return forwarded
+        run_id = call.params["run_id"]
+        run = next((r for r in runs if r["run_id"] == run_id), None)
+        if run is None:
+            return call.error(404, error="not found", runId=run_id)
+        return call.answer(out.Run, run)
+
+    async def program_runs(self, call: Call) -> Response:
+        forwarded, runs = await self._runs(call)
+        if forwarded is not None:
+            return forwarded
+        status = call.request.query.get("status")
+        listed = [r for r in runs if status is None or r["status"] == status]
+        return call.answer(out.Runs, {"program": call.program, "runs": listed})
+
+    async def program_status(self, call: Call) -> Response:
+        forwarded, runs = await self._runs(call)
+        if forwarded is not None:
+            return forwarded
+        active = [r for r in runs if not RunStatus(r["status"]).terminal]
+        latest = runs[-1] if runs else None
+        return call.answer(
+            out.ProgramStatus,
+            {
+                "program": call.program,
+                "status": "RUNNING" if active else (latest["status"] if latest else "NEVER_RUN"),
+                "activeRuns": [{"runId": r["run_id"], "status": r["status"]} for r in active],
+                "lastRun": latest,
+            },
+        )
+
+    async def list_programs(self, call: Call) -> Response:
+        await self.worker.registry.start()
+        who = auth.principal_of(call.request)
+        specs = {
+            pid: spec.model_dump()
+            for pid, spec in sorted(self.worker.registry.all().items())
+            if who.sees(program_tenant(pid))
+        }
+        return call.answer(out.Programs, specs)
+
+    async def get_program(self, call: Call) -> Response:
+        await self.worker.registry.start()
+        spec = self.worker.registry.get(call.program)
+        if spec is None:
+            return call.error(404, error="not found")
+        return call.answer(ProgramSpec, spec.model_dump())
+
+    async def health(self, call: Call) -> Response:
+        worker, app = self.worker, self.worker.faust_app
+        return call.answer(
+            out.Health,
+            {
+                "status": "ok",
+                "partitions": sorted(worker.active_partitions()),
+                # ready: not rebalancing nor recovering, so queries are answered (not 503)
+                "ready": not app.rebalancing and not getattr(app, "in_recovery", False),
+                "fires": worker.counts.fires.fires,
+                "catchUpFires": worker.counts.fires.catch_up_fires,
+                "commandsApplied": worker.counts.commands_applied,
+                "deadLetters": worker.counts.dead_letters_total,
+                **worker.counts.events,
+            },
+        )
+
+    # --- reading schedules wherever they are --------------------------------------------------
+
+    def _next_fire(self, state: ScheduleState) -> int | None:
+        if not state.schedule.enabled:
+            return None
+        nxt = next_time_fires(state, self.worker.clock(), 1)
+        return nxt[0] if nxt else None
+
+    def _local_json(self, state: ScheduleState) -> dict[str, Any]:
+        return schedule_json(state, self._next_fire(state))
+
+    async def fetch(self, key: ScheduleKey, request: Request) -> dict[str, Any] | None:
+        """The schedule as its owner sees it, or None."""
+        return (await self.fetch_full(key, request))[0]
+
+    async def fetch_full(self, key: ScheduleKey, request: Request) -> tuple[dict[str, Any] | None, bool]:
+        """The schedule as its owner sees it (or None), and whether its tenant's share there is full."""
+        kb = key_bytes(key)
+        owner = self.cluster.owner(kb)
+        if owner is None:
+            state = self.worker.local_state(kb)
+            if state is None:
+                return None, self.worker.tenant_full(self.worker.partition_of(kb), key.tenant)
+            return self._local_json(state), False
+        status, body = await self.cluster.get(
+            f"{owner}/schedules/{quote(key.tenant, safe='')}/{quote(key.name, safe='')}", request
+        )
+        if status == 404:
+            return None, bool(body.get("tenantFull")) if isinstance(body, dict) else False
+        if status != 200:
+            raise Unavailable(f"owner answered {status}")
+        return dict(body), False
+
+    async def _all_schedules(self, request: Request, tenant: str | None) -> list[dict[str, Any]]:
+        """Every schedule (of `tenant`) the request's token may see, from every worker."""
+        who = auth.principal_of(request)
+        local = [
+            self._local_json(state)
+            for partition in sorted(self.worker.active_partitions())
+            for _, state in self.worker.local_states(partition)
+            if (tenant is None or state.schedule.key.tenant == tenant) and who.sees(state.schedule.key.tenant)
+        ]
+        query = {"tenant": tenant} if tenant else {}
+        results = await self.cluster.fan_out(request, "/schedules", query, local, "schedules")
+        results.sort(key=lambda s: s["key"])
+        return results
+
+    # --- list queries: fanned out to every worker ---------------------------------------------
+
+    async def list_schedules(self, call: Call) -> Response:
+        request = call.request
+        tenant = request.query.get("tenant") or None
+        if tenant is not None and (denied := deny_tenants(call.view, request, tenant)):
+            return denied
+        try:
+            limit = int(request.query.get("limit", "1000"))
+            if not 1 <= limit <= MAX_LIST:
+                raise ValueError
+        except ValueError:
+            return call.field_error("limit", f"must be an integer between 1 and {MAX_LIST}")
+        try:
+            schedules = await self._all_schedules(request, tenant)
+        except Unavailable as exc:
+            return call.unavailable(str(exc))
+        if request.query.get("local"):
+            return call.answer(out.ScheduleList, {"schedules": schedules})
+        return call.answer(out.ScheduleList, {"schedules": schedules[:limit], "total": len(schedules)})
+
+    async def list_task_definitions(self, call: Call) -> Response:
+        """light-scheduler's GET /schedulers: the schedules a TaskDefinition can express."""
+        request = call.request
+        host, name, unit = (request.query.get(k) or None for k in ("host", "name", "unit"))
+        if unit is not None and unit not in TimeUnit.__members__:
+            return call.field_error("unit", f"must be one of {', '.join(TimeUnit.__members__)}")
+        if host is not None and (denied := deny_tenants(call.view, request, host)):
+            return denied
+        try:
+            if host and name:
+                one = await self.fetch(ScheduleKey(host, name), request)
+                schedules = [one] if one else []
+            else:
+                schedules = await self._all_schedules(request, host)
+        except Unavailable as exc:
+            return call.unavailable(str(exc))
+        definitions = []
+        for s in schedules:
+            td = task_definition_from_schedule(state_from_json(s).schedule)
+            if td is None or (name and s["name"] != name):
+                continue
+            if unit and td["frequency"]["timeUnit"] != unit:
+                continue
+            definitions.append(td)
+        return call.answer(out.TaskDefinitions, definitions)
+
+    async def list_jobs(self, call: Call) -> Response:
+        """Pending jobs (and recent outcomes) of every program, filtered by schedule, program or state."""
+        request = call.request
+        want = {k: request.query.get(k) or None for k in ("schedule", "program", "state", "jobId")}
+        if denied := deny_tenants(
+            call.view, request, *job_filter_tenants(want["schedule"], want["program"], want["jobId"])
+        ):
+            return denied
+        who = auth.principal_of(request)
+        local: list[dict[str, Any]] = []
+        for partition in sorted(self.worker.active_partitions()):
+            for _, queue in self.worker.jobs.local_queues(partition):
+                for job in queue.jobs:
+                    if who.sees(schedule_id_tenant(job.schedule)):
+                        local.append({"kind": "job", **_job_json(job)})
+                for outcome in queue.outcomes:
+                    schedule = outcome.get("schedule")
+                    tenant = schedule_id_tenant(schedule) if schedule else program_tenant(queue.program)
+                    if who.sees(tenant):
+                        local.append({"kind": "outcome", "program": queue.program, **outcome})
+        query = {k: v for k, v in want.items() if v}
+        try:
+            items = await self.cluster.fan_out(request, "/jobs", query, local, "items")
+        except Unavailable as exc:
+            return call.unavailable(str(exc))
+        if request.query.get("local"):
+            return call.answer(out.Jobs, {"items": items})
+
+        def keep(item: dict[str, Any]) -> bool:
+            return (
+                (want["schedule"] is None or item.get("schedule") == want["schedule"])
+                and (want["program"] is None or item.get("program") == want["program"])
+                and (want["jobId"] is None or item.get("jobId") == want["jobId"])
+                and (want["state"] is None or item.get("state", item.get("outcome")) == want["state"])
+            )
+
+        items = [i for i in items if keep(i)]
+        return call.answer(
+            out.Jobs,
+            {
+                "jobs": [{k: v for k, v in i.items() if k != "kind"} for i in items if i["kind"] == "job"],
+                "recent": [
+                    {k: v for k, v in i.items() if k != "kind"} for i in items if i["kind"] == "outcome"
+                ],
+            },
+        )
+
+
+H = Handlers
+_PROGRAM = "/programs/{namespace}/{application}/{type}/{name}"
+_SCHEDULE = "/schedules/{tenant}/{name}"
+
+#: every route, in the order aiohttp matches them
+ROUTES: list[Route] = [
+    Route("POST", "/schedules", H.create_schedule, body=ScheduleIn),
+    Route("GET", "/schedules", H.list_schedules),
+    Route("GET", _SCHEDULE, H.get_schedule, guard="tenant"),
+    Route("PUT", _SCHEDULE, H.update_schedule, guard="tenant", body=ScheduleBody),
+    Route("DELETE", _SCHEDULE, H.delete_schedule),
+    Route("POST", f"{_SCHEDULE}/enable", H.enable),
+    Route("POST", f"{_SCHEDULE}/disable", H.disable),
+    Route("POST", f"{_SCHEDULE}/run", H.run_now, guard="tenant", body=RunIn, empty_body_ok=True),
+    Route("POST", f"{_SCHEDULE}/backfill", H.backfill, guard="tenant", body=BackfillIn),
+    Route("GET", f"{_SCHEDULE}/next", H.next_fires, guard="tenant"),
+    Route("POST", "/schedulers", H.create_task_definition, body=TaskDefinitionIn),
+    Route("GET", "/schedulers", H.list_task_definitions),
+    Route("GET", f"{_SCHEDULE}/trigger", H.trigger_progress, guard="tenant"),
+    Route("POST", "/events", H.publish_event, body=EventIn),
+    Route("GET", "/triggers", H.index_entry),
+    Route("GET", "/jobs", H.list_jobs),
+    Route("GET", "/programs", H.list_programs),
+    Route("PUT", _PROGRAM, H.register_program, guard="namespace"),
+    Route("GET", _PROGRAM, H.get_program, guard="namespace"),
+    Route("GET", f"{_PROGRAM}/status", H.program_status, guard="namespace"),
+    Route("GET", f"{_PROGRAM}/runs", H.program_runs, guard="namespace"),
+    # Run ids contain '/' (they are job ids): the stop route must be matched before the one-run route.
+    Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/stop", H.stop_run, guard="namespace"),
+    Route("GET", f"{_PROGRAM}/runs/{{run_id:.+}}", H.one_run, guard="namespace"),
+    Route("GET", "/health", H.health),
+]
+
+
+def next_time_fires(state: ScheduleState, now: int, n: int) -> list[int]:
+    """The next `n` instants any time trigger of the schedule comes due (none for event-only triggers)."""
+    leaves = [t for _, t in state.time_leaves()]
+    after = max(now, state.active_since) - 1
+    cursors = [t.next_due(after) for t in leaves]
+    dues: list[int] = []
+    while len(dues) < n:
+        live = [(due, i) for i, due in enumerate(cursors) if due is not None]
+        if not live:
+            break
+        due, i = min(live)
+        if not dues or due != dues[-1]:
+            dues.append(due)
+        cursors[i] = leaves[i].next_due(due)
+    return dues
+
+
+def _job_json(job: Job) -> dict[str, Any]:
+    return {
+        "jobId": job.job_id,
+        "schedule": job.schedule,
+        "program": job.program,
+        "state": job.state,
+        "triggeredAt": job.triggered_at,
+        "arguments": job.arguments,
+        "events": len(job.events),
+        # why it has not launched: the constraint holding it, and until when (None: until a run changes)
+        "blockedBy": job.blocked_by,
+        "reason": job.reason,
+        "checkAt": job.check_at,
+    }

@@ -1,0 +1,1 @@
+"""The kafka layer (see scheduler/ARCHITECTURE.md)."""

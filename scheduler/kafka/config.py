@@ -1,0 +1,387 @@
+"""Worker configuration from the environment, and the broker profile (Faust settings a broker needs).
+
+Every setting is an environment variable; `Settings.from_env()` reads them all, so deploy/ and the
+tests configure workers the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Container, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+BrokerProfile = Literal["kafka", "tansu"]
+log = logging.getLogger(__name__)
+
+#: environment variable -> Settings field; the one list deploy/ and the docs refer to
+ENV_VARS = {
+    "SCHEDULER_APP_ID": "app_id",
+    "KAFKA_BOOTSTRAP_SERVERS": "bootstrap_servers",
+    "SCHEDULER_BROKER_PROFILE": "broker_profile",
+    "SCHEDULER_PARTITIONS": "partitions",
+    "SCHEDULER_REPLICATION_FACTOR": "replication_factor",
+    "SCHEDULER_STANDBY_REPLICAS": "standby_replicas",
+    "SCHEDULER_DATA_DIR": "data_dir",
+    "SCHEDULER_WEB_HOST": "web_host",
+    "SCHEDULER_WEB_PORT": "web_port",
+    "SCHEDULER_WEB_BIND": "web_bind",
+    "SCHEDULER_COMMANDS_TOPIC": "commands_topic",
+    "SCHEDULER_LIGHT_TOPIC": "light_topic",
+    "SCHEDULER_DEAD_LETTER_TOPIC": "dead_letter_topic",
+    "SCHEDULER_EVENTS_TOPIC": "events_topic",
+    "SCHEDULER_LAUNCH_TOPIC": "launch_topic",
+    "SCHEDULER_PROGRAMS_FILE": "programs_file",
+    "SCHEDULER_LAUNCHER": "launcher",
+    "SCHEDULER_SPARK_MASTER": "spark_master",
+    "SCHEDULER_DATASETS_DIR": "datasets_dir",
+    "SCHEDULER_JOURNAL": "journal_path",
+    "SCHEDULER_LOG_LEVEL": "log_level",
+    "SCHEDULER_PROGRESS_INTERVAL_MS": "progress_interval_ms",
+    "SCHEDULER_SESSION_TIMEOUT_S": "session_timeout_s",
+    "SCHEDULER_AUTH": "auth",
+    "SCHEDULER_AUTH_TOKENS_FILE": "auth_tokens_file",
+    "SCHEDULER_AUTH_TOKENS": "auth_tokens",
+    "SCHEDULER_LOG_FORMAT": "log_format",
+    "SCHEDULER_MAX_SCHEDULES_PER_TENANT": "max_schedules_per_tenant",
+}
+
+
+class Settings(BaseModel):
+    app_id: str = "scheduler"
+    bootstrap_servers: str = "127.0.0.1:9092"
+    broker_profile: BrokerProfile = "kafka"
+    partitions: int = Field(8, ge=1, le=1024)
+    replication_factor: int = Field(1, ge=1)
+    standby_replicas: int = Field(0, ge=0)
+    data_dir: Path = Path("data")
+    web_host: str = "127.0.0.1"
+    web_port: int = Field(6066, ge=1, le=65535)
+    web_bind: str = ""  # interface to listen on; default: web_host
+    commands_topic: str = ""
+    light_topic: str = "light-scheduler"
+    dead_letter_topic: str = ""
+    events_topic: str = ""
+    launch_topic: str = ""
+    programs_file: Path | None = None
+    launcher: Literal["off", "embedded"] = "off"  # embedded: the worker also runs the launcher
+    spark_master: str = "local[*]"
+    datasets_dir: Path | None = None
+    journal_path: Path | None = None
+    log_level: str = "info"
+    progress_interval_ms: int = Field(1000, ge=10)
+    session_timeout_s: float | None = Field(None, ge=3, le=300)  # default: the broker profile's
+    # HTTP auth: "on" (the default) needs tokens (a file, or JSON in SCHEDULER_AUTH_TOKENS); "off" is for
+    # local development only and must be asked for explicitly. See scheduler/http/auth.py.
+    auth: Literal["on", "off"] = "on"
+    auth_tokens_file: Path | None = None
+    auth_tokens: str = ""
+    log_format: Literal["text", "json"] = "text"
+    max_schedules_per_tenant: int = Field(100_000, ge=1)
+
+    def model_post_init(self, _context: Any) -> None:
+        if not self.commands_topic:
+            self.commands_topic = f"{self.app_id}-commands"
+        if not self.web_bind:
+            self.web_bind = self.web_host
+        if not self.launch_topic:
+            self.launch_topic = f"{self.app_id}-launches"
+        if self.datasets_dir is None:
+            self.datasets_dir = self.data_dir / "datasets"
+        if not self.events_topic:
+            self.events_topic = f"{self.app_id}-events"
+        if not self.dead_letter_topic:
+            self.dead_letter_topic = f"{self.app_id}-dead-letters"
+
+    @property
+    def index_topic(self) -> str:
+        return f"{self.app_id}-trigger-index"
+
+    @property
+    def trigger_topic(self) -> str:
+        return f"{self.app_id}-trigger-fired"
+
+    @property
+    def jobs_topic(self) -> str:
+        return f"{self.app_id}-jobs"
+
+    @property
+    def programs_topic(self) -> str:
+        return f"{self.app_id}-programs"
+
+    @property
+    def launcher_control_topic(self) -> str:
+        return f"{self.app_id}-launcher-control"
+
+    def own_topics(self) -> dict[str, dict[str, str]]:
+        """The topics workers and launchers create at start (Faust creates its agents' and tables'), each
+        with the topic configs it needs. A cluster that does not create topics on first use needs them."""
+        return {
+            self.commands_topic: {},
+            self.dead_letter_topic: {},
+            self.events_topic: {},
+            self.launch_topic: {},
+            self.launcher_control_topic: {},
+            # program definitions: the latest per program id wins, so older ones may go
+            self.programs_topic: {"cleanup.policy": "compact"},
+        }
+
+    @property
+    def web_url(self) -> str:
+        return f"http://{self.web_host}:{self.web_port}"
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> Settings:
+        values: dict[str, Any] = {}
+        for env, name in ENV_VARS.items():
+            raw = os.environ.get(env)
+            if raw not in (None, ""):
+                values[name] = raw
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def env(self) -> dict[str, str]:
+        """These settings as environment variables (to start a worker process with them)."""
+        out = {}
+        for env, name in ENV_VARS.items():
+            value = getattr(self, name)
+            if value is not None:
+                out[env] = str(value)
+        return out
+
+
+#: Tansu does not answer a waiting fetch when data arrives; it holds it for the whole fetch_max_wait
+#: (Faust fixes it at 1.5 s), so every hop between agents would cost up to 1.5 s. Poll often instead.
+TANSU_FETCH_MAX_WAIT_MS = 10
+#: see apply_consumer_profile: how long aiokafka waits before fetching again while records are buffered
+PREFETCH_BACKOFF_S = 0.005
+#: a fetch while a changelog partition is far behind (a restore) may wait this long: see
+#: _long_polls_while_recovering
+TANSU_RECOVERY_FETCH_MAX_WAIT_MS = 500
+#: a changelog partition this many records behind its end is being restored
+TANSU_RESTORE_LAG = 1000
+#: how long reading a partition's true end from a fetch may take before the reported one is used
+TANSU_END_OFFSET_TIMEOUT_S = 10.0
+
+
+async def tansu_end_offsets(
+    bootstrap_servers: Any, reported: Mapping[Any, int], timeout_s: float = TANSU_END_OFFSET_TIMEOUT_S
+) -> dict[Any, int]:
+    """The end offsets of partitions on Tansu, whose ListOffsets answers "first offset of the last batch
+    + 1" (short when that batch holds more than one record). A fetch's high watermark is right: fetch
+    each non-empty partition from its reported end - 1 (the last batch) and take that, never less than
+    what was reported. Faust's changelog recovery reads to these ends, so changelogs can keep batching."""
+    import aiokafka
+
+    ends = {tp: end for tp, end in reported.items() if end is not None}
+    todo = [tp for tp, end in ends.items() if end > 0]
+    if not todo:
+        return ends
+    reader = aiokafka.AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=TANSU_FETCH_MAX_WAIT_MS,
+    )
+    await reader.start()
+    try:
+        reader.assign(todo)
+        for tp in todo:
+            reader.seek(tp, ends[tp] - 1)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        waiting = set(todo)
+        while waiting and loop.time() < deadline:
+            batches = await reader.getmany(*waiting, timeout_ms=200)
+            for tp, records in batches.items():
+                if records:
+                    ends[tp] = max(ends[tp], records[-1].offset + 1, reader.highwater(tp) or 0)
+                    waiting.discard(tp)
+        if waiting:
+            log.warning("no true end offset for %d partitions within %.0fs", len(waiting), timeout_s)
+    finally:
+        await reader.stop()
+    return ends
+
+
+def recovery_fetch(lags: Mapping[str, int | None]) -> bool:
+    """A fetch that restores a table: a partition of some changelog is more than TANSU_RESTORE_LAG records
+    behind its end (lags: topic -> the most any of its partitions is behind, None when not known yet)."""
+    return any(
+        lag is not None and lag > TANSU_RESTORE_LAG
+        for topic, lag in lags.items()
+        if topic.endswith("-changelog")
+    )
+
+
+def fetched_lags(states: Iterable[tuple[Any, Any]], buffered: Container[Any]) -> dict[str, int | None]:
+    """topic -> how far the furthest behind of its partitions that the next fetch asks for is (None when not
+    known yet), from (partition, aiokafka partition state) pairs. A paused partition is not fetched, nor one
+    whose last fetch is still buffered: Faust leaves a changelog's fetched records unread once its table is
+    live, so such a partition's lag stays where it was and would keep every fetch at the long wait."""
+    lags: dict[str, int | None] = {}
+    for tp, state in states:
+        lags.setdefault(tp.topic, None)
+        if tp in buffered or state.paused:
+            continue
+        if state.highwater is not None and state.has_valid_position:
+            lags[tp.topic] = max(lags[tp.topic] or 0, state.highwater - state.position)
+    return lags
+
+
+def _long_polls_while_recovering(fetcher: Any) -> None:
+    """Tansu answers a fetch with what it gathers within the fetch's max wait, and finding an offset
+    costs it time that grows with what it stores: at 10 ms it returns a record or two per partition of a
+    long changelog (raw, 8 partitions of 10k one-record batches: stalled at ~30k with 10 ms, all read in
+    2.3 s with 1 s). While a changelog partition is far behind (a restore, a standby catching up), wait
+    longer; at the tail, the short poll that keeps agent hops at ~10 ms."""
+    actions = fetcher._get_actions_per_node
+
+    def get_actions_per_node(assignment: Any) -> Any:
+        states = ((tp, assignment.state_value(tp)) for tp in assignment.tps)
+        restoring = recovery_fetch(fetched_lags(states, fetcher._records))
+        fetcher._fetch_max_wait_ms = (
+            TANSU_RECOVERY_FETCH_MAX_WAIT_MS if restoring else TANSU_FETCH_MAX_WAIT_MS
+        )
+        return actions(assignment)
+
+    fetcher._get_actions_per_node = get_actions_per_node
+
+
+#: how long topic creation at start may look for a broker that answers (Faust's own timeout: 30 s)
+CONTROLLER_LOOKUP_TIMEOUT_S = 60.0
+
+
+async def _answering_controller(self: Any, owner: Any, client: Any, timeout: int = 30000) -> Any:
+    """Faust's Transport._get_controller_node asks the first broker in the metadata only, and a worker
+    that starts while that broker restarts dies with NodeNotReadyError (seen on Kafka during a rolling
+    restart). Ask each broker in turn, and retry until one answers."""
+    from aiokafka.errors import KafkaError, NodeNotReadyError
+    from aiokafka.protocol.metadata import MetadataRequest
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(timeout / 1000, CONTROLLER_LOOKUP_TIMEOUT_S)
+    while True:
+        for node_id in [b.nodeId for b in client.cluster.brokers()]:
+            try:
+                result = await owner.wait(client.send(node_id, MetadataRequest([])), timeout=timeout)
+            except (KafkaError, TimeoutError):  # not connected (yet), restarting, or gone
+                continue
+            if result.stopped:
+                return None
+            return result.result.controller_id
+        if loop.time() > deadline:
+            raise NodeNotReadyError("no broker answered a metadata request to find the controller")
+        await asyncio.sleep(0.5)
+        with contextlib.suppress(Exception):
+            await client.force_metadata_update()
+
+
+def apply_transport_fixes() -> None:
+    """Process-wide, on every broker: Faust's transport made to ride out a broker that is restarting, and
+    a topic it creates known to every broker before it goes on (else its first assignment may leave the
+    topic out, and a rebalance follows at the next metadata refresh: seen on a fresh Apache Kafka)."""
+    import faust.transport.drivers.aiokafka as driver
+
+    driver.Transport._get_controller_node = _answering_controller  # type: ignore[method-assign]
+    create = driver.Transport._really_create_topic
+    if getattr(create, "_waits_until_visible", False):
+        return
+
+    async def create_and_wait(
+        self: Any, owner: Any, client: Any, topic: str, partitions: int, replication: int, **kwargs: Any
+    ) -> None:
+        from scheduler.kafka.producer import visible_everywhere
+
+        await create(self, owner, client, topic, partitions, replication, **kwargs)
+        await visible_everywhere(client, [topic])
+
+    create_and_wait._waits_until_visible = True  # type: ignore[attr-defined]
+    driver.Transport._really_create_topic = create_and_wait  # type: ignore[method-assign]
+
+
+def consumer_options(profile: BrokerProfile) -> dict[str, Any]:
+    """What a consumer the worker creates itself (not through Faust) needs for the broker."""
+    return {"fetch_max_wait_ms": TANSU_FETCH_MAX_WAIT_MS} if profile == "tansu" else {}
+
+
+def apply_consumer_profile(profile: BrokerProfile) -> None:
+    """Process-wide: the consumers Faust creates get the profile's fetching.
+
+    On every broker: aiokafka fetches nothing from a node while records of any partition it leads wait in
+    its buffer, for up to its prefetch backoff (100 ms, not configurable). With one broker (or a few)
+    leading many partitions, one busy agent then delays every other agent's next record: event -> launch
+    p99 was 163 ms on a 1-node Kafka (`make bench`, 2026-11-24). Tansu also needs short polls, its true
+    end offsets, and long polls while a changelog is restored (see above)."""
+    import types
+
+    import aiokafka
+    import faust.transport.drivers.aiokafka as driver
+
+    if getattr(driver.aiokafka, "_scheduler_profile", False):
+        return
+    tansu = profile == "tansu"
+
+    class ProfiledConsumer(aiokafka.AIOKafkaConsumer):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            if tansu:
+                kwargs["fetch_max_wait_ms"] = TANSU_FETCH_MAX_WAIT_MS
+            super().__init__(*args, **kwargs)
+
+        async def end_offsets(self, partitions: Any) -> Any:
+            reported = await super().end_offsets(partitions)
+            if not tansu:
+                return reported
+            return await tansu_end_offsets(self._client._bootstrap_servers, reported)
+
+        async def start(self) -> None:
+            await super().start()
+            fetcher = getattr(self, "_fetcher", None)
+            if fetcher is not None and hasattr(fetcher, "_prefetch_backoff"):
+                fetcher._prefetch_backoff = PREFETCH_BACKOFF_S
+            if tansu and fetcher is not None and hasattr(fetcher, "_get_actions_per_node"):
+                _long_polls_while_recovering(fetcher)
+
+    proxy = types.ModuleType("aiokafka")
+    proxy.__dict__.update(vars(aiokafka))
+    proxy.AIOKafkaConsumer = ProfiledConsumer  # type: ignore[attr-defined]
+    proxy._scheduler_profile = True  # type: ignore[attr-defined]
+    driver.aiokafka = proxy  # type: ignore[attr-defined]
+
+
+def broker_profile(profile: BrokerProfile) -> dict[str, Any]:
+    """Faust settings for a broker, each for a reason.
+
+    Tansu (the embedded broker) reports a wrong end offset for a partition whose last batch holds more
+    than one record; the consumer profile reads the right one (tansu_end_offsets), so changelogs batch.
+    It also holds a group join for half the session timeout, so a short session with a 1 s heartbeat
+    keeps worker start and takeover to seconds.
+    """
+    if profile == "tansu":
+        return {
+            "broker_session_timeout": 8.0,
+            "broker_heartbeat_interval": 1.0,
+        }
+    return {
+        # A dead worker is noticed after the session timeout, and its schedules fire late until then:
+        # Faust's default is 60 s. 10 s rides out a long GC pause; heartbeats at a third of it, as Kafka
+        # advises, so two can be lost before the session is.
+        "broker_session_timeout": 10.0,
+        "broker_heartbeat_interval": 3.0,
+        # Every write (hops, changelogs) is acknowledged by all in-sync replicas: with min.insync.replicas
+        # 2 on a 3-node cluster, a leader that dies loses nothing it acknowledged (the fires' and the
+        # schedules changelog's producer, producer.BatchedProducer, uses acks=all too).
+        "producer_acks": -1,
+        # An agent hop carries one event at a time and event -> launch is three of them: send at once.
+        "producer_linger": 0.0,
+        # Kafka creates a topic asynchronously: a topic Faust just created can be missing from the metadata
+        # the first assignment is computed from, and Faust's assignor then leaves its partitions out
+        # ("Ignoring missing topic") until the consumer's next metadata refresh notices the topic and
+        # rejoins: after 5 minutes by default, with the trigger index unread meanwhile (seen on a fresh
+        # 1-node Kafka, 2 of ~45 starts). Refreshed every 5 s, the rejoin comes within seconds.
+        "consumer_metadata_max_age_ms": 5_000,
+    }

@@ -1,0 +1,1 @@
+"""The launcher layer (see scheduler/ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""The wire layer (see scheduler/ARCHITECTURE.md)."""

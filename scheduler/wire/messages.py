@@ -1,0 +1,236 @@
+"""The internal messages of the event path, typed: one dataclass per message with its encoder and decoder.
+
+They travel on the worker's internal topics (JSON: they change with the code and nobody else reads them)
+and their JSON is the one the worker wrote before they were typed, so records in flight during an upgrade
+still decode:
+
+- index updates (key: event key) from the commands ingest to the index agent, and the trigger-index
+  table's entries they build;
+- trigger-fired messages (key: schedule) from the event agent and the punctuator to the trigger agent;
+- job-queue messages (key: program, or a tenant's concurrency group) to the job queue agent: a job
+  triggered, a run's status, a cancel, a queue handed over, a constraint check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.wire.codec import decode_json, encode_json
+
+# --- the trigger index ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class IndexUpdate:
+    """The paths of one schedule's triggers that listen to `event_key` now (none: it no longer listens)."""
+
+    event_key: str
+    schedule: str  # schedule id (tenant/name)
+    schedule_key: bytes  # the schedules table's key
+    version: int  # 0 when the schedule was deleted
+    paths: tuple[str, ...]
+
+    def encode(self) -> bytes:
+        return encode_json(
+            {
+                "eventKey": self.event_key,
+                "schedule": self.schedule,
+                "scheduleKey": self.schedule_key.hex(),
+                "version": self.version,
+                "paths": list(self.paths),
+            }
+        )
+
+    @classmethod
+    def decode(cls, value: bytes | None) -> IndexUpdate:
+        d = decode_json(value)
+        return cls(
+            d["eventKey"], d["schedule"], bytes.fromhex(d["scheduleKey"]), d["version"], tuple(d["paths"])
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedTrigger:
+    """One trigger (or group membership) of a schedule in a trigger-index entry."""
+
+    schedule: str
+    schedule_key: bytes
+    version: int
+    path: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schedule": self.schedule,
+            "scheduleKey": self.schedule_key.hex(),
+            "version": self.version,
+            "path": self.path,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> IndexedTrigger:
+        return cls(d["schedule"], bytes.fromhex(d["scheduleKey"]), d["version"], d["path"])
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    """What the trigger-index table holds for one event key: `<schedule>#<path>` -> the trigger."""
+
+    triggers: dict[str, IndexedTrigger] = field(default_factory=dict)
+
+    def applied(self, update: IndexUpdate) -> IndexEntry:
+        """This entry with the update's schedule's triggers replaced by the update's."""
+        triggers = {k: t for k, t in self.triggers.items() if t.schedule != update.schedule}
+        for path in update.paths:
+            triggers[f"{update.schedule}#{path}"] = IndexedTrigger(
+                update.schedule, update.schedule_key, update.version, path
+            )
+        return IndexEntry(triggers)
+
+    def encode(self) -> bytes:
+        return encode_json({"triggers": {k: t.to_json() for k, t in self.triggers.items()}})
+
+    @classmethod
+    def decode(cls, value: bytes | None) -> IndexEntry:
+        if value is None:
+            return cls()
+        return cls({k: IndexedTrigger.from_json(t) for k, t in decode_json(value)["triggers"].items()})
+
+
+# --- trigger-fired ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TriggerFired:
+    """A leaf of a schedule's trigger tree fired: by an event (`event`, its Notification as Avro-shaped
+    JSON) or by a time trigger (`due`, with the punctuator's `missed` and `catch_up`). `source` and
+    `position` make a replay harmless: progress remembers the last position applied per source."""
+
+    schedule_key: bytes
+    schedule: str
+    version: int
+    path: str
+    source: str  # "e<events partition>" or "t<path>"
+    position: int  # the event's offset, or the due instant
+    at: int  # when it happened (the event's timestamp, or when the punctuator fired)
+    event: dict[str, Any] | None = None
+    due: int | None = None
+    missed: int = 0
+    catch_up: bool = False
+
+    def encode(self) -> bytes:
+        d: dict[str, Any] = {
+            "scheduleKey": self.schedule_key.hex(),
+            "schedule": self.schedule,
+            "version": self.version,
+            "path": self.path,
+            "source": self.source,
+            "position": self.position,
+        }
+        if self.event is not None:
+            d["at"] = self.at
+            d["event"] = self.event
+        else:
+            d.update(due=self.due, at=self.at, missed=self.missed, catchUp=self.catch_up)
+        return encode_json(d)
+
+    @classmethod
+    def decode(cls, value: bytes | None) -> TriggerFired:
+        d = decode_json(value)
+        return cls(
+            bytes.fromhex(d["scheduleKey"]),
+            d["schedule"],
+            d["version"],
+            d["path"],
+            d["source"],
+            d["position"],
+            d.get("at", 0),
+            event=d.get("event"),
+            due=d.get("due"),
+            missed=d.get("missed", 0),
+            catch_up=d.get("catchUp", False),
+        )
+
+
+# --- the job queue -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobTriggered:
+    """A schedule's trigger was satisfied: its job (`Job.to_json()`) joins the queue."""
+
+    job: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RunStatusChanged:
+    """A run of `program` reached `status` at `at`; `details` carries what the status event said of its
+    job (jobId, schedule, arguments, error, triggeredAt), as strings."""
+
+    run_id: str
+    status: str
+    at: int
+    program: str | None = None
+    details: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CancelJobs:
+    """Drop the schedule's jobs (of versions below `below_version`; all when None)."""
+
+    schedule: str
+    below_version: int | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class AdoptQueue:
+    """A share of a legacy queue shared by every tenant, handed to its tenant's queue (`ProgramQueue`'s JSON)."""
+
+    queue: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckConstraints:
+    """A waiting job's next check instant came: check the queue's constraints again."""
+
+
+JobQueueMessage = JobTriggered | RunStatusChanged | CancelJobs | AdoptQueue | CheckConstraints
+
+#: what a status event's payload may say of its job, kept with the run's record
+RUN_DETAILS = ("jobId", "schedule", "arguments", "error", "triggeredAt")
+
+
+def encode_job_queue_message(m: JobQueueMessage) -> bytes:
+    if isinstance(m, JobTriggered):
+        return encode_json({"type": "triggered", "job": m.job})
+    if isinstance(m, RunStatusChanged):
+        d: dict[str, Any] = {"type": "status", "runId": m.run_id, "status": m.status, "at": m.at}
+        if m.program is not None:
+            d["program"] = m.program
+        return encode_json({**d, **{k: m.details[k] for k in RUN_DETAILS if k in m.details}})
+    if isinstance(m, CancelJobs):
+        return encode_json(
+            {"type": "cancel", "schedule": m.schedule, "belowVersion": m.below_version, "reason": m.reason}
+        )
+    if isinstance(m, AdoptQueue):
+        return encode_json({"type": "adopt", "queue": m.queue})
+    return encode_json({"type": "check"})
+
+
+def decode_job_queue_message(value: bytes | None) -> JobQueueMessage | None:
+    """The message, or None for a type this version does not know (ignored, as before)."""
+    d = decode_json(value)
+    kind = d["type"]
+    if kind == "triggered":
+        return JobTriggered(d["job"])
+    if kind == "status":
+        details = {k: d[k] for k in RUN_DETAILS if k in d}
+        return RunStatusChanged(d["runId"], d["status"], d["at"], d.get("program"), details)
+    if kind == "cancel":
+        return CancelJobs(d["schedule"], d.get("belowVersion"), d["reason"])
+    if kind == "adopt":
+        return AdoptQueue(d["queue"])
+    if kind == "check":
+        return CheckConstraints()
+    return None

@@ -1,0 +1,1 @@
+"""The worker layer (see scheduler/ARCHITECTURE.md)."""

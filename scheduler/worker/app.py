@@ -1,0 +1,520 @@
+"""The worker: a Faust app with its agents, the commands ingest, the schedules and fire-progress tables, the
+punctuator and the HTTP views. Thin: decode, call the pure logic (commands, triggers), write, emit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any, cast
+
+import faust
+from faust.types import TP, EventT
+from mode import Service
+from rocksdict import WriteBatch
+
+from scheduler.domain.commands import CommandRejected, apply_command, manual_fires_yielding, validate_command
+from scheduler.domain.model import Action, InvalidSchedule, ScheduleCommand, ScheduleState, TimeUnit
+from scheduler.domain.tenancy import partition_share
+from scheduler.kafka.config import Settings, apply_consumer_profile, apply_transport_fixes, broker_profile
+from scheduler.kafka.partitioner import kafka_partition as partition_for
+from scheduler.kafka.producer import BatchedProducer, TopicCreator
+from scheduler.kafka.tables import partition_db, partition_items, raw_table
+from scheduler.wire.codec import (
+    DecodeError,
+    command_from_task_definition,
+    decode,
+    decode_command_with_schedule,
+    decode_state,
+    encode,
+    encode_command,
+    encode_state,
+    fired_task_encoder,
+    key_bytes,
+    key_from_bytes,
+)
+from scheduler.wire.dead_letters import dead_letter_record, moved_headers, origin
+from scheduler.worker.counters import WorkerCounts
+from scheduler.worker.event_routing import EventRouting
+from scheduler.worker.ingest import CommandIngest, freeze_long_lived
+from scheduler.worker.job_queue import JobQueueAgent
+from scheduler.worker.journal import Journal
+from scheduler.worker.programs import ProgramRegistry
+from scheduler.worker.punctuator import Punctuator, monotonic_ms, wall_clock_ms
+from scheduler.worker.trigger_agent import TriggerAgent, job_arguments, new_job, submit_job
+
+log = logging.getLogger(__name__)
+
+SCHEDULES_TABLE = "schedules"
+PROGRESS_TABLE = "fire-progress"
+
+
+class Worker:
+    """Everything one worker process runs; `faust_app` is what `faust.Worker` drives."""
+
+    def __init__(self, settings: Settings, clock: Any = wall_clock_ms) -> None:
+        self.settings = settings
+        self.clock = clock
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        apply_consumer_profile(settings.broker_profile)
+        apply_transport_fixes()
+        app = self.faust_app = faust.App(
+            settings.app_id,
+            broker=[f"kafka://{h.strip()}" for h in settings.bootstrap_servers.split(",")],
+            store="rocksdb://",
+            datadir=str(settings.data_dir / settings.app_id),
+            topic_partitions=settings.partitions,
+            topic_replication_factor=settings.replication_factor,
+            table_standby_replicas=settings.standby_replicas,
+            processing_guarantee="at_least_once",
+            web_enabled=True,
+            web_bind=settings.web_bind,
+            web_host=settings.web_host,
+            web_port=settings.web_port,
+            **{
+                **broker_profile(settings.broker_profile),
+                **(
+                    {"broker_session_timeout": settings.session_timeout_s}
+                    if settings.session_timeout_s
+                    else {}
+                ),
+            },
+        )
+        raw: dict[str, Any] = {
+            "key_type": bytes,
+            "value_type": bytes,
+            "key_serializer": "raw",
+            "value_serializer": "raw",
+        }
+        self.light_topic = app.topic(
+            settings.light_topic, partitions=settings.partitions, internal=True, **raw
+        )
+        self.schedules = raw_table(app, SCHEDULES_TABLE, settings.partitions)
+        self.progress = raw_table(app, PROGRESS_TABLE, settings.partitions)
+        events_topic, index_topic, trigger_topic, jobs_topic = (
+            app.topic(name, partitions=settings.partitions, internal=True, **raw)
+            for name in (
+                settings.events_topic,
+                settings.index_topic,
+                settings.trigger_topic,
+                settings.jobs_topic,
+            )
+        )
+        self.trigger_index = raw_table(app, "trigger-index", settings.partitions)
+        self.trigger_progress = raw_table(app, "trigger-progress", settings.partitions)
+        self.job_queue = raw_table(app, "job-queue", settings.partitions)
+        self.run_records = raw_table(app, "run-records", settings.partitions)
+        self.registry = ProgramRegistry(
+            settings.bootstrap_servers, settings.programs_topic, settings.programs_file
+        )
+        self._tenant_counts: dict[int, Counter[str]] = {}  # partition -> schedules per tenant (lazy)
+        self.producer = BatchedProducer(settings.bootstrap_servers)
+        self.topics = TopicCreator(
+            settings.bootstrap_servers, settings.partitions, settings.replication_factor
+        )
+        self.journal = Journal(settings.journal_path) if settings.journal_path else None
+        self.counts = WorkerCounts()  # every counter of the worker: /metrics and /health
+        self.punctuator = Punctuator(
+            self._send_fire,
+            self._load,
+            self._save_progress,
+            clock,
+            trigger_topic=settings.trigger_topic,
+            send_batch=self.producer.send_batch,
+            partition_count=self.producer.partition_count,
+            # an injected clock (tests) jumps by design: jumps are told only against the real one
+            monotonic=monotonic_ms if clock is wall_clock_ms else None,
+            stats=self.counts.fires,
+        )
+        self.routing = EventRouting(self)
+        self.triggers = TriggerAgent(self)
+        self.jobs = JobQueueAgent(self)
+        self._progress_sent: list[Any] = []
+        self._writes: list[tuple[bytes, bytes | None, int]] = []  # schedule changelog records not yet sent
+        self._unwritten: dict[int, dict[bytes, bytes | None]] = {}  # partition -> writes not in RocksDB yet
+        self.ingest = CommandIngest(self)  # the commands topic, a fetch at a time (not a Faust agent)
+
+        app.agent(self.light_topic, name="light-scheduler-agent")(self._light_agent)
+        app.agent(index_topic, name="trigger-index-agent")(self.routing.index_agent)
+        app.agent(events_topic, name="event-agent")(self.routing.event_agent)
+        app.agent(trigger_topic, name="trigger-agent")(self.triggers.agent)
+        app.agent(jobs_topic, name="job-queue-agent")(self.jobs.agent)
+        self.schedules.on_recover(self._on_recovered)
+        app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
+        app.service(_Timers(self))  # type: ignore[arg-type]  # an instance is accepted too
+
+    # --- agents ---------------------------------------------------------------------------------
+
+    async def _light_agent(self, stream: Any) -> None:
+        """light-scheduler's TaskDefinition, translated into a command on our commands topic."""
+        async for event in stream.events():
+            try:
+                cmd = command_from_task_definition(event.message.value)
+                validate_command(cmd)  # refused here, with the original bytes, not on the commands topic
+            except (DecodeError, InvalidSchedule, CommandRejected) as exc:
+                await self.dead_letter(event, str(exc))
+                continue
+            except Exception as exc:  # never die on input
+                log.exception("unexpected error handling a light-scheduler task definition")
+                await self.dead_letter(event, f"internal error: {type(exc).__name__}: {exc}")
+                continue
+            await self.send_command(cmd)
+
+    async def handle_command(self, event: EventT) -> None:
+        """One command of the commands topic (see ingest.CommandIngest); its schedule write is collected
+        for the changelog (take_writes, write_changelog)."""
+        msg = event.message
+        try:
+            cmd, schedule_avro = decode_command_with_schedule(msg.value)
+        except DecodeError as exc:
+            self.counts.command("unknown", "dead_lettered")
+            await self.dead_letter(event, str(exc))
+            return
+        kb = key_bytes(cmd.key)
+        partition = partition_for(kb, self.settings.partitions)
+        if partition != msg.partition:
+            # Keyed or partitioned otherwise by its producer: move it to the partition that owns the key,
+            # with where it came from (a dead letter names the original).
+            await self.send_command(cmd, value=msg.value, headers=moved_headers(msg))
+            return
+        raw = self.schedule_bytes(partition, kb)  # this event's partition: no key search
+        current = decode_state(raw) if raw is not None else None
+        try:
+            if (
+                current is None
+                and cmd.action is Action.INSERT
+                and self.tenant_full(partition, cmd.key.tenant)
+            ):
+                raise CommandRejected(
+                    f"tenant {cmd.key.tenant!r} holds its maximum of schedules "
+                    f"({self.settings.max_schedules_per_tenant}, SCHEDULER_MAX_SCHEDULES_PER_TENANT)"
+                )
+            new = apply_command(current, cmd, self.clock())
+            if cmd.schedule is not None and cmd.schedule.program is not None:
+                await self.registry.start()
+                if self.registry.get(cmd.schedule.program.id) is None:
+                    raise InvalidSchedule(
+                        "program", f"unknown program {cmd.schedule.program.id} (register it first)"
+                    )
+        except (InvalidSchedule, CommandRejected) as exc:
+            self.counts.command(cmd.action.value, "rejected")
+            await self.dead_letter(event, f"{cmd.action.value} {cmd.key.id}: {exc}")
+            return
+        if cmd.action in (Action.RUN, Action.BACKFILL):
+            assert current is not None
+            fired = await self._manual_fires(event, kb, current, cmd)
+            self.counts.command(cmd.action.value, "applied" if fired else "rejected")
+            return
+        self.counts.command(cmd.action.value, "applied")
+        if new is current:
+            return
+        counts = self._tenant_counts.get(partition)
+        if counts is not None and (current is None) != (new is None):
+            counts[cmd.key.tenant] += 1 if current is None else -1
+        if new is None:
+            self._write_schedule(partition, kb, None)
+            self.punctuator.remove(partition, kb)
+        else:
+            if not self.topics.known(new.schedule.topic):
+                await self.topics.ensure(new.schedule.topic)
+            known = schedule_avro if new.schedule is cmd.schedule else None  # an INSERT's: as it came
+            self._write_schedule(partition, kb, encode_state(new, known))
+            self.punctuator.upsert(partition, kb, new)
+        await self._lifecycle(partition, kb, cmd, current, new)
+        if new is not None:
+            self.triggers.arm_elapsed(partition, kb, new)
+        if self.journal is not None:
+            self.journal.append(kb, bytes(msg.value or b""))
+
+    async def _lifecycle(
+        self,
+        partition: int,
+        kb: bytes,
+        cmd: ScheduleCommand,
+        old: ScheduleState | None,
+        new: ScheduleState | None,
+    ) -> None:
+        """Index, trigger progress and pending jobs follow the schedule (CDAP's update/delete semantics)."""
+        await self.routing.schedule_changed(kb, old, new)
+        if old is None:
+            return
+        progress = partition_db(self.trigger_progress, partition)
+        if cmd.action in (Action.UPDATE, Action.DELETE, Action.DISABLE) and progress.get(kb) is not None:
+            # An update resets trigger progress; delete and disable drop it. Through Faust's producer, as
+            # the trigger agent's writes of the same key, so the changelog keeps their order.
+            del progress[kb]
+            self.trigger_progress.send_changelog(partition, kb, None)
+        program = old.schedule.program
+        if program is None:
+            return
+        if cmd.action is Action.DELETE:
+            await self.jobs.cancel_jobs(old.schedule.queue_key, cmd.key, None, "schedule deleted")
+        elif cmd.action is Action.DISABLE:
+            await self.jobs.cancel_jobs(old.schedule.queue_key, cmd.key, None, "schedule disabled")
+        elif cmd.action is Action.UPDATE and new is not None:
+            await self.jobs.cancel_jobs(old.schedule.queue_key, cmd.key, new.version, "schedule updated")
+
+    def tenant_full(self, partition: int, tenant: str) -> bool:
+        """Whether the partition holds its share of the tenant's schedule limit (see tenancy.partition_share)."""
+        counts = self._tenant_counts.get(partition)
+        if counts is None:  # counted once per assignment, from the keys alone
+            self.write_local()
+            counts = Counter(
+                key_from_bytes(key).tenant for key, _ in partition_items(self.schedules, partition)
+            )
+            self._tenant_counts[partition] = counts
+        share = partition_share(self.settings.max_schedules_per_tenant, self.settings.partitions)
+        return counts[tenant] >= share
+
+    async def _manual_fires(
+        self, event: EventT, kb: bytes, state: ScheduleState, cmd: ScheduleCommand
+    ) -> bool:
+        """RUN / BACKFILL: a FiredTask per instant (a job of the program for a program schedule); False when
+        refused (dead-lettered: too many instants)."""
+        s = state.schedule
+        now = self.clock()
+        backfill = cmd.action is Action.BACKFILL
+        try:
+            instants = await manual_fires_yielding(state, cmd)
+        except CommandRejected as exc:
+            await self.dead_letter(event, f"{cmd.action.value} {cmd.key.id}: {exc}")
+            return False
+        if s.program is None:
+            encode_fired = fired_task_encoder(s.key, s.data)
+            for due in instants:
+                await self._send_fire(s.topic, kb, encode_fired(due, now, 0, backfill))
+        else:
+            kind = cmd.action.value.lower()
+            for due in instants:
+                arguments = {**job_arguments(state, []), "trigger.eventType": kind, "trigger.due": str(due)}
+                await submit_job(self, state, new_job(state, f"{s.key.id}#{kind}.{due}", arguments, now, []))
+        self.counts.events["manualFires"] += len(instants)
+        log.info("%s %s: %d fire(s)", cmd.action.value, s.key.id, len(instants))
+        return True
+
+    def partition_of(self, key: bytes) -> int:
+        return partition_for(key, self.settings.partitions)
+
+    async def send_keyed(
+        self, topic: str, key: bytes, value: bytes, partition: int | None | str = "auto"
+    ) -> None:
+        """Produce (batched) to a topic co-partitioned with ours, on the partition that owns `key`."""
+        if partition == "auto":
+            partition = self.partition_of(key)
+        await self.producer.send(
+            topic, key, value, partition=partition if isinstance(partition, int) else None
+        )
+
+    async def send_command(
+        self,
+        cmd: ScheduleCommand,
+        value: bytes | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
+        kb = key_bytes(cmd.key)
+        await self.producer.send(
+            self.settings.commands_topic,
+            kb,
+            value if value is not None else encode_command(cmd),
+            partition=partition_for(kb, self.settings.partitions),
+            headers=headers,
+        )
+
+    async def dead_letter(self, event: EventT, reason: str) -> None:
+        msg = event.message
+        self.counts.dead_letter(msg.topic, reason, sys.exc_info()[1])  # classed by the exception handled
+        # a command moved to the partition that owns its key is named as its producer wrote it
+        where = origin(msg, moved_here=msg.topic == self.settings.commands_topic)
+        log.warning("dead-lettered %s[%d]@%d: %s", msg.topic, where.partition, where.offset, reason)
+        key, record = dead_letter_record(msg.topic, where, msg.value, reason, self.clock())
+        try:
+            await self.producer.send(self.settings.dead_letter_topic, key, encode("DeadLetter", record))
+        except Exception:  # a dead letter the producer refuses must not take the agent down with it
+            log.exception("could not dead-letter %s[%d]@%d", msg.topic, where.partition, where.offset)
+
+    # --- punctuator plumbing --------------------------------------------------------------------
+
+    async def _send_fire(self, topic: str, key: bytes, value: bytes) -> asyncio.Future[object]:
+        return await self.producer.send(topic, key, value)
+
+    def _load(self, partition: int, key: bytes) -> ScheduleState | None:
+        raw = self.schedule_bytes(partition, key)
+        return None if raw is None else decode_state(raw)
+
+    async def _await_progress_sent(self, timeout_s: float = 5.0) -> None:
+        """The watermarks just saved reach the changelog before the partitions move."""
+        sent, self._progress_sent = self._progress_sent, []
+        futures = [asyncio.ensure_future(f) for f in sent]
+        if futures:
+            await asyncio.wait(futures, timeout=timeout_s)
+
+    def _save_progress(self, partition: int, unit: TimeUnit, fired_up_to: int) -> None:
+        key = f"{partition}:{unit.value}".encode()
+        value = encode("FireProgress", {"partition": partition, "unit": unit.value, "firedUpTo": fired_up_to})
+        self.save_progress_record(partition, key, value)
+
+    def save_progress_record(self, partition: int, key: bytes, value: bytes) -> None:
+        """A fire-progress table write from outside a Faust event (a timer, the commands ingest): Faust's
+        table API refuses those, so send the changelog record ourselves and put the same value in the
+        local store, as a table write would."""
+        self._progress_sent.append(self.progress.send_changelog(partition, key, value))
+        del self._progress_sent[:-256]
+        partition_db(self.progress, partition)[key] = value
+
+    def progress_db(self, partition: int) -> Any:
+        return partition_db(self.progress, partition)
+
+    def _write_schedule(self, partition: int, key: bytes, value: bytes | None) -> None:
+        """Held until write_local puts it in RocksDB (schedule_bytes reads it meanwhile); the changelog
+        once the fetch is applied (take_writes). None: deleted."""
+        held = self._unwritten.get(partition)
+        if held is None:
+            held = self._unwritten[partition] = {}
+        held[key] = value
+        self._writes.append((key, value, partition))
+
+    def schedule_bytes(self, partition: int, key: bytes) -> bytes | None:
+        """A schedule's state as stored: held by _write_schedule, else RocksDB's."""
+        held = self._unwritten.get(partition)
+        if held is not None and key in held:
+            return held[key]
+        return partition_db(self.schedules, partition).get(key)
+
+    def write_local(self) -> None:
+        """The schedule writes held since the last call into RocksDB, a write batch per partition (~2x
+        cheaper than a put each). The ingest calls it before it lets other tasks run."""
+        held, self._unwritten = self._unwritten, {}
+        for partition, writes in held.items():
+            batch = WriteBatch(raw_mode=True)
+            for key, value in writes.items():
+                if value is None:
+                    batch.delete(key)
+                else:
+                    batch.put(key, value)
+            partition_db(self.schedules, partition).write(batch)
+
+    def take_writes(self) -> list[tuple[bytes, bytes | None, int]]:
+        """The schedule writes since the last take, for write_changelog."""
+        writes, self._writes = self._writes, []
+        return writes
+
+    async def write_changelog(self, writes: list[tuple[bytes, bytes | None, int]]) -> None:
+        """Schedule writes sent to the changelog as whole batches; returns once the broker has them, with
+        the offset each partition's store holds recorded as Faust does (so a restart restores only what
+        came after)."""
+        if not writes:
+            return
+        topic = self.schedules.changelog_topic.get_topic_name()
+        futures = await self.producer.send_batch(topic, writes)  # type: ignore[arg-type]
+        members = Counter(id(f) for f in futures)
+        last: dict[int, int] = {}
+        for fut in {id(f): f for f in futures}.values():
+            meta: Any = await fut
+            end = meta.offset + members[id(fut)] - 1
+            last[meta.partition] = max(last.get(meta.partition, -1), end)
+        for partition, offset in last.items():
+            self.schedules.data.set_persisted_offset(TP(topic, partition), offset)
+
+    def _fired_up_to(self, partition: int) -> dict[TimeUnit, int]:
+        db = partition_db(self.progress, partition)
+        out: dict[TimeUnit, int] = {}
+        for unit in TimeUnit:
+            raw = db.get(f"{partition}:{unit.value}".encode())
+            if raw is not None:
+                out[unit] = decode("FireProgress", raw)["firedUpTo"]
+        return out
+
+    def active_partitions(self) -> set[int]:
+        topic = self.schedules.changelog_topic.get_topic_name()
+        return {tp.partition for tp in self.faust_app.assignor.assigned_actives() if tp.topic == topic}
+
+    async def _on_recovered(self) -> None:
+        active = self.active_partitions()
+        self._tenant_counts.clear()
+        for partition in self.punctuator.partitions - active:
+            self.punctuator.revoke(partition)
+            self.jobs.checker.revoke(partition)
+        for partition in sorted(active - self.punctuator.partitions):
+            started = time.monotonic()
+            await self.punctuator.assign(
+                partition, self.local_states(partition), self._fired_up_to(partition)
+            )
+            self.jobs.checker.assign(partition, self.jobs.local_queues(partition))
+            for key, state in self.punctuator.elapsed_schedules(partition):
+                self.triggers.arm_elapsed(partition, key, state)
+            log.info("partition %d assigned in %.3fs", partition, time.monotonic() - started)
+        await self.ingest.assign(active)
+        freeze_long_lived()  # the rebuilt heaps and compiled schedules
+
+    async def _on_revoked(self, app: Any, revoked: Any, **_: Any) -> None:
+        self._tenant_counts.clear()
+        source = self.settings.light_topic  # a topic of Faust's agents, partitioned as the schedules
+        partitions = {tp.partition for tp in revoked if tp.topic == source}
+        await self.ingest.revoke(partitions)  # its last fetch's writes and offsets are sent
+        await self.punctuator.drain()
+        await self._await_progress_sent()
+        for partition in partitions:
+            self.punctuator.revoke(partition)
+            self.jobs.checker.revoke(partition)
+
+    def local_states(self, partition: int) -> Iterator[tuple[bytes, ScheduleState]]:
+        self.write_local()  # (held writes exist only while a command's handling awaits)
+        for key, raw in partition_items(self.schedules, partition):
+            try:
+                yield key, decode_state(raw)
+            except DecodeError:
+                log.error("undecodable schedule state in partition %d; ignored", partition)
+
+    def local_state(self, key: bytes) -> ScheduleState | None:
+        raw = self.schedule_bytes(self.partition_of(key), key)
+        return None if raw is None else decode_state(raw)
+
+    def changelog_distribution(self) -> dict[Any, dict[str, list[int]]]:
+        """Which worker (web URL) owns which partitions of which changelog, per the last assignment."""
+        return dict(cast(Any, self.faust_app.assignor).changelog_distribution)
+
+    async def stop(self) -> None:
+        await self.ingest.stop()
+        await self.punctuator.drain()
+        await self._await_progress_sent()
+        await self.producer.stop()
+        await self.registry.stop()
+        if self.journal is not None:
+            self.journal.close()
+
+
+class _Timers(Service):
+    """Runs the per-time-unit punctuator timers and the progress flusher with the app."""
+
+    def __init__(self, worker: Worker, **kwargs: Any) -> None:
+        self.worker = worker
+        super().__init__(**kwargs)
+
+    async def on_start(self) -> None:
+        topics = self.worker.settings.own_topics()
+        await self.worker.topics.ensure(*topics, configs=topics)
+        p = self.worker.punctuator
+        for unit in TimeUnit:
+            self.add_future(p.run_timer(unit))
+        self.add_future(p.run_progress(self.worker.settings.progress_interval_ms / 1000))
+        self.add_future(self.worker.jobs.checker.run())
+        self.add_future(self.worker.registry.start())
+        self.add_future(self.worker.ingest.run())
+        if self.worker.settings.launcher == "embedded":
+            from scheduler.launcher.launcher import Launcher
+
+            self.launcher = Launcher(self.worker.settings, self.worker.registry)
+            self.add_future(self.launcher.run())
+
+    async def on_stop(self) -> None:
+        launcher = getattr(self, "launcher", None)
+        if launcher is not None:
+            await launcher.stop()
+        await self.worker.stop()
+
+
+__all__ = ["Action", "Worker", "partition_for"]

@@ -1,0 +1,188 @@
+"""The counters the hot paths add to: plain ints and Counters, no lock or label lookup per fire.
+`scheduler.worker.metrics` turns them into Prometheus metric families at scrape time. Every label takes values
+from a fixed set (time units, actions, reason classes, run states), never from message contents."""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from scheduler.domain.basics import TimeUnit
+
+if TYPE_CHECKING:
+    from scheduler.domain.jobs import ProgramQueue
+    from scheduler.domain.triggers.catchup import CatchUpPlan
+
+# --- plain counters --------------------------------------------------------------
+
+#: fire lateness (fire wall time - due time) bucket bounds, in ms: from a millisecond to five minutes
+LATENESS_BUCKETS_MS = (
+    1, 2, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 120_000, 300_000,
+)  # fmt: skip
+
+
+class Histogram:
+    """A histogram of integer milliseconds in plain ints: `observe` is one bisect and two adds."""
+
+    __slots__ = ("bounds_ms", "counts", "sum_ms")
+
+    def __init__(self, bounds_ms: tuple[int, ...] = LATENESS_BUCKETS_MS) -> None:
+        self.bounds_ms = bounds_ms
+        self.counts = [0] * (len(bounds_ms) + 1)  # the last one is +Inf
+        self.sum_ms = 0
+
+    def observe(self, ms: int, n: int = 1) -> None:
+        """`n` observations of `ms` each."""
+        self.counts[bisect_left(self.bounds_ms, ms)] += n  # bucket i holds bounds[i-1] < ms <= bounds[i]
+        self.sum_ms += ms * n
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+    def cumulative_s(self) -> list[tuple[str, float]]:
+        """Prometheus buckets: (upper bound in seconds, observations at or below it), +Inf last."""
+        out, total = [], 0
+        for bound, n in zip((*self.bounds_ms, None), self.counts, strict=True):
+            total += n
+            out.append(("+Inf" if bound is None else repr(bound / 1000), float(total)))
+        return out
+
+
+#: why due instants missed during an outage did not each become a fire (see triggers.catchup)
+MISSED_REASONS = ("coalesced", "skip_policy", "outside_window", "each_limit")
+
+
+def count_missed(missed: Counter[str], policy: str, plan: CatchUpPlan) -> None:
+    """Add a catch-up plan's missed due instants to `missed` by reason (cheap when nothing was missed)."""
+    if plan.skipped:
+        missed["outside_window"] += plan.outside_window
+        missed["skip_policy" if policy == "SKIP" else "each_limit"] += plan.skipped - plan.outside_window
+    for _, folded in plan.fires:
+        if folded:
+            missed["coalesced"] += folded
+
+
+#: dead-letter reason classes: the label never carries the message itself
+REASON_CLASSES = ("undecodable", "invalid", "rejected", "unknown_dataset", "internal", "other")
+
+
+def reason_class(reason: str, exc: BaseException | None = None) -> str:
+    """The class of a dead letter, from the exception being handled when it was dead-lettered (if any)
+    and the start of its reason. Always one of REASON_CLASSES."""
+    from scheduler.domain.commands import CommandRejected
+    from scheduler.domain.events import InvalidEvent
+    from scheduler.domain.model import InvalidSchedule
+    from scheduler.wire.codec import DecodeError
+
+    if reason.startswith(("internal error", "bad trigger-index update")):
+        return "internal"
+    if isinstance(exc, DecodeError):
+        return "undecodable"
+    if isinstance(exc, CommandRejected):
+        return "rejected"
+    if isinstance(exc, (InvalidSchedule, InvalidEvent, KeyError, ValueError)):
+        return "invalid"
+    if reason.startswith("unknown dataset"):
+        return "unknown_dataset"
+    return "internal" if exc is not None else "other"
+
+
+#: what became of a command on the commands topic. applied: applied to the schedules table (an idempotent
+#: replay too); rejected: decoded, refused by the command rules (missing, conflicting, over a limit...);
+#: dead_lettered: not even decoded (action "unknown") or an internal error. Both refusals are dead-lettered.
+_BLOCKED_BY = re.compile(r"^([A-Z])([A-Za-z]*)Constraint$")
+
+
+def blocked_by_label(blocked_by: str) -> str:
+    """A job's blocking constraint as its JSON kind (ConcurrencyConstraint -> concurrency)."""
+    if not blocked_by:
+        return "none"
+    m = _BLOCKED_BY.match(blocked_by)
+    return m.group(1).lower() + m.group(2) if m else "other"
+
+
+@dataclass
+class FireCounts:
+    """The punctuator's counts: plain ints, read by /health and at scrape time by /metrics; fires are
+    counted per tick and per assignment, not per fire."""
+
+    fires_by_unit: Counter[TimeUnit] = field(default_factory=Counter)  # scheduled fires
+    catch_up_by_unit: Counter[TimeUnit] = field(default_factory=Counter)
+    missed: Counter[str] = field(default_factory=Counter)  # due instants by reason (metrics.MISSED_REASONS)
+    lateness: Histogram = field(default_factory=Histogram)  # ms, of scheduled fires
+    failed_sends: int = 0
+    clock_jumps: Counter[str] = field(default_factory=Counter)  # "forward" / "backward"
+
+    @property
+    def catch_up_fires(self) -> int:
+        return sum(self.catch_up_by_unit.values())
+
+    @property
+    def fires(self) -> int:
+        return sum(self.fires_by_unit.values()) + self.catch_up_fires
+
+    @property
+    def skipped(self) -> int:
+        """Missed due instants that will never fire (policy, window or EACH cap)."""
+        return sum(n for reason, n in self.missed.items() if reason != "coalesced")
+
+
+class WorkerCounts:
+    """The worker's one registry of counters, for /metrics and /health (Worker.counts): the punctuator's
+    fires, the agents' named events, commands, dead letters, runs and jobs. Per command, dead letter or job
+    queue change: not the fire path. Jobs by state are kept per owned partition and queue, exactly, from
+    the queues the job queue agent writes and those it reads on assignment."""
+
+    def __init__(self) -> None:
+        self.fires = FireCounts()  # the punctuator's
+        #: events applied, launches, triggers ignored, invalid run transitions, manual fires, ...
+        self.events: Counter[str] = Counter()
+        self.commands: Counter[tuple[str, str]] = Counter()  # (action, result)
+        self.dead_letters: Counter[tuple[str, str]] = Counter()  # (source topic, reason class)
+        self.runs: Counter[str] = Counter()  # run status reached (accepted transitions)
+        self.rebalances = 0
+        self._jobs: dict[int, dict[bytes, Counter[tuple[str, str]]]] = {}
+
+    def command(self, action: str, result: str) -> None:
+        self.commands[(action, result)] += 1
+
+    def dead_letter(self, topic: str, reason: str, exc: BaseException | None) -> None:
+        self.dead_letters[(topic, reason_class(reason, exc))] += 1
+
+    @property
+    def commands_applied(self) -> int:
+        return sum(n for (_, result), n in self.commands.items() if result == "applied")
+
+    @property
+    def dead_letters_total(self) -> int:
+        return sum(self.dead_letters.values())
+
+    def jobs_assigned(self, partition: int, queues: Iterable[tuple[bytes, ProgramQueue]]) -> None:
+        self._jobs[partition] = {}
+        for key, queue in queues:
+            self.job_queue_changed(partition, key, queue)
+
+    def jobs_revoked(self, partition: int) -> None:
+        self._jobs.pop(partition, None)
+
+    def job_queue_changed(self, partition: int, key: bytes, queue: ProgramQueue) -> None:
+        queues = self._jobs.get(partition)
+        if queues is None:
+            return  # not (yet) ours: counted on assignment
+        states = Counter((job.state, blocked_by_label(job.blocked_by)) for job in queue.jobs)
+        if states:
+            queues[key] = states
+        else:
+            queues.pop(key, None)
+
+    def jobs_by_state(self) -> Counter[tuple[str, str]]:
+        total: Counter[tuple[str, str]] = Counter()
+        for queues in self._jobs.values():
+            for states in queues.values():
+                total.update(states)
+        return total

@@ -1,0 +1,177 @@
+"""Event routing: the reverse trigger index (event key -> triggers) and the agent that turns an event into
+trigger-fired messages for the schedules that care, without scanning schedules.
+
+- The commands ingest sends an index update per event key of a schedule's triggers (re-keyed by event
+  key) whenever the schedule changes; the index agent applies it to the trigger-index table.
+- The event agent reads an event on the partition of its event key, looks its triggers up, and sends one
+  trigger-fired message per trigger, re-keyed by schedule. Program-status events also go to the job queue
+  of their program and of each concurrency group (of a tenant) whose schedules launch it (run state for
+  constraints).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scheduler.domain.events import (
+    DataEvent,
+    InvalidEvent,
+    Notification,
+    ProgramStatusEvent,
+    event_key,
+    parse,
+    program_key,
+)
+from scheduler.domain.model import (
+    ScheduleState,
+    group_queue_key,
+    trigger_leaves,
+)
+from scheduler.domain.tenancy import schedule_id_tenant
+from scheduler.wire.codec import DecodeError, decode_notification, notification_to_avro
+from scheduler.wire.messages import (
+    RUN_DETAILS,
+    IndexedTrigger,
+    IndexEntry,
+    IndexUpdate,
+    RunStatusChanged,
+    TriggerFired,
+    encode_job_queue_message,
+)
+
+if TYPE_CHECKING:
+    from faust.types import EventT
+
+    from scheduler.worker.ports import RoutingPort
+
+log = logging.getLogger(__name__)
+
+
+#: index entries with this path prefix are group memberships, not triggers; the entry's schedule says
+#: which tenant's group (the path names the group alone, as schedules written before tenant scoping did)
+GROUP_PREFIX = "group:"
+
+
+def event_keys(state: ScheduleState | None) -> dict[str, list[str]]:
+    """Event key -> paths of the schedule's triggers that listen to it."""
+    out: dict[str, list[str]] = {}
+    if state is None:
+        return out
+    s = state.schedule
+    if s.program is not None and s.group is not None:
+        # Group membership: the program's status events must also reach the group's job queue.
+        out.setdefault(program_key(s.program), []).append(f"{GROUP_PREFIX}{s.group}")
+    for path, leaf in trigger_leaves(s.trigger):
+        for key in leaf.event_keys():
+            out.setdefault(key, []).append(path)
+    return out
+
+
+def run_state_queues(program: str, entries: dict[str, IndexedTrigger]) -> list[str]:
+    """The job queues a status event of `program` goes to: the program's, and the group queue of each
+    tenant whose schedules put it in a concurrency group (`entries`: the program's trigger-index entries)."""
+    groups = {
+        group_queue_key(schedule_id_tenant(t.schedule), t.path.removeprefix(GROUP_PREFIX))
+        for t in entries.values()
+        if t.path.startswith(GROUP_PREFIX)
+    }
+    return [program, *sorted(groups)]
+
+
+class EventRouting:
+    def __init__(self, worker: RoutingPort) -> None:
+        self.worker = worker
+
+    async def schedule_changed(
+        self, key: bytes, old: ScheduleState | None, new: ScheduleState | None
+    ) -> None:
+        """Point the index at the new definition (every change bumps the version)."""
+        new_keys = event_keys(new)  # disabled schedules stay indexed; the trigger agent ignores them
+        changed = set(event_keys(old)) | set(new_keys)
+        if not changed:  # time triggers only: nothing indexed
+            return
+        schedule = (new or old).schedule.key.id  # type: ignore[union-attr]
+        for ek in changed:
+            update = IndexUpdate(
+                ek, schedule, key, new.version if new is not None else 0, tuple(new_keys.get(ek, []))
+            )
+            await self.worker.send_keyed(self.worker.settings.index_topic, ek.encode(), update.encode())
+
+    # --- agents ---------------------------------------------------------------------------------
+
+    async def index_agent(self, stream: Any) -> None:
+        async for event in stream.events():
+            try:
+                update = IndexUpdate.decode(event.message.value)
+                kb = update.event_key.encode()
+                table = self.worker.trigger_index
+                raw = table.get(kb)
+                entry = IndexEntry.decode(raw).applied(update)
+                if entry.triggers:
+                    table[kb] = entry.encode()
+                elif raw is not None:
+                    del table[kb]
+            except Exception as exc:  # internal topic: should not happen, must not stop the worker
+                log.exception("bad trigger-index update")
+                await self.worker.dead_letter(event, f"bad trigger-index update: {exc}")
+
+    async def event_agent(self, stream: Any) -> None:
+        async for event in stream.events():
+            try:
+                await self._handle_event(event)
+            except Exception as exc:
+                log.exception("unexpected error handling an event")
+                await self.worker.dead_letter(event, f"internal error: {type(exc).__name__}: {exc}")
+
+    async def _handle_event(self, event: EventT) -> None:
+        msg = event.message
+        worker = self.worker
+        try:
+            notification = decode_notification(msg.value)
+            parsed = parse(notification)
+        except (DecodeError, InvalidEvent) as exc:
+            await worker.dead_letter(event, str(exc))
+            return
+        key = event_key(parsed)
+        kb = key.encode()
+        if worker.partition_of(kb) != msg.partition:
+            # Keyed otherwise by its producer: move it to the partition of its event key.
+            await worker.send_keyed(worker.settings.events_topic, kb, bytes(msg.value or b""))
+            return
+        worker.counts.events["events"] += 1
+        raw = worker.trigger_index.get(kb)
+        entries = IndexEntry.decode(raw).triggers
+        triggers = {k: t for k, t in entries.items() if not t.path.startswith(GROUP_PREFIX)}
+        if isinstance(parsed, ProgramStatusEvent):
+            # Run state for constraints: to the program's job queue and to the queue of each of its groups.
+            status = encode_job_queue_message(
+                RunStatusChanged(
+                    parsed.run_id,
+                    parsed.status,
+                    notification.timestamp,
+                    parsed.program.id,
+                    {k: notification.payload[k] for k in RUN_DETAILS if k in notification.payload},
+                )
+            )
+            for queue in run_state_queues(parsed.program.id, entries):
+                await worker.send_keyed(worker.settings.jobs_topic, queue.encode(), status)
+        if not triggers and isinstance(parsed, DataEvent):
+            await worker.dead_letter(event, f"unknown dataset {parsed.dataset!r}: no schedule triggers on it")
+            return
+        for t in triggers.values():
+            fired = TriggerFired(
+                t.schedule_key,
+                t.schedule,
+                t.version,
+                t.path,
+                source=f"e{msg.partition}",
+                position=msg.offset,
+                at=notification.timestamp,
+                event=notification_to_avro(notification),
+            )
+            await worker.send_keyed(worker.settings.trigger_topic, t.schedule_key, fired.encode())
+
+
+def notification_from_json(d: dict[str, Any]) -> Notification:
+    return Notification(d["timestamp"], d["eventType"], dict(d["payload"]))

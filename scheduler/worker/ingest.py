@@ -1,0 +1,298 @@
+"""The commands topic, consumed in bulk on the worker's active partitions.
+
+Faust hands an agent one message at a time, at a cost of its own (measured here: an agent that only counts
+reaches ~6.5k events/s, one that writes a table ~2k/s). Commands come in bursts of thousands, so this
+consumer takes them a fetch at a time: each command goes through the worker's handler; its schedule write
+is held and put in RocksDB with the others as one write batch per partition (every YIELD_EVERY commands,
+before the event loop turns, so other tasks read what was applied); once the fetch is applied its writes
+go to the changelog as whole batches, and once the broker has them the partition's next offset is stored,
+in the fire-progress table (changelogged like the schedules). Each partition flushes on its own, in order:
+a changelog partition whose leader is away retries (and its commands partition pauses after one more
+fetch) while the other partitions go on. The next fetch is applied meanwhile. A crash
+re-applies at most the fetches whose offsets were not stored yet (at-least-once, as Faust's commits were;
+a replayed INSERT is a no-op, a replayed RUN fires again).
+
+It follows Faust's assignment: the partitions whose schedules this worker holds (after recovery), handed
+back before a rebalance moves them (the fetch being applied is written and its offsets sent first).
+A partition with no stored offset starts where the app's consumer group left it (a worker upgraded from
+the per-message agent), else at the beginning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import gc
+import logging
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from scheduler.kafka.config import consumer_options
+from scheduler.wire.codec import decode_json, encode_json
+
+log = logging.getLogger(__name__)
+
+#: how long a revocation waits for the revoked partitions' flushes before it drops them (their offsets
+#: then stay unstored: the next owner applies those commands again)
+REVOKE_WAIT_S = 10.0
+MAX_RECORDS = 4000  # per fetch: one changelog flush and one stored offset per partition for as many
+YIELD_EVERY = 100  # commands handled between two turns of the event loop (~10 ms)
+FREEZE_AFTER = 5000  # commands applied since the last freeze_long_lived that call it while a flow goes on
+
+
+def freeze_long_lived() -> None:
+    """Put what lives now in the collector's permanent generation, never scanned again: the compiled
+    schedules and heap entries are hundreds of thousands of objects, and every full collection walked them
+    (110-120 ms at 100,000 schedules, every ~20 s, a burst of fires late behind it). Objects still free as
+    usual when unreferenced; the young generations are collected first, so only a cycle that was already
+    garbage in the oldest generation would stay for good."""
+    gc.collect(1)
+    gc.freeze()
+
+
+def offset_key(partition: int) -> bytes:
+    """The fire-progress table's key for a partition's next commands offset."""
+    return f"{partition}:commands".encode()
+
+
+class _Event:
+    """What the handler reads of a Faust event: its message (topic, partition, offset, key, value)."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: Any) -> None:
+        self.message = message
+
+
+class CommandIngest:
+    def __init__(self, worker: Any, max_records: int = MAX_RECORDS) -> None:
+        self.worker = worker
+        self.topic = worker.settings.commands_topic
+        self.max_records = max_records
+        self._consumer: AIOKafkaConsumer | None = None
+        self._active: set[int] = set()
+        self._wanted: set[int] | None = None  # an assignment the run loop has not taken yet
+        self._generation = 0  # bumped by every assignment change: a fetch from before one is dropped
+        self._next: dict[int, int] = {}  # partition -> the offset of the next command to apply
+        self._lock = asyncio.Lock()  # a fetch is applied whole, or the assignment changes: not both
+        self._wake = asyncio.Event()
+        self._stopped = False
+        # partition -> its last flush (changelog writes, then the stored offset); each waits for the one before
+        self._flushing: dict[int, asyncio.Future[None]] = {}
+        self._paused: set[int] = set()  # partitions not fetched while two flushes of theirs are pending
+        self.unfrozen = 0  # commands applied since the last freeze_long_lived
+
+    async def _started(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            settings = self.worker.settings
+            await self.worker.topics.ensure(self.topic)
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=settings.bootstrap_servers,
+                group_id=settings.app_id,  # never joined: only read, for where the group's agent left off
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                **consumer_options(settings.broker_profile),
+            )
+            await consumer.start()
+            self._consumer = consumer
+        return self._consumer
+
+    def stored_offset(self, partition: int) -> int | None:
+        raw = self.worker.progress_db(partition).get(offset_key(partition))
+        return None if raw is None else int(decode_json(raw)["offset"])
+
+    async def assign(self, partitions: set[int]) -> None:
+        """Consume these partitions (the worker's active ones) from where their last fetch ended. The run
+        loop takes them over, and retries while the broker cannot be reached."""
+        async with self._lock:
+            self._wanted = set(partitions)
+            self._active = set()
+            self._generation += 1
+        self._wake.set()
+
+    async def _take_assignment(self, partitions: set[int]) -> None:
+        consumer = await self._started()
+        tps = [TopicPartition(self.topic, p) for p in sorted(partitions)]
+        if not tps:
+            consumer.unsubscribe()
+            return
+        consumer.assign(tps)
+        for tp in tps:
+            offset = self.stored_offset(tp.partition)
+            if offset is None:
+                offset = await consumer.committed(tp)
+            if offset is None:
+                await consumer.seek_to_beginning(tp)
+            else:
+                consumer.seek(tp, offset)
+            self._next[tp.partition] = offset or 0
+        self._active = set(partitions)
+
+    async def revoke(self, partitions: set[int]) -> None:
+        """Stop consuming these partitions; returns once the fetch being applied is written and its
+        offsets are sent."""
+        async with self._lock:
+            await self._flushed(partitions, REVOKE_WAIT_S)
+            self._generation += 1
+            if self._wanted is not None:
+                self._wanted -= partitions
+            self._active -= partitions
+            self._paused -= partitions
+            for p in partitions:
+                self._next.pop(p, None)
+            if self._consumer is not None:
+                remaining = [TopicPartition(self.topic, p) for p in sorted(self._active)]
+                if remaining:
+                    self._consumer.assign(remaining)
+                    for tp in remaining:
+                        self._consumer.seek(tp, self._next[tp.partition])
+                else:
+                    self._consumer.unsubscribe()
+
+    async def run(self) -> None:
+        while not self._stopped:
+            if self._wanted is not None:
+                try:
+                    async with self._lock:
+                        if self._wanted is not None:
+                            await self._take_assignment(self._wanted)
+                            self._wanted = None
+                except Exception:  # the broker cannot be reached (yet): the partitions wait, the worker lives
+                    log.warning("could not take the commands partitions; retrying in 1 s", exc_info=True)
+                    await asyncio.sleep(1)
+                continue
+            if not self._active or self._consumer is None:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            generation = self._generation
+            try:
+                fetched = await self._consumer.getmany(timeout_ms=200, max_records=self.max_records)
+            except Exception:  # the broker went away, an assignment changed under the fetch: retry
+                log.warning("commands fetch failed; retrying", exc_info=True)
+                await asyncio.sleep(0.5)
+                continue
+            if fetched:
+                async with self._lock:
+                    if generation == self._generation:  # else fetched before a revoke or a new seek
+                        await self._apply(fetched)
+            self.settle(quiet=not fetched)
+
+    def settle(self, quiet: bool) -> bool:
+        """Freeze what the applied commands built (see freeze_long_lived) once the topic is quiet, or every
+        FREEZE_AFTER commands while a flow goes on. True if it froze."""
+        if self.unfrozen == 0 or (not quiet and self.unfrozen < FREEZE_AFTER):
+            return False
+        self.unfrozen = 0
+        freeze_long_lived()
+        return True
+
+    async def _apply(self, fetched: dict[TopicPartition, list[Any]]) -> None:
+        done: list[int] = []
+        handled = 0
+        for tp, records in fetched.items():
+            p = tp.partition
+            if p not in self._active:  # revoked while fetched
+                continue
+            for record in records:
+                await self.handle(record)
+                self._next[p] = record.offset + 1
+                handled += 1
+                self.unfrozen += 1
+                if handled % YIELD_EVERY == 0:  # the timers, the producer and the fetcher run meanwhile
+                    self.worker.write_local()
+                    await asyncio.sleep(0)
+            done.append(p)
+        self.worker.write_local()
+        # The next fetch is applied while this one's writes go out. Per partition, one flush after the
+        # other, so each stored offset follows the writes before it; partitions do not wait for each other.
+        by_partition: dict[int, list[tuple[bytes, bytes | None, int]]] = {}
+        for write in self.worker.take_writes():
+            by_partition.setdefault(write[2], []).append(write)
+        for p in set(by_partition) | set(done):
+            previous = self._flushing.get(p)
+            offset = self._next[p] if p in done else None
+            flush = asyncio.ensure_future(self._flush(p, by_partition.get(p, []), offset, previous))
+            self._flushing[p] = flush
+            flush.add_done_callback(functools.partial(self._flush_done, p))
+            if previous is not None and not previous.done() and p in self._active:
+                self._pause(p)  # its changelog is behind by a whole fetch: fetch no more until it catches up
+
+    async def _flush(
+        self,
+        partition: int,
+        writes: list[tuple[bytes, bytes | None, int]],
+        offset: int | None,
+        previous: asyncio.Future[None] | None,
+    ) -> None:
+        if previous is not None:
+            await previous  # (a revocation that drops this flush cancels the ones before it too)
+        while writes:  # the offset must not pass writes the changelog lacks: retry (its leader is away)
+            try:
+                await self.worker.write_changelog(writes)
+                break
+            except Exception as exc:
+                log.warning(
+                    "schedule changelog write of partition %d failed (%r); retrying in 1 s", partition, exc
+                )
+                await asyncio.sleep(1)
+        if offset is not None:
+            self.worker.save_progress_record(
+                partition, offset_key(partition), encode_json({"offset": offset})
+            )
+
+    def _flush_done(self, partition: int, flush: asyncio.Future[None]) -> None:
+        if not flush.cancelled() and flush.exception() is not None:  # (retrieved: never unlogged)
+            log.error(
+                "schedule changelog flush of partition %d failed", partition, exc_info=flush.exception()
+            )
+        if self._flushing.get(partition) is flush:
+            del self._flushing[partition]
+            self._resume(partition)
+
+    def _pause(self, partition: int) -> None:
+        if partition not in self._paused and self._consumer is not None:
+            self._paused.add(partition)
+            self._consumer.pause(TopicPartition(self.topic, partition))
+
+    def _resume(self, partition: int) -> None:
+        if partition in self._paused:
+            self._paused.discard(partition)
+            tp = TopicPartition(self.topic, partition)
+            if self._consumer is not None and tp in self._consumer.assignment():
+                self._consumer.resume(tp)
+            self._wake.set()
+
+    async def _flushed(self, partitions: set[int] | None = None, timeout_s: float | None = None) -> None:
+        """Until the flushes of these partitions (None: all) are done; after timeout_s they are dropped,
+        their offsets unstored (a revocation must not wait on a broker that is away for ever)."""
+        flushes = [f for p, f in self._flushing.items() if partitions is None or p in partitions]
+        if not flushes:
+            return
+        _, pending = await asyncio.wait(flushes, timeout=timeout_s)
+        for flush in pending:
+            flush.cancel()
+        if pending:
+            log.warning(
+                "dropped %d schedule changelog flushes still pending after %s s", len(pending), timeout_s
+            )
+
+    async def handle(self, record: Any) -> None:
+        event = _Event(record)
+        try:
+            await self.worker.handle_command(event)
+        except Exception as exc:  # never die on input
+            log.exception("unexpected error handling a command")
+            self.worker.counts.command("unknown", "dead_lettered")
+            await self.worker.dead_letter(event, f"internal error: {type(exc).__name__}: {exc}")
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self._wanted = None
+        self._wake.set()
+        async with self._lock:
+            await self._flushed(None, 10)  # with the broker away this would retry for ever
+            consumer, self._consumer = self._consumer, None
+            if consumer is not None:
+                await consumer.stop()

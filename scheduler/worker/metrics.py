@@ -1,0 +1,329 @@
+"""Prometheus metrics of a worker (GET /metrics, text exposition format).
+
+The hot paths count in plain ints (scheduler.worker.counters.WorkerCounts, the worker's one registry) and a custom collector turns
+them into metric families at scrape time: no prometheus_client Counter, lock or label lookup per fire.
+Every label takes values from a fixed set (time units, actions, reason classes, run states, the worker's
+own topics and tables), never from message contents. One CollectorRegistry per worker, not the global one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, GCCollector, ProcessCollector
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
+
+from scheduler.kafka.tables import opened_partition_db
+from scheduler.worker.counters import (
+    LATENESS_BUCKETS_MS,
+    MISSED_REASONS,
+    REASON_CLASSES,
+    Histogram,
+    WorkerCounts,
+    blocked_by_label,
+    count_missed,
+    reason_class,
+)
+
+if TYPE_CHECKING:
+    from scheduler.worker.ports import MetricsPort
+
+__all__ = [
+    "LATENESS_BUCKETS_MS",
+    "MISSED_REASONS",
+    "REASON_CLASSES",
+    "Histogram",
+    "WorkerCounts",
+    "blocked_by_label",
+    "count_missed",
+    "reason_class",
+]
+
+PATH = "/metrics"
+
+# --- table sizes: counted by walking keys, within a budget per scrape ----------------------------------
+
+
+class TableSizes:
+    """Entries of each table in the owned partitions. A partition is counted by walking its keys (no
+    values), at most `budget_keys` per scrape in chunks that yield to the event loop, and a count is reused
+    for `max_age_s`: a scrape never walks a million rows, and a large table's count is at most a few
+    scrapes old. No iterator is held across a yield (a partition may be revoked meanwhile)."""
+
+    def __init__(
+        self,
+        tables: dict[str, Any],
+        budget_keys: int = 100_000,
+        max_age_s: float = 30.0,
+        chunk_keys: int = 5_000,
+        clock: Any = time.monotonic,
+    ) -> None:
+        self.tables = tables  # name -> Faust table (its store: table.data)
+        self.budget_keys = budget_keys
+        self.max_age_s = max_age_s
+        self.chunk_keys = chunk_keys
+        self.clock = clock
+        self._counts: dict[tuple[str, int], tuple[int, float]] = {}  # (table, partition) -> (n, at)
+        self._walk: tuple[str, int, bytes, int] | None = None  # unfinished: table, partition, last key, n
+        self._lock = asyncio.Lock()
+
+    def sizes(self, partitions: set[int]) -> dict[str, int]:
+        out = dict.fromkeys(self.tables, 0)
+        for (table, partition), (n, _) in self._counts.items():
+            if partition in partitions:
+                out[table] += n
+        return out
+
+    async def refresh(self, partitions: set[int]) -> None:
+        async with self._lock:
+            for tp in [tp for tp in self._counts if tp[1] not in partitions]:
+                del self._counts[tp]
+            now = self.clock()
+            stale = sorted(
+                (self._counts[(t, p)][1] if (t, p) in self._counts else float("-inf"), t, p)
+                for t in self.tables
+                for p in partitions
+                if (t, p) not in self._counts or now - self._counts[(t, p)][1] >= self.max_age_s
+            )
+            todo = [(t, p) for _, t, p in stale]
+            if self._walk is not None and (self._walk[0], self._walk[1]) in todo:
+                todo.remove((self._walk[0], self._walk[1]))
+                todo.insert(0, (self._walk[0], self._walk[1]))  # finish what the last scrape started
+            budget = self.budget_keys
+            for table, partition in todo:
+                if budget <= 0:
+                    break
+                budget = await self._count(table, partition, budget)
+
+    async def _count(self, table: str, partition: int, budget: int) -> int:
+        after, n = None, 0
+        if self._walk is not None and self._walk[:2] == (table, partition):
+            _, _, after, n = self._walk
+        self._walk = None
+        store = self.tables[table].data
+        while budget > 0:
+            db = opened_partition_db(self.tables[table], partition)
+            if db is None:
+                break
+            seen, visible, last = _walk_keys(db, store.offset_key, after, min(self.chunk_keys, budget))
+            n, budget = n + visible, budget - seen
+            if last is None:
+                break  # the end of the partition
+            after = last
+            if budget <= 0:
+                self._walk = (table, partition, after, n)  # go on at the next scrape
+                return 0
+            await asyncio.sleep(0)
+        self._counts[(table, partition)] = (n, self.clock())
+        return budget
+
+
+def _walk_keys(db: Any, offset_key: bytes, after: bytes | None, limit: int) -> tuple[int, int, bytes | None]:
+    """Up to `limit` keys after `after`: (keys seen, of them visible, the last one or None at the end)."""
+    seen = visible = 0
+    last = None
+    for key in db.keys(from_key=after) if after is not None else db.keys():
+        if key == after:
+            continue
+        seen += 1
+        visible += key != offset_key
+        last = key
+        if seen >= limit:
+            return seen, visible, last
+    return seen, visible, None
+
+
+# --- the collector ---------------------------------------------------------------------------------------
+
+
+class WorkerCollector(Collector):
+    """Reads the worker's counters at scrape time and yields the metric families."""
+
+    def __init__(self, worker: MetricsPort, sizes: TableSizes) -> None:
+        self.worker = worker
+        self.sizes = sizes
+
+    def collect(self) -> Iterable[Metric]:
+        from scheduler.domain.model import TimeUnit
+        from scheduler.domain.runs import RunStatus
+
+        w = self.worker
+        stats = w.counts.fires
+        counts = w.counts
+
+        fires = CounterMetricFamily(
+            "scheduler_fires",
+            "Fires produced by the punctuator, by time unit and kind (scheduled: its due time came; "
+            "catch_up: due while no worker owned the schedule, fired on takeover)",
+            labels=["unit", "kind"],
+        )
+        for unit in TimeUnit:
+            fires.add_metric([unit.value.lower(), "scheduled"], stats.fires_by_unit[unit])
+            fires.add_metric([unit.value.lower(), "catch_up"], stats.catch_up_by_unit[unit])
+        yield fires
+
+        lateness = stats.lateness
+        yield HistogramMetricFamily(
+            "scheduler_fire_lateness_seconds",
+            "Fire wall time minus due time of scheduled (not catch-up) fires",
+            buckets=lateness.cumulative_s(),
+            sum_value=lateness.sum_ms / 1000,
+        )
+
+        missed = CounterMetricFamily(
+            "scheduler_missed_fires",
+            "Due instants missed while no worker owned the schedule (or a clock jump passed over) that did not become a fire of their "
+            "own: coalesced into one catch-up fire, or skipped (skip_policy, outside_window, each_limit)",
+            labels=["reason"],
+        )
+        for reason in MISSED_REASONS:
+            missed.add_metric([reason], stats.missed[reason])
+        yield missed
+        yield _counter(
+            "scheduler_fire_send_failures", "Fires the producer gave up on (re-sent)", stats.failed_sends
+        )
+        jumps = CounterMetricFamily(
+            "scheduler_clock_jumps",
+            "Steps of the wall clock against the monotonic clock over 1 s (forward: the dues passed over "
+            "followed their catch-up policy; backward: nothing fired again)",
+            labels=["direction"],
+        )
+        for direction in ("forward", "backward"):
+            jumps.add_metric([direction], stats.clock_jumps[direction])
+        yield jumps
+
+        commands = CounterMetricFamily(
+            "scheduler_commands",
+            "Commands from the commands topic, by action and result (applied; rejected: refused by the "
+            "command rules; dead_lettered: undecodable or an internal error)",
+            labels=["action", "result"],
+        )
+        for (action, result), n in sorted(counts.commands.items()):
+            commands.add_metric([action, result], n)
+        yield commands
+
+        dead = CounterMetricFamily(
+            "scheduler_dead_letters",
+            f"Messages sent to the dead-letter topic, by source topic and reason class ({', '.join(REASON_CLASSES)})",
+            labels=["topic", "reason"],
+        )
+        for (topic, reason), n in sorted(counts.dead_letters.items()):
+            dead.add_metric([topic, reason], n)
+        yield dead
+
+        jobs = GaugeMetricFamily(
+            "scheduler_jobs",
+            "Jobs waiting in the job queues of the owned partitions, by state and blocking constraint",
+            labels=["state", "blocked_by"],
+        )
+        for (state, blocked_by), n in sorted(counts.jobs_by_state().items()):
+            jobs.add_metric([state, blocked_by], n)
+        yield jobs
+        yield _counter(
+            "scheduler_launches", "Launch requests produced by the job queue", counts.events["launches"]
+        )
+        runs = CounterMetricFamily(
+            "scheduler_runs",
+            "Run states recorded in the run records of the owned partitions (accepted transitions)",
+            labels=["status"],
+        )
+        for status in RunStatus:
+            runs.add_metric([status.value], counts.runs[status.value])
+        yield runs
+        yield _counter(
+            "scheduler_run_invalid_transitions",
+            "Run state transitions refused by the run state machine",
+            counts.events["invalidTransitions"],
+        )
+        yield _counter("scheduler_events", "Events applied by the event agent", counts.events["events"])
+
+        partitions = w.active_partitions()
+        yield GaugeMetricFamily(
+            "scheduler_partitions_owned", "Partitions this worker owns (active)", value=len(partitions)
+        )
+        yield GaugeMetricFamily(
+            "scheduler_ready",
+            "1 when the worker is neither rebalancing nor recovering (queries are answered)",
+            value=float(not w.faust_app.rebalancing and not getattr(w.faust_app, "in_recovery", False)),
+        )
+        yield _counter(
+            "scheduler_rebalances", "Partition assignments this worker received", counts.rebalances
+        )
+        tables = GaugeMetricFamily(
+            "scheduler_table_entries",
+            "Entries of each table in the owned partitions (counted at most every 30 s per partition)",
+            labels=["table"],
+        )
+        for table, n in self.sizes.sizes(partitions).items():
+            tables.add_metric([table], n)
+        yield tables
+        yield GaugeMetricFamily(
+            "scheduler_gc_frozen_objects",
+            "Objects in the garbage collector's permanent generation (what lived after a recovery and"
+            " after applied commands went quiet: full collections skip them)",
+            value=gc.get_freeze_count(),
+        )
+
+
+def _counter(name: str, documentation: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(name, documentation, value=value)
+
+
+def build_registry(worker: MetricsPort, sizes: TableSizes) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(WorkerCollector(worker, sizes))
+    ProcessCollector(registry=registry)  # process_cpu_seconds_total, resident memory, open fds
+    GCCollector(registry=registry)  # python_gc_collections_total{generation}, objects collected
+    return registry
+
+
+def register_routes(worker: MetricsPort) -> None:
+    """Add this module's routes to the worker's web app (called by scheduler.http.web.register_views)."""
+    from faust.web import Request, Response, View
+
+    sizes = TableSizes(
+        {
+            "schedules": worker.schedules,
+            "fire-progress": worker.progress,
+            "trigger-index": worker.trigger_index,
+            "trigger-progress": worker.trigger_progress,
+            "job-queue": worker.job_queue,
+            "run-records": worker.run_records,
+        }
+    )
+    registry = build_registry(worker, sizes)
+
+    async def on_assigned(app: Any, assigned: Any, **_: Any) -> None:
+        worker.counts.rebalances += 1
+
+    worker.faust_app.on_partitions_assigned.connect(on_assigned)  # type: ignore[arg-type]
+
+    @worker.faust_app.page(PATH)
+    class Metrics(View):
+        async def get(self, request: Request) -> Response:
+            await sizes.refresh(worker.active_partitions())
+            encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+            return self.bytes(encoder(registry), headers={"Content-Type": content_type})
+
+
+__all__ = [
+    "Histogram",
+    "TableSizes",
+    "WorkerCollector",
+    "WorkerCounts",
+    "build_registry",
+    "count_missed",
+    "reason_class",
+    "register_routes",
+]

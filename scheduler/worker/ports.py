@@ -1,0 +1,124 @@
+"""The worker's ports: what each service, view and collector the worker wires may use of it.
+
+`app.Worker` is the composition root: it builds the Faust app, its tables, the producer and the services,
+and hands each service itself — typed as the narrow port below that names what the service uses, and
+nothing else. A service never imports `scheduler.worker.app` (the import graph has no cycle through it), and a
+unit test hands a service a small fake that has just these members.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from faust.types import EventT
+
+    from scheduler.domain.jobs import ProgramQueue
+    from scheduler.domain.model import ScheduleCommand, ScheduleState
+    from scheduler.domain.triggers.progress import TriggerProgress
+    from scheduler.kafka.config import Settings
+    from scheduler.worker.counters import WorkerCounts
+    from scheduler.worker.programs import ProgramRegistry
+
+#: a Faust table of bytes to bytes (scheduler.kafka.tables.raw_table): get, [], del, items
+Table = Any
+
+
+class Outbox(Protocol):
+    """What every agent uses: the settings, the clock, counters, and sending to the worker's topics."""
+
+    settings: Settings
+    clock: Callable[[], int]
+
+    @property
+    def counts(self) -> WorkerCounts: ...
+
+    def partition_of(self, key: bytes) -> int: ...
+
+    async def send_keyed(
+        self, topic: str, key: bytes, value: bytes, partition: int | None | str = "auto"
+    ) -> None: ...
+
+    async def dead_letter(self, event: EventT, reason: str) -> None: ...
+
+
+class RoutingPort(Outbox, Protocol):
+    """The event routing: the trigger index it keeps and reads."""
+
+    trigger_index: Table
+
+
+class Arming(Protocol):
+    def arm(self, partition: int, key: bytes, path: str, due: int) -> None: ...
+
+
+class TriggerPort(Outbox, Protocol):
+    """The trigger agent: the schedules (read), the trigger progress, the elapsed triggers' timers."""
+
+    trigger_progress: Table
+
+    @property
+    def punctuator(self) -> Arming: ...
+
+    def schedule_bytes(self, partition: int, key: bytes) -> bytes | None: ...
+
+
+class JobQueuePort(Outbox, Protocol):
+    """The job queue agent: the job queues and run records it owns, the job and run counters."""
+
+    job_queue: Table
+    run_records: Table
+
+
+class MetricsPort(Protocol):
+    """The /metrics collector: counters, and the tables whose sizes it counts."""
+
+    faust_app: Any
+
+    @property
+    def counts(self) -> WorkerCounts: ...
+
+    schedules: Table
+    progress: Table
+    trigger_index: Table
+    trigger_progress: Table
+    job_queue: Table
+    run_records: Table
+
+    def active_partitions(self) -> set[int]: ...
+
+
+class ProgressReader(Protocol):
+    def load_progress(self, key: bytes, state: ScheduleState) -> TriggerProgress: ...
+
+
+class QueueReader(Protocol):
+    def local_queues(self, partition: int) -> list[tuple[bytes, ProgramQueue]]: ...
+
+
+class WebPort(Outbox, MetricsPort, Protocol):
+    """The HTTP views: local reads of every table, commands out, the program registry."""
+
+    registry: ProgramRegistry
+
+    @property
+    def triggers(self) -> ProgressReader: ...
+
+    @property
+    def jobs(self) -> QueueReader: ...
+
+    def tenant_full(self, partition: int, tenant: str) -> bool: ...
+
+    def local_state(self, key: bytes) -> ScheduleState | None: ...
+
+    def local_states(self, partition: int) -> Iterator[tuple[bytes, ScheduleState]]: ...
+
+    def changelog_distribution(self) -> dict[Any, dict[str, list[int]]]: ...
+
+    async def send_command(
+        self,
+        cmd: ScheduleCommand,
+        value: bytes | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None: ...

@@ -1,0 +1,631 @@
+"""The punctuator: per-time-unit timers that fire due time triggers of the partitions this worker owns.
+
+Each owned partition has one due-time heap per time unit (ms, s, min, h, day), rebuilt from the
+schedules table when the partition is assigned and dropped when it is revoked: a tick costs
+O(due schedules). The heaps are derived state; the table is the truth.
+
+Fires are prepared ahead: up to STAGE_AHEAD_MS before an instant comes due, its entries are taken off the
+heaps, their next dues pushed and their FiredTask bytes built but for `firedAt`; at the instant only
+`firedAt` is written and the record handed to the producer. A burst of 10k schedules due at the same
+second then costs a few microseconds per fire at the due instant instead of the whole per-fire work.
+A staged fire whose schedule changed (or whose partition moved) before its instant is dropped.
+
+Progress is a watermark per (partition, unit), "every fire due at or before T has been produced and
+acknowledged", written to the fire-progress table once per progress interval, not once per fire. A new
+owner treats dues after the watermark as missed and applies each schedule's catch-up policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+
+from scheduler.domain.model import ElapsedTrigger, ScheduleState, TimeUnit, trigger_leaves
+from scheduler.domain.triggers import plan_catch_up
+from scheduler.domain.triggers.base import TimeTrigger
+from scheduler.kafka.partitioner import kafka_partition
+from scheduler.wire.codec import FiredTaskBytes, zigzag_long
+from scheduler.wire.messages import TriggerFired
+from scheduler.worker.counters import FireCounts, count_missed
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], int]
+#: (topic, key, value) -> future that resolves when the broker acknowledged the record
+Send = Callable[[str, bytes, bytes], Awaitable["asyncio.Future[object]"]]
+#: (topic, [(key, value, partition)]) -> one future per record (a burst is produced as whole batches)
+SendBatch = Callable[[str, list[tuple[bytes, bytes, int]]], Awaitable[list["asyncio.Future[object]"]]]
+#: topic -> its partition count, None while unknown
+PartitionCount = Callable[[str], "int | None"]
+#: (partition, key) -> the schedule's current state, read from the local table
+Load = Callable[[int, bytes], "ScheduleState | None"]
+#: (partition, unit, fired_up_to_ms) -> persist the watermark
+SaveProgress = Callable[[int, TimeUnit, int], None]
+
+
+#: how long before an instant comes due its fires are prepared (see the module doc)
+STAGE_AHEAD_MS = 500
+#: staged per step before checking whether something is due (bounds how long emission can wait)
+STAGE_CHUNK = 500
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+#: the wall clock moving more than this against the monotonic clock between two looks is a clock jump (an
+#: NTP step, a VM resumed), not lateness
+CLOCK_JUMP_MS = 1_000
+
+
+@dataclass(slots=True)
+class _Sent:
+    future: asyncio.Future[object]
+    topic: str
+    key: bytes
+    value: bytes
+
+
+@dataclass(slots=True)
+class _Compiled:
+    """What firing a schedule needs, prepared once per definition (the table is read on change, not per fire).
+    `fast` schedules (a plain time trigger and no program) fire a FiredTask encoded from prebuilt bytes."""
+
+    topic: str
+    leaves: tuple[tuple[str, TimeTrigger], ...]
+    elapsed: tuple[str, ...]
+    encode: Callable[[int, int, int, bool], bytes] | None  # fast path
+    state: ScheduleState | None  # slow path: the trigger agent decides
+    parts: Callable[[int], tuple[bytes, bytes]] | None = None  # fast path, staged: due -> (head, tail)
+    kafka_partition: tuple[int, int] | None = None  # (partition count, partition) of its key on its topic
+
+    def leaf(self, path: str) -> TimeTrigger | None:
+        for p, t in self.leaves:
+            if p == path:
+                return t
+        return None
+
+
+def compile_schedule(state: ScheduleState, key: bytes | None = None) -> _Compiled:
+    """`key`: the schedule's key bytes (key_bytes), when known already."""
+    s = state.schedule
+    leaves = tuple(state.time_leaves())
+    elapsed = tuple(p for p, t in trigger_leaves(s.trigger) if isinstance(t, ElapsedTrigger))
+    if s.program is None and [p for p, _ in leaves] == ["0"]:
+        fired = FiredTaskBytes(s.key, s.data, key)
+        return _Compiled(s.topic, leaves, elapsed, fired.encode, None, fired.parts)
+    return _Compiled(s.topic, leaves, elapsed, None, state)
+
+
+@dataclass
+class _Partition:
+    heaps: dict[TimeUnit, list[tuple[int, int, bytes, str]]] = field(
+        default_factory=lambda: {u: [] for u in TimeUnit}
+    )
+    # schedule key -> time-trigger path -> seq of its valid heap entry
+    live: dict[bytes, dict[str, int]] = field(default_factory=dict)
+    compiled: dict[bytes, _Compiled] = field(default_factory=dict)  # enabled schedules with time triggers
+    inflight: dict[TimeUnit, deque[tuple[int, list[_Sent]]]] = field(
+        default_factory=lambda: {u: deque() for u in TimeUnit}
+    )
+    saved: dict[TimeUnit, int] = field(default_factory=dict)
+    # the latest tick whose fires were recorded (or the watermark it was assigned with): every due at or
+    # before it was fired, so nothing computes a next due before it (the wall clock may step back)
+    high: dict[TimeUnit, int] = field(default_factory=dict)
+
+
+class _SendFailed(Exception):
+    def __init__(self, remaining: list[_Staged], error: Exception) -> None:
+        super().__init__(str(error))
+        self.remaining, self.error = remaining, error
+
+
+@dataclass(slots=True)
+class _Staged:
+    """A fire taken off its heap ahead of its due instant."""
+
+    partition: int
+    part: _Partition
+    key: bytes
+    path: str
+    entry: _Compiled
+    seq: int  # its heap entry (an elapsed trigger re-armed since has another: this fire is then dropped)
+    elapsed: bool  # an elapsed trigger (armed per due) rather than a time trigger
+    final: bool  # no next due: drop the path from `live` once fired
+    head: bytes | None  # fast path: FiredTask bytes before firedAt ...
+    tail: bytes | None  # ... and after
+
+
+class Punctuator:
+    def __init__(
+        self,
+        send: Send,
+        load: Load,
+        save_progress: SaveProgress,
+        clock: Clock = wall_clock_ms,
+        trigger_topic: str = "",
+        send_batch: SendBatch | None = None,
+        partition_count: PartitionCount | None = None,
+        monotonic: Clock | None = None,
+        stats: FireCounts | None = None,
+    ) -> None:
+        """`monotonic`: a clock that never jumps, to tell a jump of `clock` from lateness (None: not told).
+        `stats`: where the fires are counted (the worker's registry, WorkerCounts.fires)."""
+        self._send = send
+        self._send_batch = send_batch
+        self._partition_count = partition_count
+        self._load = load
+        self._save_progress = save_progress
+        self._clock = clock
+        self._trigger_topic = trigger_topic
+        self._parts: dict[int, _Partition] = {}
+        self._seq = itertools.count()
+        self._wakeup = {u: asyncio.Event() for u in TimeUnit}
+        self._planned_wake: dict[TimeUnit, int | None] = {u: None for u in TimeUnit}
+        # per unit: fires taken off the partition heaps ahead of time: a heap of their distinct dues, and
+        # due -> the fires due then (a burst of 10k at one instant is one heap entry, not 10k)
+        self._staged: dict[TimeUnit, tuple[list[int], dict[int, list[_Staged]]]] = {
+            u: ([], {}) for u in TimeUnit
+        }
+        self.stats = stats if stats is not None else FireCounts()
+        self._monotonic = monotonic
+        self._last_look: tuple[int, int] | None = None  # (clock, monotonic) when the clock was last read
+        # per unit: a forward clock jump's span (from, to]: dues in it follow their catch-up policy
+        self._jumps: dict[TimeUnit, tuple[int, int]] = {}
+
+    # --- ownership -------------------------------------------------------------------------------
+
+    @property
+    def partitions(self) -> set[int]:
+        return set(self._parts)
+
+    async def assign(
+        self,
+        partition: int,
+        states: Iterable[tuple[bytes, ScheduleState]],
+        fired_up_to: dict[TimeUnit, int],
+    ) -> None:
+        """Take over a partition: rebuild its heaps and catch up what was missed since its watermark."""
+        part = self._parts[partition] = _Partition(high=dict(fired_up_to))
+        now = self._clock()
+        catch_up: dict[TimeUnit, list[_Sent]] = {u: [] for u in TimeUnit}
+        for n, (key, state) in enumerate(states):
+            if not state.schedule.enabled:
+                continue
+            entry = compile_schedule(state, key)
+            if entry.leaves or entry.elapsed:
+                part.compiled[key] = entry
+            for path, trigger in entry.leaves:
+                watermark = fired_up_to.get(trigger.unit)
+                since = (
+                    state.active_since - 1 if watermark is None else max(watermark, state.active_since - 1)
+                )
+                plan = plan_catch_up(
+                    trigger, state.schedule.catch_up, since, now, state.schedule.catch_up_window_ms
+                )
+                for due, missed in plan.fires:
+                    fut = await self._fire(key, entry, path, due, now, missed=missed, catch_up=True)
+                    catch_up[trigger.unit].append(fut)
+                count_missed(self.stats.missed, state.schedule.catch_up, plan)
+                if plan.next_due is not None:
+                    self._push(part, trigger.unit, key, path, plan.next_due)
+            if n % 1000 == 999:
+                await asyncio.sleep(0)  # keep the event loop (heartbeats, web) responsive
+        for unit, futures in catch_up.items():
+            self.stats.catch_up_by_unit[unit] += len(futures)
+            if futures:
+                part.inflight[unit].append((now, futures))
+        for unit in TimeUnit:
+            self._wakeup[unit].set()
+
+    def revoke(self, partition: int) -> None:
+        self._parts.pop(partition, None)
+
+    def clear(self) -> None:
+        self._parts.clear()
+
+    # --- changes from the commands ingest (same partition, same process) --------------------------
+
+    def upsert(self, partition: int, key: bytes, state: ScheduleState) -> None:
+        part = self._parts.get(partition)
+        if part is None:
+            return  # not (yet) ours: assign() will read it from the table
+        part.live.pop(key, None)
+        part.compiled.pop(key, None)
+        if not state.schedule.enabled:
+            return
+        entry = compile_schedule(state, key)
+        if entry.leaves or entry.elapsed:
+            part.compiled[key] = entry
+        for path, trigger in entry.leaves:
+            since = max(self._clock(), state.active_since) - 1
+            nxt = trigger.next_due(max(since, part.high.get(trigger.unit, since)))
+            if nxt is not None:
+                self._push(part, trigger.unit, key, path, nxt)
+
+    def elapsed_schedules(self, partition: int) -> list[tuple[bytes, ScheduleState]]:
+        """The partition's enabled schedules with elapsed triggers (compiled at assignment: no table read)."""
+        part = self._parts.get(partition)
+        if part is None:
+            return []
+        return [(k, e.state) for k, e in part.compiled.items() if e.elapsed and e.state is not None]
+
+    def arm(self, partition: int, key: bytes, path: str, due: int) -> None:
+        """Make the elapsed trigger at `path` come due at `due` (replacing what was armed before)."""
+        part = self._parts.get(partition)
+        if part is not None:
+            self._push(part, TimeUnit.SECONDS, key, path, due)
+
+    def remove(self, partition: int, key: bytes) -> None:
+        part = self._parts.get(partition)
+        if part is not None:
+            part.live.pop(key, None)
+            part.compiled.pop(key, None)
+
+    def _push(self, part: _Partition, unit: TimeUnit, key: bytes, path: str, due: int) -> None:
+        seq = next(self._seq)
+        part.live.setdefault(key, {})[path] = seq
+        heapq.heappush(part.heaps[unit], (due, seq, key, path))
+        planned = self._planned_wake[unit]
+        if planned is None or due < planned:
+            self._wakeup[unit].set()
+
+    # --- firing -----------------------------------------------------------------------------------
+
+    async def _fire(
+        self,
+        key: bytes,
+        entry: _Compiled,
+        path: str,
+        due: int,
+        now: int,
+        *,
+        missed: int = 0,
+        catch_up: bool = False,
+    ) -> _Sent:
+        fired_at = self._clock()  # not the tick's start: a large tick takes a while
+        if not catch_up:
+            self.stats.lateness.observe(fired_at - due)
+        if entry.encode is not None:
+            topic = entry.topic
+            value = entry.encode(due, fired_at, missed, catch_up)
+        else:
+            state = entry.state
+            assert state is not None
+            s = state.schedule
+            # A schedule that launches a program, or a time trigger inside AND/OR: its trigger agent decides.
+            topic = self._trigger_topic
+            value = TriggerFired(
+                key,
+                s.key.id,
+                state.version,
+                path,
+                source=f"t{path}",
+                position=due,
+                at=fired_at,
+                due=due,
+                missed=missed,
+                catch_up=catch_up,
+            ).encode()
+        return _Sent(await self._send(topic, key, value), topic, key, value)
+
+    async def tick(self, unit: TimeUnit) -> None:
+        """Fire every schedule of `unit` due at or before now, in every owned partition."""
+        now = self._clock()
+        self._look_at_clock(now)
+        await self._stage(unit, now, None)
+        await self._emit(unit, now)
+
+    async def _stage(self, unit: TimeUnit, until: int, limit: int | None) -> int:
+        """Take up to `limit` (None: all) entries due at or before `until` off the heaps, earliest first:
+        push each one's next due, build its bytes but for firedAt. Returns how many were taken."""
+        dues, by_due = self._staged[unit]
+        taken = 0
+        jump = self._jumps.get(unit)
+        heads = [(part.heaps[unit], partition, part) for partition, part in self._parts.items()]
+        while limit is None or taken < limit:
+            best = None
+            for h in heads:
+                if h[0] and h[0][0][0] <= until and (best is None or h[0][0][0] < best[0][0][0]):
+                    best = h
+            if best is None:
+                break
+            heap, partition, part = best
+            due, seq, key, path = heapq.heappop(heap)
+            taken += 1
+            if part.live.get(key, {}).get(path) != seq:
+                continue  # superseded by an update, disabled or deleted
+            entry = part.compiled.get(key) or self._compile_loaded(part, partition, key)
+            trigger = None if entry is None else entry.leaf(path)
+            if entry is None or (trigger is None and path not in entry.elapsed):
+                part.live.pop(key, None)
+                continue
+            if jump is not None and trigger is not None and jump[0] < due <= jump[1]:
+                await self._jumped_over(unit, partition, part, key, path, entry, trigger, due, jump[1])
+                continue
+            nxt = None if trigger is None else trigger.next_due(due)  # an elapsed trigger is re-armed
+            if nxt is not None:
+                self._push(part, unit, key, path, nxt)
+            head, tail = entry.parts(due) if entry.parts is not None else (None, None)
+            item = _Staged(partition, part, key, path, entry, seq, trigger is None, nxt is None, head, tail)
+            at_due = by_due.get(due)
+            if at_due is None:
+                at_due = by_due[due] = []
+                heapq.heappush(dues, due)
+            at_due.append(item)
+        if jump is not None and limit is None and until >= jump[1]:
+            del self._jumps[unit]  # every due of the span was taken
+        return taken
+
+    def _look_at_clock(self, now: int) -> None:
+        """Tell a jump of the wall clock from lateness, against the monotonic clock. Forward: the dues the
+        jump passed over follow each schedule's catch-up policy, as after a restart (not fired one by one,
+        not counted as late). Back: nothing fires again (next dues never go below what was fired)."""
+        if self._monotonic is None:
+            return
+        mono = self._monotonic()
+        last, self._last_look = self._last_look, (now, mono)
+        if last is None:
+            return
+        expected = last[0] + (mono - last[1])
+        step = now - expected
+        if step > CLOCK_JUMP_MS:
+            log.warning("the wall clock jumped %d ms forward: its dues follow their catch-up policy", step)
+            self.stats.clock_jumps["forward"] += 1
+            for unit in TimeUnit:
+                start = min(self._jumps[unit][0], expected) if unit in self._jumps else expected
+                self._jumps[unit] = (start, now)
+                self._wakeup[unit].set()
+        elif step < -CLOCK_JUMP_MS:
+            log.warning("the wall clock stepped %d ms back: nothing fired fires again", -step)
+            self.stats.clock_jumps["backward"] += 1
+
+    async def _jumped_over(
+        self,
+        unit: TimeUnit,
+        partition: int,
+        part: _Partition,
+        key: bytes,
+        path: str,
+        entry: _Compiled,
+        trigger: TimeTrigger,
+        due: int,
+        now: int,
+    ) -> None:
+        """A forward clock jump passed `due`: plan it and what follows up to `now` as a catch-up."""
+        state = entry.state or self._load(partition, key)
+        if state is None:
+            part.live.pop(key, None)
+            return
+        s = state.schedule
+        plan = plan_catch_up(trigger, s.catch_up, due - 1, now, s.catch_up_window_ms)
+        futures = [
+            await self._fire(key, entry, path, d, now, missed=missed, catch_up=True)
+            for d, missed in plan.fires
+        ]
+        count_missed(self.stats.missed, s.catch_up, plan)
+        self.stats.catch_up_by_unit[unit] += len(futures)
+        if futures:  # moves no watermark by itself: the next recorded tick covers it
+            part.inflight[unit].append((part.high.get(unit, due - 1), futures))
+        if plan.next_due is not None:
+            self._push(part, unit, key, path, plan.next_due)
+        elif (live := part.live.get(key)) is not None:
+            live.pop(path, None)
+
+    async def _emit(self, unit: TimeUnit, now: int) -> None:
+        """Fire every staged entry due at or before `now`; record them for the watermark per partition."""
+        dues, by_due = self._staged[unit]
+        sent: dict[int, tuple[_Partition, list[_Sent]]] = {}
+        try:
+            while dues and dues[0] <= now:
+                due = dues[0]
+                items = by_due[due]
+                try:
+                    await self._emit_due(due, items, now, sent)
+                except _SendFailed as failed:  # the producer refused one: keep the rest staged, retry later
+                    by_due[due] = failed.remaining
+                    self._record(unit, sent, due - 1)  # the watermark must stay before what is left
+                    raise failed.error from None
+                heapq.heappop(dues)
+                del by_due[due]
+        finally:
+            self._record(unit, sent, now)  # (empty after a failure: recorded up to before it above)
+
+    async def _emit_due(
+        self, due: int, items: list[_Staged], now: int, sent: dict[int, tuple[_Partition, list[_Sent]]]
+    ) -> None:
+        """Fire the staged entries of one instant: FiredTasks grouped by topic and produced as whole batches
+        when the producer can, others one by one (_SendFailed holds what is left when a send raised)."""
+        parts, clock, observe = self._parts, self._clock, self.stats.lateness.observe
+        fired_at, zz, fast, observed = -1, b"", 0, 0
+        grouped: dict[str, list[tuple[_Staged, bytes]]] = {}
+        handled: list[_Staged] = []
+        try:
+            for item in items:
+                part = item.part
+                if (
+                    parts.get(item.partition) is not part
+                    or part.compiled.get(item.key) is not item.entry
+                    or (item.elapsed and part.live.get(item.key, {}).get(item.path) != item.seq)
+                ):
+                    handled.append(item)  # changed, re-armed or moved since it was staged: not owed any more
+                    continue
+                if item.head is None:
+                    self._sent_one(item, await self._fire(item.key, item.entry, item.path, due, now), sent)
+                    handled.append(item)
+                    continue
+                if fast & 31 == 0:  # the clock, and firedAt's bytes, every 32 fires (well within 1 ms)
+                    if observed:
+                        observe(fired_at - due, observed)
+                    fired_at, observed = clock(), 0
+                    zz = zigzag_long(fired_at)
+                fast += 1
+                observed += 1
+                value = item.head + zz + item.tail  # type: ignore[operator]
+                if self._send_batch is not None:
+                    grouped.setdefault(item.entry.topic, []).append((item, value))
+                    continue
+                topic = item.entry.topic
+                self._sent_one(
+                    item, _Sent(await self._send(topic, item.key, value), topic, item.key, value), sent
+                )
+                handled.append(item)
+            if observed:
+                observe(fired_at - due, observed)
+            for topic, group in grouped.items():
+                await self._send_group(topic, group, sent, handled)
+        except Exception as exc:
+            done = {id(item) for item in handled}
+            raise _SendFailed([item for item in items if id(item) not in done], exc) from exc
+
+    async def _send_group(
+        self,
+        topic: str,
+        group: list[tuple[_Staged, bytes]],
+        sent: dict[int, tuple[_Partition, list[_Sent]]],
+        handled: list[_Staged],
+    ) -> None:
+        """One topic's FiredTasks of an instant, as whole batches (one by one while the topic is unknown)."""
+        count = None if self._partition_count is None else self._partition_count(topic)
+        if count is None or self._send_batch is None:
+            for item, value in group:
+                self._sent_one(
+                    item, _Sent(await self._send(topic, item.key, value), topic, item.key, value), sent
+                )
+                handled.append(item)
+            return
+        records = []
+        for item, value in group:
+            cached = item.entry.kafka_partition
+            if cached is None or cached[0] != count:
+                cached = item.entry.kafka_partition = (count, kafka_partition(item.key, count))
+            records.append((item.key, value, cached[1]))
+        futures = await self._send_batch(topic, records)
+        for (item, value), future in zip(group, futures, strict=True):
+            self._sent_one(item, _Sent(future, topic, item.key, value), sent)
+            handled.append(item)
+
+    @staticmethod
+    def _sent_one(item: _Staged, one: _Sent, sent: dict[int, tuple[_Partition, list[_Sent]]]) -> None:
+        part = item.part
+        if item.final and (live := part.live.get(item.key)) and live.get(item.path) == item.seq:
+            live.pop(item.path, None)
+        bucket = sent.get(item.partition)
+        if bucket is None:
+            bucket = sent[item.partition] = (part, [])
+        bucket[1].append(one)
+
+    def _record(self, unit: TimeUnit, sent: dict[int, tuple[_Partition, list[_Sent]]], tick_ms: int) -> None:
+        for part, futures in sent.values():
+            self.stats.fires_by_unit[unit] += len(futures)
+            part.inflight[unit].append((tick_ms, futures))
+            if tick_ms > part.high.get(unit, tick_ms - 1):
+                part.high[unit] = tick_ms
+        sent.clear()
+
+    def _compile_loaded(self, part: _Partition, partition: int, key: bytes) -> _Compiled | None:
+        """A schedule not compiled yet (should not happen: assign and upsert compile): read it from the table."""
+        state = self._load(partition, key)
+        if state is None or not state.schedule.enabled:
+            return None
+        entry = part.compiled[key] = compile_schedule(state, key)
+        return entry
+
+    def _earliest(self, unit: TimeUnit) -> int | None:
+        dues = [part.heaps[unit][0][0] for part in self._parts.values() if part.heaps[unit]]
+        return min(dues) if dues else None
+
+    async def run_timer(self, unit: TimeUnit, idle_s: float = 1.0) -> None:
+        """One timer per time unit: prepare what comes due within STAGE_AHEAD_MS, fire it when it is due."""
+        wakeup = self._wakeup[unit]
+        staged, _ = self._staged[unit]  # the heap of staged dues
+        while True:
+            now = self._clock()
+            self._look_at_clock(now)
+            try:
+                if (
+                    staged
+                    and staged[0] <= now
+                    or ((earliest := self._earliest(unit)) is not None and earliest <= now)
+                ):
+                    await self._stage(unit, now, None)  # whatever is due and not staged yet, first
+                    await self._emit(unit, now)
+                    continue
+                if earliest is not None and earliest <= now + STAGE_AHEAD_MS:
+                    await self._stage(unit, now + STAGE_AHEAD_MS, STAGE_CHUNK)
+                    await asyncio.sleep(0)  # let the rest of the worker run between chunks
+                    continue
+            except Exception:  # a fire must never kill the timer
+                log.exception("punctuator tick for %s failed", unit.value)
+                await asyncio.sleep(0.1)
+                continue
+            self._planned_wake[unit] = earliest
+            wakeup.clear()
+            wake_at = [staged[0]] if staged else []
+            if earliest is not None:
+                wake_at.append(earliest - STAGE_AHEAD_MS)
+            timeout = idle_s if not wake_at else max(0.0, min(idle_s, (min(wake_at) - now) / 1000))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wakeup.wait(), timeout)
+
+    # --- progress -----------------------------------------------------------------------------------
+
+    async def flush_progress(self) -> None:
+        """Persist, per partition and unit, the latest tick whose fires have all been acknowledged.
+
+        A fire the producer gave up on is sent again; the watermark waits for it.
+        """
+        for partition, part in list(self._parts.items()):
+            for unit, inflight in part.inflight.items():
+                acked: int | None = None
+                while inflight and all(s.future.done() for s in inflight[0][1]):
+                    tick_ms, sent = inflight[0]
+                    failed = [s for s in sent if s.future.cancelled() or s.future.exception() is not None]
+                    if failed:
+                        self.stats.failed_sends += len(failed)
+                        log.warning(
+                            "resending %d unacknowledged fires of partition %d", len(failed), partition
+                        )
+                        inflight[0] = (tick_ms, [await self._resend(s) for s in failed])
+                        break
+                    inflight.popleft()
+                    acked = tick_ms
+                if acked is not None and acked > part.saved.get(unit, -1):
+                    part.saved[unit] = acked
+                    self._save_progress(partition, unit, acked)
+
+    async def drain(self, timeout_s: float = 5.0) -> None:
+        """Wait (bounded) until every fire produced so far is acknowledged, then persist the watermarks:
+        a clean handover then gives the next owner nothing to repeat."""
+        pending = [
+            s.future
+            for part in self._parts.values()
+            for q in part.inflight.values()
+            for _, sent in q
+            for s in sent
+        ]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout_s)
+        await self.flush_progress()
+
+    async def _resend(self, sent: _Sent) -> _Sent:
+        return _Sent(await self._send(sent.topic, sent.key, sent.value), sent.topic, sent.key, sent.value)
+
+    async def run_progress(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self.flush_progress()
+            except Exception:
+                log.exception("saving fire progress failed")

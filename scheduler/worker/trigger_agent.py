@@ -1,0 +1,152 @@
+"""The trigger agent: on the schedule's partition, applies trigger-fired messages (from events and from
+the punctuator's time triggers) to the schedule's trigger progress, and creates a job on the job queue of
+the schedule's program when the trigger tree is satisfied.
+
+Replays are harmless: progress remembers, per source (an events partition, a time trigger), the last
+position it applied, and a job's id comes from (schedule, version, job sequence) or (schedule, due time).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scheduler.domain.events import InvalidEvent, parse
+from scheduler.domain.jobs import Job
+from scheduler.domain.model import CompositeTrigger, ElapsedTrigger, ScheduleState, job_id, trigger_leaves
+from scheduler.domain.triggers.progress import TriggerProgress, apply, elapsed_due, reset, satisfied
+from scheduler.wire.codec import decode_json, decode_state, encode_json
+from scheduler.wire.messages import JobTriggered, TriggerFired, encode_job_queue_message
+from scheduler.worker.event_routing import notification_from_json
+
+if TYPE_CHECKING:
+    from faust.types import EventT
+
+    from scheduler.worker.ports import Outbox, TriggerPort
+
+log = logging.getLogger(__name__)
+
+
+def job_arguments(state: ScheduleState, events: list[dict[str, Any]]) -> dict[str, str]:
+    """Runtime arguments: the schedule's properties, then what the triggering events said."""
+    args = dict(state.schedule.data)
+    if events:
+        last = events[-1]
+        args["trigger.eventType"] = str(last.get("eventType", "time"))
+        for k, v in (last.get("payload") or {}).items():
+            args[f"trigger.{k}"] = str(v)
+        args["trigger.events"] = str(len(events))
+    return args
+
+
+def new_job(
+    state: ScheduleState, jid: str, arguments: dict[str, str], now: int, events: list[dict[str, Any]]
+) -> Job:
+    """A job of the schedule's program, carrying its constraints and timeout."""
+    s = state.schedule
+    assert s.program is not None
+    return Job(
+        job_id=jid,
+        schedule=s.key.id,
+        version=state.version,
+        program=s.program.id,
+        topic=s.topic,
+        arguments=arguments,
+        triggered_at=now,
+        constraints=s.constraints,
+        timeout=s.timeout,
+        events=events,
+    )
+
+
+async def submit_job(worker: Outbox, state: ScheduleState, job: Job) -> None:
+    """Put the job on its program's (or concurrency group's) queue."""
+    await worker.send_keyed(
+        worker.settings.jobs_topic,
+        state.schedule.queue_key.encode(),
+        encode_job_queue_message(JobTriggered(job.to_json())),
+    )
+
+
+class TriggerAgent:
+    def __init__(self, worker: TriggerPort) -> None:
+        self.worker = worker
+
+    def load_progress(self, key: bytes, state: ScheduleState) -> TriggerProgress:
+        raw = self.worker.trigger_progress.get(key)
+        progress = TriggerProgress.from_json(decode_json(raw)) if raw is not None else None
+        if progress is None or progress.version != state.version:
+            return TriggerProgress(state.version)  # an update (or enable) starts from zero
+        return progress
+
+    async def agent(self, stream: Any) -> None:
+        async for event in stream.events():
+            try:
+                await self._handle(event)
+            except Exception as exc:
+                log.exception("unexpected error handling a trigger")
+                await self.worker.dead_letter(event, f"internal error: {type(exc).__name__}: {exc}")
+
+    async def _handle(self, event: EventT) -> None:
+        worker = self.worker
+        fired = TriggerFired.decode(event.message.value)
+        key = fired.schedule_key
+        raw = worker.schedule_bytes(event.message.partition, key)
+        state = decode_state(raw) if raw is not None else None
+        if state is None or not state.schedule.enabled or state.version != fired.version:
+            worker.counts.events["triggersIgnored"] += 1  # deleted, disabled or updated since
+            return
+        progress = self.load_progress(key, state)
+        if progress.seen(fired.source, fired.position):
+            return
+        progress.mark(fired.source, fired.position)
+        if fired.event is not None:
+            notification = notification_from_json(fired.event)
+            try:
+                parsed = parse(notification)
+            except InvalidEvent:
+                return
+            summary = fired.event
+        else:
+            parsed, summary = None, {"eventType": "time", "payload": {"due": str(fired.due)}}
+        now = worker.clock()
+        apply(
+            state.schedule.trigger,
+            progress,
+            fired.path,
+            parsed,
+            summary,
+            now=now,
+            due=fired.due,
+            active_since=state.active_since,
+        )
+        if satisfied(state.schedule.trigger, progress):
+            s = state.schedule
+            assert s.program is not None
+            if parsed is None and fired.path == "0":
+                assert fired.due is not None
+                jid = job_id(s.key, fired.due)  # a plain time schedule: one job per due instant
+            else:
+                jid = f"{s.key.id}#v{state.version}.{progress.seq + 1}"
+            job = new_job(state, jid, job_arguments(state, progress.events), now, list(progress.events))
+            reset(progress, now)
+            await submit_job(worker, state, job)
+        worker.trigger_progress[key] = encode_json(progress.to_json())
+        self.arm_elapsed(event.message.partition, key, state, progress)
+
+    def arm_elapsed(
+        self, partition: int, key: bytes, state: ScheduleState, progress: TriggerProgress | None = None
+    ) -> None:
+        """Tell the punctuator when each elapsed trigger of the schedule comes due now."""
+        if not isinstance(state.schedule.trigger, ElapsedTrigger | CompositeTrigger):
+            return  # (the common case, without the walk)
+        leaves = [(p, t) for p, t in trigger_leaves(state.schedule.trigger) if isinstance(t, ElapsedTrigger)]
+        if not leaves or not state.schedule.enabled:
+            return
+        if progress is None:
+            progress = self.load_progress(key, state)
+        for path, leaf in leaves:
+            lp = progress.leaves.get(path)
+            due = elapsed_due(leaf, progress, path, state.active_since)
+            if due is not None and not (lp is not None and lp.fired):
+                self.worker.punctuator.arm(partition, key, path, due)
