@@ -31,6 +31,9 @@ _UNIT_MS = {
 }
 
 
+#: the longest span any setting takes (catch-up window, elapsed trigger, delay, last run, pending timeout)
+MAX_SPAN_MS = 7 * 86_400_000
+
 #: the concurrency group names validation takes, defined once (the HTTP models and OpenAPI use it too)
 GROUP_PATTERN = r"[A-Za-z0-9._-]{1,128}"
 

@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import Field
 
-from scheduler.domain.basics import GROUP_PATTERN, InvalidSchedule, TimeUnit
+from scheduler.domain.basics import GROUP_PATTERN, MAX_SPAN_MS, InvalidSchedule, TimeUnit
 from scheduler.domain.triggers.kinds import In
 
 
@@ -37,7 +37,8 @@ class TimeoutAction(StrEnum):
 ACTIVE_STATUSES = frozenset({"PENDING", "STARTING", "RUNNING", "SUSPENDED", "RESUMING", "STOPPING"})
 TERMINAL_STATUSES = frozenset({"COMPLETED", "FAILED", "KILLED"})
 MAX_RECENT_STARTS = 1_000
-MAX_CONSTRAINT_VALUE = 7 * 86_400_000
+MAX_CONSTRAINT_VALUE = MAX_SPAN_MS
+MAX_RUNS_AT_ONCE = 100_000  # concurrency and rate limits
 #: every constraint kind by its Avro record's full name (filled as the classes are defined)
 CONSTRAINT_KINDS: dict[str, type[Constraint]] = {}
 #: and by its JSON `type`
@@ -134,7 +135,7 @@ class Constraint(ABC):
 
 class ConcurrencyIn(In):
     type: Literal["concurrency"]
-    maxRuns: int = Field(ge=1, le=100_000)
+    maxRuns: int = Field(ge=1, le=MAX_RUNS_AT_ONCE)
     onUnmet: UnmetAction = UnmetAction.WAIT
     group: str | None = Field(None, pattern=f"^{GROUP_PATTERN}$")
 
@@ -160,7 +161,7 @@ class LastRunIn(In):
 
 class RateIn(In):
     type: Literal["rate"]
-    maxRuns: int = Field(ge=1, le=100_000)
+    maxRuns: int = Field(ge=1, le=MAX_RUNS_AT_ONCE)
     unit: TimeUnit
     onUnmet: UnmetAction = UnmetAction.WAIT
 

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 # defined in basics and in the trigger kinds (which the records import), and imported from here as ever
 from scheduler.domain.basics import DATASET_RE as DATASET_RE
 from scheduler.domain.basics import GROUP_PATTERN as GROUP_PATTERN
+from scheduler.domain.basics import MAX_SPAN_MS, clean_text
 from scheduler.domain.basics import CatchUpPolicy as CatchUpPolicy
 from scheduler.domain.basics import InvalidSchedule as InvalidSchedule
 from scheduler.domain.basics import ProgramId as ProgramId
 from scheduler.domain.basics import ProgramOutcome as ProgramOutcome
 from scheduler.domain.basics import TimeUnit as TimeUnit
-from scheduler.domain.basics import clean_text
 from scheduler.domain.basics import validate_dataset as validate_dataset
 from scheduler.domain.triggers.kinds import MAX_CRON_LEN as MAX_CRON_LEN
 from scheduler.domain.triggers.kinds import MAX_FREQUENCY_TIME as MAX_FREQUENCY_TIME
@@ -66,7 +66,7 @@ MAX_TENANT_LEN = 128
 MAX_NAME_LEN = 256
 MAX_DATA_ENTRIES = 256
 MAX_DATA_BYTES = 64 * 1024
-MAX_CATCH_UP_WINDOW_MS = 7 * 86_400_000
+MAX_CATCH_UP_WINDOW_MS = MAX_SPAN_MS
 #: the patterns validation applies, defined once (the HTTP models and the OpenAPI document use them too)
 TOPIC_PATTERN = r"[A-Za-z0-9._-]{1,249}"
 _TOPIC_RE = re.compile(TOPIC_PATTERN, re.ASCII)

@@ -21,6 +21,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from scheduler.domain.basics import (
+    MAX_SPAN_MS,
     InvalidSchedule,
     ProgramId,
     ProgramOutcome,
@@ -34,7 +35,7 @@ from scheduler.domain.triggers.base import TimeTrigger
 MAX_FREQUENCY_TIME = 1_000_000_000
 MAX_CRON_LEN = 256  # parsing cost grows with the expression; real ones are far shorter
 MAX_TIMEZONE_LEN = 64  # the longest IANA zone name has 32 characters
-MAX_ELAPSED_MS = 7 * 86_400_000
+MAX_ELAPSED_MS = MAX_SPAN_MS
 MAX_AMOUNT = 2**62  # partitions, bytes, runs a trigger may wait for
 MAX_RUNS = 1_000  # runs a repeated program trigger may wait for (its progress holds their ids)
 LONG_MAX = 2**63 - 1  # Avro long: what validation accepts must encode
@@ -494,7 +495,7 @@ class ProgramStatusTriggerIn(In):
     type: Literal["programStatus"]
     program: ProgramField
     on: list[ProgramOutcome] = Field(
-        default_factory=lambda: [ProgramOutcome.SUCCEEDED], min_length=1, max_length=4
+        default_factory=lambda: [ProgramOutcome.SUCCEEDED], min_length=1, max_length=len(ProgramOutcome)
     )
 
 
@@ -568,7 +569,7 @@ class ProgramRunsTriggerIn(In):
     program: ProgramField
     runs: int = Field(ge=1, le=MAX_RUNS)
     on: list[ProgramOutcome] = Field(
-        default_factory=lambda: [ProgramOutcome.SUCCEEDED], min_length=1, max_length=4
+        default_factory=lambda: [ProgramOutcome.SUCCEEDED], min_length=1, max_length=len(ProgramOutcome)
     )
 
 
