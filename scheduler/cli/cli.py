@@ -294,7 +294,6 @@ def _accepted(answer: Any, what: str) -> str:
 
 async def cmd_schedules_create(client: Client, args: argparse.Namespace) -> int:
     from scheduler.cli.client import (
-        ProgressLine,
         UsageError,
         load_document,
         objects_of,
@@ -302,6 +301,7 @@ async def cmd_schedules_create(client: Client, args: argparse.Namespace) -> int:
         schedule_label,
         validate_locally,
     )
+    from scheduler.cli.render import ProgressLine
 
     if args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
@@ -354,7 +354,7 @@ async def cmd_schedules_create(client: Client, args: argparse.Namespace) -> int:
 
 
 async def cmd_schedules_list(client: Client, args: argparse.Namespace) -> None:
-    from scheduler.cli.client import iso, table, trigger_summary
+    from scheduler.cli.render import iso, table, trigger_summary
 
     answer = await client.schedules(args.tenant, args.limit)
     schedules = answer["schedules"]
@@ -374,7 +374,8 @@ async def cmd_schedules_list(client: Client, args: argparse.Namespace) -> None:
 
 
 async def cmd_schedules_get(client: Client, args: argparse.Namespace) -> None:
-    from scheduler.cli.client import fields_table, parse_schedule_ref
+    from scheduler.cli.client import parse_schedule_ref
+    from scheduler.cli.render import fields_table
 
     answer = await client.schedule(*parse_schedule_ref(args.schedule))
     times = ("createdAt", "updatedAt", "activeSince", "nextFireAt")
@@ -431,7 +432,8 @@ def _schedule_action(action: str) -> ClientCommand:
 
 
 async def cmd_schedules_next(client: Client, args: argparse.Namespace) -> None:
-    from scheduler.cli.client import UsageError, iso, parse_schedule_ref, table
+    from scheduler.cli.client import UsageError, parse_schedule_ref
+    from scheduler.cli.render import iso, table
 
     if args.n < 1:
         raise UsageError("-n must be at least 1")
@@ -458,7 +460,8 @@ async def cmd_schedules_run(client: Client, args: argparse.Namespace) -> None:
 
 
 async def cmd_schedules_backfill(client: Client, args: argparse.Namespace) -> None:
-    from scheduler.cli.client import UsageError, iso, parse_instant, parse_schedule_ref
+    from scheduler.cli.client import UsageError, parse_instant, parse_schedule_ref
+    from scheduler.cli.render import iso
 
     tenant, name = parse_schedule_ref(args.schedule)
     start, end = parse_instant(args.from_), parse_instant(args.to)
@@ -473,7 +476,7 @@ async def cmd_schedules_backfill(client: Client, args: argparse.Namespace) -> No
 
 
 async def cmd_jobs_list(client: Client, args: argparse.Namespace) -> None:
-    from scheduler.cli.client import iso, table
+    from scheduler.cli.render import iso, table
 
     answer = await client.jobs(schedule=args.schedule, program=args.program, state=args.state)
     jobs, recent = answer.get("jobs", []), answer.get("recent", [])
@@ -507,7 +510,8 @@ async def cmd_jobs_why(client: Client, args: argparse.Namespace) -> None:
     """Why a schedule's program has not launched: its trigger's progress and its pending jobs, in words."""
     import time
 
-    from scheduler.cli.client import explain_job, explain_trigger, iso, parse_schedule_ref
+    from scheduler.cli.client import parse_schedule_ref
+    from scheduler.cli.render import explain_job, explain_trigger, iso
 
     tenant, name = parse_schedule_ref(args.schedule)
     key = f"{tenant}/{name}"
@@ -551,7 +555,8 @@ async def cmd_jobs_why(client: Client, args: argparse.Namespace) -> None:
 
 
 async def cmd_runs_list(client: Client, args: argparse.Namespace) -> None:
-    from scheduler.cli.client import iso, parse_program, table
+    from scheduler.cli.client import parse_program
+    from scheduler.cli.render import iso, table
 
     answer = await client.runs(parse_program(args.program), args.status)
     rows = [
@@ -571,7 +576,8 @@ async def cmd_runs_list(client: Client, args: argparse.Namespace) -> None:
 
 
 async def cmd_runs_status(client: Client, args: argparse.Namespace) -> None:
-    from scheduler.cli.client import iso, parse_program
+    from scheduler.cli.client import parse_program
+    from scheduler.cli.render import iso
 
     answer = await client.program_status(parse_program(args.program))
     lines = [f"{args.program}: {answer['status']}"]
@@ -597,13 +603,12 @@ async def cmd_events_publish(client: Client, args: argparse.Namespace) -> None:
     from scheduler.cli.client import (
         ApiError,
         UsageError,
-        iso,
         load_document,
         objects_of,
         parse_instant,
         parse_payload,
-        table,
     )
+    from scheduler.cli.render import iso, table
 
     if args.file and (args.type or args.payload):
         raise UsageError("give either TYPE key=value... or -f FILE, not both")

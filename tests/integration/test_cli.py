@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 import pytest
 import yaml
 
-from scheduler.cli.client import iso
+from scheduler.cli.render import iso
 from tests.conftest import Broker
 from tests.helpers import Api, TopicReader, WorkerProcess, fires_of
 

@@ -15,11 +15,6 @@ from scheduler.cli.client import (
     ApiError,
     Client,
     UsageError,
-    duration,
-    explain_job,
-    explain_trigger,
-    fields_table,
-    iso,
     load_document,
     objects_of,
     parse_instant,
@@ -27,9 +22,16 @@ from scheduler.cli.client import (
     parse_program,
     parse_schedule_ref,
     schedule_body,
+    validate_locally,
+)
+from scheduler.cli.render import (
+    duration,
+    explain_job,
+    explain_trigger,
+    fields_table,
+    iso,
     table,
     trigger_summary,
-    validate_locally,
 )
 from scheduler.domain.events import DataEvent, ProgramStatusEvent
 from scheduler.domain.model import ProgramId, Schedule, ScheduleKey, ScheduleState
