@@ -201,7 +201,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """A failed test that started workers shows the end of each worker's log next to the failure."""
     report = yield
-    started = getattr(item, "funcargs", {}).get("workers") or []
+    funcargs = getattr(item, "funcargs", {})
+    started = list(funcargs.get("workers") or [])
+    # a worker a fixture shares between tests (test_cli's shared_worker) shows its log too
+    started += [w for w in funcargs.values() if isinstance(w, WorkerProcess) and w not in started]
     if report.failed and report.when == "call":
         for i, w in enumerate(started):
             report.sections.append((f"worker {i} log (last 80 lines)", w.log_tail(80)))

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from scheduler.domain.model import InvalidSchedule
+from scheduler.launcher import launcher
 from scheduler.launcher.launcher import (
     MAX_STARTED_REMEMBERED,
     LauncherJournal,
-    launcher,
     program_key_bytes,
     stop_request,
 )
