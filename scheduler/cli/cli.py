@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import importlib
 import json
 import os
 import shutil
@@ -798,7 +799,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--data-dir", type=Path, default=Path("data/demo"))
     p.add_argument("--timeout", type=float, default=600)
-    p.set_defaults(func=lambda a: sys.exit(__import__("scheduler.cli.demo").demo.main(a.data_dir, a.timeout)))
+    p.set_defaults(
+        func=lambda a: sys.exit(importlib.import_module("scheduler.cli.demo").main(a.data_dir, a.timeout))
+    )
 
     p = sub.add_parser(
         "report", help="run analytics on Spark: per schedule runs, success, latency, wasted runs"
@@ -807,7 +810,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--url", default="http://127.0.0.1:6066", help="the scheduler's HTTP API")
     p.add_argument("--out", type=Path, default=Path("data/reports"))
     p.set_defaults(
-        func=lambda a: __import__("scheduler.cli.analytics").analytics.main(
+        func=lambda a: importlib.import_module("scheduler.cli.analytics").main(
             a.url, _settings(a).bootstrap_servers, _settings(a).events_topic, a.out
         )
     )
