@@ -2,7 +2,7 @@
 `scheduler.cli.analytics:report_program`).
 
 The sink exports the run history (run records from the scheduler's HTTP API) and the data events (partition
-events from the events topic) as Parquet datasets `scheduler.domain.runs` and `scheduler.data_events`; a PySpark
+events from the events topic) as Parquet datasets `scheduler.runs` and `scheduler.data_events`; a PySpark
 job then reports per schedule: runs, success rate, trigger-to-start latency, due-to-launch lateness of
 time-triggered runs, and runs that found no new data — time-triggered runs of a schedule that names its
 input datasets (`inputs` in its data, comma-separated) when none of them got a partition since the
@@ -106,7 +106,7 @@ def export(
     event_schema = StructType([StructField("dataset", StringType()), StructField("at", LongType())])
     spark.createDataFrame([[r[f] for f in RUN_FIELDS] for r in runs], run_schema).write.mode(
         "overwrite"
-    ).parquet(str(dataset_path("scheduler.domain.runs", root)))
+    ).parquet(str(dataset_path("scheduler.runs", root)))
     spark.createDataFrame([[e["dataset"], e["at"]] for e in events], event_schema).write.mode(
         "overwrite"
     ).parquet(str(dataset_path("scheduler.data_events", root)))
@@ -117,7 +117,7 @@ def analyse(spark: Any, root: Path | None = None) -> list[dict[str, Any]]:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    runs = spark.read.parquet(str(dataset_path("scheduler.domain.runs", root)))
+    runs = spark.read.parquet(str(dataset_path("scheduler.runs", root)))
     events = spark.read.parquet(str(dataset_path("scheduler.data_events", root)))
     ordered = Window.partitionBy("schedule").orderBy("created_at")
     runs = runs.withColumn("previous_at", F.lag("created_at").over(ordered))
