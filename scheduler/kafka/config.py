@@ -49,6 +49,9 @@ ENV_VARS = {
     "SCHEDULER_AUTH_TOKENS": "auth_tokens",
     "SCHEDULER_LOG_FORMAT": "log_format",
     "SCHEDULER_MAX_SCHEDULES_PER_TENANT": "max_schedules_per_tenant",
+    "SCHEDULER_TRANSACTIONS": "transactions",
+    "SCHEDULER_COMMIT_INTERVAL_MS": "commit_interval_ms",
+    "SCHEDULER_REQUEST_TIMEOUT_MS": "request_timeout_ms",
 }
 
 
@@ -83,6 +86,13 @@ class Settings(BaseModel):
     auth_tokens: str = ""
     log_format: Literal["text", "json"] = "text"
     max_schedules_per_tenant: int = Field(100_000, ge=1)
+    # Kafka transactions per partition (exactly-once fires and schedule writes, zombies fenced): "auto" is
+    # on with the kafka profile and off with tansu, which has no transactions
+    transactions: Literal["auto", "on", "off"] = "auto"
+    # the least time between two commits of a partition's transaction (0: as soon as the last one ended)
+    commit_interval_ms: int = Field(0, ge=0, le=60_000)
+    # an HTTP write's deadline when its request names none: a command applied later is refused
+    request_timeout_ms: int = Field(30_000, ge=100, le=3_600_000)
 
     def model_post_init(self, _context: Any) -> None:
         if not self.commands_topic:
@@ -97,6 +107,15 @@ class Settings(BaseModel):
             self.events_topic = f"{self.app_id}-events"
         if not self.dead_letter_topic:
             self.dead_letter_topic = f"{self.app_id}-dead-letters"
+
+    @property
+    def transactional(self) -> bool:
+        """Whether the worker produces in transactions (see scheduler.kafka.transactions)."""
+        if self.transactions == "auto":
+            return self.broker_profile == "kafka"
+        if self.transactions == "on" and self.broker_profile == "tansu":
+            raise ValueError("SCHEDULER_TRANSACTIONS=on needs Apache Kafka: the tansu profile has none")
+        return self.transactions == "on"
 
     @property
     def index_topic(self) -> str:
@@ -208,6 +227,70 @@ async def tansu_end_offsets(
     return ends
 
 
+#: how far back from a partition's end visible_ends first looks for its last record (then 8x further each time)
+VISIBLE_LOOKBACK = 64
+
+
+async def visible_ends(
+    bootstrap_servers: Any, reported: Mapping[Any, int], timeout_s: float = 10.0
+) -> dict[Any, int]:
+    """For a read_committed consumer: one past the last record it can receive, per partition.
+
+    The end a read_committed consumer is told (the last stable offset) is one past the last transaction
+    marker of a transactional partition, and no consumer ever receives a marker: Faust's recovery, which
+    reads a changelog until it has seen the record at end - 1, would wait for ever (faust-streaming's own
+    exactly-once mode gives up after two 5 s timeouts). Read each partition's tail instead, further back
+    while all it holds is markers and aborted records; a partition with nothing visible ends at 0."""
+    import aiokafka
+
+    ends = {tp: end for tp, end in reported.items() if end is not None}
+    todo = {tp: end for tp, end in ends.items() if end > 0}
+    if not todo:
+        return ends
+    reader = aiokafka.AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+    )
+    await reader.start()
+    try:
+        reader.assign(list(todo))
+        begins = await reader.beginning_offsets(list(todo))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        lookback = VISIBLE_LOOKBACK
+        while todo and loop.time() < deadline:
+            starts = {tp: max(begins.get(tp, 0), end - lookback) for tp, end in todo.items()}
+            for tp, start in starts.items():
+                reader.seek(tp, start)
+            last: dict[Any, int] = {}
+            reading = set(todo)
+            while reading and loop.time() < deadline:
+                batches = await reader.getmany(*reading, timeout_ms=200)
+                for tp, records in batches.items():
+                    if records:
+                        last[tp] = max(last.get(tp, -1), records[-1].offset)
+                for tp in list(reading):
+                    if await reader.position(tp) >= todo[tp]:
+                        reading.discard(tp)
+            for tp in list(todo):
+                if tp in reading:
+                    continue
+                if tp in last:
+                    ends[tp] = last[tp] + 1
+                elif starts[tp] <= begins.get(tp, 0):
+                    ends[tp] = 0  # nothing visible at all
+                else:
+                    continue  # only markers and aborted records in the tail: look further back
+                del todo[tp]
+            lookback *= 8
+        if todo:
+            log.warning("no visible end for %d partitions within %.0fs", len(todo), timeout_s)
+    finally:
+        await reader.stop()
+    return ends
+
+
 def recovery_fetch(lags: Mapping[str, int | None]) -> bool:
     """A fetch that restores a table: a partition of some changelog is more than TANSU_RESTORE_LAG records
     behind its end (lags: topic -> the most any of its partitions is behind, None when not known yet)."""
@@ -305,12 +388,16 @@ def apply_transport_fixes() -> None:
 
 
 def consumer_options(profile: BrokerProfile) -> dict[str, Any]:
-    """What a consumer the worker creates itself (not through Faust) needs for the broker."""
-    return {"fetch_max_wait_ms": TANSU_FETCH_MAX_WAIT_MS} if profile == "tansu" else {}
+    """What a consumer the worker, the launcher or the CLI creates itself (not through Faust) needs for
+    the broker: on Kafka it reads committed records only (transactions), on Tansu it polls often."""
+    if profile == "tansu":
+        return {"fetch_max_wait_ms": TANSU_FETCH_MAX_WAIT_MS}
+    return {"isolation_level": "read_committed"}
 
 
-def apply_consumer_profile(profile: BrokerProfile) -> None:
-    """Process-wide: the consumers Faust creates get the profile's fetching.
+def apply_consumer_profile(profile: BrokerProfile, read_committed: bool = False) -> None:
+    """Process-wide: the consumers Faust creates get the profile's fetching (and, with transactions,
+    read only what was committed: see visible_ends for the end offsets that needs).
 
     On every broker: aiokafka fetches nothing from a node while records of any partition it leads wait in
     its buffer, for up to its prefetch backoff (100 ms, not configurable). With one broker (or a few)
@@ -330,13 +417,17 @@ def apply_consumer_profile(profile: BrokerProfile) -> None:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             if tansu:
                 kwargs["fetch_max_wait_ms"] = TANSU_FETCH_MAX_WAIT_MS
+            if read_committed:
+                kwargs["isolation_level"] = "read_committed"
             super().__init__(*args, **kwargs)
 
         async def end_offsets(self, partitions: Any) -> Any:
             reported = await super().end_offsets(partitions)
-            if not tansu:
-                return reported
-            return await tansu_end_offsets(self._client._bootstrap_servers, reported)
+            if tansu:
+                return await tansu_end_offsets(self._client._bootstrap_servers, reported)
+            if read_committed:
+                return await visible_ends(self._client._bootstrap_servers, reported)
+            return reported
 
         async def start(self) -> None:
             await super().start()

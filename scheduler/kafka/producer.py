@@ -45,9 +45,14 @@ def _copy_outcome(to: asyncio.Future[object], fut: asyncio.Future[object]) -> No
 
 
 class BatchedProducer:
-    def __init__(self, bootstrap_servers: str, *, linger_ms: int = 2) -> None:
+    def __init__(
+        self, bootstrap_servers: str, *, linger_ms: int = 2, transactional_id: str | None = None
+    ) -> None:
+        """`transactional_id`: a transactional producer (see scheduler.kafka.transactions), which starts by
+        fencing any other producer of that id; None: an idempotent-free producer with acks=all."""
         self._bootstrap = bootstrap_servers
         self._linger_ms = linger_ms
+        self.transactional_id = transactional_id
         self._producer: AIOKafkaProducer | None = None
         self._lock = asyncio.Lock()
         # (topic, partition) -> the task adding its latest batch that could not be added at once
@@ -62,8 +67,19 @@ class BatchedProducer:
                         acks="all",
                         linger_ms=self._linger_ms,
                         max_batch_size=256 * 1024,
+                        **(
+                            {"transactional_id": self.transactional_id, "enable_idempotence": True}
+                            if self.transactional_id is not None
+                            else {}
+                        ),
                     )
-                    await producer.start()
+                    try:
+                        await producer.start()
+                        if self.transactional_id is not None:
+                            await producer._txn_manager.wait_for_pid()  # fenced the previous owner
+                    except BaseException:
+                        await producer.stop()
+                        raise
                     self._producer = producer
         return self._producer
 
@@ -157,10 +173,30 @@ class BatchedProducer:
             return
         fut.add_done_callback(functools.partial(_copy_outcome, delivered))
 
-    async def stop(self) -> None:
+    async def start(self) -> None:
+        await self._started()
+
+    async def settle(self) -> None:
+        """Until every batch held back by _add_batch has been handed to aiokafka (a transaction commits
+        only what aiokafka holds)."""
+        while tails := [t for t in self._tails.values() if not t.done()]:
+            await asyncio.wait(tails)
+
+    @property
+    def kafka_producer(self) -> AIOKafkaProducer:
+        assert self._producer is not None, "not started"
+        return self._producer
+
+    async def stop(self, timeout_s: float | None = None) -> None:
         producer, self._producer = self._producer, None
         if producer is not None:
-            await producer.stop()
+            if timeout_s is None:
+                await producer.stop()
+            else:
+                try:
+                    await asyncio.wait_for(producer.stop(), timeout_s)
+                except Exception:  # a fenced or cut-off producer: what it held is aborted anyway
+                    log.debug("producer %s did not stop cleanly", self.transactional_id, exc_info=True)
 
 
 #: how long a created topic may take to reach every broker's metadata before ensure() returns anyway

@@ -5,6 +5,7 @@ punctuator and the HTTP views. Thin: decode, call the pure logic (commands, trig
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 import time
@@ -21,9 +22,11 @@ from scheduler.domain.commands import CommandRejected, apply_command, manual_fir
 from scheduler.domain.model import Action, InvalidSchedule, ScheduleCommand, ScheduleState, TimeUnit
 from scheduler.domain.tenancy import partition_share
 from scheduler.kafka.config import Settings, apply_consumer_profile, apply_transport_fixes, broker_profile
+from scheduler.kafka.group import request_rejoin
 from scheduler.kafka.partitioner import kafka_partition as partition_for
 from scheduler.kafka.producer import BatchedProducer, TopicCreator
 from scheduler.kafka.tables import partition_db, partition_items, raw_table
+from scheduler.kafka.transactions import OWNER, PartitionGone, Transactions
 from scheduler.wire.codec import (
     DecodeError,
     command_from_task_definition,
@@ -40,7 +43,7 @@ from scheduler.wire.codec import (
 from scheduler.wire.dead_letters import dead_letter_record, moved_headers, origin
 from scheduler.worker.counters import WorkerCounts
 from scheduler.worker.event_routing import EventRouting
-from scheduler.worker.ingest import CommandIngest, freeze_long_lived
+from scheduler.worker.ingest import CommandIngest, freeze_long_lived, offset_record
 from scheduler.worker.job_queue import JobQueueAgent
 from scheduler.worker.journal import Journal
 from scheduler.worker.programs import ProgramRegistry
@@ -60,7 +63,7 @@ class Worker:
         self.settings = settings
         self.clock = clock
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        apply_consumer_profile(settings.broker_profile)
+        apply_consumer_profile(settings.broker_profile, read_committed=settings.transactional)
         apply_transport_fixes()
         app = self.faust_app = faust.App(
             settings.app_id,
@@ -112,7 +115,19 @@ class Worker:
             settings.bootstrap_servers, settings.programs_topic, settings.programs_file
         )
         self._tenant_counts: dict[int, Counter[str]] = {}  # partition -> schedules per tenant (lazy)
-        self.producer = BatchedProducer(settings.bootstrap_servers)
+        self.producer = BatchedProducer(settings.bootstrap_servers)  # what is not in a transaction
+        # a transaction per partition (Kafka): what a partition's work produces commits with its progress
+        self.txns = (
+            Transactions(
+                settings.bootstrap_servers,
+                settings.app_id,
+                interval_s=settings.commit_interval_ms / 1000,
+                before_commit=self._before_commit,
+                on_failed=self._partition_failed,
+            )
+            if settings.transactional
+            else None
+        )
         self.topics = TopicCreator(
             settings.bootstrap_servers, settings.partitions, settings.replication_factor
         )
@@ -124,17 +139,20 @@ class Worker:
             self._save_progress,
             clock,
             trigger_topic=settings.trigger_topic,
-            send_batch=self.producer.send_batch,
-            partition_count=self.producer.partition_count,
+            send_batch=self._send_batch,
+            partition_count=self._partition_count,
             # an injected clock (tests) jumps by design: jumps are told only against the real one
             monotonic=monotonic_ms if clock is wall_clock_ms else None,
             stats=self.counts.fires,
+            transactional=self.txns is not None,
+            work=self._work,
         )
         self.routing = EventRouting(self)
         self.triggers = TriggerAgent(self)
         self.jobs = JobQueueAgent(self)
         self._progress_sent: list[Any] = []
-        self._writes: list[tuple[bytes, bytes | None, int]] = []  # schedule changelog records not yet sent
+        # partition -> schedule changelog records not yet sent
+        self._writes: dict[int, list[tuple[bytes, bytes | None, int]]] = {}
         self._unwritten: dict[int, dict[bytes, bytes | None]] = {}  # partition -> writes not in RocksDB yet
         self.ingest = CommandIngest(self)  # the commands topic, a fetch at a time (not a Faust agent)
 
@@ -145,6 +163,8 @@ class Worker:
         app.agent(jobs_topic, name="job-queue-agent")(self.jobs.agent)
         self.schedules.on_recover(self._on_recovered)
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
+        if self.txns is not None:
+            self._start_transactions_before_recovery()
         app.service(_Timers(self))  # type: ignore[arg-type]  # an instance is accepted too
 
     # --- agents ---------------------------------------------------------------------------------
@@ -299,15 +319,55 @@ class Worker:
     def partition_of(self, key: bytes) -> int:
         return partition_for(key, self.settings.partitions)
 
+    async def produce(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes,
+        partition: int | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> asyncio.Future[object]:
+        """Produce a record: in the transaction of the schedule partition whose work this is (OWNER), when
+        there are transactions and the work is a partition's; else outside any. The future resolves when
+        the broker acknowledged the record."""
+        owner = OWNER.get()
+        if self.txns is None or owner is None:
+            return await self.producer.send(topic, key, value, partition=partition, headers=headers)
+        try:
+            return await self.txns.send(owner, topic, key, value, partition, headers)
+        except PartitionGone:
+            raise
+        except Exception as exc:
+            await self.txns.fail(owner, exc)
+            raise PartitionGone(f"partition {owner}: {exc!r}") from exc
+
+    async def _send_batch(
+        self, topic: str, records: list[tuple[bytes, bytes, int]]
+    ) -> list[asyncio.Future[object]]:
+        owner = OWNER.get()
+        if self.txns is None or owner is None:
+            return await self.producer.send_batch(topic, records)
+        try:
+            return await self.txns.send_batch(owner, topic, records)  # type: ignore[arg-type]
+        except PartitionGone:
+            raise
+        except Exception as exc:
+            await self.txns.fail(owner, exc)
+            raise PartitionGone(f"partition {owner}: {exc!r}") from exc
+
+    def _partition_count(self, topic: str) -> int | None:
+        count = self.producer.partition_count(topic)
+        if count is None and self.txns is not None:
+            count = self.txns.partition_count(topic)
+        return count
+
     async def send_keyed(
         self, topic: str, key: bytes, value: bytes, partition: int | None | str = "auto"
     ) -> None:
         """Produce (batched) to a topic co-partitioned with ours, on the partition that owns `key`."""
         if partition == "auto":
             partition = self.partition_of(key)
-        await self.producer.send(
-            topic, key, value, partition=partition if isinstance(partition, int) else None
-        )
+        await self.produce(topic, key, value, partition=partition if isinstance(partition, int) else None)
 
     async def send_command(
         self,
@@ -316,7 +376,7 @@ class Worker:
         headers: list[tuple[str, bytes]] | None = None,
     ) -> None:
         kb = key_bytes(cmd.key)
-        await self.producer.send(
+        await self.produce(
             self.settings.commands_topic,
             kb,
             value if value is not None else encode_command(cmd),
@@ -332,14 +392,14 @@ class Worker:
         log.warning("dead-lettered %s[%d]@%d: %s", msg.topic, where.partition, where.offset, reason)
         key, record = dead_letter_record(msg.topic, where, msg.value, reason, self.clock())
         try:
-            await self.producer.send(self.settings.dead_letter_topic, key, encode("DeadLetter", record))
+            await self.produce(self.settings.dead_letter_topic, key, encode("DeadLetter", record))
         except Exception:  # a dead letter the producer refuses must not take the agent down with it
             log.exception("could not dead-letter %s[%d]@%d", msg.topic, where.partition, where.offset)
 
     # --- punctuator plumbing --------------------------------------------------------------------
 
     async def _send_fire(self, topic: str, key: bytes, value: bytes) -> asyncio.Future[object]:
-        return await self.producer.send(topic, key, value)
+        return await self.produce(topic, key, value)
 
     def _load(self, partition: int, key: bytes) -> ScheduleState | None:
         raw = self.schedule_bytes(partition, key)
@@ -353,9 +413,13 @@ class Worker:
             await asyncio.wait(futures, timeout=timeout_s)
 
     def _save_progress(self, partition: int, unit: TimeUnit, fired_up_to: int) -> None:
+        self.save_progress_record(partition, *self._progress_record(partition, unit, fired_up_to))
+
+    @staticmethod
+    def _progress_record(partition: int, unit: TimeUnit, fired_up_to: int) -> tuple[bytes, bytes]:
         key = f"{partition}:{unit.value}".encode()
         value = encode("FireProgress", {"partition": partition, "unit": unit.value, "firedUpTo": fired_up_to})
-        self.save_progress_record(partition, key, value)
+        return key, value
 
     def save_progress_record(self, partition: int, key: bytes, value: bytes) -> None:
         """A fire-progress table write from outside a Faust event (a timer, the commands ingest): Faust's
@@ -370,12 +434,13 @@ class Worker:
 
     def _write_schedule(self, partition: int, key: bytes, value: bytes | None) -> None:
         """Held until write_local puts it in RocksDB (schedule_bytes reads it meanwhile); the changelog
-        once the fetch is applied (take_writes). None: deleted."""
+        once the fetch is applied (take_writes). None: deleted. With transactions RocksDB gets it only
+        once its transaction committed (stage_commit)."""
         held = self._unwritten.get(partition)
         if held is None:
             held = self._unwritten[partition] = {}
         held[key] = value
-        self._writes.append((key, value, partition))
+        self._writes.setdefault(partition, []).append((key, value, partition))
 
     def schedule_bytes(self, partition: int, key: bytes) -> bytes | None:
         """A schedule's state as stored: held by _write_schedule, else RocksDB's."""
@@ -386,21 +451,31 @@ class Worker:
 
     def write_local(self) -> None:
         """The schedule writes held since the last call into RocksDB, a write batch per partition (~2x
-        cheaper than a put each). The ingest calls it before it lets other tasks run."""
-        held, self._unwritten = self._unwritten, {}
-        for partition, writes in held.items():
-            batch = WriteBatch(raw_mode=True)
-            for key, value in writes.items():
-                if value is None:
-                    batch.delete(key)
-                else:
-                    batch.put(key, value)
-            partition_db(self.schedules, partition).write(batch)
+        cheaper than a put each). The ingest calls it before it lets other tasks run. With transactions,
+        nothing: the writes wait for their commit (stage_commit)."""
+        if self.txns is not None:
+            return
+        for partition in list(self._unwritten):
+            self._write_partition_local(partition)
 
-    def take_writes(self) -> list[tuple[bytes, bytes | None, int]]:
-        """The schedule writes since the last take, for write_changelog."""
-        writes, self._writes = self._writes, []
-        return writes
+    def _write_partition_local(self, partition: int) -> None:
+        writes = self._unwritten.pop(partition, None)
+        if not writes:
+            return
+        batch = WriteBatch(raw_mode=True)
+        for key, value in writes.items():
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        partition_db(self.schedules, partition).write(batch)
+
+    def take_writes(self, partition: int | None = None) -> list[tuple[bytes, bytes | None, int]]:
+        """The schedule writes since the last take (of one partition, or all), for write_changelog."""
+        if partition is not None:
+            return self._writes.pop(partition, [])
+        writes, self._writes = self._writes, {}
+        return [w for ws in writes.values() for w in ws]
 
     async def write_changelog(self, writes: list[tuple[bytes, bytes | None, int]]) -> None:
         """Schedule writes sent to the changelog as whole batches; returns once the broker has them, with
@@ -410,14 +485,87 @@ class Worker:
             return
         topic = self.schedules.changelog_topic.get_topic_name()
         futures = await self.producer.send_batch(topic, writes)  # type: ignore[arg-type]
-        members = Counter(id(f) for f in futures)
-        last: dict[int, int] = {}
-        for fut in {id(f): f for f in futures}.values():
-            meta: Any = await fut
-            end = meta.offset + members[id(fut)] - 1
-            last[meta.partition] = max(last.get(meta.partition, -1), end)
-        for partition, offset in last.items():
+        for partition, offset in (await _last_offsets(futures)).items():
             self.schedules.data.set_persisted_offset(TP(topic, partition), offset)
+
+    async def stage_commit(self, partition: int, next_offset: int) -> None:
+        """Transactions: a fetch of the partition's commands is applied. Its schedule writes and its next
+        offset go into the partition's transaction; RocksDB, the persisted changelog offsets and the stored
+        offset get them once it commits (never before: the local store holds committed state only)."""
+        txns = self.txns
+        assert txns is not None
+        writes = self.take_writes(partition)
+        schedules_topic = self.schedules.changelog_topic.get_topic_name()
+        progress_topic = self.progress.changelog_topic.get_topic_name()
+        key, value = offset_record(partition, next_offset)
+        try:
+            futures = await txns.send_batch(partition, schedules_topic, writes) if writes else []  # type: ignore[arg-type]
+            offset_sent = await txns.send(partition, progress_topic, key, value, partition)
+        except PartitionGone:
+            return
+        except Exception as exc:
+            await txns.fail(partition, exc)
+            return
+
+        def committed() -> None:
+            self._write_partition_local(partition)
+            for p, offset in _done_offsets(futures).items():
+                self.schedules.data.set_persisted_offset(TP(schedules_topic, p), offset)
+            partition_db(self.progress, partition)[key] = value
+            self.progress.data.set_persisted_offset(
+                TP(progress_topic, partition), cast(Any, offset_sent.result()).offset
+            )
+
+        txns.after_commit(partition, committed)
+
+    async def _before_commit(self, partition: int) -> None:
+        """Transactions: the watermarks that cover the fires in the partition's transaction go into it."""
+        txns = self.txns
+        assert txns is not None
+        if partition not in self.punctuator.partitions:
+            return
+        marks = self.punctuator.pending_marks(partition)
+        topic = self.progress.changelog_topic.get_topic_name()
+        records = [self._progress_record(partition, unit, tick) for unit, tick in marks.items()]
+        sent = [await txns.send(partition, topic, k, v, partition) for k, v in records]
+
+        def committed() -> None:
+            self.punctuator.committed(partition, marks)
+            db = partition_db(self.progress, partition)
+            for k, v in records:
+                db[k] = v
+            if sent:
+                offset = max(cast(Any, f.result()).offset for f in sent)
+                self.progress.data.set_persisted_offset(TP(topic, partition), offset)
+
+        txns.after_commit(partition, committed)
+
+    async def _partition_failed(self, partition: int, exc: BaseException, fenced: bool) -> None:
+        """Transactions: the partition's transaction was given up (see kafka.transactions). Drop everything
+        held for it — its heaps, staged fires, held schedule writes, its commands position — and rejoin the
+        group: it comes back (here or elsewhere) from what was committed."""
+        self.counts.events["partitionsFenced" if fenced else "transactionsFailed"] += 1
+        self.punctuator.revoke(partition)
+        self._unwritten.pop(partition, None)
+        self._writes.pop(partition, None)
+        self.ingest.drop(partition)
+        request_rejoin(self.faust_app)
+
+    def _start_transactions_before_recovery(self) -> None:
+        """Start the transactional producers of newly assigned partitions before their tables are
+        restored: each fences the previous owner first, so nothing it still had open can commit after the
+        restore read the changelogs (a paused owner waking up at that moment)."""
+        tables = self.faust_app.tables
+        on_rebalance = tables.on_rebalance
+        txns = self.txns
+        assert txns is not None
+
+        async def start_then_rebalance(*args: Any, **kwargs: Any) -> None:
+            starting = asyncio.ensure_future(txns.assign(self.active_partitions()))
+            await asyncio.wait([starting], timeout=5.0)  # (_on_recovered waits for the rest)
+            await on_rebalance(*args, **kwargs)
+
+        tables.on_rebalance = start_then_rebalance  # type: ignore[method-assign]
 
     def _fired_up_to(self, partition: int) -> dict[TimeUnit, int]:
         db = partition_db(self.progress, partition)
@@ -438,11 +586,16 @@ class Worker:
         for partition in self.punctuator.partitions - active:
             self.punctuator.revoke(partition)
             self.jobs.checker.revoke(partition)
+        if self.txns is not None:
+            for partition in self.txns.partitions - active:
+                await self.txns.revoke([partition])
+            await self.txns.assign(active)  # each fenced its previous owner
         for partition in sorted(active - self.punctuator.partitions):
             started = time.monotonic()
-            await self.punctuator.assign(
-                partition, self.local_states(partition), self._fired_up_to(partition)
-            )
+            async with self._work():
+                await self.punctuator.assign(
+                    partition, self.local_states(partition), self._fired_up_to(partition)
+                )
             self.jobs.checker.assign(partition, self.jobs.local_queues(partition))
             for key, state in self.punctuator.elapsed_schedules(partition):
                 self.triggers.arm_elapsed(partition, key, state)
@@ -455,8 +608,11 @@ class Worker:
         source = self.settings.light_topic  # a topic of Faust's agents, partitioned as the schedules
         partitions = {tp.partition for tp in revoked if tp.topic == source}
         await self.ingest.revoke(partitions)  # its last fetch's writes and offsets are sent
-        await self.punctuator.drain()
-        await self._await_progress_sent()
+        if self.txns is not None:
+            await self.txns.revoke(partitions)  # committed, producers stopped: nothing left open
+        else:
+            await self.punctuator.drain()
+            await self._await_progress_sent()
         for partition in partitions:
             self.punctuator.revoke(partition)
             self.jobs.checker.revoke(partition)
@@ -477,14 +633,38 @@ class Worker:
         """Which worker (web URL) owns which partitions of which changelog, per the last assignment."""
         return dict(cast(Any, self.faust_app.assignor).changelog_distribution)
 
+    def _work(self) -> Any:
+        """A unit of work no commit splits (see kafka.transactions); nothing without transactions."""
+        return self.txns.work() if self.txns is not None else contextlib.nullcontext()
+
     async def stop(self) -> None:
         await self.ingest.stop()
-        await self.punctuator.drain()
-        await self._await_progress_sent()
+        if self.txns is not None:
+            await self.txns.stop()
+        else:
+            await self.punctuator.drain()
+            await self._await_progress_sent()
         await self.producer.stop()
         await self.registry.stop()
         if self.journal is not None:
             self.journal.close()
+
+
+async def _last_offsets(futures: list[asyncio.Future[object]]) -> dict[int, int]:
+    """partition -> the offset of its last record, from send_batch's futures (one per record: its batch's)."""
+    for fut in {id(f): f for f in futures}.values():
+        await fut
+    return _done_offsets(futures)
+
+
+def _done_offsets(futures: list[asyncio.Future[object]]) -> dict[int, int]:
+    members = Counter(id(f) for f in futures)
+    last: dict[int, int] = {}
+    for fut in {id(f): f for f in futures}.values():
+        meta: Any = fut.result()
+        end = meta.offset + members[id(fut)] - 1
+        last[meta.partition] = max(last.get(meta.partition, -1), end)
+    return last
 
 
 class _Timers(Service):
@@ -500,7 +680,11 @@ class _Timers(Service):
         p = self.worker.punctuator
         for unit in TimeUnit:
             self.add_future(p.run_timer(unit))
-        self.add_future(p.run_progress(self.worker.settings.progress_interval_ms / 1000))
+        txns = self.worker.txns
+        if txns is None:
+            self.add_future(p.run_progress(self.worker.settings.progress_interval_ms / 1000))
+        else:
+            self.add_future(txns.run())
         self.add_future(self.worker.jobs.checker.run())
         self.add_future(self.worker.registry.start())
         self.add_future(self.worker.ingest.run())

@@ -29,6 +29,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from scheduler.kafka.config import consumer_options
+from scheduler.kafka.transactions import owned_by
 from scheduler.wire.codec import decode_json, encode_json
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,11 @@ def freeze_long_lived() -> None:
 def offset_key(partition: int) -> bytes:
     """The fire-progress table's key for a partition's next commands offset."""
     return f"{partition}:commands".encode()
+
+
+def offset_record(partition: int, offset: int) -> tuple[bytes, bytes]:
+    """The fire-progress record that stores a partition's next commands offset."""
+    return offset_key(partition), encode_json({"offset": offset})
 
 
 class _Event:
@@ -188,7 +194,27 @@ class CommandIngest:
         freeze_long_lived()
         return True
 
+    def drop(self, partition: int) -> None:
+        """Forget a partition at once, without writing what was applied of it (its transaction was given
+        up: see Worker._partition_failed); it is fetched again from its stored offset once reassigned."""
+        if partition not in self._active:
+            return
+        self._active.discard(partition)
+        self._generation += 1  # a fetch in hand is not applied
+        self._next.pop(partition, None)
+        if self._consumer is not None:
+            remaining = [TopicPartition(self.topic, p) for p in sorted(self._active)]
+            if remaining:
+                self._consumer.assign(remaining)
+                for tp in remaining:
+                    self._consumer.seek(tp, self._next[tp.partition])
+            else:
+                self._consumer.unsubscribe()
+
     async def _apply(self, fetched: dict[TopicPartition, list[Any]]) -> None:
+        if self.worker.txns is not None:
+            await self._apply_in_transactions(fetched)
+            return
         done: list[int] = []
         handled = 0
         for tp, records in fetched.items():
@@ -219,6 +245,26 @@ class CommandIngest:
             if previous is not None and not previous.done() and p in self._active:
                 self._pause(p)  # its changelog is behind by a whole fetch: fetch no more until it catches up
 
+    async def _apply_in_transactions(self, fetched: dict[TopicPartition, list[Any]]) -> None:
+        """With transactions: a fetch of a partition, its schedule writes, its dead letters and its next
+        offset commit together in the partition's transaction (Worker.stage_commit)."""
+        handled = 0
+        async with self.worker.txns.work():
+            for tp, records in fetched.items():
+                p = tp.partition
+                with owned_by(p):
+                    for record in records:
+                        if p not in self._active:  # revoked while fetched, or given up meanwhile
+                            break
+                        await self.handle(record)
+                        self._next[p] = record.offset + 1
+                        handled += 1
+                        self.unfrozen += 1
+                        if handled % YIELD_EVERY == 0:  # the timers and the fetcher run meanwhile
+                            await asyncio.sleep(0)
+                    if p in self._active:
+                        await self.worker.stage_commit(p, self._next[p])
+
     async def _flush(
         self,
         partition: int,
@@ -238,9 +284,7 @@ class CommandIngest:
                 )
                 await asyncio.sleep(1)
         if offset is not None:
-            self.worker.save_progress_record(
-                partition, offset_key(partition), encode_json({"offset": offset})
-            )
+            self.worker.save_progress_record(partition, *offset_record(partition, offset))
 
     def _flush_done(self, partition: int, flush: asyncio.Future[None]) -> None:
         if not flush.cancelled() and flush.exception() is not None:  # (retrieved: never unlogged)

@@ -31,6 +31,7 @@ from scheduler.domain.model import ElapsedTrigger, ScheduleState, TimeUnit, trig
 from scheduler.domain.triggers import plan_catch_up
 from scheduler.domain.triggers.base import TimeTrigger
 from scheduler.kafka.partitioner import kafka_partition
+from scheduler.kafka.transactions import owned_by
 from scheduler.wire.codec import FiredTaskBytes, zigzag_long
 from scheduler.wire.messages import TriggerFired
 from scheduler.worker.counters import FireCounts, count_missed
@@ -159,15 +160,23 @@ class Punctuator:
         partition_count: PartitionCount | None = None,
         monotonic: Clock | None = None,
         stats: FireCounts | None = None,
+        transactional: bool = False,
+        work: Callable[[], contextlib.AbstractAsyncContextManager[None]] | None = None,
     ) -> None:
         """`monotonic`: a clock that never jumps, to tell a jump of `clock` from lateness (None: not told).
-        `stats`: where the fires are counted (the worker's registry, WorkerCounts.fires)."""
+        `stats`: where the fires are counted (the worker's registry, WorkerCounts.fires).
+        `transactional`: each send names its schedule partition (kafka.transactions.owned_by), batches are
+        per partition, and the watermarks commit with the fires (pending_marks, committed), not by
+        flush_progress."""
         self._send = send
         self._send_batch = send_batch
         self._partition_count = partition_count
         self._load = load
         self._save_progress = save_progress
         self._clock = clock
+        self.transactional = transactional
+        # what a tick's staging and emission run inside (Transactions.work: no commit splits a tick)
+        self._work = work or contextlib.nullcontext
         self._trigger_topic = trigger_topic
         self._parts: dict[int, _Partition] = {}
         self._seq = itertools.count()
@@ -215,7 +224,9 @@ class Punctuator:
                     trigger, state.schedule.catch_up, since, now, state.schedule.catch_up_window_ms
                 )
                 for due, missed in plan.fires:
-                    fut = await self._fire(key, entry, path, due, now, missed=missed, catch_up=True)
+                    fut = await self._fire(
+                        partition, key, entry, path, due, now, missed=missed, catch_up=True
+                    )
                     catch_up[trigger.unit].append(fut)
                 count_missed(self.stats.missed, state.schedule.catch_up, plan)
                 if plan.next_due is not None:
@@ -285,6 +296,7 @@ class Punctuator:
 
     async def _fire(
         self,
+        partition: int,
         key: bytes,
         entry: _Compiled,
         path: str,
@@ -318,14 +330,16 @@ class Punctuator:
                 missed=missed,
                 catch_up=catch_up,
             ).encode()
-        return _Sent(await self._send(topic, key, value), topic, key, value)
+        with owned_by(partition):
+            return _Sent(await self._send(topic, key, value), topic, key, value)
 
     async def tick(self, unit: TimeUnit) -> None:
         """Fire every schedule of `unit` due at or before now, in every owned partition."""
         now = self._clock()
         self._look_at_clock(now)
-        await self._stage(unit, now, None)
-        await self._emit(unit, now)
+        async with self._work():
+            await self._stage(unit, now, None)
+            await self._emit(unit, now)
 
     async def _stage(self, unit: TimeUnit, until: int, limit: int | None) -> int:
         """Take up to `limit` (None: all) entries due at or before `until` off the heaps, earliest first:
@@ -411,7 +425,7 @@ class Punctuator:
         s = state.schedule
         plan = plan_catch_up(trigger, s.catch_up, due - 1, now, s.catch_up_window_ms)
         futures = [
-            await self._fire(key, entry, path, d, now, missed=missed, catch_up=True)
+            await self._fire(partition, key, entry, path, d, now, missed=missed, catch_up=True)
             for d, missed in plan.fires
         ]
         count_missed(self.stats.missed, s.catch_up, plan)
@@ -449,7 +463,8 @@ class Punctuator:
         when the producer can, others one by one (_SendFailed holds what is left when a send raised)."""
         parts, clock, observe = self._parts, self._clock, self.stats.lateness.observe
         fired_at, zz, fast, observed = -1, b"", 0, 0
-        grouped: dict[str, list[tuple[_Staged, bytes]]] = {}
+        grouped: dict[tuple[str, int], list[tuple[_Staged, bytes]]] = {}
+        per_partition = self.transactional
         handled: list[_Staged] = []
         try:
             for item in items:
@@ -462,7 +477,8 @@ class Punctuator:
                     handled.append(item)  # changed, re-armed or moved since it was staged: not owed any more
                     continue
                 if item.head is None:
-                    self._sent_one(item, await self._fire(item.key, item.entry, item.path, due, now), sent)
+                    fired = await self._fire(item.partition, item.key, item.entry, item.path, due, now)
+                    self._sent_one(item, fired, sent)
                     handled.append(item)
                     continue
                 if fast & 31 == 0:  # the clock, and firedAt's bytes, every 32 fires (well within 1 ms)
@@ -474,17 +490,19 @@ class Punctuator:
                 observed += 1
                 value = item.head + zz + item.tail  # type: ignore[operator]
                 if self._send_batch is not None:
-                    grouped.setdefault(item.entry.topic, []).append((item, value))
+                    owner = item.partition if per_partition else -1
+                    grouped.setdefault((item.entry.topic, owner), []).append((item, value))
                     continue
                 topic = item.entry.topic
-                self._sent_one(
-                    item, _Sent(await self._send(topic, item.key, value), topic, item.key, value), sent
-                )
+                with owned_by(item.partition):
+                    one = _Sent(await self._send(topic, item.key, value), topic, item.key, value)
+                self._sent_one(item, one, sent)
                 handled.append(item)
             if observed:
                 observe(fired_at - due, observed)
-            for topic, group in grouped.items():
-                await self._send_group(topic, group, sent, handled)
+            for (topic, owner), group in grouped.items():
+                with owned_by(None if owner < 0 else owner):
+                    await self._send_group(topic, group, sent, handled)
         except Exception as exc:
             done = {id(item) for item in handled}
             raise _SendFailed([item for item in items if id(item) not in done], exc) from exc
@@ -526,6 +544,30 @@ class Punctuator:
             bucket = sent[item.partition] = (part, [])
         bucket[1].append(one)
 
+    def pending_marks(self, partition: int) -> dict[TimeUnit, int]:
+        """Transactional: per unit, the watermark that covers the fires the partition sent since its last
+        commit (every one of them is in the transaction being committed)."""
+        part = self._parts.get(partition)
+        out: dict[TimeUnit, int] = {}
+        if part is None:
+            return out
+        for unit, inflight in part.inflight.items():
+            if inflight:
+                tick = max(t for t, _ in inflight)
+                if tick > part.saved.get(unit, -1):
+                    out[unit] = tick
+        return out
+
+    def committed(self, partition: int, marks: dict[TimeUnit, int]) -> None:
+        """Transactional: the partition's transaction committed, with these watermarks (pending_marks)."""
+        part = self._parts.get(partition)
+        if part is None:
+            return
+        for inflight in part.inflight.values():
+            inflight.clear()
+        for unit, tick in marks.items():
+            part.saved[unit] = max(tick, part.saved.get(unit, -1))
+
     def _record(self, unit: TimeUnit, sent: dict[int, tuple[_Partition, list[_Sent]]], tick_ms: int) -> None:
         for part, futures in sent.values():
             self.stats.fires_by_unit[unit] += len(futures)
@@ -559,11 +601,13 @@ class Punctuator:
                     and staged[0] <= now
                     or ((earliest := self._earliest(unit)) is not None and earliest <= now)
                 ):
-                    await self._stage(unit, now, None)  # whatever is due and not staged yet, first
-                    await self._emit(unit, now)
+                    async with self._work():
+                        await self._stage(unit, now, None)  # whatever is due and not staged yet, first
+                        await self._emit(unit, now)
                     continue
                 if earliest is not None and earliest <= now + STAGE_AHEAD_MS:
-                    await self._stage(unit, now + STAGE_AHEAD_MS, STAGE_CHUNK)
+                    async with self._work():  # (a clock jump's catch-up fires while staging)
+                        await self._stage(unit, now + STAGE_AHEAD_MS, STAGE_CHUNK)
                     await asyncio.sleep(0)  # let the rest of the worker run between chunks
                     continue
             except Exception:  # a fire must never kill the timer
@@ -619,7 +663,9 @@ class Punctuator:
             await asyncio.wait(pending, timeout=timeout_s)
         await self.flush_progress()
 
-    async def _resend(self, sent: _Sent) -> _Sent:
+    async def _resend(
+        self, sent: _Sent
+    ) -> _Sent:  # (never transactional: a failed transaction is redone whole)
         return _Sent(await self._send(sent.topic, sent.key, sent.value), sent.topic, sent.key, sent.value)
 
     async def run_progress(self, interval_s: float) -> None:

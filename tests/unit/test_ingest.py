@@ -68,6 +68,7 @@ class _FlakyChangelogWorker:
 
     def __init__(self, failures: dict[int, int], hang: set[int] = frozenset()) -> None:  # type: ignore[assignment]
         self.settings = Settings(app_id="t", commands_topic="t-commands")
+        self.txns = None  # at-least-once (the embedded broker's way)
         self.failures, self.hang = dict(failures), hang
         self.writes: list[tuple[bytes, bytes | None, int]] = []
         self.stored: dict[int, int] = {}

@@ -1,0 +1,330 @@
+"""Kafka transactions per partition: Kafka Streams' exactly-once (EOS v1) for what the worker produces itself.
+
+Each partition of the schedules this worker owns has its own transactional producer, with the
+transactional id `{app}-p{partition}`. Starting one fences every earlier producer of that id: a worker that
+owned the partition before and was paused (a long GC, SIGSTOP, a frozen VM) or cut off from the network can
+no longer commit anything for it, and whatever it had open is aborted. Everything a partition's work
+produces (the punctuator's fires and their watermark; a fetch of commands, its schedule writes, its dead
+letters and its stored offset) goes into that partition's open transaction, and becomes visible to a
+read_committed reader, and to a table restored from its changelog, only once the transaction commits.
+
+Work and commits take turns: work runs inside `work()` (many at once), a commit waits until no work is
+in progress and new work waits for the commit, so a transaction always ends between two units of work —
+a tick's fires are never committed without the watermark that covers them. Before a partition commits,
+`before_commit(partition)` adds what covers its work (the watermarks); after, the callbacks registered with
+`after_commit` run (local RocksDB writes, persisted offsets): the local stores only ever hold committed
+state.
+
+A partition whose transaction fails (fenced by a new owner, or a commit the broker refused) is given up at
+once: its producer is closed and `on_failed` tells the worker to drop what it held for the partition and
+rejoin the group, so it is handed out again — to this worker or another — from its committed state. A
+producer is only ever (re)started after an assignment, never to retry: a zombie that retried would fence
+the partition's rightful owner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+from aiokafka.errors import (
+    InvalidProducerEpoch,
+    ProducerFenced,
+    TransactionalIdAuthorizationFailed,
+)
+
+from scheduler.kafka.producer import BatchedProducer
+
+log = logging.getLogger(__name__)
+
+#: errors that say another producer of the same transactional id took over
+FENCED_ERRORS = (ProducerFenced, InvalidProducerEpoch, TransactionalIdAuthorizationFailed)
+#: how long starting a partition's producer (which fences the previous owner) may take before it is retried
+START_TIMEOUT_S = 30.0
+#: how long a commit may take before the partition is given up (its transaction then aborts)
+COMMIT_TIMEOUT_S = 60.0
+
+BeforeCommit = Callable[[int], Awaitable[None]]
+OnFailed = Callable[[int, BaseException, bool], Awaitable[None]]
+
+
+#: the schedule partition whose work the current task is doing (None: none; what it produces is not
+#: transactional: the Faust agents' hops)
+OWNER: ContextVar[int | None] = ContextVar("scheduler_owner", default=None)
+
+
+@contextlib.contextmanager
+def owned_by(partition: int | None) -> Iterator[None]:
+    """What is produced inside belongs to `partition`'s transaction."""
+    token = OWNER.set(partition)
+    try:
+        yield
+    finally:
+        OWNER.reset(token)
+
+
+def transactional_id(app_id: str, partition: int) -> str:
+    return f"{app_id}-p{partition}"
+
+
+def fenced(exc: BaseException) -> bool:
+    """Whether a failure says another producer of the transactional id took over."""
+    return isinstance(exc, FENCED_ERRORS) or "fenced" in str(exc).lower()
+
+
+@dataclass
+class _Txn:
+    producer: BatchedProducer
+    open: bool = False
+    after: list[Callable[[], None]] = field(default_factory=list)
+
+
+class PartitionGone(Exception):
+    """The partition's transaction was given up (fenced, failed, or the partition revoked): nothing sent
+    for it now can commit."""
+
+
+class Transactions:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        app_id: str,
+        *,
+        interval_s: float = 0.0,
+        before_commit: BeforeCommit | None = None,
+        on_failed: OnFailed | None = None,
+    ) -> None:
+        """`interval_s`: the least time between two commits (0: as soon as there is something to commit
+        and the previous commit ended)."""
+        self._bootstrap = bootstrap_servers
+        self._app_id = app_id
+        self.interval_s = interval_s
+        self.before_commit = before_commit
+        self.on_failed = on_failed
+        self._txns: dict[int, _Txn] = {}
+        self._starting: dict[int, asyncio.Future[None]] = {}
+        self._dirty: set[int] = set()
+        self._work = 0  # units of work in progress
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._committing = False
+        self._commit_done = asyncio.Event()
+        self._commit_done.set()
+        self._wake = asyncio.Event()
+        self.commits = 0
+        self.failures = 0
+
+    # --- ownership -------------------------------------------------------------------------------
+
+    @property
+    def partitions(self) -> set[int]:
+        return set(self._txns)
+
+    def owns(self, partition: int) -> bool:
+        return partition in self._txns
+
+    async def assign(self, partitions: Iterable[int]) -> None:
+        """Start the producers of these partitions (those not started yet): each fences the partition's
+        previous owner and aborts what it left open. Returns once all have started (or failed: logged; the
+        partition is then not owned and its work fails until the next assignment)."""
+        waits = [self._start(p) for p in partitions]
+        if waits:
+            await asyncio.gather(*waits)
+
+    def _start(self, partition: int) -> asyncio.Future[None]:
+        if partition in self._txns:
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+        starting = self._starting.get(partition)
+        if starting is None:
+            starting = self._starting[partition] = asyncio.ensure_future(self._started(partition))
+            starting.add_done_callback(lambda _: self._starting.pop(partition, None))
+        return asyncio.shield(starting)
+
+    async def _started(self, partition: int) -> None:
+        tid = transactional_id(self._app_id, partition)
+        while True:
+            producer = BatchedProducer(self._bootstrap, linger_ms=0, transactional_id=tid)
+            try:
+                await asyncio.wait_for(producer.start(), START_TIMEOUT_S)
+            except Exception as exc:
+                log.warning("transactional producer %s did not start (%r); retrying in 1 s", tid, exc)
+                await producer.stop(1.0)
+                await asyncio.sleep(1)
+                continue
+            self._txns[partition] = _Txn(producer)
+            return
+
+    def partition_count(self, topic: str) -> int | None:
+        """The topic's partition count from any of the producers' metadata (None while none knows it)."""
+        for txn in self._txns.values():
+            count = txn.producer.partition_count(topic)
+            if count is not None:
+                return count
+        return None
+
+    async def revoke(self, partitions: Iterable[int]) -> None:
+        """Commit what these partitions hold, then stop their producers (a clean handover: the next owner
+        starts from what was committed, with nothing left open)."""
+        partitions = [p for p in partitions if p in self._txns or p in self._starting]
+        if not partitions:
+            return
+        for p in partitions:
+            starting = self._starting.get(p)
+            if starting is not None:
+                starting.cancel()
+        await self.commit(partitions)
+        for p in partitions:
+            txn = self._txns.pop(p, None)
+            self._dirty.discard(p)
+            if txn is not None:
+                await txn.producer.stop(5.0)
+
+    async def stop(self) -> None:
+        await self.revoke(list(self._txns))
+
+    # --- producing ---------------------------------------------------------------------------------
+
+    async def _open(self, partition: int) -> _Txn:
+        txn = self._txns.get(partition)
+        if txn is None:
+            starting = self._starting.get(partition)
+            if starting is None:
+                raise PartitionGone(f"partition {partition} is not owned here (no transaction)")
+            await asyncio.shield(starting)
+            txn = self._txns.get(partition)
+            if txn is None:
+                raise PartitionGone(f"partition {partition} is not owned here (no transaction)")
+        if not txn.open:
+            await txn.producer.kafka_producer.begin_transaction()
+            txn.open = True
+        self._dirty.add(partition)
+        return txn
+
+    async def send(
+        self,
+        partition: int,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        topic_partition: int | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> asyncio.Future[object]:
+        """A record in the open transaction of `partition` (the schedule partition whose work it is)."""
+        txn = await self._open(partition)
+        return await txn.producer.send(topic, key, value, partition=topic_partition, headers=headers)  # type: ignore[arg-type]
+
+    async def send_batch(
+        self, partition: int, topic: str, records: list[tuple[bytes, bytes | None, int]]
+    ) -> list[asyncio.Future[object]]:
+        txn = await self._open(partition)
+        return await txn.producer.send_batch(topic, records)  # type: ignore[arg-type]
+
+    def after_commit(self, partition: int, callback: Callable[[], None]) -> None:
+        """Run `callback` once the partition's open transaction has committed (dropped if it fails)."""
+        txn = self._txns.get(partition)
+        if txn is None:
+            raise PartitionGone(f"partition {partition} is not owned here (no transaction)")
+        txn.after.append(callback)
+
+    def dirty(self, partition: int) -> None:
+        """The partition has work to commit (the committer commits it soon)."""
+        if partition in self._txns:
+            self._dirty.add(partition)
+            self._wake.set()
+
+    @contextlib.asynccontextmanager
+    async def work(self) -> AsyncIterator[None]:
+        """A unit of work (a tick's fires, a fetch of commands): never split by a commit."""
+        while self._committing:
+            await self._commit_done.wait()
+        self._work += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._work -= 1
+            if self._work == 0:
+                self._idle.set()
+            if self._dirty:
+                self._wake.set()
+
+    # --- committing -----------------------------------------------------------------------------------
+
+    async def commit(self, partitions: Iterable[int] | None = None) -> None:
+        """Commit the open transactions of these partitions (None: every one with work), between two units
+        of work. A partition whose commit fails is given up (on_failed)."""
+        while self._committing:
+            await self._commit_done.wait()
+        self._committing = True
+        self._commit_done.clear()
+        try:
+            await self._idle.wait()
+            todo = sorted(self._dirty if partitions is None else set(partitions) & self._dirty)
+            self._dirty -= set(todo)
+            if todo:
+                await asyncio.gather(*(self._commit_one(p) for p in todo))
+        finally:
+            self._committing = False
+            self._commit_done.set()
+
+    async def _commit_one(self, partition: int) -> None:
+        txn = self._txns.get(partition)
+        if txn is None:
+            return
+        try:
+            if self.before_commit is not None:
+                await self.before_commit(partition)
+            if txn.open:
+                await txn.producer.settle()
+                await asyncio.wait_for(txn.producer.kafka_producer.commit_transaction(), COMMIT_TIMEOUT_S)
+                txn.open = False
+                self.commits += 1
+        except Exception as exc:
+            await self.fail(partition, exc)
+            return
+        self._dirty.discard(partition)  # (by before_commit's own records: no work runs during a commit)
+        after, txn.after = txn.after, []
+        for callback in after:
+            try:
+                callback()
+            except Exception:
+                log.exception("after the commit of partition %d", partition)
+
+    async def fail(self, partition: int, exc: BaseException) -> None:
+        """Give the partition up: what its open transaction held never commits (see the module doc)."""
+        txn = self._txns.pop(partition, None)
+        self._dirty.discard(partition)
+        if txn is None:
+            return
+        self.failures += 1
+        was_fenced = fenced(exc)
+        if was_fenced:
+            log.warning("partition %d: fenced, another worker owns it now (%r)", partition, exc)
+        else:
+            log.warning(
+                "partition %d: its transaction failed (%r); given up until reassigned", partition, exc
+            )
+        if self.on_failed is not None:
+            await self.on_failed(partition, exc, was_fenced)
+        asyncio.ensure_future(txn.producer.stop(5.0))  # aborts what it held; never waited for
+
+    async def run(self) -> None:
+        """The committer: commits whatever has work, as soon as the previous commit ended (at most every
+        interval_s)."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if not self._dirty:
+                continue
+            try:
+                await self.commit()
+            except Exception:
+                log.exception("committing transactions failed")
+            if self.interval_s:
+                await asyncio.sleep(self.interval_s)
