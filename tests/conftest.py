@@ -109,6 +109,7 @@ def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
             request.config,
             got.description + (f" (passed over: {'; '.join(passed_over)})" if passed_over else ""),
         )
+        os.environ["SCHEDULER_BROKER_PROFILE"] = got.profile  # (helpers.on_kafka: read committed or not)
         try:
             yield got
         finally:

@@ -84,10 +84,20 @@ class WorkerProcess:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=10)
 
+    def pause(self) -> None:
+        """SIGSTOP the process group: frozen as by a long GC pause or a suspended VM (a zombie owner)."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGCONT)
+
     def stop(self, timeout_s: float = 20) -> None:
         """SIGTERM, the clean shutdown; SIGKILL if it does not end in time."""
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
+            os.killpg(self.proc.pid, signal.SIGCONT)  # (a paused one would never see its SIGTERM)
             try:
                 self.proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
@@ -112,6 +122,11 @@ async def started_consumer(*topics: str, attempts: int = 5, **config: Any) -> AI
     raise AssertionError("unreachable")
 
 
+def on_kafka() -> bool:
+    """Whether the tests run on Apache Kafka (transactions) rather than the embedded Tansu broker."""
+    return os.environ.get("SCHEDULER_BROKER_PROFILE", "kafka") != "tansu"  # (set by the broker fixture)
+
+
 class TopicReader:
     """Reads a topic from the beginning (or the end) in the background; `records` grows as they arrive."""
 
@@ -121,7 +136,11 @@ class TopicReader:
         topic: str,
         decoder: Callable[[bytes], Any] = decode_fired,
         start: str = "earliest",
+        read_committed: bool | None = None,
     ) -> None:
+        """`read_committed`: what a consumer of our topics sets on Kafka (the default there; None: by the
+        broker the tests run on)."""
+        self.read_committed = on_kafka() if read_committed is None else read_committed
         self.bootstrap = bootstrap
         self.start = start  # "latest": only what is produced from now on
         self.topic = topic
@@ -141,6 +160,7 @@ class TopicReader:
             enable_auto_commit=False,
             metadata_max_age_ms=1000,
             fetch_max_wait_ms=10,  # the embedded broker holds a waiting fetch for its whole max wait
+            isolation_level="read_committed" if self.read_committed else "read_uncommitted",
         )
         # one broker leads every partition: aiokafka would wait up to 100 ms before fetching again while
         # records of another partition sit in its buffer (the worker does the same, see scheduler/kafka/config.py)
@@ -205,13 +225,18 @@ async def ensure_topic(bootstrap: str, topic: str, partitions: int = TEST_TOPIC_
     await TopicCreator(bootstrap, partitions, 1).ensure(topic)
 
 
-async def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]]) -> None:
+async def produce(
+    bootstrap: str,
+    topic: str,
+    records: list[tuple[bytes | None, bytes]],
+    headers: list[tuple[str, bytes]] | None = None,
+) -> None:
     await ensure_topic(bootstrap, topic)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await producer.start()
     try:
         for key, value in records:
-            await producer.send_and_wait(topic, value, key=key)
+            await producer.send_and_wait(topic, value, key=key, headers=headers)
     finally:
         await producer.stop()
 

@@ -212,6 +212,7 @@ def _jsonable(value: Any) -> Any:
 async def _tail(args: argparse.Namespace) -> None:
     from aiokafka import AIOKafkaConsumer
 
+    from scheduler.kafka.config import isolation
     from scheduler.wire.codec import DecodeError, decode
 
     settings = _settings(args)
@@ -220,6 +221,7 @@ async def _tail(args: argparse.Namespace) -> None:
         bootstrap_servers=settings.bootstrap_servers,
         auto_offset_reset="earliest" if args.from_beginning else "latest",
         enable_auto_commit=False,
+        **isolation(settings.broker_profile),  # a fenced zombie's fires never show
     )
     await consumer.start()
     shown = 0

@@ -118,6 +118,7 @@ class Client:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
         self.retries = retries
         self.sleep = sleep
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -142,7 +143,9 @@ class Client:
         query = {k: v for k, v in (params or {}).items() if v is not None}
         for attempt in range(self.retries + 1):
             try:
-                response = await self._http.request(method, path, params=query or None, json=body)
+                response = await self._http.request(
+                    method, path, params=query or None, json=body, headers=self._deadline(method)
+                )
             except httpx.TransportError as exc:
                 raise ApiError(0, f"cannot reach {self.url}", str(exc) or type(exc).__name__) from None
             if response.status_code == 503 and attempt < self.retries:
@@ -152,6 +155,15 @@ class Client:
                 raise ApiError.from_response(response)
             return response.json() if response.content else None
         raise AssertionError("unreachable")
+
+    def _deadline(self, method: str) -> dict[str, str] | None:
+        """A write this client will have given up on is never produced, even by a worker that took it and
+        was then paused (it would apply it later, over a newer one): its deadline, a second before this
+        client's timeout (epoch ms, by this machine's clock)."""
+        if method == "GET":
+            return None
+        deadline = time.time_ns() // 1_000_000 + max(int(self.timeout_s * 1000) - 1000, 1)
+        return {"X-Request-Deadline": str(deadline)}
 
     # --- schedules ----------------------------------------------------------------------------
 

@@ -100,6 +100,26 @@ def _manual_dues(state: ScheduleState, cmd: ScheduleCommand) -> Iterator[int]:
             due = leaf.next_due(due)
 
 
+def check_conditions(
+    current: ScheduleState | None,
+    *,
+    produced_at: int | None,
+    deadline_ms: int | None,
+    if_version: int | None,
+) -> None:
+    """A command's conditions (wire.command_headers): produced by its deadline, and meant for the version
+    it finds. CommandRejected says which does not hold: nothing changes then."""
+    if deadline_ms is not None and produced_at is not None and produced_at > deadline_ms:
+        raise CommandRejected(
+            f"produced at {produced_at}, {produced_at - deadline_ms} ms after its deadline {deadline_ms}: "
+            "its client had given up on it"
+        )
+    if if_version is not None:
+        found = None if current is None else current.version
+        if found != if_version:
+            raise CommandRejected(f"meant for version {if_version} (If-Match), the schedule is at {found}")
+
+
 def apply_command(current: ScheduleState | None, cmd: ScheduleCommand, now_ms: int) -> ScheduleState | None:
     """The table's new value for the command's key (None: deleted)."""
     validate_command(cmd)

@@ -67,6 +67,7 @@ from scheduler.wire.codec import (
     notification_to_avro,
     task_definition_from_schedule,
 )
+from scheduler.wire.command_headers import command_headers
 from scheduler.wire.messages import IndexEntry
 from scheduler.worker.programs import ProgramSpec
 
@@ -77,6 +78,11 @@ __all__ = ["ROUTED_HEADER", "ROUTES", "answer", "register_views"]
 
 MAX_LIST = 10_000
 MAX_NEXT = 1_000
+#: a write's own timeout (ms), counted from when the worker took it: its command is not produced after it
+TIMEOUT_HEADER = "X-Request-Timeout-Ms"
+#: a write's deadline (epoch ms, by the client's clock): its command is not produced after it
+DEADLINE_HEADER = "X-Request-Deadline"
+MAX_REQUEST_TIMEOUT_MS = 3_600_000
 
 
 # --- the shared steps --------------------------------------------------------------------------------
@@ -91,6 +97,7 @@ class Call:
     request: Request
     params: dict[str, str] = field(default_factory=dict)
     body: Any = None
+    received_at: int = 0  # epoch ms when the handling began (an HTTP write's deadline counts from it)
 
     @property
     def key(self) -> ScheduleKey:
@@ -187,6 +194,7 @@ async def _json_errors(
 
 def _view_method(handlers: Handlers, route: Route) -> Callable[..., Awaitable[Response]]:
     async def method(view: View, request: Request, **params: str) -> Response:
+        received_at = handlers.worker.clock()
         if route.guard is not None and (denied := deny_tenants(view, request, params[route.guard])):
             return denied
         body = None
@@ -194,7 +202,7 @@ def _view_method(handlers: Handlers, route: Route) -> Callable[..., Awaitable[Re
             body, error = await parse_body(view, request, route.body, route.empty_body_ok)
             if error is not None:
                 return error
-        return await route.handler(handlers, Call(view, request, params, body))
+        return await route.handler(handlers, Call(view, request, params, body, received_at))
 
     return method
 
@@ -272,8 +280,47 @@ class Handlers:
             return call.field_error(exc.field, exc.message)
         return await self.submit(call, cmd, status=200)
 
+    def conditions(self, call: Call) -> tuple[int, int | None] | Response:
+        """A write's deadline and the version it is meant for (If-Match: "N"), or a 400. The deadline is
+        the earliest of X-Request-Deadline (epoch ms, by the client's clock: it holds even when the worker
+        was paused before it read the request) and X-Request-Timeout-Ms (default: the worker's
+        SCHEDULER_REQUEST_TIMEOUT_MS) after the worker took the request."""
+        headers = call.request.headers
+        timeout = self.worker.settings.request_timeout_ms
+        raw = headers.get(TIMEOUT_HEADER)
+        if raw is not None:
+            try:
+                timeout = int(raw)
+                if not 1 <= timeout <= MAX_REQUEST_TIMEOUT_MS:
+                    raise ValueError
+            except ValueError:
+                return call.field_error(
+                    TIMEOUT_HEADER, f"must be an integer of ms, 1 to {MAX_REQUEST_TIMEOUT_MS}"
+                )
+        deadline = call.received_at + timeout
+        raw = headers.get(DEADLINE_HEADER)
+        if raw is not None:
+            try:
+                deadline = min(deadline, int(raw))
+            except ValueError:
+                return call.field_error(DEADLINE_HEADER, "must be an integer: epoch milliseconds")
+        if_version = None
+        match = headers.get("If-Match")
+        if match is not None and match.strip() != "*":
+            tag = match.strip().removeprefix("W/").strip('"')
+            if not tag.isdigit():
+                return call.field_error("If-Match", 'must be a schedule version as its ETag gives it: "3"')
+            if_version = int(tag)
+        return deadline, if_version
+
     async def submit(self, call: Call, cmd: ScheduleCommand, status: int = 202) -> Response:
-        """Check tenants, validate, check the key against the owner's table, and produce the command."""
+        """Check tenants, validate, check the key against the owner's table, and produce the command, with
+        the write's deadline and the version it is meant for (wire.command_headers)."""
+        conditions = self.conditions(call)
+        if not isinstance(conditions, tuple):
+            return conditions  # a 400
+        deadline, if_version = conditions
+        headers = command_headers(deadline_ms=deadline, if_version=if_version)
         schedule = cmd.schedule
         tenants = schedule_tenants(schedule) if schedule is not None else set()
         if denied := deny_tenants(call.view, call.request, cmd.key.tenant, *tenants):
@@ -299,12 +346,20 @@ class Handlers:
             limit = self.worker.settings.max_schedules_per_tenant
             reason = f"tenant {cmd.key.tenant!r} holds its maximum of {limit} schedules"
             return call.error(409, error="limit", reason=reason)
+        if (
+            if_version is not None
+            and (found := None if current is None else current.get("version")) != if_version
+        ):
+            reason = f"the schedule is at version {found}, not {if_version} (If-Match)"
+            return call.error(412, error="precondition failed", reason=reason, version=found)
         if cmd.action in (Action.RUN, Action.BACKFILL) and current is not None:
             try:
                 fires = len(await manual_fires_yielding(state_from_json(current), cmd))
             except CommandRejected as exc:
                 return call.field_error("to" if cmd.action is Action.BACKFILL else "body", str(exc))
-            await self.worker.send_command(cmd)
+            if (late := self._past(call, deadline)) is not None:
+                return late
+            await self.worker.send_command(cmd, headers=headers)
             accepted = {"key": cmd.key.id, "action": cmd.action.value, "fires": fires}
             return call.answer(out.Accepted, accepted, status)
         if cmd.action is Action.INSERT and current is not None and cmd.schedule is not None:
@@ -313,8 +368,19 @@ class Handlers:
                 return call.error(409, error="conflict", reason=reason)
         elif cmd.action is not Action.INSERT and current is None:
             return call.error(404, error="not found", key=cmd.key.id)
-        await self.worker.send_command(cmd)
+        if (late := self._past(call, deadline)) is not None:
+            return late
+        await self.worker.send_command(cmd, headers=headers)
         return call.answer(out.Accepted, {"key": cmd.key.id, "action": cmd.action.value}, status)
+
+    def _past(self, call: Call, deadline: int) -> Response | None:
+        """A 504 when the write's deadline passed before its command could be produced (this worker was
+        paused, or its owner slow to answer): its client has given up, so nothing is produced."""
+        now = self.worker.clock()
+        if now <= deadline:
+            return None
+        reason = f"the write's deadline passed {now - deadline} ms ago: nothing was produced"
+        return call.error(504, error="deadline passed", reason=reason)
 
     async def publish_event(self, call: Call) -> Response:
         body: EventIn = call.body
@@ -391,7 +457,13 @@ class Handlers:
             forwarded = await self.cluster.forward(call.request, key)
         except Unavailable as exc:
             return call.unavailable(str(exc))
-        return None if forwarded is None else call.view.json(forwarded[1], status=forwarded[0])
+        if forwarded is None:
+            return None
+        status, body = forwarded
+        response = call.view.json(body, status=status)
+        if status == 200 and isinstance(body, dict) and isinstance(body.get("version"), int):
+            response.headers["ETag"] = f'"{body["version"]}"'  # (a schedule: its owner's ETag)
+        return response
 
     async def get_schedule(self, call: Call) -> Response:
         key = call.key
@@ -402,7 +474,9 @@ class Handlers:
         if state is None:
             full = self.worker.tenant_full(self.worker.partition_of(kb), key.tenant)
             return call.error(404, error="not found", key=key.id, tenantFull=full)
-        return call.answer(out.Schedule, self._local_json(state))
+        response = call.answer(out.Schedule, self._local_json(state))
+        response.headers["ETag"] = f'"{state.version}"'  # for If-Match on a write
+        return response
 
     async def next_fires(self, call: Call) -> Response:
         try:

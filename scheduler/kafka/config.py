@@ -387,12 +387,19 @@ def apply_transport_fixes() -> None:
     driver.Transport._really_create_topic = create_and_wait  # type: ignore[method-assign]
 
 
+def isolation(profile: BrokerProfile) -> dict[str, Any]:
+    """The isolation level a consumer of our topics needs: on Kafka, committed records only (what an
+    aborted transaction — a fenced zombie's fires, a failed commit's — wrote is never read); Tansu has no
+    transactions."""
+    return {} if profile == "tansu" else {"isolation_level": "read_committed"}
+
+
 def consumer_options(profile: BrokerProfile) -> dict[str, Any]:
     """What a consumer the worker, the launcher or the CLI creates itself (not through Faust) needs for
     the broker: on Kafka it reads committed records only (transactions), on Tansu it polls often."""
     if profile == "tansu":
         return {"fetch_max_wait_ms": TANSU_FETCH_MAX_WAIT_MS}
-    return {"isolation_level": "read_committed"}
+    return isolation(profile)
 
 
 def apply_consumer_profile(profile: BrokerProfile, read_committed: bool = False) -> None:

@@ -73,13 +73,16 @@ def transactional_id(app_id: str, partition: int) -> str:
 
 def fenced(exc: BaseException) -> bool:
     """Whether a failure says another producer of the transactional id took over."""
-    return isinstance(exc, FENCED_ERRORS) or "fenced" in str(exc).lower()
+    text = str(exc)
+    # aiokafka's transaction manager, once fenced, is in its fatal state: what follows fails on that
+    return isinstance(exc, FENCED_ERRORS) or "fenced" in text.lower() or "FATAL_ERROR" in text
 
 
 @dataclass
 class _Txn:
     producer: BatchedProducer
     open: bool = False
+    beginning: asyncio.Lock = field(default_factory=asyncio.Lock)
     after: list[Callable[[], None]] = field(default_factory=list)
 
 
@@ -201,8 +204,10 @@ class Transactions:
             if txn is None:
                 raise PartitionGone(f"partition {partition} is not owned here (no transaction)")
         if not txn.open:
-            await txn.producer.kafka_producer.begin_transaction()
-            txn.open = True
+            async with txn.beginning:  # (two senders must not both begin it)
+                if not txn.open:
+                    await txn.producer.kafka_producer.begin_transaction()
+                    txn.open = True
         self._dirty.add(partition)
         return txn
 

@@ -27,7 +27,7 @@ from aiokafka import AIOKafkaConsumer
 
 from scheduler.domain.events import program_key
 from scheduler.domain.runs import RunStatus
-from scheduler.kafka.config import Settings
+from scheduler.kafka.config import Settings, isolation
 from scheduler.kafka.producer import BatchedProducer, TopicCreator
 from scheduler.wire.codec import DecodeError, decode, encode, encode_json
 from scheduler.worker.programs import ProgramRegistry, ProgramSpec, program_env
@@ -156,6 +156,7 @@ class Launcher:
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             fetch_max_wait_ms=50,
+            **isolation(self.settings.broker_profile),
             session_timeout_ms=10_000,
             heartbeat_interval_ms=1_000,
         )
@@ -292,6 +293,7 @@ class Launcher:
             auto_offset_reset="latest",
             enable_auto_commit=False,
             fetch_max_wait_ms=50,
+            **isolation(self.settings.broker_profile),
         )
         await consumer.start()
         try:

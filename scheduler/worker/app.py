@@ -18,7 +18,13 @@ from faust.types import TP, EventT
 from mode import Service
 from rocksdict import WriteBatch
 
-from scheduler.domain.commands import CommandRejected, apply_command, manual_fires_yielding, validate_command
+from scheduler.domain.commands import (
+    CommandRejected,
+    apply_command,
+    check_conditions,
+    manual_fires_yielding,
+    validate_command,
+)
 from scheduler.domain.model import Action, InvalidSchedule, ScheduleCommand, ScheduleState, TimeUnit
 from scheduler.domain.tenancy import partition_share
 from scheduler.kafka.config import Settings, apply_consumer_profile, apply_transport_fixes, broker_profile
@@ -40,6 +46,7 @@ from scheduler.wire.codec import (
     key_bytes,
     key_from_bytes,
 )
+from scheduler.wire.command_headers import command_conditions, condition_headers
 from scheduler.wire.dead_letters import dead_letter_record, moved_headers, origin
 from scheduler.worker.counters import WorkerCounts
 from scheduler.worker.event_routing import EventRouting
@@ -194,16 +201,29 @@ class Worker:
             self.counts.command("unknown", "dead_lettered")
             await self.dead_letter(event, str(exc))
             return
+        try:
+            deadline, if_version = command_conditions(getattr(msg, "headers", None))
+        except DecodeError as exc:
+            self.counts.command(cmd.action.value, "dead_lettered")
+            await self.dead_letter(event, str(exc))
+            return
         kb = key_bytes(cmd.key)
         partition = partition_for(kb, self.settings.partitions)
         if partition != msg.partition:
             # Keyed or partitioned otherwise by its producer: move it to the partition that owns the key,
-            # with where it came from (a dead letter names the original).
-            await self.send_command(cmd, value=msg.value, headers=moved_headers(msg))
+            # with where it came from (a dead letter names the original) and its conditions.
+            headers = moved_headers(msg) + condition_headers(msg.headers)
+            await self.send_command(cmd, value=msg.value, headers=headers)
             return
         raw = self.schedule_bytes(partition, kb)  # this event's partition: no key search
         current = decode_state(raw) if raw is not None else None
         try:
+            check_conditions(
+                current,
+                produced_at=getattr(msg, "timestamp", None),
+                deadline_ms=deadline,
+                if_version=if_version,
+            )
             if (
                 current is None
                 and cmd.action is Action.INSERT
