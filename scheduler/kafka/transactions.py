@@ -118,6 +118,7 @@ class Transactions:
         self._commit_done = asyncio.Event()
         self._commit_done.set()
         self._wake = asyncio.Event()
+        self._stopping: set[asyncio.Future[None]] = set()
         self.commits = 0
         self.failures = 0
 
@@ -155,6 +156,9 @@ class Transactions:
             producer = BatchedProducer(self._bootstrap, linger_ms=0, transactional_id=tid)
             try:
                 await asyncio.wait_for(producer.start(), START_TIMEOUT_S)
+            except asyncio.CancelledError:  # revoked while starting
+                await producer.stop(1.0)
+                raise
             except Exception as exc:
                 log.warning("transactional producer %s did not start (%r); retrying in 1 s", tid, exc)
                 await producer.stop(1.0)
@@ -173,7 +177,8 @@ class Transactions:
 
     async def revoke(self, partitions: Iterable[int]) -> None:
         """Commit what these partitions hold, then stop their producers (a clean handover: the next owner
-        starts from what was committed, with nothing left open)."""
+        starts from what was committed, with nothing left open). From the commit on, work for them fails
+        with PartitionGone: nothing can begin a new transaction for them while they are stopped."""
         partitions = [p for p in partitions if p in self._txns or p in self._starting]
         if not partitions:
             return
@@ -181,15 +186,17 @@ class Transactions:
             starting = self._starting.get(p)
             if starting is not None:
                 starting.cancel()
-        await self.commit(partitions)
-        for p in partitions:
-            txn = self._txns.pop(p, None)
-            self._dirty.discard(p)
-            if txn is not None:
-                await txn.producer.stop(5.0)
+        async with self._exclusive():
+            todo = sorted(set(partitions) & self._dirty)
+            self._dirty -= set(todo)
+            if todo:
+                await asyncio.gather(*(self._commit_one(p) for p in todo))
+            gone = [txn for p in partitions if (txn := self._txns.pop(p, None)) is not None]
+        for txn in gone:
+            await txn.producer.stop(5.0)
 
     async def stop(self) -> None:
-        await self.revoke(list(self._txns))
+        await self.revoke(set(self._txns) | set(self._starting))
 
     # --- producing ---------------------------------------------------------------------------------
 
@@ -199,7 +206,12 @@ class Transactions:
             starting = self._starting.get(partition)
             if starting is None:
                 raise PartitionGone(f"partition {partition} is not owned here (no transaction)")
-            await asyncio.shield(starting)
+            try:
+                await asyncio.shield(starting)
+            except asyncio.CancelledError:
+                if not starting.cancelled():
+                    raise
+                raise PartitionGone(f"partition {partition} was revoked while its producer started") from None
             txn = self._txns.get(partition)
             if txn is None:
                 raise PartitionGone(f"partition {partition} is not owned here (no transaction)")
@@ -261,22 +273,28 @@ class Transactions:
 
     # --- committing -----------------------------------------------------------------------------------
 
-    async def commit(self, partitions: Iterable[int] | None = None) -> None:
-        """Commit the open transactions of these partitions (None: every one with work), between two units
-        of work. A partition whose commit fails is given up (on_failed)."""
+    @contextlib.asynccontextmanager
+    async def _exclusive(self) -> AsyncIterator[None]:
+        """No unit of work runs inside (the one in progress ends first; new ones wait)."""
         while self._committing:
             await self._commit_done.wait()
         self._committing = True
         self._commit_done.clear()
         try:
             await self._idle.wait()
+            yield
+        finally:
+            self._committing = False
+            self._commit_done.set()
+
+    async def commit(self, partitions: Iterable[int] | None = None) -> None:
+        """Commit the open transactions of these partitions (None: every one with work), between two units
+        of work. A partition whose commit fails is given up (on_failed)."""
+        async with self._exclusive():
             todo = sorted(self._dirty if partitions is None else set(partitions) & self._dirty)
             self._dirty -= set(todo)
             if todo:
                 await asyncio.gather(*(self._commit_one(p) for p in todo))
-        finally:
-            self._committing = False
-            self._commit_done.set()
 
     async def _commit_one(self, partition: int) -> None:
         txn = self._txns.get(partition)
@@ -315,9 +333,11 @@ class Transactions:
             log.warning(
                 "partition %d: its transaction failed (%r); given up until reassigned", partition, exc
             )
+        stopping = asyncio.ensure_future(txn.producer.stop(5.0))  # aborts what it held; never waited for
+        self._stopping.add(stopping)
+        stopping.add_done_callback(self._stopping.discard)
         if self.on_failed is not None:
             await self.on_failed(partition, exc, was_fenced)
-        asyncio.ensure_future(txn.producer.stop(5.0))  # aborts what it held; never waited for
 
     async def run(self) -> None:
         """The committer: commits whatever has work, as soon as the previous commit ended (at most every

@@ -28,7 +28,7 @@ from scheduler.domain.commands import (
 from scheduler.domain.model import Action, InvalidSchedule, ScheduleCommand, ScheduleState, TimeUnit
 from scheduler.domain.tenancy import partition_share
 from scheduler.kafka.config import Settings, apply_consumer_profile, apply_transport_fixes, broker_profile
-from scheduler.kafka.group import request_rejoin
+from scheduler.kafka.group import recovery_is_current, request_rejoin, track_recovery_generation
 from scheduler.kafka.partitioner import kafka_partition as partition_for
 from scheduler.kafka.producer import BatchedProducer, TopicCreator
 from scheduler.kafka.tables import partition_db, partition_items, raw_table
@@ -72,6 +72,7 @@ class Worker:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         apply_consumer_profile(settings.broker_profile, read_committed=settings.transactional)
         apply_transport_fixes()
+        track_recovery_generation()
         app = self.faust_app = faust.App(
             settings.app_id,
             broker=[f"kafka://{h.strip()}" for h in settings.bootstrap_servers.split(",")],
@@ -601,6 +602,11 @@ class Worker:
         return {tp.partition for tp in self.faust_app.assignor.assigned_actives() if tp.topic == topic}
 
     async def _on_recovered(self) -> None:
+        if not recovery_is_current(self.faust_app):
+            # an earlier rebalance's recovery, completing after the next assignment (a worker woken from a
+            # pause): its tables are not restored yet; the current recovery calls again when they are
+            log.info("recovery of an earlier rebalance completed: the current one is awaited")
+            return
         active = self.active_partitions()
         self._tenant_counts.clear()
         for partition in self.punctuator.partitions - active:
@@ -619,7 +625,13 @@ class Worker:
             self.jobs.checker.assign(partition, self.jobs.local_queues(partition))
             for key, state in self.punctuator.elapsed_schedules(partition):
                 self.triggers.arm_elapsed(partition, key, state)
-            log.info("partition %d assigned in %.3fs", partition, time.monotonic() - started)
+            log.info(
+                "partition %d assigned in %.3fs (%d schedules with time triggers, fired up to %s)",
+                partition,
+                time.monotonic() - started,
+                self.punctuator.compiled_count(partition),
+                {u.value: t for u, t in self._fired_up_to(partition).items()},
+            )
         await self.ingest.assign(active)
         freeze_long_lived()  # the rebuilt heaps and compiled schedules
 

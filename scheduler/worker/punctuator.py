@@ -240,6 +240,10 @@ class Punctuator:
         for unit in TimeUnit:
             self._wakeup[unit].set()
 
+    def compiled_count(self, partition: int) -> int:
+        part = self._parts.get(partition)
+        return 0 if part is None else len(part.compiled)
+
     def revoke(self, partition: int) -> None:
         self._parts.pop(partition, None)
 

@@ -1,0 +1,252 @@
+"""Transactions without a broker: fake producers stand in for the partitions' transactional producers."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from aiokafka.errors import InvalidProducerEpoch, ProducerFenced, TransactionalIdAuthorizationFailed
+
+from scheduler.kafka.transactions import (
+    OWNER,
+    PartitionGone,
+    Transactions,
+    _Txn,
+    fenced,
+    owned_by,
+    transactional_id,
+)
+
+pytestmark = pytest.mark.unit
+
+# what aiokafka's transaction manager asserts once it is in its fatal state (after being fenced)
+FATAL = AssertionError(
+    "Invalid state transition TransactionState.FATAL_ERROR -> TransactionState.COMMITTING_TRANSACTION"
+)
+
+
+class FakeKafkaProducer:
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+        self.commit_error: BaseException | None = None
+        self.commit_gate: asyncio.Event | None = None  # commit_transaction blocks until it is set
+
+    async def begin_transaction(self) -> None:
+        await asyncio.sleep(0)  # (lets a concurrent sender in)
+        self.log.append("begin")
+
+    async def commit_transaction(self) -> None:
+        self.log.append("committing")
+        if self.commit_gate is not None:
+            await self.commit_gate.wait()
+        if self.commit_error is not None:
+            raise self.commit_error
+        self.log.append("commit")
+
+
+class FakeBatchedProducer:
+    def __init__(self, log: list[str]) -> None:
+        self.kafka_producer = FakeKafkaProducer(log)
+        self.sent: list[tuple[Any, ...]] = []
+        self.stopped = False
+
+    async def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> asyncio.Future[object]:
+        self.sent.append((topic, key, value))
+        fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        fut.set_result(None)
+        return fut
+
+    async def send_batch(self, topic: str, records: list[tuple[bytes, bytes | None, int]]) -> list[Any]:
+        return [await self.send(topic, k, v, p) for k, v, p in records]
+
+    async def settle(self) -> None:
+        pass
+
+    async def stop(self, timeout_s: float | None = None) -> None:
+        self.stopped = True
+
+    def partition_count(self, topic: str) -> int | None:
+        return 8
+
+
+class Harness:
+    def __init__(self, *partitions: int) -> None:
+        self.log: list[str] = []
+        self.failed: list[tuple[int, BaseException, bool]] = []
+        self.t = Transactions("unused:9092", "app", before_commit=self.before, on_failed=self.on_failed)
+        self.producers = {p: FakeBatchedProducer(self.log) for p in partitions}
+        for p, producer in self.producers.items():
+            self.t._txns[p] = _Txn(producer)  # type: ignore[arg-type]
+
+    async def before(self, partition: int) -> None:
+        await asyncio.sleep(0)
+        self.log.append(f"before:{partition}")
+
+    async def on_failed(self, partition: int, exc: BaseException, was_fenced: bool) -> None:
+        self.failed.append((partition, exc, was_fenced))
+
+
+async def spin(n: int = 20) -> None:
+    """Let every other task run as far as it can."""
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+# --- sending and committing -----------------------------------------------------------------------
+
+
+async def test_sends_begin_the_transaction_once_and_a_commit_commits_it_then_runs_after_commit() -> None:
+    h = Harness(0)
+    await asyncio.gather(h.t.send(0, "fires", b"k1", b"v1"), h.t.send_batch(0, "fires", [(b"k2", b"v2", 0)]))
+    assert h.log == ["begin"]
+    assert h.producers[0].sent == [("fires", b"k1", b"v1"), ("fires", b"k2", b"v2")]
+    assert 0 in h.t._dirty
+    h.t.after_commit(0, lambda: h.log.append("after"))
+
+    await h.t.commit()
+    assert h.log == ["begin", "before:0", "committing", "commit", "after"]
+    assert h.t.commits == 1 and not h.t._dirty
+
+    await h.t.commit()  # nothing new: nothing committed, the callback ran once
+    assert h.log == ["begin", "before:0", "committing", "commit", "after"]
+
+    await h.t.send(0, "fires", b"k3", b"v3")  # the next transaction
+    assert h.log[-1] == "begin"
+
+
+async def test_commit_commits_only_the_partitions_asked_for() -> None:
+    h = Harness(0, 1)
+    await h.t.send(0, "fires", b"k", b"v")
+    await h.t.send(1, "fires", b"k", b"v")
+    await h.t.commit([1])
+    assert h.log.count("commit") == 1 and "before:1" in h.log and "before:0" not in h.log
+    assert h.t._dirty == {0}
+
+
+async def test_a_commit_waits_for_the_work_in_progress() -> None:
+    h = Harness(0)
+    release = asyncio.Event()
+
+    async def unit() -> None:
+        async with h.t.work():
+            await h.t.send(0, "fires", b"k", b"v")
+            await release.wait()
+
+    working = asyncio.create_task(unit())
+    await spin()
+    committing = asyncio.create_task(h.t.commit())
+    await spin()
+    assert h.log == ["begin"]  # not even before_commit: the work is not over
+
+    release.set()
+    await asyncio.gather(working, committing)
+    assert h.log == ["begin", "before:0", "committing", "commit"]
+
+
+async def test_new_work_waits_while_a_commit_is_in_progress() -> None:
+    h = Harness(0)
+    gate = h.producers[0].kafka_producer.commit_gate = asyncio.Event()
+    await h.t.send(0, "fires", b"k", b"v")
+    committing = asyncio.create_task(h.t.commit())
+    await spin()
+    assert h.log[-1] == "committing"
+
+    async def unit() -> None:
+        async with h.t.work():
+            h.log.append("work")
+
+    working = asyncio.create_task(unit())
+    await spin()
+    assert "work" not in h.log
+
+    gate.set()
+    await asyncio.gather(committing, working)
+    assert h.log[-2:] == ["commit", "work"]
+
+
+# --- failures -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "was_fenced"),
+    [(RuntimeError("the broker said no"), False), (ProducerFenced(), True), (FATAL, True)],
+    ids=["generic", "fenced", "fatal state"],
+)
+async def test_a_failed_commit_gives_the_partition_up(error: BaseException, was_fenced: bool) -> None:
+    h = Harness(0, 1)
+    h.producers[0].kafka_producer.commit_error = error
+    await h.t.send(0, "fires", b"k", b"v")
+    await h.t.send(1, "fires", b"k", b"v")
+    h.t.after_commit(0, lambda: h.log.append("after:0"))
+    h.t.after_commit(1, lambda: h.log.append("after:1"))
+
+    await h.t.commit()
+    assert h.failed == [(0, error, was_fenced)]
+    assert h.t.partitions == {1} and not h.t.owns(0)
+    assert "after:0" not in h.log and "after:1" in h.log  # the other partition committed as usual
+    assert h.t.failures == 1 and h.t.commits == 1
+    await spin()
+    assert h.producers[0].stopped  # (which aborts what it held)
+
+    with pytest.raises(PartitionGone):
+        await h.t.send(0, "fires", b"k", b"v")
+    with pytest.raises(PartitionGone):
+        h.t.after_commit(0, lambda: None)
+
+
+async def test_a_failing_before_commit_gives_the_partition_up_without_committing() -> None:
+    h = Harness(0)
+
+    async def before(partition: int) -> None:
+        raise RuntimeError("watermark not written")
+
+    h.t.before_commit = before
+    await h.t.send(0, "fires", b"k", b"v")
+    await h.t.commit()
+    assert "committing" not in h.log
+    assert [(p, fenced) for p, _, fenced in h.failed] == [(0, False)]
+    assert not h.t.owns(0)
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (ProducerFenced(), True),
+        (InvalidProducerEpoch(), True),
+        (TransactionalIdAuthorizationFailed(), True),
+        (FATAL, True),
+        (RuntimeError("producer was fenced by a newer one"), True),
+        (RuntimeError("NotLeaderForPartitionError"), False),
+        (TimeoutError(), False),
+    ],
+)
+def test_fenced_tells_a_takeover_from_other_failures(error: BaseException, expected: bool) -> None:
+    assert fenced(error) is expected
+
+
+def test_transactional_id_names_the_partition() -> None:
+    assert transactional_id("app", 3) == "app-p3"
+
+
+def test_owned_by_sets_and_resets_the_owner() -> None:
+    assert OWNER.get() is None
+    with owned_by(3):
+        assert OWNER.get() == 3
+        with owned_by(None):
+            assert OWNER.get() is None
+        assert OWNER.get() == 3
+    assert OWNER.get() is None
+    with pytest.raises(RuntimeError), owned_by(5):
+        raise RuntimeError
+    assert OWNER.get() is None
