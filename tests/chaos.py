@@ -4,8 +4,8 @@ schedules is updated over HTTP; then every due instant is checked against the ou
 
     python -m tests.chaos --workers 3 --schedules 2000 --duration 180      (make chaos)
 
-On KAFKA_BOOTSTRAP_SERVERS if set (SCHEDULER_BROKER_PROFILE says which broker it is), else on an embedded
-broker it starts. Schedules use the EACH catch-up policy, so every due instant must appear (late is
+On KAFKA_BOOTSTRAP_SERVERS if set (SCHEDULER_BROKER_PROFILE says which broker it is), else on Apache Kafka
+from its jars (1 node) where java and mvn are, else on the embedded broker. Schedules use the EACH catch-up policy, so every due instant must appear (late is
 allowed, missing is not). The reader reads committed records (on Kafka): a due instant seen twice there
 is a duplicate the exactly-once guarantee forbids; on Tansu (at-least-once) repeats carry the job id of
 the first and are counted. Every update acknowledged (202) must be what the schedule shows at the end,
@@ -100,7 +100,7 @@ async def run_chaos(
             commands.append(ScheduleCommand(s.key, Action.INSERT, s))
         acked: dict[str, str] = {}
         stop_updates = asyncio.Event()
-        async with TopicReader(bootstrap, out) as reader:
+        async with TopicReader(bootstrap, out, read_committed=profile == "kafka") as reader:
             await send_commands(bootstrap, f"{app_id}-commands", *commands)
             await reader.wait_for(
                 lambda r: len({x.key.name for x in r}) == schedules + updated, timeout_s=120
@@ -261,15 +261,20 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("data/chaos-report.json"))
     args = parser.parse_args()
     from scheduler.kafka.broker import EmbeddedBroker
+    from scheduler.kafka.kafka_server import KafkaCluster, missing_tools
 
-    broker = None
+    broker: Any = None
     bootstrap, profile = (
         os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
         os.environ.get("SCHEDULER_BROKER_PROFILE", "kafka"),
     )
-    if not bootstrap:
+    if not bootstrap and not missing_tools():  # Apache Kafka from its jars (1 node), as `make test` runs it
+        broker = KafkaCluster(Path(tempfile.mkdtemp(prefix="chaos-kafka-"))).start()
+        bootstrap, profile = broker.bootstrap_servers, "kafka"
+    elif not bootstrap:
         broker = EmbeddedBroker().start()
         bootstrap, profile = broker.bootstrap_servers, "tansu"
+    print(f"chaos on {profile} at {bootstrap}", flush=True)
     try:
         report = asyncio.run(
             run_chaos(bootstrap, profile, workers=args.workers, schedules=args.schedules,

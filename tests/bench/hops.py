@@ -50,7 +50,7 @@ async def main(count: int, n: int) -> None:
                 await insert_all(bootstrap, f"{app_id}-commands", partition_schedules(n, out))
                 await asyncio.to_thread(wait_applied, w, n, 900)
                 sent = []
-                async with TopicReader(bootstrap, out, decode_launch) as launches:
+                async with TopicReader(bootstrap, out, decode_launch, read_committed=False) as launches:
                     for k in range(count):
                         i = (k * 7919) % n
                         await api.indexed((await api.client.get(f"/schedules/bench/e{i:06d}")).json(), 900)

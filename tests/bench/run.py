@@ -241,7 +241,11 @@ def wait_applied(worker: Worker, n: int, timeout_s: float) -> float:
     return float("nan")
 
 
-async def firing(bootstrap: str, profile: str, n: int, duration_s: float) -> dict[str, Any]:
+async def firing(
+    bootstrap: str, profile: str, n: int, duration_s: float, transactions: bool = True
+) -> dict[str, Any]:
+    """`transactions`: the worker's default (on Kafka: exactly-once by transactions); False: at-least-once
+    (SCHEDULER_TRANSACTIONS=off), to measure what transactions cost."""
     from tests.helpers import TopicReader
 
     work = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
@@ -249,14 +253,15 @@ async def firing(bootstrap: str, profile: str, n: int, duration_s: float) -> dic
     topic = f"{app_id}-out"
     schedules = workload(n, topic)
     records = insert_records(schedules)  # encoded before the clock starts: the bench's work, not the worker's
-    with Worker(bootstrap, profile, app_id, work) as w:
+    env = {} if transactions else {"SCHEDULER_TRANSACTIONS": "off"}
+    with Worker(bootstrap, profile, app_id, work, **env) as w:
         started = time.monotonic()
         await produce_keyed(bootstrap, f"{app_id}-commands", records)
         if math.isnan(await asyncio.to_thread(wait_applied, w, n, 900)):
             raise TimeoutError(f"{n} INSERTs not all applied in 900 s")
         live_s = time.monotonic() - started  # from the first INSERT produced until all are applied
         # from the end: what fired while the schedules were being inserted is not this measurement's backlog
-        async with TopicReader(bootstrap, topic, start="latest") as reader:
+        async with TopicReader(bootstrap, topic, start="latest", read_committed=profile == "kafka") as reader:
             await asyncio.sleep(3)
             t0 = now_ms()
             first = len(reader.records)
@@ -296,7 +301,7 @@ async def firing(bootstrap: str, profile: str, n: int, duration_s: float) -> dic
         state = dir_mb(work / "data")
     shutil.rmtree(work, ignore_errors=True)
     return {
-        "layer": "end to end",
+        "layer": "end to end" if transactions or profile != "kafka" else "end to end, no transactions",
         "schedules": n,
         "expected_fires_per_s": round(expected_fires_per_s(n)),
         "fires_per_s": round(len(records) / ((t1 - t0) / 1000)),
@@ -343,7 +348,9 @@ async def events(bootstrap: str, profile: str, n: int, count: int) -> dict[str, 
             indexed_s = await index_complete(api, n, t0, 900)
             await api.indexed((await api.client.get("/schedules/bench/e000000")).json())
             latencies = []
-            async with TopicReader(bootstrap, out, decode_launch) as launches:
+            async with TopicReader(
+                bootstrap, out, decode_launch, read_committed=profile == "kafka"
+            ) as launches:
                 for k in range(count):
                     i = (k * 7919) % n
                     # its index entry is written a hop after the schedule: wait for it, outside the measurement
@@ -395,7 +402,7 @@ async def recovery(bootstrap: str, profile: str, n: int, standby: bool) -> dict[
             helper.proc.start()
         else:
             started = killed
-        async with TopicReader(bootstrap, topic) as reader:
+        async with TopicReader(bootstrap, topic, read_committed=profile == "kafka") as reader:
             before = len(reader.records)
             await asyncio.sleep(1)
             before = len(reader.records)
@@ -463,7 +470,7 @@ async def recovery_seeded(bootstrap: str, profile: str, n: int, timeout_s: float
     worker = Worker(bootstrap, profile, app_id, work / "a")
     proc: WorkerProcess = worker.proc
     try:
-        async with TopicReader(bootstrap, topic, start="latest") as reader:
+        async with TopicReader(bootstrap, topic, start="latest", read_committed=profile == "kafka") as reader:
             started = now_ms()
             proc.start()
             deadline = time.monotonic() + timeout_s
@@ -692,6 +699,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     firing(bootstrap, profile, n, args.duration),
                     name,
                 )
+                if profile == "kafka":  # what exactly-once costs: the same without transactions
+                    await scenario(
+                        "firing",
+                        f"end to end {n} on {description}, no transactions",
+                        firing(bootstrap, profile, n, args.duration, transactions=False),
+                        name,
+                    )
             for n in args.events:
                 await scenario(
                     "events", f"events {n} on {description}", events(bootstrap, profile, n, 100), name
