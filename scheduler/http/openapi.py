@@ -146,6 +146,33 @@ _PROGRAM_ID = [
         strict=True,
     )
 ]
+#: the conditions of a schedule write (scheduler.http.web.Handlers.conditions)
+_WRITE_CONDITIONS = [
+    {
+        "name": "X-Request-Deadline",
+        "in": "header",
+        "required": False,
+        "description": "epoch ms (the client's clock) after which the write must not be applied: its "
+        "command is then not produced (408), or refused where it is applied",
+        "schema": {"type": "integer"},
+    },
+    {
+        "name": "X-Request-Timeout-Ms",
+        "in": "header",
+        "required": False,
+        "description": "the same, counted from when the worker took the request (default: the worker's "
+        "SCHEDULER_REQUEST_TIMEOUT_MS)",
+        "schema": {"type": "integer", "minimum": 1, "maximum": 3_600_000},
+    },
+    {
+        "name": "If-Match",
+        "in": "header",
+        "required": False,
+        "description": 'the schedule version the write is meant for, as its ETag gives it ("3"); '
+        "another version: 412",
+        "schema": {"type": "string"},
+    },
+]
 _RUN_ID = _path("run_id", "the run id (= its job id; may contain '/')", "acme/clicks-etl#v1.1")
 _LOCAL = _query("local", "internal: answer from this worker only (how workers fan a list out)")
 
@@ -170,6 +197,8 @@ _ERRORS: dict[int, dict[str, Any]] = {
     403: _json(_ref("Error"), "the token lacks the scope, or may not access this tenant"),
     404: _json(_ref("Error"), "not found"),
     409: _json(_ref("Error"), "conflict"),
+    412: _json(_ref("Error"), "If-Match named another version of the schedule than it is at"),
+    408: _json(_ref("Error"), "the write's deadline passed before its command could be produced"),
     503: {
         **_json(_ref("Error"), "partitions are moving between workers; retry after Retry-After seconds"),
         "headers": {"Retry-After": {"schema": {"type": "integer"}, "required": True}},
@@ -441,6 +470,11 @@ def build_spec() -> dict[str, Any]:
     for path, ops in paths.items():
         for method, op in ops.items():
             op["operationId"] = _operation_id(method, path)
+            if path.startswith(("/schedules", "/schedulers")) and method != "get":  # a write: its conditions
+                op["parameters"] = [*op["parameters"], *_WRITE_CONDITIONS]
+                op["responses"].update({str(s): _ERRORS[s] for s in (408, 412)})
+    one = paths["/schedules/{tenant}/{name}"]["get"]["responses"]["200"]
+    one["headers"] = {"ETag": {"description": 'the schedule\'s version ("3"), for If-Match', "schema": _STR}}
     _link(paths, "post", "/schedules", {"tenant": "$request.body#/tenant", "name": "$request.body#/name"})
     program = "/programs/{namespace}/{application}/{type}/{name}"
     _link(

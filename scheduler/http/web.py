@@ -374,13 +374,13 @@ class Handlers:
         return call.answer(out.Accepted, {"key": cmd.key.id, "action": cmd.action.value}, status)
 
     def _past(self, call: Call, deadline: int) -> Response | None:
-        """A 504 when the write's deadline passed before its command could be produced (this worker was
+        """A 408 when the write's deadline passed before its command could be produced (this worker was
         paused, or its owner slow to answer): its client has given up, so nothing is produced."""
         now = self.worker.clock()
         if now <= deadline:
             return None
         reason = f"the write's deadline passed {now - deadline} ms ago: nothing was produced"
-        return call.error(504, error="deadline passed", reason=reason)
+        return call.error(408, error="deadline passed", reason=reason)
 
     async def publish_event(self, call: Call) -> Response:
         body: EventIn = call.body

@@ -88,10 +88,10 @@ async def test_if_match_and_deadlines_refuse_stale_writes(broker, worker, app_id
             await asyncio.sleep(0.2)
         assert r.headers["ETag"] == '"2"'
 
-        # A deadline already past when the worker would produce the command: 504, nothing produced.
+        # A deadline already past when the worker would produce the command: 408, nothing produced.
         past = str(_now() - 1)
         r = await client.put("/schedules/acme/s", json=_put(out, "3"), headers={"X-Request-Deadline": past})
-        assert r.status_code == 504 and r.json()["error"] == "deadline passed", r.text
+        assert r.status_code == 408 and r.json()["error"] == "deadline passed", r.text
         r = await client.put("/schedules/acme/s", json=_put(out, "3"), headers={"X-Request-Deadline": "soon"})
         assert r.status_code == 400 and "X-Request-Deadline" in r.text
 
