@@ -102,9 +102,12 @@ async def run_chaos(
         stop_updates = asyncio.Event()
         async with TopicReader(bootstrap, out, read_committed=profile == "kafka") as reader:
             await send_commands(bootstrap, f"{app_id}-commands", *commands)
-            await reader.wait_for(
-                lambda r: len({x.key.name for x in r}) == schedules + updated, timeout_s=120
-            )
+            names = {c.key.name for c in commands}
+            try:
+                await reader.wait_for(lambda r: len({x.key.name for x in r}) == len(names), timeout_s=120)
+            except AssertionError:
+                silent = sorted(names - {x.key.name for x in reader.records})
+                raise AssertionError(f"{len(silent)} schedules never fired, e.g. {silent[:10]}") from None
             updating = asyncio.ensure_future(_update(procs, updated, out, acked, stop_updates, rnd))
             window_start = _now() + 2_000
             end = time.monotonic() + duration_s

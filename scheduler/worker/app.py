@@ -533,9 +533,8 @@ class Worker:
             for p, offset in _done_offsets(futures).items():
                 self.schedules.data.set_persisted_offset(TP(schedules_topic, p), offset)
             partition_db(self.progress, partition)[key] = value
-            self.progress.data.set_persisted_offset(
-                TP(progress_topic, partition), cast(Any, offset_sent.result()).offset
-            )
+            for p, offset in _done_offsets([offset_sent]).items():
+                self.progress.data.set_persisted_offset(TP(progress_topic, p), offset)
 
         txns.after_commit(partition, committed)
 
@@ -555,9 +554,8 @@ class Worker:
             db = partition_db(self.progress, partition)
             for k, v in records:
                 db[k] = v
-            if sent:
-                offset = max(cast(Any, f.result()).offset for f in sent)
-                self.progress.data.set_persisted_offset(TP(topic, partition), offset)
+            for p, offset in _done_offsets(sent).items():
+                self.progress.data.set_persisted_offset(TP(topic, p), offset)
 
         txns.after_commit(partition, committed)
 
@@ -690,9 +688,14 @@ async def _last_offsets(futures: list[asyncio.Future[object]]) -> dict[int, int]
 
 
 def _done_offsets(futures: list[asyncio.Future[object]]) -> dict[int, int]:
+    """The same from futures that are done (a batch held back by the producer resolves its future from a
+    callback, a moment after its transaction committed: it is left out, and only a later write of the
+    partition records where its store stands — a restart then restores a little more than it needs)."""
     members = Counter(id(f) for f in futures)
     last: dict[int, int] = {}
     for fut in {id(f): f for f in futures}.values():
+        if not fut.done() or fut.cancelled() or fut.exception() is not None:
+            continue
         meta: Any = fut.result()
         end = meta.offset + members[id(fut)] - 1
         last[meta.partition] = max(last.get(meta.partition, -1), end)
