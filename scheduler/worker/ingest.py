@@ -199,17 +199,12 @@ class CommandIngest:
         up: see Worker._partition_failed); it is fetched again from its stored offset once reassigned."""
         if partition not in self._active:
             return
+        # Only this partition stops: the others keep their positions (a fetch in hand may be half applied;
+        # its records of this partition are skipped, _apply_in_transactions checks _active per record).
         self._active.discard(partition)
-        self._generation += 1  # a fetch in hand is not applied
         self._next.pop(partition, None)
         if self._consumer is not None:
-            remaining = [TopicPartition(self.topic, p) for p in sorted(self._active)]
-            if remaining:
-                self._consumer.assign(remaining)
-                for tp in remaining:
-                    self._consumer.seek(tp, self._next[tp.partition])
-            else:
-                self._consumer.unsubscribe()
+            self._consumer.pause(TopicPartition(self.topic, partition))  # (the next assign() resets it)
 
     async def _apply(self, fetched: dict[TopicPartition, list[Any]]) -> None:
         if self.worker.txns is not None:
