@@ -30,6 +30,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from aiokafka.errors import (
     InvalidProducerEpoch,
@@ -48,6 +49,7 @@ START_TIMEOUT_S = 30.0
 #: how long a commit may take before the partition is given up (its transaction then aborts)
 COMMIT_TIMEOUT_S = 60.0
 
+T = TypeVar("T")
 BeforeCommit = Callable[[int], Awaitable[None]]
 OnFailed = Callable[[int, BaseException, bool], Awaitable[None]]
 
@@ -233,14 +235,27 @@ class Transactions:
         headers: list[tuple[str, bytes]] | None = None,
     ) -> asyncio.Future[object]:
         """A record in the open transaction of `partition` (the schedule partition whose work it is)."""
-        txn = await self._open(partition)
-        return await txn.producer.send(topic, key, value, partition=topic_partition, headers=headers)  # type: ignore[arg-type]
+        return await self._in_transaction(
+            partition,
+            lambda p: p.send(topic, key, value, partition=topic_partition, headers=headers),  # type: ignore[arg-type]
+        )
 
     async def send_batch(
         self, partition: int, topic: str, records: list[tuple[bytes, bytes | None, int]]
     ) -> list[asyncio.Future[object]]:
-        txn = await self._open(partition)
-        return await txn.producer.send_batch(topic, records)  # type: ignore[arg-type]
+        return await self._in_transaction(partition, lambda p: p.send_batch(topic, records))  # type: ignore[arg-type]
+
+    async def _in_transaction(self, partition: int, send: Callable[[BatchedProducer], Awaitable[T]]) -> T:
+        """`send` on the partition's producer, in its open transaction. A send that fails gives the partition
+        up (see fail) and raises PartitionGone, as does one for a partition not owned here."""
+        try:
+            txn = await self._open(partition)
+            return await send(txn.producer)
+        except PartitionGone:
+            raise
+        except Exception as exc:
+            await self.fail(partition, exc)
+            raise PartitionGone(f"partition {partition}: {exc!r}") from exc
 
     def after_commit(self, partition: int, callback: Callable[[], None]) -> None:
         """Run `callback` once the partition's open transaction has committed (dropped if it fails)."""

@@ -354,13 +354,7 @@ class Worker:
         owner = OWNER.get()
         if self.txns is None or owner is None:
             return await self.producer.send(topic, key, value, partition=partition, headers=headers)
-        try:
-            return await self.txns.send(owner, topic, key, value, partition, headers)
-        except PartitionGone:
-            raise
-        except Exception as exc:
-            await self.txns.fail(owner, exc)
-            raise PartitionGone(f"partition {owner}: {exc!r}") from exc
+        return await self.txns.send(owner, topic, key, value, partition, headers)
 
     async def _send_batch(
         self, topic: str, records: list[tuple[bytes, bytes, int]]
@@ -368,13 +362,7 @@ class Worker:
         owner = OWNER.get()
         if self.txns is None or owner is None:
             return await self.producer.send_batch(topic, records)
-        try:
-            return await self.txns.send_batch(owner, topic, records)  # type: ignore[arg-type]
-        except PartitionGone:
-            raise
-        except Exception as exc:
-            await self.txns.fail(owner, exc)
-            raise PartitionGone(f"partition {owner}: {exc!r}") from exc
+        return await self.txns.send_batch(owner, topic, records)  # type: ignore[arg-type]
 
     def _partition_count(self, topic: str) -> int | None:
         count = self.producer.partition_count(topic)
@@ -522,10 +510,7 @@ class Worker:
         try:
             futures = await txns.send_batch(partition, schedules_topic, writes) if writes else []  # type: ignore[arg-type]
             offset_sent = await txns.send(partition, progress_topic, key, value, partition)
-        except PartitionGone:
-            return
-        except Exception as exc:
-            await txns.fail(partition, exc)
+        except PartitionGone:  # (a failed send gave the partition up)
             return
 
         def committed() -> None:
