@@ -146,6 +146,7 @@ class WorkerCounts:
         self.dead_letters: Counter[tuple[str, str]] = Counter()  # (source topic, reason class)
         self.runs: Counter[str] = Counter()  # run status reached (accepted transitions)
         self.rebalances = 0
+        self.commands_frozen = 0  # commands applied when what they built was last frozen (ingest.settle)
         self._jobs: dict[int, dict[bytes, Counter[tuple[str, str]]]] = {}
 
     def command(self, action: str, result: str) -> None:

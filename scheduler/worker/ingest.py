@@ -192,6 +192,7 @@ class CommandIngest:
             return False
         self.unfrozen = 0
         freeze_long_lived()
+        self.worker.counts.commands_frozen = self.worker.counts.commands_applied
         return True
 
     def drop(self, partition: int) -> None:

@@ -274,6 +274,12 @@ class WorkerCollector(Collector):
             " after applied commands went quiet: full collections skip them)",
             value=gc.get_freeze_count(),
         )
+        yield GaugeMetricFamily(
+            "scheduler_gc_frozen_commands",
+            "Commands applied when what they built was last frozen (it follows the applied commands once"
+            " the commands topic is quiet)",
+            value=counts.commands_frozen,
+        )
 
 
 def _counter(name: str, documentation: str, value: float) -> CounterMetricFamily:
