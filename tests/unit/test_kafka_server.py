@@ -60,6 +60,15 @@ def test_three_nodes_share_one_quorum_and_keep_their_ports_across_restarts(tmp_p
     assert again.cluster_id == cluster.cluster_id
 
 
+def test_a_cluster_never_takes_one_port_twice_when_the_os_hands_it_out_again(tmp_path, monkeypatch):
+    """The OS may give the port just released to the next ask (CI saw a node's port as another's)."""
+    handed = iter([40001, 40001, 40002, 40001, 40003, 40003, 40004, 40005, 40005, 40006])
+    monkeypatch.setattr(kafka_server, "_free_port", lambda host: next(handed))
+    cluster = KafkaCluster(tmp_path / "k", nodes=3)
+    ports = [p for n in cluster.nodes for p in (n.port, n.controller_port)]
+    assert sorted(ports) == [40001, 40002, 40003, 40004, 40005, 40006]
+
+
 def test_a_single_node_holds_one_replica_of_everything(tmp_path):
     cluster = KafkaCluster(tmp_path / "k", nodes=1, port=19999)
     cluster._write_config(cluster.nodes[0])

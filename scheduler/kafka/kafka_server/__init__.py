@@ -339,13 +339,16 @@ class KafkaCluster:
                     for n in state["nodes"]
                 ]
         self.cluster_id = _cluster_id()
+        taken: set[int] = {port} if port else set()
+
+        def fresh() -> int:  # (a port just released can come back from the next ask: never twice here)
+            while (p := _free_port(self.host)) in taken:
+                pass
+            taken.add(p)
+            return p
+
         nodes = [
-            KafkaNode(
-                i,
-                port if (port and i == 1) else _free_port(self.host),
-                _free_port(self.host),
-                self.base_dir / f"node-{i}",
-            )
+            KafkaNode(i, port if (port and i == 1) else fresh(), fresh(), self.base_dir / f"node-{i}")
             for i in range(1, count + 1)
         ]
         self.base_dir.mkdir(parents=True, exist_ok=True)
