@@ -13,6 +13,7 @@ import pytest
 from scheduler.kafka.broker import free_port
 from scheduler.kafka.config import Settings
 from scheduler.kafka.producer import TopicCreator
+from scheduler.worker.counters import WorkerCounts
 from scheduler.worker.ingest import FREEZE_AFTER, CommandIngest
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
@@ -42,7 +43,9 @@ async def test_an_assignment_waits_and_retries_while_the_broker_cannot_be_reache
 
 
 def test_applied_commands_are_frozen_when_the_topic_is_quiet_or_every_freeze_after() -> None:
-    ingest = CommandIngest(SimpleNamespace(settings=Settings(app_id="settle")))
+    counts = WorkerCounts()
+    counts.command("INSERT", "applied")
+    ingest = CommandIngest(SimpleNamespace(settings=Settings(app_id="settle"), counts=counts))
     frozen = gc.get_freeze_count()
     try:
         assert not ingest.settle(quiet=True)  # nothing applied since the last freeze
@@ -50,6 +53,7 @@ def test_applied_commands_are_frozen_when_the_topic_is_quiet_or_every_freeze_aft
         assert not ingest.settle(quiet=False)  # a flow goes on: not yet
         assert ingest.settle(quiet=True)
         assert ingest.unfrozen == 0 and gc.get_freeze_count() > frozen
+        assert counts.commands_frozen == 1  # what /metrics says: the last freeze came after that command
         ingest.unfrozen = FREEZE_AFTER
         assert ingest.settle(quiet=False)
     finally:
