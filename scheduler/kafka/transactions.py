@@ -48,6 +48,9 @@ FENCED_ERRORS = (ProducerFenced, InvalidProducerEpoch, TransactionalIdAuthorizat
 START_TIMEOUT_S = 30.0
 #: how long a commit may take before the partition is given up (its transaction then aborts)
 COMMIT_TIMEOUT_S = 60.0
+#: how long a revocation waits for the work in progress to end and its partitions to commit; past it they
+#: are given up uncommitted (their next owner aborts what they held, and redoes it from the committed state)
+REVOKE_TIMEOUT_S = 10.0
 
 T = TypeVar("T")
 BeforeCommit = Callable[[int], Awaitable[None]]
@@ -177,10 +180,18 @@ class Transactions:
                 return count
         return None
 
-    async def revoke(self, partitions: Iterable[int]) -> None:
+    async def revoke(
+        self, partitions: Iterable[int], *, commit: bool = True, timeout_s: float = REVOKE_TIMEOUT_S
+    ) -> None:
         """Commit what these partitions hold, then stop their producers (a clean handover: the next owner
-        starts from what was committed, with nothing left open). From the commit on, work for them fails
-        with PartitionGone: nothing can begin a new transaction for them while they are stopped."""
+        starts from what was committed, with nothing left open). From then on, work for them fails with
+        PartitionGone: nothing can begin a new transaction for them while they are stopped.
+
+        A revocation runs in a rebalance callback, which must not outlast the group's patience: when the
+        work in progress does not end, or the commit does not complete, within `timeout_s` (a send stuck on
+        a partition without a leader), or with `commit=False` (the caller could not finish its unit of work),
+        the partitions are given up uncommitted instead. That is safe: the next owner's producer fences
+        these and aborts what they held, and its work starts again from the committed state."""
         partitions = [p for p in partitions if p in self._txns or p in self._starting]
         if not partitions:
             return
@@ -188,14 +199,36 @@ class Transactions:
             starting = self._starting.get(p)
             if starting is not None:
                 starting.cancel()
-        async with self._exclusive():
-            todo = sorted(set(partitions) & self._dirty)
-            self._dirty -= set(todo)
-            if todo:
-                await asyncio.gather(*(self._commit_one(p) for p in todo))
-            gone = [txn for p in partitions if (txn := self._txns.pop(p, None)) is not None]
-        for txn in gone:
-            await txn.producer.stop(5.0)
+        committed = not commit
+        if commit:
+            try:
+                async with asyncio.timeout(timeout_s):
+                    async with self._exclusive():
+                        todo = sorted(set(partitions) & self._dirty)
+                        if todo:
+                            await asyncio.gather(*(self._commit_one(p) for p in todo))
+                committed = True
+            except TimeoutError:
+                pass
+        gone = [txn for p in partitions if (txn := self._txns.pop(p, None)) is not None]
+        self._dirty -= set(partitions)
+        if not committed:
+            log.warning(
+                "partitions %s revoked before their work could commit: given up uncommitted (the next owner"
+                " aborts what they held and redoes it)",
+                sorted(partitions),
+            )
+            for txn in gone:
+                self._stop_later(txn)
+            return
+        await asyncio.gather(*(txn.producer.stop(5.0) for txn in gone))
+
+    def _stop_later(self, txn: _Txn) -> None:
+        """Stop a producer given up, without waiting: what it held is aborted (by the broker, or by the
+        next owner fencing it)."""
+        stopping = asyncio.ensure_future(txn.producer.stop(5.0))
+        self._stopping.add(stopping)
+        stopping.add_done_callback(self._stopping.discard)
 
     async def stop(self) -> None:
         await self.revoke(set(self._txns) | set(self._starting))
@@ -348,9 +381,7 @@ class Transactions:
             log.warning(
                 "partition %d: its transaction failed (%r); given up until reassigned", partition, exc
             )
-        stopping = asyncio.ensure_future(txn.producer.stop(5.0))  # aborts what it held; never waited for
-        self._stopping.add(stopping)
-        stopping.add_done_callback(self._stopping.discard)
+        self._stop_later(txn)
         if self.on_failed is not None:
             await self.on_failed(partition, exc, was_fenced)
 

@@ -622,9 +622,10 @@ class Worker:
         self._tenant_counts.clear()
         source = self.settings.light_topic  # a topic of Faust's agents, partitioned as the schedules
         partitions = {tp.partition for tp in revoked if tp.topic == source}
-        await self.ingest.revoke(partitions)  # its last fetch's writes and offsets are sent
+        whole = await self.ingest.revoke(partitions)  # its last fetch's writes and offsets are sent
         if self.txns is not None:
-            await self.txns.revoke(partitions)  # committed, producers stopped: nothing left open
+            # committed, producers stopped: nothing left open (given up uncommitted if their work is stuck)
+            await self.txns.revoke(partitions, commit=whole)
         else:
             await self.punctuator.drain()
             await self._await_progress_sent()

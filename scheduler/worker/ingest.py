@@ -135,26 +135,44 @@ class CommandIngest:
             self._next[tp.partition] = offset or 0
         self._active = set(partitions)
 
-    async def revoke(self, partitions: set[int]) -> None:
+    async def revoke(self, partitions: set[int], timeout_s: float = REVOKE_WAIT_S) -> bool:
         """Stop consuming these partitions; returns once the fetch being applied is written and its
-        offsets are sent."""
-        async with self._lock:
-            await self._flushed(partitions, REVOKE_WAIT_S)
-            self._generation += 1
+        offsets are sent. False if that fetch did not end within timeout_s (its sends stuck on a partition
+        without a leader): the partitions are dropped as they are (see drop), and with transactions the
+        caller gives their transactions up uncommitted: a fetch is never committed half applied."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._lock.acquire()
+        except TimeoutError:
+            log.warning("commands partitions %s revoked in a stuck fetch: dropped", sorted(partitions))
+            for p in partitions:
+                self.drop(p)
             if self._wanted is not None:
                 self._wanted -= partitions
-            self._active -= partitions
-            self._paused -= partitions
-            for p in partitions:
-                self._next.pop(p, None)
-            if self._consumer is not None:
-                remaining = [TopicPartition(self.topic, p) for p in sorted(self._active)]
-                if remaining:
-                    self._consumer.assign(remaining)
-                    for tp in remaining:
-                        self._consumer.seek(tp, self._next[tp.partition])
-                else:
-                    self._consumer.unsubscribe()
+            return False
+        try:
+            await self._revoke(partitions)
+        finally:
+            self._lock.release()
+        return True
+
+    async def _revoke(self, partitions: set[int]) -> None:
+        await self._flushed(partitions, REVOKE_WAIT_S)
+        self._generation += 1
+        if self._wanted is not None:
+            self._wanted -= partitions
+        self._active -= partitions
+        self._paused -= partitions
+        for p in partitions:
+            self._next.pop(p, None)
+        if self._consumer is not None:
+            remaining = [TopicPartition(self.topic, p) for p in sorted(self._active)]
+            if remaining:
+                self._consumer.assign(remaining)
+                for tp in remaining:
+                    self._consumer.seek(tp, self._next[tp.partition])
+            else:
+                self._consumer.unsubscribe()
 
     async def run(self) -> None:
         while not self._stopped:

@@ -31,7 +31,7 @@ from scheduler.domain.model import ElapsedTrigger, ScheduleState, TimeUnit, trig
 from scheduler.domain.triggers import plan_catch_up
 from scheduler.domain.triggers.base import TimeTrigger
 from scheduler.kafka.partitioner import kafka_partition
-from scheduler.kafka.transactions import owned_by
+from scheduler.kafka.transactions import PartitionGone, owned_by
 from scheduler.wire.codec import FiredTaskBytes, zigzag_long
 from scheduler.wire.messages import TriggerFired
 from scheduler.worker.counters import FireCounts, count_missed
@@ -614,6 +614,10 @@ class Punctuator:
                         await self._stage(unit, now + STAGE_AHEAD_MS, STAGE_CHUNK)
                     await asyncio.sleep(0)  # let the rest of the worker run between chunks
                     continue
+            except PartitionGone as exc:  # given up meanwhile (fenced, failed): its fires are dropped with it
+                log.info("punctuator tick for %s: %s; the other partitions' fires go on", unit.value, exc)
+                await asyncio.sleep(0.1)
+                continue
             except Exception:  # a fire must never kill the timer
                 log.exception("punctuator tick for %s failed", unit.value)
                 await asyncio.sleep(0.1)

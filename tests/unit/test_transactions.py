@@ -216,6 +216,62 @@ async def test_a_failing_before_commit_gives_the_partition_up_without_committing
     assert not h.t.owns(0)
 
 
+# --- revocation ---------------------------------------------------------------------------------------
+
+
+async def test_a_revocation_commits_what_the_partitions_hold_then_stops_their_producers() -> None:
+    h = Harness(0, 1)
+    await h.t.send(0, "fires", b"k", b"v")
+    h.t.after_commit(0, lambda: h.log.append("after:0"))
+    await h.t.revoke([0])
+    assert h.log == ["begin", "before:0", "committing", "commit", "after:0"]
+    assert h.producers[0].stopped and not h.producers[1].stopped
+    assert h.t.partitions == {1} and not h.failed
+    with pytest.raises(PartitionGone):
+        await h.t.send(0, "fires", b"k", b"v")
+
+
+async def test_a_revocation_behind_stuck_work_gives_the_partitions_up_uncommitted_in_time() -> None:
+    h = Harness(0, 1)
+    stuck = asyncio.Event()
+
+    async def unit() -> None:  # a send that waits for a partition without a leader
+        async with h.t.work():
+            await h.t.send(0, "fires", b"k", b"v")
+            await stuck.wait()
+
+    working = asyncio.create_task(unit())
+    await spin()
+    h.t.after_commit(0, lambda: h.log.append("after:0"))
+    await asyncio.wait_for(h.t.revoke([0], timeout_s=0.05), 2)
+    assert "committing" not in h.log and "after:0" not in h.log  # never committed half a unit of work
+    assert h.t.partitions == {1} and not h.failed  # (a revocation: no rejoin asked for)
+    await spin()
+    assert h.producers[0].stopped  # (which aborts what it held; the next owner fences it anyway)
+    working.cancel()
+
+
+async def test_a_revocation_whose_commit_hangs_gives_the_partitions_up_in_time() -> None:
+    h = Harness(0)
+    h.producers[0].kafka_producer.commit_gate = asyncio.Event()  # never set
+    await h.t.send(0, "fires", b"k", b"v")
+    h.t.after_commit(0, lambda: h.log.append("after:0"))
+    await asyncio.wait_for(h.t.revoke([0], timeout_s=0.05), 2)
+    assert "commit" not in h.log and "after:0" not in h.log
+    assert not h.t.owns(0) and not h.t._committing  # the next commit is not blocked
+    await h.t.commit()
+
+
+async def test_a_revocation_told_not_to_commit_gives_the_partitions_up_at_once() -> None:
+    h = Harness(0, 1)
+    await h.t.send(0, "fires", b"k", b"v")
+    await h.t.send(1, "fires", b"k", b"v")
+    await h.t.revoke([0], commit=False)
+    assert "committing" not in h.log and h.t.partitions == {1}
+    await h.t.commit()
+    assert h.log.count("commit") == 1 and "before:1" in h.log and "before:0" not in h.log
+
+
 # --- helpers ----------------------------------------------------------------------------------------
 
 
