@@ -1,6 +1,7 @@
 """Chaos: several workers, many every-second schedules, faults at random — a worker SIGKILLed and restarted,
-or frozen (SIGSTOP) for longer than its session timeout and woken (SIGCONT) — while a second set of
-schedules is updated over HTTP; then every due instant is checked against the output topic.
+frozen (SIGSTOP) for longer than its session timeout and woken (SIGCONT), or cut off from the network
+(its namespace's link down, tests.netns) for as long and reconnected — while a second set of schedules is
+updated over HTTP; then every due instant is checked against the output topic.
 
     python -m tests.chaos --workers 3 --schedules 2000 --duration 180      (make chaos)
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -39,6 +41,7 @@ from scheduler.domain.model import (
     TimeUnit,
 )
 from tests.helpers import TopicReader, WorkerProcess, send_commands
+from tests.netns import BROKER_HOST, Lab
 
 
 def _now() -> int:
@@ -61,9 +64,14 @@ async def run_chaos(
     faults: tuple[str, ...] = ("kill",),
     pause_s: float = 14,
     updated: int = 0,
+    lab: Lab | None = None,
 ) -> dict[str, Any]:
     """`faults`: the kinds taken in turn ("kill": SIGKILL, restart after `down_s`; "pause": SIGSTOP for
-    `pause_s`, then SIGCONT). `updated`: schedules updated over HTTP throughout, one request at a time."""
+    `pause_s`, then SIGCONT; "cut": the worker's network cut for `pause_s`, then healed: it needs `lab`, the
+    workers' namespaces, and a broker on netns.BROKER_HOST). `updated`: schedules updated over HTTP
+    throughout, one request at a time."""
+    if "cut" in faults and (lab is None or len(lab.namespaces) < workers):
+        raise ValueError("network cuts need a netns.Lab with a namespace per worker")
     rnd = random.Random(seed)
     work = work_dir or Path(tempfile.mkdtemp(prefix="chaos-"))
     app_id = f"chaos{uuid.uuid4().hex[:8]}"
@@ -79,6 +87,13 @@ async def run_chaos(
     }
     procs = [
         WorkerProcess({**env, "SCHEDULER_DATA_DIR": str(work / f"w{i}")}, work / f"worker-{i}.log")
+        if lab is None
+        else WorkerProcess(
+            {**env, "SCHEDULER_DATA_DIR": str(work / f"w{i}")},
+            work / f"worker-{i}.log",
+            host=lab.namespaces[i].address,
+            prefix=lab.namespaces[i].prefix,
+        )
         for i in range(workers)
     ]
     kills: list[dict[str, Any]] = []
@@ -122,6 +137,12 @@ async def run_chaos(
                     at = _now()
                     await asyncio.sleep(pause_s)
                     procs[victim].resume()
+                elif kind == "cut":
+                    assert lab is not None
+                    lab.namespaces[victim].cut()
+                    at = _now()
+                    await asyncio.sleep(pause_s)
+                    lab.namespaces[victim].heal()
                 else:
                     procs[victim].kill()
                     at = _now()
@@ -138,6 +159,9 @@ async def run_chaos(
     finally:
         for p in procs:
             p.kill()
+        for ns in lab.namespaces if lab is not None else ():
+            if ns.is_cut:
+                ns.heal()
     lost = {name: (acked[name], final.get(name)) for name in acked if final.get(name) != {"v": acked[name]}}
     last_fired = {}
     for r in sorted(records, key=lambda r: r.due_at):
@@ -259,34 +283,42 @@ def main() -> None:
     parser.add_argument("--schedules", type=int, default=2000)
     parser.add_argument("--duration", type=float, default=180)
     parser.add_argument("--kill-every", type=float, default=20)
-    parser.add_argument("--faults", default="kill,pause", help="kinds taken in turn: kill, pause")
+    parser.add_argument(
+        "--faults", default="kill,pause,cut", help="kinds taken in turn: kill, pause, cut (needs root and ip)"
+    )
     parser.add_argument("--updated", type=int, default=200, help="schedules updated over HTTP throughout")
     parser.add_argument("--out", type=Path, default=Path("data/chaos-report.json"))
     args = parser.parse_args()
     from scheduler.kafka.broker import EmbeddedBroker
     from scheduler.kafka.kafka_server import KafkaCluster, missing_tools
 
+    faults = tuple(args.faults.split(","))
     broker: Any = None
     bootstrap, profile = (
         os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
         os.environ.get("SCHEDULER_BROKER_PROFILE", "kafka"),
     )
-    if not bootstrap and not missing_tools():  # Apache Kafka from its jars (1 node), as `make test` runs it
-        broker = KafkaCluster(Path(tempfile.mkdtemp(prefix="chaos-kafka-"))).start()
-        bootstrap, profile = broker.bootstrap_servers, "kafka"
-    elif not bootstrap:
-        broker = EmbeddedBroker().start()
-        bootstrap, profile = broker.bootstrap_servers, "tansu"
-    print(f"chaos on {profile} at {bootstrap}", flush=True)
-    try:
+    with contextlib.ExitStack() as stack:
+        # cuts: the workers in namespaces of their own, the broker where they reach it (netns.BROKER_HOST;
+        # a broker of KAFKA_BOOTSTRAP_SERVERS must listen there)
+        lab = stack.enter_context(Lab(args.workers)) if "cut" in faults else None
+        if not bootstrap and not missing_tools():  # Apache Kafka from its jars (1 node), as `make test`
+            host = BROKER_HOST if lab is not None else "127.0.0.1"
+            broker = KafkaCluster(Path(tempfile.mkdtemp(prefix="chaos-kafka-")), host=host).start()
+            stack.callback(broker.stop)
+            bootstrap, profile = broker.bootstrap_servers, "kafka"
+        elif not bootstrap:
+            if lab is not None:
+                raise SystemExit(f"network cuts need Apache Kafka (java and mvn: {missing_tools()})")
+            broker = EmbeddedBroker().start()
+            stack.callback(broker.stop)
+            bootstrap, profile = broker.bootstrap_servers, "tansu"
+        print(f"chaos on {profile} at {bootstrap}, faults {', '.join(faults)}", flush=True)
         report = asyncio.run(
             run_chaos(bootstrap, profile, workers=args.workers, schedules=args.schedules,
-                      duration_s=args.duration, kill_every_s=args.kill_every,
-                      faults=tuple(args.faults.split(",")), updated=args.updated)
+                      duration_s=args.duration, kill_every_s=args.kill_every, faults=faults,
+                      updated=args.updated, lab=lab)
         )  # fmt: skip
-    finally:
-        if broker is not None:
-            broker.stop()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
     print(json.dumps({k: v for k, v in report.items() if k != "missedExamples"}, indent=2))

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -28,22 +28,34 @@ from scheduler.wire.codec import DecodeError, decode, decode_fired, encode_comma
 class WorkerProcess:
     """`scheduler worker` in a subprocess of its own session, stopped by pid."""
 
-    def __init__(self, env: dict[str, str], log_path: Path, port: int | None = None) -> None:
+    def __init__(
+        self,
+        env: dict[str, str],
+        log_path: Path,
+        port: int | None = None,
+        *,
+        host: str = "127.0.0.1",
+        prefix: Sequence[str] = (),
+    ) -> None:
+        """`host`: the address it serves HTTP on; `prefix`: what runs the command (tests.netns: inside a
+        network namespace)."""
         self.port = port or free_port()
-        self.env = {**os.environ, **env, "SCHEDULER_WEB_PORT": str(self.port)}
+        self.host = host
+        self.prefix = list(prefix)
+        self.env = {**os.environ, **env, "SCHEDULER_WEB_HOST": host, "SCHEDULER_WEB_PORT": str(self.port)}
         self.partitions = int(self.env.get("SCHEDULER_PARTITIONS", "8"))
         self.log_path = log_path
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def start(self) -> None:
         log = open(self.log_path, "ab")  # noqa: SIM115
         self.proc = spawn(  # its own session (killed as a group), and dies with the test runner
             lambda: subprocess.Popen(
-                [sys.executable, "-m", "scheduler", "worker"],
+                [*self.prefix, sys.executable, "-m", "scheduler", "worker"],
                 env=self.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
