@@ -3,7 +3,7 @@ tables as dicts and records what is sent. The integration tests run the same pat
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -125,16 +125,47 @@ async def test_a_schedule_is_indexed_and_an_event_reaches_it_then_its_job_is_que
     assert worker.dead == []
 
 
+def _older_version_fired(kb: bytes, at: int) -> TriggerFired:
+    n = Notification(at, "program-status", {"programId": A, "runId": "r1", "status": "COMPLETED"})
+    return TriggerFired(
+        kb, "acme/after-n", 1, "0", source="e0", position=0, at=at, event=notification_to_avro(n)
+    )
+
+
 async def test_an_event_for_an_older_version_of_the_schedule_is_ignored(worker: FakeWorker) -> None:
+    """It happened before the current version became active (updated at 2,000): it belonged to the old one."""
     triggers = TriggerAgent(worker)
     state = runs_state(1)
     kb = key_bytes(state.schedule.key)
-    worker.schedules[kb] = encode_state(ScheduleState(state.schedule, 1, 2, 1, version=2))
-    n = Notification(1_000, "program-status", {"programId": A, "runId": "r1", "status": "COMPLETED"})
-    fired = TriggerFired(
-        kb, "acme/after-n", 1, "0", source="e0", position=0, at=1_000, event=notification_to_avro(n)
-    )
-    await triggers._handle(event(fired.encode()))
+    worker.schedules[kb] = encode_state(ScheduleState(state.schedule, 1, 2_000, 2_000, version=2))
+    await triggers._handle(event(_older_version_fired(kb, 1_000).encode()))
+    assert worker.take(worker.settings.jobs_topic) == [] and worker.counts.events["triggersIgnored"] == 1
+
+
+async def test_an_event_routed_before_the_index_caught_up_counts_for_the_current_version(
+    worker: FakeWorker,
+) -> None:
+    """Enabled (or updated) at 2,000, the event came at 3,000 but the index still said version 1: the
+    current definition still listens to it at path 0, so it counts (a job of version 2)."""
+    triggers = TriggerAgent(worker)
+    state = runs_state(1)
+    kb = key_bytes(state.schedule.key)
+    worker.schedules[kb] = encode_state(ScheduleState(state.schedule, 1, 2_000, 2_000, version=2))
+    await triggers._handle(event(_older_version_fired(kb, 3_000).encode()))
+    jobs = [decode_job_queue_message(v) for _, v in worker.take(worker.settings.jobs_topic)]
+    assert [j.job["job_id"] for j in jobs if isinstance(j, JobTriggered)] == ["acme/after-n#v2.1"]
+    assert worker.counts.events["triggersIgnored"] == 0
+
+
+async def test_an_event_routed_by_an_older_definition_that_no_longer_listens_to_it_is_ignored(
+    worker: FakeWorker,
+) -> None:
+    triggers = TriggerAgent(worker)
+    state = runs_state(1)
+    other = replace(state.schedule, trigger=ProgramRunsTrigger(ProgramId.parse("acme/pipes/workflow/C"), 1))
+    kb = key_bytes(state.schedule.key)
+    worker.schedules[kb] = encode_state(ScheduleState(other, 1, 2_000, 2_000, version=2))
+    await triggers._handle(event(_older_version_fired(kb, 3_000).encode()))
     assert worker.take(worker.settings.jobs_topic) == [] and worker.counts.events["triggersIgnored"] == 1
 
 
