@@ -15,9 +15,20 @@ from scheduler.kafka.producer import BatchedProducer
 pytestmark = pytest.mark.unit
 
 
+class _FakeClient:
+    """aiokafka's client as far as the producer touches it: the topics its metadata tracks."""
+
+    def __init__(self) -> None:
+        self._topics: set[str] = set()
+
+    def add_topic(self, topic: str) -> None:
+        self._topics.add(topic)
+
+
 class _FakeAioProducer:
     def __init__(self) -> None:
         self.futures: list[asyncio.Future[object]] = []
+        self.client = _FakeClient()
 
     async def send(self, topic: str, value: bytes, **kwargs: Any) -> asyncio.Future[object]:
         fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
@@ -73,6 +84,7 @@ class _LeaderlessPartitionProducer:
         self._message_accumulator._batches[TopicPartition("fires", 0)].append("held")
         self.leader_back = asyncio.Event()
         self.added: list[tuple[int, list[bytes]]] = []
+        self.client = _FakeClient()
 
     def create_batch(self) -> _Batch:
         return _Batch()
