@@ -642,7 +642,13 @@ class Worker:
                 log.error("undecodable schedule state in partition %d; ignored", partition)
 
     def local_state(self, key: bytes) -> ScheduleState | None:
-        raw = self.schedule_bytes(self.partition_of(key), key)
+        """A schedule's state as HTTP reads it. With transactions, what committed: never the open
+        transaction's writes, which a fence may still abort, so a one-key read shows what a list shows."""
+        partition = self.partition_of(key)
+        if self.txns is not None:
+            raw = partition_db(self.schedules, partition).get(key)
+        else:
+            raw = self.schedule_bytes(partition, key)
         return None if raw is None else decode_state(raw)
 
     def changelog_distribution(self) -> dict[Any, dict[str, list[int]]]:
