@@ -1,12 +1,14 @@
 """Chaos: several workers, many every-second schedules, faults at random — a worker SIGKILLed and restarted,
-frozen (SIGSTOP) for longer than its session timeout and woken (SIGCONT), or cut off from the network
-(its namespace's link down, tests.netns) for as long and reconnected — while a second set of schedules is
-updated over HTTP; then every due instant is checked against the output topic.
+frozen (SIGSTOP) for longer than its session timeout and woken (SIGCONT), cut off from the network
+(its namespace's link down, tests.netns) for as long and reconnected, or a broker of a 3-node cluster
+SIGKILLed and started again — while a second set of schedules is updated over HTTP; then every due instant
+is checked against the output topic.
 
     python -m tests.chaos --workers 3 --schedules 2000 --duration 180      (make chaos)
 
 On KAFKA_BOOTSTRAP_SERVERS if set (SCHEDULER_BROKER_PROFILE says which broker it is), else on Apache Kafka
-from its jars (1 node) where java and mvn are, else on the embedded broker. Schedules use the EACH catch-up policy, so every due instant must appear (late is
+from its jars (3 nodes when broker faults are asked for, else 1) where java and mvn are, else on the
+embedded broker. Schedules use the EACH catch-up policy, so every due instant must appear (late is
 allowed, missing is not). The reader reads committed records (on Kafka): a due instant seen twice there
 is a duplicate the exactly-once guarantee forbids; on Tansu (at-least-once) repeats carry the job id of
 the first and are counted. Every update acknowledged (202) must be what the schedule shows at the end,
@@ -27,7 +29,7 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -42,6 +44,9 @@ from scheduler.domain.model import (
 )
 from tests.helpers import TopicReader, WorkerProcess, send_commands
 from tests.netns import BROKER_HOST, Lab
+
+if TYPE_CHECKING:
+    from scheduler.kafka.kafka_server import KafkaCluster
 
 
 def _now() -> int:
@@ -65,13 +70,17 @@ async def run_chaos(
     pause_s: float = 14,
     updated: int = 0,
     lab: Lab | None = None,
+    cluster: KafkaCluster | None = None,
 ) -> dict[str, Any]:
     """`faults`: the kinds taken in turn ("kill": SIGKILL, restart after `down_s`; "pause": SIGSTOP for
     `pause_s`, then SIGCONT; "cut": the worker's network cut for `pause_s`, then healed: it needs `lab`, the
-    workers' namespaces, and a broker on netns.BROKER_HOST). `updated`: schedules updated over HTTP
-    throughout, one request at a time."""
+    workers' namespaces, and a broker on netns.BROKER_HOST; "broker": a node of `cluster`, a 3-node Kafka,
+    SIGKILLed and started again after `pause_s`: the next broker fault waits until every partition is in
+    sync again). `updated`: schedules updated over HTTP throughout, one request at a time."""
     if "cut" in faults and (lab is None or len(lab.namespaces) < workers):
         raise ValueError("network cuts need a netns.Lab with a namespace per worker")
+    if "broker" in faults and (cluster is None or len(cluster.nodes) < 3):
+        raise ValueError("broker faults need the 3-node KafkaCluster the workers use")
     rnd = random.Random(seed)
     work = work_dir or Path(tempfile.mkdtemp(prefix="chaos-"))
     app_id = f"chaos{uuid.uuid4().hex[:8]}"
@@ -85,6 +94,8 @@ async def run_chaos(
         "SCHEDULER_AUTH": "off",
         "SCHEDULER_PROGRESS_INTERVAL_MS": "500",
     }
+    if cluster is not None and len(cluster.nodes) == 3:
+        env["SCHEDULER_REPLICATION_FACTOR"] = "3"
     procs = [
         WorkerProcess({**env, "SCHEDULER_DATA_DIR": str(work / f"w{i}")}, work / f"worker-{i}.log")
         if lab is None
@@ -132,7 +143,15 @@ async def run_chaos(
                 turn += 1
                 await asyncio.sleep(kill_every_s - (down_s if kind == "kill" else pause_s))
                 victim = rnd.randrange(workers)
-                if kind == "pause":
+                if kind == "broker":
+                    assert cluster is not None
+                    await asyncio.to_thread(cluster.wait_fully_replicated, 120)  # (the last one caught up)
+                    victim = rnd.choice([n.node_id for n in cluster.nodes])
+                    cluster.kill(victim)
+                    at = _now()
+                    await asyncio.sleep(pause_s)
+                    cluster.start_node(victim)
+                elif kind == "pause":
                     procs[victim].pause()
                     at = _now()
                     await asyncio.sleep(pause_s)
@@ -245,12 +264,12 @@ def analyse(
     seen = Counter((r.key.name, r.due_at) for r in records if r.due_at in expected)
     in_window = [r for r in records if r.due_at in expected]
     around = []
+    starts = sorted(k["killedAt"] for k in kills)
     for k in kills:
-        near = [
-            r.fired_at - r.due_at
-            for r in in_window
-            if k["killedAt"] - 2_000 <= r.due_at <= k["killedAt"] + 60_000
-        ]
+        # a fault owns the due instants from just before it to just before the next one (60 s at most)
+        later = [t for t in starts if t > k["killedAt"]]
+        until = min([k["killedAt"] + 60_000, *(t - 2_000 for t in later[:1])])
+        near = [r.fired_at - r.due_at for r in in_window if k["killedAt"] - 2_000 <= r.due_at < until]
         around.append(
             {"kind": k.get("kind", "kill"), "at": k["killedAt"], "maxLatenessMs": max(near) if near else None}
         )
@@ -284,7 +303,10 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=180)
     parser.add_argument("--kill-every", type=float, default=20)
     parser.add_argument(
-        "--faults", default="kill,pause,cut", help="kinds taken in turn: kill, pause, cut (needs root and ip)"
+        "--faults",
+        default="kill,pause,cut,broker",
+        help="kinds taken in turn: kill, pause, cut (needs root and ip), broker (a node of a 3-node Kafka "
+        "from its jars)",
     )
     parser.add_argument("--updated", type=int, default=200, help="schedules updated over HTTP throughout")
     parser.add_argument("--out", type=Path, default=Path("data/chaos-report.json"))
@@ -302,14 +324,17 @@ def main() -> None:
         # cuts: the workers in namespaces of their own, the broker where they reach it (netns.BROKER_HOST;
         # a broker of KAFKA_BOOTSTRAP_SERVERS must listen there)
         lab = stack.enter_context(Lab(args.workers)) if "cut" in faults else None
-        if not bootstrap and not missing_tools():  # Apache Kafka from its jars (1 node), as `make test`
+        if "broker" in faults and bootstrap:
+            raise SystemExit("broker faults need the Kafka this starts: unset KAFKA_BOOTSTRAP_SERVERS")
+        if not bootstrap and not missing_tools():  # Apache Kafka from its jars, as `make test`
             host = BROKER_HOST if lab is not None else "127.0.0.1"
-            broker = KafkaCluster(Path(tempfile.mkdtemp(prefix="chaos-kafka-")), host=host).start()
+            nodes = 3 if "broker" in faults else 1
+            broker = KafkaCluster(Path(tempfile.mkdtemp(prefix="chaos-kafka-")), nodes, host=host).start()
             stack.callback(broker.stop)
             bootstrap, profile = broker.bootstrap_servers, "kafka"
         elif not bootstrap:
-            if lab is not None:
-                raise SystemExit(f"network cuts need Apache Kafka (java and mvn: {missing_tools()})")
+            if lab is not None or "broker" in faults:
+                raise SystemExit(f"network cuts and broker faults need Apache Kafka ({missing_tools()})")
             broker = EmbeddedBroker().start()
             stack.callback(broker.stop)
             bootstrap, profile = broker.bootstrap_servers, "tansu"
@@ -317,7 +342,7 @@ def main() -> None:
         report = asyncio.run(
             run_chaos(bootstrap, profile, workers=args.workers, schedules=args.schedules,
                       duration_s=args.duration, kill_every_s=args.kill_every, faults=faults,
-                      updated=args.updated, lab=lab)
+                      updated=args.updated, lab=lab, cluster=broker if "broker" in faults else None)
         )  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
