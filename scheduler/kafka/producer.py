@@ -22,6 +22,10 @@ from aiokafka.protocol.metadata import MetadataRequest
 log = logging.getLogger(__name__)
 
 
+class ProducerStopped(RuntimeError):
+    """A send on a producer after its stop."""
+
+
 def _unacknowledged(topic: str, fut: asyncio.Future[object]) -> None:
     if not fut.cancelled() and (exc := fut.exception()) is not None:
         log.warning("a record to %s was not acknowledged by the broker: %r", topic, exc)
@@ -65,12 +69,17 @@ class BatchedProducer:
         self._linger_ms = linger_ms
         self.transactional_id = transactional_id
         self._producer: AIOKafkaProducer | None = None
+        self._stopped = False
         self._lock = asyncio.Lock()
         # (topic, partition) -> the task adding its latest batch that could not be added at once
         self._tails: dict[tuple[str, int], asyncio.Future[None]] = {}
 
     async def _started(self) -> AIOKafkaProducer:
         if self._producer is None:
+            if self._stopped:
+                # never started again: a transactional one would fence the partition's new owner (a send
+                # that had taken this producer before its partition was revoked)
+                raise ProducerStopped(f"producer {self.transactional_id or ''} was stopped")
             async with self._lock:
                 if self._producer is None:
                     producer = AIOKafkaProducer(
@@ -91,6 +100,9 @@ class BatchedProducer:
                     except BaseException:
                         await producer.stop()
                         raise
+                    if self._stopped:  # stopped while it started
+                        await producer.stop()
+                        raise ProducerStopped(f"producer {self.transactional_id or ''} was stopped")
                     self._producer = producer
         return self._producer
 
@@ -159,6 +171,7 @@ class BatchedProducer:
         before = self._tails.get(key)
         if (before is None or before.done()) and not _holds_a_batch(producer, topic, partition):
             fut: asyncio.Future[object] = await producer.send_batch(batch, topic, partition=partition)
+            fut.add_done_callback(functools.partial(_unacknowledged, topic))  # (retrieved: never "never")
             return fut
         delivered: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         delivered.add_done_callback(functools.partial(_unacknowledged, topic))
@@ -201,6 +214,7 @@ class BatchedProducer:
         return self._producer
 
     async def stop(self, timeout_s: float | None = None) -> None:
+        self._stopped = True
         producer, self._producer = self._producer, None
         if producer is not None:
             if timeout_s is None:

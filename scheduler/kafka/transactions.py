@@ -91,6 +91,14 @@ class _Txn:
     after: list[Callable[[], None]] = field(default_factory=list)
 
 
+class _Failed(Exception):
+    """A transaction's producer failed (raised inside this module only)."""
+
+    def __init__(self, txn: _Txn, cause: Exception) -> None:
+        super().__init__(repr(cause))
+        self.txn, self.cause = txn, cause
+
+
 class PartitionGone(Exception):
     """The partition's transaction was given up (fenced, failed, or the partition revoked): nothing sent
     for it now can commit."""
@@ -253,7 +261,12 @@ class Transactions:
         if not txn.open:
             async with txn.beginning:  # (two senders must not both begin it)
                 if not txn.open:
-                    await txn.producer.kafka_producer.begin_transaction()
+                    try:
+                        await txn.producer.kafka_producer.begin_transaction()
+                    except Exception as exc:
+                        if self._txns.get(partition) is not txn:  # revoked meanwhile: its producer stopped
+                            raise PartitionGone(f"partition {partition} was revoked") from exc
+                        raise _Failed(txn, exc) from exc
                     txn.open = True
         self._dirty.add(partition)
         return txn
@@ -283,11 +296,14 @@ class Transactions:
         up (see fail) and raises PartitionGone, as does one for a partition not owned here."""
         try:
             txn = await self._open(partition)
+        except _Failed as failed:
+            await self.fail(partition, failed.cause, failed.txn)
+            raise PartitionGone(f"partition {partition}: {failed.cause!r}") from failed.cause
+        try:
             return await send(txn.producer)
-        except PartitionGone:
-            raise
         except Exception as exc:
-            await self.fail(partition, exc)
+            # (a failure of a producer already revoked, or replaced by a new assignment, gives up nothing)
+            await self.fail(partition, exc, txn)
             raise PartitionGone(f"partition {partition}: {exc!r}") from exc
 
     def after_commit(self, partition: int, callback: Callable[[], None]) -> None:
@@ -357,7 +373,7 @@ class Transactions:
                 txn.open = False
                 self.commits += 1
         except Exception as exc:
-            await self.fail(partition, exc)
+            await self.fail(partition, exc, txn)
             return
         self._dirty.discard(partition)  # (by before_commit's own records: no work runs during a commit)
         after, txn.after = txn.after, []
@@ -367,8 +383,12 @@ class Transactions:
             except Exception:
                 log.exception("after the commit of partition %d", partition)
 
-    async def fail(self, partition: int, exc: BaseException) -> None:
-        """Give the partition up: what its open transaction held never commits (see the module doc)."""
+    async def fail(self, partition: int, exc: BaseException, txn: _Txn | None = None) -> None:
+        """Give the partition up: what its open transaction held never commits (see the module doc).
+        `txn`: the transaction that failed; nothing is given up when the partition no longer has it (it was
+        revoked, and maybe assigned again with a new producer, meanwhile)."""
+        if txn is not None and self._txns.get(partition) is not txn:
+            return
         txn = self._txns.pop(partition, None)
         self._dirty.discard(partition)
         if txn is None:

@@ -601,13 +601,21 @@ class Worker:
             await self.txns.assign(active)  # each fenced its previous owner
         for partition in sorted(active - self.punctuator.partitions):
             started = time.monotonic()
-            async with self._work():
-                await self.punctuator.assign(
-                    partition, self.local_states(partition), self._fired_up_to(partition)
-                )
-            self.jobs.checker.assign(partition, self.jobs.local_queues(partition))
-            for key, state in self.punctuator.elapsed_schedules(partition):
-                self.triggers.arm_elapsed(partition, key, state)
+            try:
+                async with self._work():
+                    await self.punctuator.assign(
+                        partition, self.local_states(partition), self._fired_up_to(partition)
+                    )
+                self.jobs.checker.assign(partition, self.jobs.local_queues(partition))
+                for key, state in self.punctuator.elapsed_schedules(partition):
+                    self.triggers.arm_elapsed(partition, key, state)
+            except PartitionGone as exc:
+                # its producer did not start or was fenced meanwhile (a rejoin is requested): the other
+                # partitions still start firing now, not after the next rebalance
+                log.info("partition %d not taken up: %s", partition, exc)
+                self.punctuator.revoke(partition)
+                self.jobs.checker.revoke(partition)
+                continue
             log.info(
                 "partition %d assigned in %.3fs (%d schedules with time triggers, fired up to %s)",
                 partition,
@@ -615,7 +623,7 @@ class Worker:
                 self.punctuator.compiled_count(partition),
                 {u.value: t for u, t in self._fired_up_to(partition).items()},
             )
-        await self.ingest.assign(active)
+        await self.ingest.assign(active if self.txns is None else active & self.txns.partitions)
         freeze_long_lived()  # the rebuilt heaps and compiled schedules
 
     async def _on_revoked(self, app: Any, revoked: Any, **_: Any) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.kafka.producer import BatchedProducer
+from scheduler.kafka.producer import BatchedProducer, ProducerStopped
 
 pytestmark = pytest.mark.unit
 
@@ -55,6 +55,51 @@ async def test_a_failed_record_nobody_awaits_is_logged_with_its_topic_not_left_u
             fake.futures.clear()
             gc.collect()
         assert "a record to t-trigger-index was not acknowledged" in caplog.text
+        assert not unretrieved
+    finally:
+        loop.set_exception_handler(None)
+
+
+async def test_a_stopped_producer_is_never_started_again() -> None:
+    """A send that had taken a partition's transactional producer before the partition was revoked must
+    not start it again: its transactional id would fence the partition's new owner."""
+    producer = BatchedProducer("unused:9092", transactional_id="app-txn-0")
+    producer._producer = _FakeAioProducer()  # type: ignore[assignment]
+    await producer.stop(1.0)
+    with pytest.raises(ProducerStopped):
+        await asyncio.wait_for(producer.send("fires", b"k", b"v"), 1)  # (no connection attempted)
+    with pytest.raises(ProducerStopped):
+        await asyncio.wait_for(producer.send_batch("fires", [(b"k", b"v", 0)]), 1)
+    assert producer._producer is None
+
+
+async def test_a_failed_batch_nobody_awaits_is_logged_not_left_unretrieved(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A fenced producer's batches fail; the punctuator drops their futures with the partition."""
+    producer = BatchedProducer("unused:9092")
+    fake = _LeaderlessPartitionProducer()
+    fake._message_accumulator._batches.clear()
+    producer._producer = fake  # type: ignore[assignment]
+    failing: list[asyncio.Future[object]] = []
+
+    async def send_batch(batch: _Batch, topic: str, *, partition: int) -> asyncio.Future[object]:
+        fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        failing.append(fut)
+        return fut
+
+    fake.send_batch = send_batch  # type: ignore[method-assign]
+    unretrieved: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: unretrieved.append(context))
+    try:
+        with caplog.at_level(logging.WARNING, logger="scheduler.kafka.producer"):
+            await producer.send_batch("t-fires", [(b"k", b"v", 0)])  # the futures are dropped
+            failing[0].set_exception(RuntimeError("ProducerFenced"))
+            await asyncio.sleep(0)
+            failing.clear()
+            gc.collect()
+        assert "a record to t-fires was not acknowledged" in caplog.text
         assert not unretrieved
     finally:
         loop.set_exception_handler(None)
