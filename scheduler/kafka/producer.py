@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -26,9 +27,24 @@ class ProducerStopped(RuntimeError):
     """A send on a producer after its stop."""
 
 
+#: a failure of records to one topic, of one kind, is logged at most once in this many seconds (a fenced
+#: producer fails every record it held: thousands of lines)
+UNACKNOWLEDGED_LOG_EVERY_S = 5.0
+#: (topic, error type) -> (when it was last logged, how many were not logged since)
+_unacknowledged_logged: dict[tuple[str, str], tuple[float, int]] = {}
+
+
 def _unacknowledged(topic: str, fut: asyncio.Future[object]) -> None:
-    if not fut.cancelled() and (exc := fut.exception()) is not None:
-        log.warning("a record to %s was not acknowledged by the broker: %r", topic, exc)
+    if fut.cancelled() or (exc := fut.exception()) is None:
+        return
+    key, now = (topic, type(exc).__name__), time.monotonic()
+    last, quiet = _unacknowledged_logged.get(key, (-UNACKNOWLEDGED_LOG_EVERY_S, 0))
+    if now - last < UNACKNOWLEDGED_LOG_EVERY_S:
+        _unacknowledged_logged[key] = (last, quiet + 1)
+        return
+    _unacknowledged_logged[key] = (now, 0)
+    more = f" (and {quiet} more like it before)" if quiet else ""
+    log.warning("a record to %s was not acknowledged by the broker: %r%s", topic, exc, more)
 
 
 def _holds_a_batch(producer: AIOKafkaProducer, topic: str, partition: int) -> bool:

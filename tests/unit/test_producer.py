@@ -105,6 +105,20 @@ async def test_a_failed_batch_nobody_awaits_is_logged_not_left_unretrieved(
         loop.set_exception_handler(None)
 
 
+async def test_thousands_of_failed_records_log_a_few_lines(caplog: pytest.LogCaptureFixture) -> None:
+    """A fenced producer fails every record it held: one line per topic and error every few seconds."""
+    producer = BatchedProducer("unused:9092")
+    fake = _FakeAioProducer()
+    producer._producer = fake  # type: ignore[assignment]
+    with caplog.at_level(logging.WARNING, logger="scheduler.kafka.producer"):
+        for _ in range(1000):
+            await producer.send("t-fenced-out", b"k", b"v")
+        for fut in fake.futures:
+            fut.set_exception(RuntimeError("ProducerFenced"))
+        await asyncio.sleep(0)
+    assert caplog.text.count("a record to t-fenced-out was not acknowledged") == 1
+
+
 class _Batch:
     def __init__(self) -> None:
         self.records: list[bytes] = []
