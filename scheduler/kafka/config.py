@@ -177,6 +177,8 @@ class Settings(BaseModel):
 #: Tansu does not answer a waiting fetch when data arrives; it holds it for the whole fetch_max_wait
 #: (Faust fixes it at 1.5 s), so every hop between agents would cost up to 1.5 s. Poll often instead.
 TANSU_FETCH_MAX_WAIT_MS = 10
+#: Faust's consumer on Kafka: how long a fetch waits for records (Faust's own: 1.5 s); see apply_consumer_profile
+KAFKA_FETCH_MAX_WAIT_MS = 100
 #: see apply_consumer_profile: how long aiokafka waits before fetching again while records are buffered
 PREFETCH_BACKOFF_S = 0.005
 #: a fetch while a changelog partition is far behind (a restore) may wait this long: see
@@ -402,6 +404,15 @@ def consumer_options(profile: BrokerProfile) -> dict[str, Any]:
     return isolation(profile)
 
 
+def faust_consumer_options(profile: BrokerProfile, read_committed: bool) -> dict[str, Any]:
+    """What the profile sets on the consumers Faust creates (see apply_consumer_profile)."""
+    tansu = profile == "tansu"
+    return {
+        "fetch_max_wait_ms": TANSU_FETCH_MAX_WAIT_MS if tansu else KAFKA_FETCH_MAX_WAIT_MS,
+        **({"isolation_level": "read_committed"} if read_committed else {}),
+    }
+
+
 def apply_consumer_profile(profile: BrokerProfile, read_committed: bool = False) -> None:
     """Process-wide: the consumers Faust creates get the profile's fetching (and, with transactions,
     read only what was committed: see visible_ends for the end offsets that needs).
@@ -410,7 +421,14 @@ def apply_consumer_profile(profile: BrokerProfile, read_committed: bool = False)
     its buffer, for up to its prefetch backoff (100 ms, not configurable). With one broker (or a few)
     leading many partitions, one busy agent then delays every other agent's next record: event -> launch
     p99 was 163 ms on a 1-node Kafka (`make bench`, 2026-11-24). Tansu also needs short polls, its true
-    end offsets, and long polls while a changelog is restored (see above)."""
+    end offsets, and long polls while a changelog is restored (see above).
+
+    On Kafka, a broker answers one request of a connection at a time, so a request of Faust's consumer
+    (the end and start offsets of a takeover's recovery) waits behind the fetch in progress, and Faust's
+    fetch waits up to 1.5 s when no record comes: a takeover's recovery waited ~1.5 s at each of its three
+    steps (highwaters, start offsets, its last changelog read): 4.5 s of a 13.9 s gap after a worker was
+    killed. Fetches wait 100 ms at most instead: an idle worker asks each broker ~10 times a second, and a
+    record that arrives is answered at once either way."""
     import types
 
     import aiokafka
@@ -422,11 +440,7 @@ def apply_consumer_profile(profile: BrokerProfile, read_committed: bool = False)
 
     class ProfiledConsumer(aiokafka.AIOKafkaConsumer):  # type: ignore[misc]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            if tansu:
-                kwargs["fetch_max_wait_ms"] = TANSU_FETCH_MAX_WAIT_MS
-            if read_committed:
-                kwargs["isolation_level"] = "read_committed"
-            super().__init__(*args, **kwargs)
+            super().__init__(*args, **{**kwargs, **faust_consumer_options(profile, read_committed)})
 
         async def end_offsets(self, partitions: Any) -> Any:
             reported = await super().end_offsets(partitions)
@@ -466,10 +480,12 @@ def broker_profile(profile: BrokerProfile) -> dict[str, Any]:
         }
     return {
         # A dead worker is noticed after the session timeout, and its schedules fire late until then:
-        # Faust's default is 60 s. 10 s rides out a long GC pause; heartbeats at a third of it, as Kafka
-        # advises, so two can be lost before the session is.
+        # Faust's default is 60 s. 10 s rides out a long GC pause. A member hears that a rebalance began
+        # only at its next heartbeat, and the rebalance waits for every member: heartbeats every second
+        # (not a third of the session, as Kafka advises) so a takeover is not held up to 3 s by the member
+        # that heard it last (seen: 2.1 s of a 13.4 s takeover); nine can be lost before the session is.
         "broker_session_timeout": 10.0,
-        "broker_heartbeat_interval": 3.0,
+        "broker_heartbeat_interval": 1.0,
         # Every write (hops, changelogs) is acknowledged by all in-sync replicas: with min.insync.replicas
         # 2 on a 3-node cluster, a leader that dies loses nothing it acknowledged (the fires' and the
         # schedules changelog's producer, producer.BatchedProducer, uses acks=all too).
