@@ -29,7 +29,7 @@ kafka-jars: install   ## fetch the pinned Apache Kafka's jars into the cache (mv
 demo: install         ## ingest -> transform -> report on the embedded broker with Spark local
 	$(BIN)/scheduler demo
 
-chaos: install        ## 3 workers, 2000 every-second schedules, SIGKILLs, SIGSTOP pauses and network cuts for 3 min: 0 missed, 0 repeated on Kafka
+chaos: install        ## 3 workers, 2000 every-second schedules, SIGKILLs, SIGSTOP pauses, network cuts and broker SIGKILLs for 3 min: 0 missed, 0 repeated on Kafka
 	$(BIN)/python -m tests.chaos --workers 3 --schedules 2000 --duration 180
 
 bench: install        ## benchmarks (report, never assert): results in tests/bench/results/ and the README

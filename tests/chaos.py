@@ -126,7 +126,11 @@ async def run_chaos(
             commands.append(ScheduleCommand(s.key, Action.INSERT, s))
         acked: dict[str, str] = {}
         stop_updates = asyncio.Event()
-        async with TopicReader(bootstrap, out, read_committed=profile == "kafka") as reader:
+        # the output topic outlives a broker's loss, as the worker's own topics do
+        replication = 3 if cluster is not None and len(cluster.nodes) == 3 else 1
+        async with TopicReader(
+            bootstrap, out, read_committed=profile == "kafka", replication=replication
+        ) as reader:
             await send_commands(bootstrap, f"{app_id}-commands", *commands)
             names = {c.key.name for c in commands}
             try:

@@ -149,9 +149,12 @@ class TopicReader:
         decoder: Callable[[bytes], Any] = decode_fired,
         start: str = "earliest",
         read_committed: bool | None = None,
+        replication: int = 1,
     ) -> None:
         """`read_committed`: what a consumer of our topics sets on Kafka (the default there; None: by the
-        broker the tests run on)."""
+        broker the tests run on). `replication`: the topic's replication factor, if this creates it (a
+        topic that must outlive a broker's loss needs the cluster's: 3)."""
+        self.replication = replication
         self.read_committed = on_kafka() if read_committed is None else read_committed
         self.bootstrap = bootstrap
         self.start = start  # "latest": only what is produced from now on
@@ -164,7 +167,7 @@ class TopicReader:
         self._consumer: AIOKafkaConsumer | None = None
 
     async def __aenter__(self) -> TopicReader:
-        await ensure_topic(self.bootstrap, self.topic)
+        await ensure_topic(self.bootstrap, self.topic, replication=self.replication)
         self._consumer = await started_consumer(
             self.topic,
             bootstrap_servers=self.bootstrap,
@@ -231,10 +234,12 @@ def dead_letter(value: bytes) -> dict[str, Any]:
 TEST_TOPIC_PARTITIONS = 4
 
 
-async def ensure_topic(bootstrap: str, topic: str, partitions: int = TEST_TOPIC_PARTITIONS) -> None:
+async def ensure_topic(
+    bootstrap: str, topic: str, partitions: int = TEST_TOPIC_PARTITIONS, replication: int = 1
+) -> None:
     """Create the topic unless it exists, as a producer or consumer does on a cluster that does not
     create topics on first use (Apache Kafka as the tests run it)."""
-    await TopicCreator(bootstrap, partitions, 1).ensure(topic)
+    await TopicCreator(bootstrap, partitions, replication).ensure(topic)
 
 
 async def produce(

@@ -128,7 +128,9 @@ async def _fire_through(
                 for i in range(SCHEDULES)
             )
         ]
-        async with TopicReader(cluster.bootstrap_servers, out, read_committed=True) as reader:
+        # (the output topic replicated as the worker's own: with one replica, a fire to a partition on the
+        # broker killed could not be written until it came back, and what it had not flushed was lost)
+        async with TopicReader(cluster.bootstrap_servers, out, read_committed=True, replication=3) as reader:
             await send_commands(cluster.bootstrap_servers, f"{app_id}-commands", *commands)
             await reader.wait_for(lambda r: len({x.key.name for x in r}) == SCHEDULES, timeout_s=120)
             prober = Prober(worker.url, out)
