@@ -82,14 +82,17 @@ def test_thousands_of_hostile_messages_are_refused_with_the_documented_errors(to
     rng = _rng("mix", topic)
     kinds: Counter[str] = Counter()
     accepted: Counter[str] = Counter()
+    by_chance: set[str] = set()  # kinds not refused by construction (random bytes, a mutation, a random cron)
     for n in range(3_000):
         msg = hostile(rng, topic, n, KNOWN)
         kinds[msg.kind] += 1
+        if not msg.certain:
+            by_chance.add(msg.kind)
         if _check(msg) is None:
             accepted[msg.kind] += 1
     print(f"{topic}: {dict(kinds)}; accepted by chance: {dict(accepted)}")
-    # a mutation of a valid message (or random bytes) passes now and then; nothing else does
-    assert set(accepted) <= {f"{topic}/{k}" for k in ("random-bytes", "mutated", "wrong-schema")}
+    # those pass now and then (seed 3392621958: a random cron that was valid); nothing else does
+    assert set(accepted) <= by_chance
     assert all(accepted[kind] <= kinds[kind] // 4 for kind in accepted), (accepted, kinds)
 
 
