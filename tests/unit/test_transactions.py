@@ -272,6 +272,20 @@ async def test_a_revocation_told_not_to_commit_gives_the_partitions_up_at_once()
     assert h.log.count("commit") == 1 and "before:1" in h.log and "before:0" not in h.log
 
 
+async def send_through_a_move(h: Harness, release: asyncio.Event) -> FakeBatchedProducer:
+    """A send of partition 0 that hangs until `release`; meanwhile the partition is revoked and assigned
+    here again with a new producer. The send ends with PartitionGone; returns the new producer."""
+    sending = asyncio.create_task(h.t.send(0, "fires", b"k", b"v"))
+    await spin()
+    await h.t.revoke([0], commit=False)
+    new = FakeBatchedProducer(h.log)
+    h.t._txns[0] = _Txn(new)  # type: ignore[arg-type]  (assigned here again)
+    release.set()
+    with pytest.raises(PartitionGone):
+        await sending
+    return new
+
+
 async def test_a_send_failing_after_its_partition_moved_gives_up_nothing_of_the_new_assignment() -> None:
     """A send that had taken the partition's producer before a revocation fails once that producer stops;
     the partition, assigned again meanwhile with a new producer, must not be given up for it (that asked
@@ -285,14 +299,7 @@ async def test_a_send_failing_after_its_partition_moved_gives_up_nothing_of_the_
         raise RuntimeError("producer was stopped")
 
     old.send = send_after_stop  # type: ignore[method-assign]
-    sending = asyncio.create_task(h.t.send(0, "fires", b"k", b"v"))
-    await spin()
-    await h.t.revoke([0], commit=False)
-    new = FakeBatchedProducer(h.log)
-    h.t._txns[0] = _Txn(new)  # type: ignore[arg-type]  (assigned here again)
-    release.set()
-    with pytest.raises(PartitionGone):
-        await sending
+    new = await send_through_a_move(h, release)
     assert h.t.owns(0) and not h.failed and not new.stopped
 
 
@@ -305,14 +312,7 @@ async def test_a_begin_failing_on_a_producer_stopped_by_a_revocation_is_no_failu
         raise AssertionError("not started")
 
     h.producers[0].kafka_producer.begin_transaction = begin_on_stopped  # type: ignore[method-assign]
-    sending = asyncio.create_task(h.t.send(0, "fires", b"k", b"v"))
-    await spin()
-    await h.t.revoke([0], commit=False)
-    new = FakeBatchedProducer(h.log)
-    h.t._txns[0] = _Txn(new)  # type: ignore[arg-type]  (assigned here again)
-    gate.set()
-    with pytest.raises(PartitionGone):
-        await sending
+    new = await send_through_a_move(h, gate)
     assert h.t.owns(0) and not h.failed and h.t.failures == 0 and not new.stopped
 
 
