@@ -31,6 +31,7 @@ from scheduler.kafka.config import Settings, apply_consumer_profile, apply_trans
 from scheduler.kafka.group import recovery_is_current, request_rejoin, track_recovery_generation
 from scheduler.kafka.partitioner import kafka_partition as partition_for
 from scheduler.kafka.producer import BatchedProducer, TopicCreator
+from scheduler.kafka.recovery import watch_recovery
 from scheduler.kafka.tables import partition_db, partition_items, raw_table
 from scheduler.kafka.transactions import OWNER, PartitionGone, Transactions
 from scheduler.wire.codec import (
@@ -723,6 +724,7 @@ class _Timers(Service):
         self.add_future(self.worker.jobs.checker.run())
         self.add_future(self.worker.registry.start())
         self.add_future(self.worker.ingest.run())
+        self.add_future(watch_recovery(self.worker.faust_app))
         if self.worker.settings.launcher == "embedded":
             from scheduler.launcher.launcher import Launcher
 

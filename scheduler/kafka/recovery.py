@@ -1,0 +1,100 @@
+"""A watch over Faust's changelog recovery: a partition whose restore receives nothing says why, and one
+that has nothing more to receive ends. The only module that reaches into Faust's recovery service and its
+consumer's fetch state (their private members)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: a restoring partition that has received no record for this long is looked at
+STALL_S = 5.0
+#: how often the watch looks, and how often one stalled partition is reported
+WATCH_INTERVAL_S = 2.0
+REPORT_EVERY_S = 10.0
+
+
+def stalled(
+    remaining: Mapping[Any, int],
+    received_at: Mapping[Any, float],
+    started_at: float | None,
+    now: float,
+    stall_s: float = STALL_S,
+) -> list[Any]:
+    """The partitions still behind their end whose last record (or the recovery's start, for one that
+    received none) is more than stall_s ago."""
+    if started_at is None:
+        return []
+    return [
+        tp
+        for tp, behind in remaining.items()
+        if behind > 0 and now - received_at.get(tp, started_at) > stall_s
+    ]
+
+
+def nothing_left(position: int | None, highwater: int, queued: int) -> bool:
+    """A restoring partition has received all it ever will: its consumer's position is past the offset it
+    waits for (Faust's highwater: the end - 1) and no fetched record waits in the changelog queue. The
+    records between were transaction markers or aborted records, which no consumer receives."""
+    return position is not None and position > highwater and queued == 0
+
+
+def _fetch_state(app: Any, tp: Any) -> str:
+    """What aiokafka's consumer holds for a partition, for the report (best effort: private members)."""
+    try:
+        consumer = app.consumer._thread._ensure_consumer()
+        state = consumer._subscription.subscription.assignment.state_value(tp)
+        fetcher = consumer._fetcher
+        if state is None:
+            return "not assigned to the consumer"
+        return (
+            f"paused={state.paused} valid_position={state.has_valid_position} "
+            f"broker_highwater={state.highwater} lso={state.lso} buffered={tp in fetcher._records} "
+            f"fetching_from={sorted(fetcher._in_flight)}"
+        )
+    except Exception as exc:  # a Faust or aiokafka upgrade moved something: report, never fail
+        return f"fetch state unknown ({type(exc).__name__}: {exc})"
+
+
+async def watch_recovery(app: Any, interval_s: float = WATCH_INTERVAL_S) -> None:
+    """Runs for the worker's life. Faust waits for the record at its highwater, and ends a partition's
+    restore early only in its own exactly-once mode (after two 5 s timeouts); a changelog written in our
+    transactions can end in markers, so a partition whose position is past its end is marked restored
+    here. Any other stall is logged with the consumer's view of it, once every REPORT_EVERY_S."""
+    recovery = app.tables.recovery
+    reported: dict[Any, float] = {}
+    while True:
+        await asyncio.sleep(interval_s)
+        if not recovery.in_recovery:
+            reported.clear()
+            continue
+        now = time.monotonic()
+        for tp in stalled(
+            recovery.active_remaining(),
+            recovery._active_events_received_at,
+            recovery._recovery_started_at,
+            now,
+        ):
+            highwater = recovery.active_highwaters[tp]
+            try:
+                position = await asyncio.wait_for(app.consumer.position(tp), 2.0)
+            except Exception:  # resetting, or no longer assigned
+                position = None
+            if nothing_left(position, highwater, app.tables.changelog_queue.qsize()):
+                recovery.active_offsets[tp] = highwater
+                log.warning(
+                    "restore of %s[%d] ended at %d: nothing visible up to its end %d (transaction markers "
+                    "or aborted records)", tp.topic, tp.partition, position, highwater + 1,
+                )  # fmt: skip
+            elif now - reported.get(tp, 0.0) >= REPORT_EVERY_S:
+                reported[tp] = now
+                log.warning(
+                    "restore of %s[%d] receives nothing: restored to %s of %d, consumer position %s, %s",
+                    tp.topic, tp.partition, recovery.active_offsets.get(tp), highwater, position,
+                    _fetch_state(app, tp),
+                )  # fmt: skip
