@@ -73,28 +73,35 @@ async def watch_recovery(app: Any, interval_s: float = WATCH_INTERVAL_S) -> None
         if not recovery.in_recovery:
             reported.clear()
             continue
-        now = time.monotonic()
-        for tp in stalled(
-            recovery.active_remaining(),
-            recovery._active_events_received_at,
-            recovery._recovery_started_at,
-            now,
-        ):
-            highwater = recovery.active_highwaters[tp]
-            try:
-                position = await asyncio.wait_for(app.consumer.position(tp), 2.0)
-            except Exception:  # resetting, or no longer assigned
-                position = None
-            if nothing_left(position, highwater, app.tables.changelog_queue.qsize()):
-                recovery.active_offsets[tp] = highwater
-                log.warning(
-                    "restore of %s[%d] ended at %d: nothing visible up to its end %d (transaction markers "
-                    "or aborted records)", tp.topic, tp.partition, position, highwater + 1,
-                )  # fmt: skip
-            elif now - reported.get(tp, 0.0) >= REPORT_EVERY_S:
-                reported[tp] = now
-                log.warning(
-                    "restore of %s[%d] receives nothing: restored to %s of %d, consumer position %s, %s",
-                    tp.topic, tp.partition, recovery.active_offsets.get(tp), highwater, position,
-                    _fetch_state(app, tp),
-                )  # fmt: skip
+        try:
+            await _look(app, recovery, reported)
+        except Exception:  # a Faust or aiokafka upgrade moved something: the watch must not stop the worker
+            log.exception("the restore watch failed")
+
+
+async def _look(app: Any, recovery: Any, reported: dict[Any, float]) -> None:
+    now = time.monotonic()
+    for tp in stalled(
+        recovery.active_remaining(),
+        recovery._active_events_received_at,
+        recovery._recovery_started_at,
+        now,
+    ):
+        highwater = recovery.active_highwaters[tp]
+        try:
+            position = await asyncio.wait_for(app.consumer.position(tp), 2.0)
+        except Exception:  # resetting, or no longer assigned
+            position = None
+        if nothing_left(position, highwater, app.tables.changelog_queue.qsize()):
+            recovery.active_offsets[tp] = highwater
+            log.warning(
+                "restore of %s[%d] ended at %d: nothing visible up to its end %d (transaction markers "
+                "or aborted records)", tp.topic, tp.partition, position, highwater + 1,
+            )  # fmt: skip
+        elif now - reported.get(tp, 0.0) >= REPORT_EVERY_S:
+            reported[tp] = now
+            log.warning(
+                "restore of %s[%d] receives nothing: restored to %s of %d, consumer position %s, %s",
+                tp.topic, tp.partition, recovery.active_offsets.get(tp), highwater, position,
+                _fetch_state(app, tp),
+            )  # fmt: skip
