@@ -71,12 +71,14 @@ async def run_chaos(
     updated: int = 0,
     lab: Lab | None = None,
     cluster: KafkaCluster | None = None,
+    standby: int = 0,
 ) -> dict[str, Any]:
     """`faults`: the kinds taken in turn ("kill": SIGKILL, restart after `down_s`; "pause": SIGSTOP for
     `pause_s`, then SIGCONT; "cut": the worker's network cut for `pause_s`, then healed: it needs `lab`, the
     workers' namespaces, and a broker on netns.BROKER_HOST; "broker": a node of `cluster`, a 3-node Kafka,
     SIGKILLed and started again after `pause_s`: the next broker fault waits until every partition is in
-    sync again). `updated`: schedules updated over HTTP throughout, one request at a time."""
+    sync again). `updated`: schedules updated over HTTP throughout, one request at a time. `standby`: the
+    workers' standby replicas (SCHEDULER_STANDBY_REPLICAS)."""
     if "cut" in faults and (lab is None or len(lab.namespaces) < workers):
         raise ValueError("network cuts need a netns.Lab with a namespace per worker")
     if "broker" in faults and (cluster is None or len(cluster.nodes) < 3):
@@ -93,6 +95,7 @@ async def run_chaos(
         "SCHEDULER_LOG_LEVEL": os.environ.get("CHAOS_LOG_LEVEL", "warning"),
         "SCHEDULER_AUTH": "off",
         "SCHEDULER_PROGRESS_INTERVAL_MS": "500",
+        "SCHEDULER_STANDBY_REPLICAS": str(standby),
     }
     if cluster is not None and len(cluster.nodes) == 3:
         env["SCHEDULER_REPLICATION_FACTOR"] = "3"
@@ -313,6 +316,7 @@ def main() -> None:
         "from its jars)",
     )
     parser.add_argument("--updated", type=int, default=200, help="schedules updated over HTTP throughout")
+    parser.add_argument("--standby", type=int, default=0, help="standby replicas of each partition's tables")
     parser.add_argument("--out", type=Path, default=Path("data/chaos-report.json"))
     args = parser.parse_args()
     from scheduler.kafka.broker import EmbeddedBroker
@@ -346,7 +350,8 @@ def main() -> None:
         report = asyncio.run(
             run_chaos(bootstrap, profile, workers=args.workers, schedules=args.schedules,
                       duration_s=args.duration, kill_every_s=args.kill_every, faults=faults,
-                      updated=args.updated, lab=lab, cluster=broker if "broker" in faults else None)
+                      updated=args.updated, lab=lab, cluster=broker if "broker" in faults else None,
+                      standby=args.standby)
         )  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))

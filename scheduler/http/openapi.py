@@ -198,6 +198,7 @@ _ERRORS: dict[int, dict[str, Any]] = {
     404: _json(_ref("Error"), "not found"),
     409: _json(_ref("Error"), "conflict"),
     412: _json(_ref("Error"), "If-Match named another version of the schedule than it is at"),
+    413: _json(_ref("Error"), "the request body is larger than the server reads (1 MiB)"),
     408: _json(_ref("Error"), "the write's deadline passed before its command could be produced"),
     503: {
         **_json(_ref("Error"), "partitions are moving between workers; retry after Retry-After seconds"),
@@ -470,6 +471,8 @@ def build_spec() -> dict[str, Any]:
     for path, ops in paths.items():
         for method, op in ops.items():
             op["operationId"] = _operation_id(method, path)
+            if "requestBody" in op:
+                op["responses"]["413"] = _ERRORS[413]
             if path.startswith(("/schedules", "/schedulers")) and method != "get":  # a write: its conditions
                 op["parameters"] = [*op["parameters"], *_WRITE_CONDITIONS]
                 op["responses"].update({str(s): _ERRORS[s] for s in (408, 412)})

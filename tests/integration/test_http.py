@@ -149,6 +149,15 @@ async def test_a_body_that_is_not_json_gets_400(worker):
     assert r.status_code == 400 and r.json()["fields"][0]["field"] == "body"
 
 
+async def test_a_body_larger_than_the_server_reads_gets_a_json_413(worker):
+    """(schemathesis once sent a 46 MB schedule: aiohttp's own 413 was plain text, and undocumented)"""
+    huge = {**_cron_body("x", "out"), "data": {"blob": "x" * (2 << 20)}}
+    async with httpx.AsyncClient(base_url=worker.url, timeout=30) as client:
+        r = await client.post("/schedules", json=huge)
+        assert r.status_code == 413 and r.json()["error"] == "body too large", r.text
+        assert (await client.get("/schedules/acme/x")).status_code == 404  # nothing was written
+
+
 async def test_next_fire_times_match_an_independent_evaluator_for_a_time_zone_cron(worker, app_id):
     expression, tz = "0 15 9 * * 1-5", "Asia/Kolkata"  # weekdays 09:15 IST (UTC+05:30, no DST)
     async with httpx.AsyncClient(base_url=worker.url, timeout=10) as client:
