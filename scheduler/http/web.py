@@ -147,15 +147,11 @@ def deny_tenants(view: View, request: Request, *tenants: str) -> Response | None
 async def parse_body(
     view: View, request: Request, model: type[BaseModel], empty_ok: bool = False
 ) -> tuple[Any, Response | None]:
-    """The body validated by `model`, or the 400 naming the field that is wrong (413 if it is larger than
-    the server reads)."""
+    """The body validated by `model`, or the 400 naming the field that is wrong."""
+    if empty_ok and not await cast(Any, request).read():
+        return None, None
     try:
-        if empty_ok and not await cast(Any, request).read():
-            return None, None
         raw = await request.json()
-    except aioweb.HTTPRequestEntityTooLarge as exc:
-        reason = exc.text or "the request body is larger than the server accepts"
-        return None, answer(view, out.Error, {"error": "body too large", "reason": reason}, status=413)
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError, RecursionError):  # 10k-deep JSON
         return None, field_error(view, "body", "not valid JSON")
     try:
