@@ -144,6 +144,10 @@ class Settings(BaseModel):
             self.commands_topic: {},
             self.dead_letter_topic: {},
             self.events_topic: {},
+            # the hops between agents (Faust's agents create them too; with transactions there are none)
+            self.index_topic: {},
+            self.trigger_topic: {},
+            self.jobs_topic: {},
             self.launch_topic: {},
             self.launcher_control_topic: {},
             # program definitions: the latest per program id wins, so older ones may go

@@ -4,8 +4,12 @@ that changes them breaks here and nowhere else."""
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
+
+from rocksdict import WriteBatch
 
 
 def raw_table(app: Any, name: str, partitions: int) -> Any:
@@ -29,3 +33,38 @@ def partition_items(table: Any, partition: int) -> Iterator[tuple[bytes, bytes]]
     """The entries of one partition of a table, without Faust's offset bookkeeping."""
     store = table.data
     yield from store._visible_items(store._db_for_partition(partition))
+
+
+def write_local(table: Any, partition: int, writes: dict[bytes, bytes | None]) -> None:
+    """Writes (None: a delete) into one partition's RocksDB database as one write batch."""
+    if not writes:
+        return
+    batch = WriteBatch(raw_mode=True)
+    for key, value in writes.items():
+        if value is None:
+            batch.delete(key)
+        else:
+            batch.put(key, value)
+    partition_db(table, partition).write(batch)
+
+
+async def last_offsets(futures: list[asyncio.Future[object]]) -> dict[int, int]:
+    """partition -> the offset of its last record, from send_batch's futures (one per record: its batch's)."""
+    for fut in {id(f): f for f in futures}.values():
+        await fut
+    return done_offsets(futures)
+
+
+def done_offsets(futures: list[asyncio.Future[object]]) -> dict[int, int]:
+    """The same from futures that are done (a batch held back by the producer resolves its future from a
+    callback, a moment after its transaction committed: it is left out, and only a later write of the
+    partition records where its store stands — a restart then restores a little more than it needs)."""
+    members = Counter(id(f) for f in futures)
+    last: dict[int, int] = {}
+    for fut in {id(f): f for f in futures}.values():
+        if not fut.done() or fut.cancelled() or fut.exception() is not None:
+            continue
+        meta: Any = fut.result()
+        end = meta.offset + members[id(fut)] - 1
+        last[meta.partition] = max(last.get(meta.partition, -1), end)
+    return last

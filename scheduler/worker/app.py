@@ -16,7 +16,6 @@ from typing import Any, cast
 import faust
 from faust.types import TP, EventT
 from mode import Service
-from rocksdict import WriteBatch
 
 from scheduler.domain.commands import (
     CommandRejected,
@@ -32,7 +31,15 @@ from scheduler.kafka.group import recovery_is_current, request_rejoin, track_rec
 from scheduler.kafka.partitioner import kafka_partition as partition_for
 from scheduler.kafka.producer import BatchedProducer, TopicCreator
 from scheduler.kafka.recovery import watch_recovery
-from scheduler.kafka.tables import partition_db, partition_items, raw_table
+from scheduler.kafka.staged import StagedTable
+from scheduler.kafka.tables import (
+    done_offsets,
+    last_offsets,
+    partition_db,
+    partition_items,
+    raw_table,
+    write_local,
+)
 from scheduler.kafka.transactions import OWNER, PartitionGone, Transactions
 from scheduler.wire.codec import (
     DecodeError,
@@ -51,6 +58,7 @@ from scheduler.wire.command_headers import command_conditions, condition_headers
 from scheduler.wire.dead_letters import dead_letter_record, moved_headers, origin
 from scheduler.worker.counters import WorkerCounts
 from scheduler.worker.event_routing import EventRouting
+from scheduler.worker.hops import agent, safely
 from scheduler.worker.ingest import CommandIngest, freeze_long_lived, offset_record
 from scheduler.worker.job_queue import JobQueueAgent
 from scheduler.worker.journal import Journal
@@ -116,10 +124,10 @@ class Worker:
                 settings.jobs_topic,
             )
         )
-        self.trigger_index = raw_table(app, "trigger-index", settings.partitions)
-        self.trigger_progress = raw_table(app, "trigger-progress", settings.partitions)
-        self.job_queue = raw_table(app, "job-queue", settings.partitions)
-        self.run_records = raw_table(app, "run-records", settings.partitions)
+        self.trigger_index: Any = raw_table(app, "trigger-index", settings.partitions)
+        self.trigger_progress: Any = raw_table(app, "trigger-progress", settings.partitions)
+        self.job_queue: Any = raw_table(app, "job-queue", settings.partitions)
+        self.run_records: Any = raw_table(app, "run-records", settings.partitions)
         self.registry = ProgramRegistry(
             settings.bootstrap_servers, settings.programs_topic, settings.programs_file
         )
@@ -156,6 +164,12 @@ class Worker:
             transactional=self.txns is not None,
             work=self._work,
         )
+        self._staged: list[StagedTable] = []  # with transactions: the agents' tables, written in them
+        if self.txns is not None:
+            self.trigger_index, self.trigger_progress, self.job_queue, self.run_records = self._staged = [
+                StagedTable(t, self.txns.dirty)
+                for t in (self.trigger_index, self.trigger_progress, self.job_queue, self.run_records)
+            ]
         self.routing = EventRouting(self)
         self.triggers = TriggerAgent(self)
         self.jobs = JobQueueAgent(self)
@@ -163,13 +177,25 @@ class Worker:
         # partition -> schedule changelog records not yet sent
         self._writes: dict[int, list[tuple[bytes, bytes | None, int]]] = {}
         self._unwritten: dict[int, dict[bytes, bytes | None]] = {}  # partition -> writes not in RocksDB yet
-        self.ingest = CommandIngest(self)  # the commands topic, a fetch at a time (not a Faust agent)
+        hops = {
+            settings.light_topic: self.handle_task_definition,
+            settings.index_topic: self.routing.handle_index_update,
+            settings.events_topic: self.routing.handle_event,
+            settings.trigger_topic: self.triggers.handle,
+            settings.jobs_topic: self.jobs.handle,
+        }
+        # the commands topic, a fetch at a time (not a Faust agent); with transactions the hops too
+        self.ingest = CommandIngest(self, hops=hops if self.txns is not None else None)
 
-        app.agent(self.light_topic, name="light-scheduler-agent")(self._light_agent)
-        app.agent(index_topic, name="trigger-index-agent")(self.routing.index_agent)
-        app.agent(events_topic, name="event-agent")(self.routing.event_agent)
-        app.agent(trigger_topic, name="trigger-agent")(self.triggers.agent)
-        app.agent(jobs_topic, name="job-queue-agent")(self.jobs.agent)
+        if self.txns is None:  # each hop a Faust agent, at-least-once (see hops.py)
+            for topic, name in (
+                (self.light_topic, "light-scheduler-agent"),
+                (index_topic, "trigger-index-agent"),
+                (events_topic, "event-agent"),
+                (trigger_topic, "trigger-agent"),
+                (jobs_topic, "job-queue-agent"),
+            ):
+                app.agent(topic, name=name)(agent(hops[topic.get_topic_name()]))
         self.schedules.on_recover(self._on_recovered)
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
         if self.txns is not None:
@@ -178,20 +204,18 @@ class Worker:
 
     # --- agents ---------------------------------------------------------------------------------
 
-    async def _light_agent(self, stream: Any) -> None:
+    async def handle_task_definition(self, event: EventT) -> None:
         """light-scheduler's TaskDefinition, translated into a command on our commands topic."""
-        async for event in stream.events():
-            try:
-                cmd = command_from_task_definition(event.message.value)
-                validate_command(cmd)  # refused here, with the original bytes, not on the commands topic
-            except (DecodeError, InvalidSchedule, CommandRejected) as exc:
-                await self.dead_letter(event, str(exc))
-                continue
-            except Exception as exc:  # never die on input
-                log.exception("unexpected error handling a light-scheduler task definition")
-                await self.dead_letter(event, f"internal error: {type(exc).__name__}: {exc}")
-                continue
-            await self.send_command(cmd)
+        await safely(self, event, "a light-scheduler task definition", self._translate_task_definition)
+
+    async def _translate_task_definition(self, event: EventT) -> None:
+        try:
+            cmd = command_from_task_definition(event.message.value)
+            validate_command(cmd)  # refused here, with the original bytes, not on the commands topic
+        except (DecodeError, InvalidSchedule, CommandRejected) as exc:
+            await self.dead_letter(event, str(exc))
+            return
+        await self.send_command(cmd)
 
     async def handle_command(self, event: EventT) -> None:
         """One command of the commands topic (see ingest.CommandIngest); its schedule write is collected
@@ -284,12 +308,8 @@ class Worker:
         await self.routing.schedule_changed(kb, old, new)
         if old is None:
             return
-        progress = partition_db(self.trigger_progress, partition)
-        if cmd.action in (Action.UPDATE, Action.DELETE, Action.DISABLE) and progress.get(kb) is not None:
-            # An update resets trigger progress; delete and disable drop it. Through Faust's producer, as
-            # the trigger agent's writes of the same key, so the changelog keeps their order.
-            del progress[kb]
-            self.trigger_progress.send_changelog(partition, kb, None)
+        if cmd.action in (Action.UPDATE, Action.DELETE, Action.DISABLE):
+            self._drop_trigger_progress(partition, kb)
         program = old.schedule.program
         if program is None:
             return
@@ -299,6 +319,19 @@ class Worker:
             await self.jobs.cancel_jobs(old.schedule.queue_key, cmd.key, None, "schedule disabled")
         elif cmd.action is Action.UPDATE and new is not None:
             await self.jobs.cancel_jobs(old.schedule.queue_key, cmd.key, new.version, "schedule updated")
+
+    def _drop_trigger_progress(self, partition: int, kb: bytes) -> None:
+        """An update resets trigger progress; delete and disable drop it. With transactions in the command's
+        (the trigger hop's writes of the key are staged the same way); without, through Faust's producer,
+        as the trigger agent's writes of the same key, so the changelog keeps their order."""
+        if self.txns is not None:
+            if self.trigger_progress.get(kb) is not None:
+                del self.trigger_progress[kb]
+            return
+        progress = partition_db(self.trigger_progress, partition)
+        if progress.get(kb) is not None:
+            del progress[kb]
+            self.trigger_progress.send_changelog(partition, kb, None)
 
     def tenant_full(self, partition: int, tenant: str) -> bool:
         """Whether the partition holds its share of the tenant's schedule limit (see tenancy.partition_share)."""
@@ -470,15 +503,8 @@ class Worker:
 
     def _write_partition_local(self, partition: int) -> None:
         writes = self._unwritten.pop(partition, None)
-        if not writes:
-            return
-        batch = WriteBatch(raw_mode=True)
-        for key, value in writes.items():
-            if value is None:
-                batch.delete(key)
-            else:
-                batch.put(key, value)
-        partition_db(self.schedules, partition).write(batch)
+        if writes:
+            write_local(self.schedules, partition, writes)
 
     def take_writes(self, partition: int | None = None) -> list[tuple[bytes, bytes | None, int]]:
         """The schedule writes since the last take (of one partition, or all), for write_changelog."""
@@ -495,19 +521,20 @@ class Worker:
             return
         topic = self.schedules.changelog_topic.get_topic_name()
         futures = await self.producer.send_batch(topic, writes)  # type: ignore[arg-type]
-        for partition, offset in (await _last_offsets(futures)).items():
+        for partition, offset in (await last_offsets(futures)).items():
             self.schedules.data.set_persisted_offset(TP(topic, partition), offset)
 
-    async def stage_commit(self, partition: int, next_offset: int) -> None:
-        """Transactions: a fetch of the partition's commands is applied. Its schedule writes and its next
-        offset go into the partition's transaction; RocksDB, the persisted changelog offsets and the stored
-        offset get them once it commits (never before: the local store holds committed state only)."""
+    async def stage_commit(self, partition: int, next_offset: int, topic: str | None = None) -> None:
+        """Transactions: a fetch of the partition's commands (topic None) or of a hop topic is applied. Its
+        schedule writes and its next offset go into the partition's transaction; RocksDB, the persisted
+        changelog offsets and the stored offset get them once it commits (never before: the local store
+        holds committed state only). Staged table writes go in at the commit (_before_commit)."""
         txns = self.txns
         assert txns is not None
         writes = self.take_writes(partition)
         schedules_topic = self.schedules.changelog_topic.get_topic_name()
         progress_topic = self.progress.changelog_topic.get_topic_name()
-        key, value = offset_record(partition, next_offset)
+        key, value = offset_record(partition, next_offset, topic)
         try:
             futures = await txns.send_batch(partition, schedules_topic, writes) if writes else []  # type: ignore[arg-type]
             offset_sent = await txns.send(partition, progress_topic, key, value, partition)
@@ -516,18 +543,21 @@ class Worker:
 
         def committed() -> None:
             self._write_partition_local(partition)
-            for p, offset in _done_offsets(futures).items():
+            for p, offset in done_offsets(futures).items():
                 self.schedules.data.set_persisted_offset(TP(schedules_topic, p), offset)
             partition_db(self.progress, partition)[key] = value
-            for p, offset in _done_offsets([offset_sent]).items():
+            for p, offset in done_offsets([offset_sent]).items():
                 self.progress.data.set_persisted_offset(TP(progress_topic, p), offset)
 
         txns.after_commit(partition, committed)
 
     async def _before_commit(self, partition: int) -> None:
-        """Transactions: the watermarks that cover the fires in the partition's transaction go into it."""
+        """Transactions: the staged table writes of the partition's work, and the watermarks that cover the
+        fires in its transaction, go into it."""
         txns = self.txns
         assert txns is not None
+        for table in self._staged:
+            await table.stage(txns, partition)
         if partition not in self.punctuator.partitions:
             return
         marks = self.punctuator.pending_marks(partition)
@@ -540,7 +570,7 @@ class Worker:
             db = partition_db(self.progress, partition)
             for k, v in records:
                 db[k] = v
-            for p, offset in _done_offsets(sent).items():
+            for p, offset in done_offsets(sent).items():
                 self.progress.data.set_persisted_offset(TP(topic, p), offset)
 
         txns.after_commit(partition, committed)
@@ -553,6 +583,8 @@ class Worker:
         self.punctuator.revoke(partition)
         self._unwritten.pop(partition, None)
         self._writes.pop(partition, None)
+        for table in self._staged:
+            table.drop(partition)
         self.ingest.drop(partition)
         request_rejoin(self.faust_app)
 
@@ -629,8 +661,9 @@ class Worker:
 
     async def _on_revoked(self, app: Any, revoked: Any, **_: Any) -> None:
         self._tenant_counts.clear()
-        source = self.settings.light_topic  # a topic of Faust's agents, partitioned as the schedules
-        partitions = {tp.partition for tp in revoked if tp.topic == source}
+        # (a revocation is eager: every topic's partitions at once; the schedules' changelog is always there)
+        sources = (self.settings.light_topic, self.schedules.changelog_topic.get_topic_name())
+        partitions = {tp.partition for tp in revoked if tp.topic in sources}
         whole = await self.ingest.revoke(partitions)  # its last fetch's writes and offsets are sent
         if self.txns is not None:
             # committed, producers stopped: nothing left open (given up uncommitted if their work is stuck)
@@ -679,28 +712,6 @@ class Worker:
         await self.registry.stop()
         if self.journal is not None:
             self.journal.close()
-
-
-async def _last_offsets(futures: list[asyncio.Future[object]]) -> dict[int, int]:
-    """partition -> the offset of its last record, from send_batch's futures (one per record: its batch's)."""
-    for fut in {id(f): f for f in futures}.values():
-        await fut
-    return _done_offsets(futures)
-
-
-def _done_offsets(futures: list[asyncio.Future[object]]) -> dict[int, int]:
-    """The same from futures that are done (a batch held back by the producer resolves its future from a
-    callback, a moment after its transaction committed: it is left out, and only a later write of the
-    partition records where its store stands — a restart then restores a little more than it needs)."""
-    members = Counter(id(f) for f in futures)
-    last: dict[int, int] = {}
-    for fut in {id(f): f for f in futures}.values():
-        if not fut.done() or fut.cancelled() or fut.exception() is not None:
-            continue
-        meta: Any = fut.result()
-        end = meta.offset + members[id(fut)] - 1
-        last[meta.partition] = max(last.get(meta.partition, -1), end)
-    return last
 
 
 class _Timers(Service):

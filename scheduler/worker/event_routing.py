@@ -39,6 +39,7 @@ from scheduler.wire.messages import (
     TriggerFired,
     encode_job_queue_message,
 )
+from scheduler.worker.hops import safely
 
 if TYPE_CHECKING:
     from faust.types import EventT
@@ -100,29 +101,24 @@ class EventRouting:
 
     # --- agents ---------------------------------------------------------------------------------
 
-    async def index_agent(self, stream: Any) -> None:
-        async for event in stream.events():
-            try:
-                update = IndexUpdate.decode(event.message.value)
-                kb = update.event_key.encode()
-                table = self.worker.trigger_index
-                raw = table.get(kb)
-                entry = IndexEntry.decode(raw).applied(update)
-                if entry.triggers:
-                    table[kb] = entry.encode()
-                elif raw is not None:
-                    del table[kb]
-            except Exception as exc:  # internal topic: should not happen, must not stop the worker
-                log.exception("bad trigger-index update")
-                await self.worker.dead_letter(event, f"bad trigger-index update: {exc}")
+    async def handle_index_update(self, event: EventT) -> None:
+        """An index update of the trigger-index topic (internal: a bad one should not happen)."""
+        await safely(self.worker, event, "a trigger-index update", self._apply_index_update)
 
-    async def event_agent(self, stream: Any) -> None:
-        async for event in stream.events():
-            try:
-                await self._handle_event(event)
-            except Exception as exc:
-                log.exception("unexpected error handling an event")
-                await self.worker.dead_letter(event, f"internal error: {type(exc).__name__}: {exc}")
+    async def _apply_index_update(self, event: EventT) -> None:
+        update = IndexUpdate.decode(event.message.value)
+        kb = update.event_key.encode()
+        table = self.worker.trigger_index
+        raw = table.get(kb)
+        entry = IndexEntry.decode(raw).applied(update)
+        if entry.triggers:
+            table[kb] = entry.encode()
+        elif raw is not None:
+            del table[kb]
+
+    async def handle_event(self, event: EventT) -> None:
+        """An event of the events topic."""
+        await safely(self.worker, event, "an event", self._handle_event)
 
     async def _handle_event(self, event: EventT) -> None:
         msg = event.message

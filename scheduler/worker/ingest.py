@@ -1,4 +1,5 @@
-"""The commands topic, consumed in bulk on the worker's active partitions.
+"""The commands topic (and, with transactions, the hops between the agents: hops.py), consumed in bulk on
+the worker's active partitions.
 
 Faust hands an agent one message at a time, at a cost of its own (measured here: an agent that only counts
 reaches ~6.5k events/s, one that writes a table ~2k/s). Commands come in bursts of thousands, so this
@@ -16,6 +17,10 @@ It follows Faust's assignment: the partitions whose schedules this worker holds 
 back before a rebalance moves them (the fetch being applied is written and its offsets sent first).
 A partition with no stored offset starts where the app's consumer group left it (a worker upgraded from
 the per-message agent), else at the beginning.
+
+With transactions a fetch's records of one partition, whatever they made (schedule writes, staged table
+writes, what they sent, dead letters) and the position after them commit together in the partition's
+transaction (Worker.stage_commit); the hop topics' records are handled by their agents' handlers.
 """
 
 from __future__ import annotations
@@ -24,13 +29,15 @@ import asyncio
 import functools
 import gc
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from scheduler.kafka.config import consumer_options
-from scheduler.kafka.transactions import owned_by
+from scheduler.kafka.transactions import PartitionGone, owned_by
 from scheduler.wire.codec import decode_json, encode_json
+from scheduler.worker.hops import Handler, safely
 
 log = logging.getLogger(__name__)
 
@@ -52,14 +59,15 @@ def freeze_long_lived() -> None:
     gc.freeze()
 
 
-def offset_key(partition: int) -> bytes:
-    """The fire-progress table's key for a partition's next commands offset."""
-    return f"{partition}:commands".encode()
+def offset_key(partition: int, topic: str | None = None) -> bytes:
+    """The fire-progress table's key for a partition's next commands offset (topic None), or its next
+    offset of a hop topic."""
+    return (f"{partition}:commands" if topic is None else f"{partition}:topic:{topic}").encode()
 
 
-def offset_record(partition: int, offset: int) -> tuple[bytes, bytes]:
-    """The fire-progress record that stores a partition's next commands offset."""
-    return offset_key(partition), encode_json({"offset": offset})
+def offset_record(partition: int, offset: int, topic: str | None = None) -> tuple[bytes, bytes]:
+    """The fire-progress record that stores a partition's next offset of the commands (or a hop) topic."""
+    return offset_key(partition, topic), encode_json({"offset": offset})
 
 
 class _Event:
@@ -72,15 +80,19 @@ class _Event:
 
 
 class CommandIngest:
-    def __init__(self, worker: Any, max_records: int = MAX_RECORDS) -> None:
+    def __init__(
+        self, worker: Any, max_records: int = MAX_RECORDS, hops: Mapping[str, Handler] | None = None
+    ) -> None:
+        """`hops`: with transactions, the hop topics this consumer reads too, each with its handler."""
         self.worker = worker
         self.topic = worker.settings.commands_topic
         self.max_records = max_records
+        self._handlers: dict[str, Handler] = {self.topic: self.handle, **(hops or {})}
         self._consumer: AIOKafkaConsumer | None = None
         self._active: set[int] = set()
         self._wanted: set[int] | None = None  # an assignment the run loop has not taken yet
         self._generation = 0  # bumped by every assignment change: a fetch from before one is dropped
-        self._next: dict[int, int] = {}  # partition -> the offset of the next command to apply
+        self._next: dict[TopicPartition, int] = {}  # the offset of the next record to apply
         self._lock = asyncio.Lock()  # a fetch is applied whole, or the assignment changes: not both
         self._wake = asyncio.Event()
         self._stopped = False
@@ -92,7 +104,7 @@ class CommandIngest:
     async def _started(self) -> AIOKafkaConsumer:
         if self._consumer is None:
             settings = self.worker.settings
-            await self.worker.topics.ensure(self.topic)
+            await self.worker.topics.ensure(*self._handlers)
             consumer = AIOKafkaConsumer(
                 bootstrap_servers=settings.bootstrap_servers,
                 group_id=settings.app_id,  # never joined: only read, for where the group's agent left off
@@ -104,9 +116,14 @@ class CommandIngest:
             self._consumer = consumer
         return self._consumer
 
-    def stored_offset(self, partition: int) -> int | None:
-        raw = self.worker.progress_db(partition).get(offset_key(partition))
+    def stored_offset(self, partition: int, topic: str | None = None) -> int | None:
+        """The partition's next offset of the commands topic (None) or of a hop topic, as committed."""
+        key = offset_key(partition, None if topic in (None, self.topic) else topic)
+        raw = self.worker.progress_db(partition).get(key)
         return None if raw is None else int(decode_json(raw)["offset"])
+
+    def _tps(self, partitions: set[int]) -> list[TopicPartition]:
+        return [TopicPartition(t, p) for p in sorted(partitions) for t in self._handlers]
 
     async def assign(self, partitions: set[int]) -> None:
         """Consume these partitions (the worker's active ones) from where their last fetch ended. The run
@@ -119,20 +136,20 @@ class CommandIngest:
 
     async def _take_assignment(self, partitions: set[int]) -> None:
         consumer = await self._started()
-        tps = [TopicPartition(self.topic, p) for p in sorted(partitions)]
+        tps = self._tps(partitions)
         if not tps:
             consumer.unsubscribe()
             return
         consumer.assign(tps)
         for tp in tps:
-            offset = self.stored_offset(tp.partition)
+            offset = self.stored_offset(tp.partition, tp.topic)
             if offset is None:
                 offset = await consumer.committed(tp)
             if offset is None:
                 await consumer.seek_to_beginning(tp)
             else:
                 consumer.seek(tp, offset)
-            self._next[tp.partition] = offset or 0
+            self._next[tp] = offset or 0
         self._active = set(partitions)
 
     async def revoke(self, partitions: set[int], timeout_s: float = REVOKE_WAIT_S) -> bool:
@@ -163,14 +180,14 @@ class CommandIngest:
             self._wanted -= partitions
         self._active -= partitions
         self._paused -= partitions
-        for p in partitions:
-            self._next.pop(p, None)
+        for tp in self._tps(partitions):
+            self._next.pop(tp, None)
         if self._consumer is not None:
-            remaining = [TopicPartition(self.topic, p) for p in sorted(self._active)]
+            remaining = self._tps(self._active)
             if remaining:
                 self._consumer.assign(remaining)
                 for tp in remaining:
-                    self._consumer.seek(tp, self._next[tp.partition])
+                    self._consumer.seek(tp, self._next[tp])
             else:
                 self._consumer.unsubscribe()
 
@@ -221,9 +238,10 @@ class CommandIngest:
         # Only this partition stops: the others keep their positions (a fetch in hand may be half applied;
         # its records of this partition are skipped, _apply_in_transactions checks _active per record).
         self._active.discard(partition)
-        self._next.pop(partition, None)
-        if self._consumer is not None:
-            self._consumer.pause(TopicPartition(self.topic, partition))  # (the next assign() resets it)
+        for tp in self._tps({partition}):
+            self._next.pop(tp, None)
+            if self._consumer is not None:
+                self._consumer.pause(tp)  # (the next assign() resets it)
 
     async def _apply(self, fetched: dict[TopicPartition, list[Any]]) -> None:
         if self.worker.txns is not None:
@@ -237,7 +255,7 @@ class CommandIngest:
                 continue
             for record in records:
                 await self.handle(record)
-                self._next[p] = record.offset + 1
+                self._next[tp] = record.offset + 1
                 handled += 1
                 self.unfrozen += 1
                 if handled % YIELD_EVERY == 0:  # the timers, the producer and the fetcher run meanwhile
@@ -252,7 +270,7 @@ class CommandIngest:
             by_partition.setdefault(write[2], []).append(write)
         for p in set(by_partition) | set(done):
             previous = self._flushing.get(p)
-            offset = self._next[p] if p in done else None
+            offset = self._next[TopicPartition(self.topic, p)] if p in done else None
             flush = asyncio.ensure_future(self._flush(p, by_partition.get(p, []), offset, previous))
             self._flushing[p] = flush
             flush.add_done_callback(functools.partial(self._flush_done, p))
@@ -260,24 +278,31 @@ class CommandIngest:
                 self._pause(p)  # its changelog is behind by a whole fetch: fetch no more until it catches up
 
     async def _apply_in_transactions(self, fetched: dict[TopicPartition, list[Any]]) -> None:
-        """With transactions: a fetch of a partition, its schedule writes, its dead letters and its next
-        offset commit together in the partition's transaction (Worker.stage_commit)."""
+        """With transactions: a fetch of a partition's topic, what its records made (schedule writes, staged
+        table writes, what they sent, dead letters) and its next offset commit together in the partition's
+        transaction (Worker.stage_commit)."""
         handled = 0
         async with self.worker.txns.work():
             for tp, records in fetched.items():
                 p = tp.partition
+                handle = self._handlers[tp.topic]
+                commands = tp.topic == self.topic
                 with owned_by(p):
                     for record in records:
                         if p not in self._active:  # revoked while fetched, or given up meanwhile
                             break
-                        await self.handle(record)
-                        self._next[p] = record.offset + 1
+                        try:
+                            await handle(record if commands else _Event(record))
+                        except PartitionGone:  # (its transaction was given up: the worker dropped it)
+                            self.drop(p)
+                            break
+                        self._next[tp] = record.offset + 1
                         handled += 1
-                        self.unfrozen += 1
+                        self.unfrozen += commands
                         if handled % YIELD_EVERY == 0:  # the timers and the fetcher run meanwhile
                             await asyncio.sleep(0)
                     if p in self._active:
-                        await self.worker.stage_commit(p, self._next[p])
+                        await self.worker.stage_commit(p, self._next[tp], None if commands else tp.topic)
 
     async def _flush(
         self,
@@ -337,13 +362,16 @@ class CommandIngest:
             )
 
     async def handle(self, record: Any) -> None:
-        event = _Event(record)
+        await safely(self.worker, _Event(record), "a command", self._handle_command)
+
+    async def _handle_command(self, event: _Event) -> None:
         try:
             await self.worker.handle_command(event)
-        except Exception as exc:  # never die on input
-            log.exception("unexpected error handling a command")
+        except PartitionGone:
+            raise
+        except Exception:
             self.worker.counts.command("unknown", "dead_lettered")
-            await self.worker.dead_letter(event, f"internal error: {type(exc).__name__}: {exc}")
+            raise
 
     async def stop(self) -> None:
         self._stopped = True

@@ -17,7 +17,7 @@ import heapq
 import itertools
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scheduler.domain.jobs import (
     Job,
@@ -43,6 +43,7 @@ from scheduler.wire.messages import (
     decode_job_queue_message,
     encode_job_queue_message,
 )
+from scheduler.worker.hops import safely
 
 if TYPE_CHECKING:
     from faust.types import EventT
@@ -159,13 +160,9 @@ class JobQueueAgent:
             for k, v in partition_items(self.worker.job_queue, partition)
         ]
 
-    async def agent(self, stream: Any) -> None:
-        async for event in stream.events():
-            try:
-                await self._handle(event)
-            except Exception as exc:
-                log.exception("unexpected error in the job queue")
-                await self.worker.dead_letter(event, f"internal error: {type(exc).__name__}: {exc}")
+    async def handle(self, event: EventT) -> None:
+        """A job-queue message: a job, a run's status, a cancellation, a check."""
+        await safely(self.worker, event, "a job-queue message", self._handle)
 
     async def _handle(self, event: EventT) -> None:
         worker = self.worker

@@ -18,6 +18,7 @@ from scheduler.domain.triggers.progress import TriggerProgress, apply, elapsed_d
 from scheduler.wire.codec import decode_json, decode_state, encode_json
 from scheduler.wire.messages import JobTriggered, TriggerFired, encode_job_queue_message
 from scheduler.worker.event_routing import event_keys, notification_from_json
+from scheduler.worker.hops import safely
 
 if TYPE_CHECKING:
     from faust.types import EventT
@@ -90,13 +91,9 @@ class TriggerAgent:
             return TriggerProgress(state.version)  # an update (or enable) starts from zero
         return progress
 
-    async def agent(self, stream: Any) -> None:
-        async for event in stream.events():
-            try:
-                await self._handle(event)
-            except Exception as exc:
-                log.exception("unexpected error handling a trigger")
-                await self.worker.dead_letter(event, f"internal error: {type(exc).__name__}: {exc}")
+    async def handle(self, event: EventT) -> None:
+        """A trigger-fired message (from the event agent or the punctuator)."""
+        await safely(self.worker, event, "a trigger", self._handle)
 
     async def _handle(self, event: EventT) -> None:
         worker = self.worker

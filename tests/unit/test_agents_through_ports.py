@@ -18,6 +18,7 @@ from scheduler.wire.codec import encode, encode_state, key_bytes, notification_t
 from scheduler.wire.messages import IndexUpdate, JobTriggered, TriggerFired, decode_job_queue_message
 from scheduler.worker.counters import WorkerCounts
 from scheduler.worker.event_routing import EventRouting
+from scheduler.worker.hops import agent
 from scheduler.worker.ports import RoutingPort, TriggerPort
 from scheduler.worker.trigger_agent import TriggerAgent
 
@@ -110,7 +111,7 @@ async def test_a_schedule_is_indexed_and_an_event_reaches_it_then_its_job_is_que
     await routing.schedule_changed(kb, None, state)
     [(index_key, update)] = worker.take(worker.settings.index_topic)
     assert index_key == f"program:{A}".encode() and IndexUpdate.decode(update).paths == ("0",)
-    await routing.index_agent(_stream([event(update)]))
+    await agent(routing.handle_index_update)(_stream([event(update)]))  # as the Faust agent does
     assert worker.trigger_index  # the index now points the program's events at the schedule
 
     for offset, (run, status) in enumerate([("r1", "COMPLETED"), ("r1", "COMPLETED"), ("r2", "COMPLETED")]):

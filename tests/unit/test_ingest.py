@@ -172,3 +172,70 @@ async def test_a_revocation_drops_a_flush_that_cannot_finish_and_stores_no_offse
     await asyncio.sleep(0.1)
     assert worker.stored == {0: 2}  # no offset for partition 1: its next owner applies those commands again
     assert ingest._flushing == {}
+
+
+class _TransactionalWorker:
+    """With transactions: the ingest reads the hop topics too; what each fetch of a partition's topic made
+    is staged with the offset after it (Worker.stage_commit). The hop handler of partition 1 finds its
+    transaction given up at its second record."""
+
+    def __init__(self) -> None:
+        from scheduler.kafka.transactions import Transactions
+
+        self.settings = Settings(app_id="t", commands_topic="t-commands")
+        self.txns = Transactions("unused:9092", "t")
+        self.handled: list[tuple[str, int, int]] = []
+        self.staged: list[tuple[int, int, str | None]] = []
+        self.ingest: CommandIngest | None = None
+
+    async def handle_command(self, event: object) -> None:
+        msg = event.message  # type: ignore[attr-defined]
+        self.handled.append((msg.topic, msg.partition, msg.offset))
+
+    async def hop(self, event: object) -> None:
+        from scheduler.kafka.transactions import OWNER, PartitionGone
+
+        msg = event.message  # type: ignore[attr-defined]
+        assert OWNER.get() == msg.partition, "a hop's work belongs to its partition's transaction"
+        if msg.partition == 1 and msg.offset == 11:
+            raise PartitionGone(
+                "partition 1: fenced"
+            )  # (Transactions.fail told the worker, which dropped it)
+        self.handled.append((msg.topic, msg.partition, msg.offset))
+
+    async def stage_commit(self, partition: int, next_offset: int, topic: str | None = None) -> None:
+        self.staged.append((partition, next_offset, topic))
+
+
+async def test_with_transactions_a_hop_fetch_is_staged_with_its_position_and_a_partition_given_up_stops() -> (
+    None
+):
+    from aiokafka import TopicPartition
+
+    worker = _TransactionalWorker()
+    ingest = CommandIngest(worker, hops={"t-jobs": worker.hop})
+    ingest._consumer = _FakeConsumer()  # type: ignore[assignment]
+    ingest._active = {0, 1}
+    assert ingest._tps({1}) == [TopicPartition("t-commands", 1), TopicPartition("t-jobs", 1)]
+
+    def records(topic: str, partition: int, offsets: range) -> list[_Record]:
+        out = []
+        for o in offsets:
+            r = _Record(partition, o)
+            r.topic = topic
+            out.append(r)
+        return out
+
+    await ingest._apply(
+        {
+            TopicPartition("t-commands", 0): records("t-commands", 0, range(0, 2)),
+            TopicPartition("t-jobs", 0): records("t-jobs", 0, range(5, 7)),
+            TopicPartition("t-jobs", 1): records("t-jobs", 1, range(10, 13)),
+        }
+    )
+    assert worker.handled == [
+        ("t-commands", 0, 0), ("t-commands", 0, 1), ("t-jobs", 0, 5), ("t-jobs", 0, 6), ("t-jobs", 1, 10)
+    ]  # fmt: skip
+    # each topic's position after what it applied, in the partition's transaction; none for the one given up
+    assert worker.staged == [(0, 2, None), (0, 7, "t-jobs")]
+    assert ingest._active == {0} and ingest._consumer.paused == {1}  # type: ignore[attr-defined]

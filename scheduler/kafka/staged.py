@@ -1,0 +1,79 @@
+"""Faust tables written inside the partition transactions (kafka.transactions), from our own consumer rather
+than a Faust agent: a write is held for its partition and read back at once; when the partition commits,
+the last write of each key goes into its transaction as a changelog record, and RocksDB gets it only once
+that transaction committed. The local store so only ever holds committed state, like the schedules', and a
+fenced or failed partition drops what it held (`drop`).
+
+Everything but get / set / delete is the Faust table's own (HTTP reads and metrics read what committed)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from faust.types import TP
+
+from scheduler.kafka.tables import done_offsets, partition_db, write_local
+from scheduler.kafka.transactions import OWNER, Transactions
+
+
+class StagedTable:
+    def __init__(self, table: Any, on_write: Callable[[int], None]) -> None:
+        """`on_write(partition)`: the partition has work to commit."""
+        self.table = table
+        self._on_write = on_write
+        self._held: dict[int, dict[bytes, bytes | None]] = {}  # partition -> key -> value (None: deleted)
+
+    def __getattr__(self, name: str) -> Any:  # (only for what this class does not define)
+        return getattr(self.table, name)
+
+    def get(self, key: bytes, default: bytes | None = None) -> bytes | None:
+        """Inside a partition's work: what it wrote, else what committed. Outside: what committed."""
+        partition = OWNER.get()
+        if partition is None:
+            value = self.table.get(key)
+        else:
+            held = self._held.get(partition)
+            value = (
+                held[key]
+                if held is not None and key in held
+                else partition_db(self.table, partition).get(key)
+            )
+        return default if value is None else value
+
+    def __setitem__(self, key: bytes, value: bytes) -> None:
+        self._put(key, value)
+
+    def __delitem__(self, key: bytes) -> None:
+        self._put(key, None)
+
+    def _put(self, key: bytes, value: bytes | None) -> None:
+        partition = OWNER.get()
+        if partition is None:
+            raise RuntimeError(f"{self.table.name}: written outside a partition's work (no transaction)")
+        self._held.setdefault(partition, {})[key] = value
+        self._on_write(partition)
+
+    def held(self, partition: int) -> dict[bytes, bytes | None]:
+        return dict(self._held.get(partition, {}))
+
+    def drop(self, partition: int) -> None:
+        """Forget what the partition held (its transaction was given up)."""
+        self._held.pop(partition, None)
+
+    async def stage(self, txns: Transactions, partition: int) -> None:
+        """Before the partition commits (no work runs meanwhile): what it held goes into its transaction,
+        and into RocksDB once that committed."""
+        writes = self._held.pop(partition, None)
+        if not writes:
+            return
+        topic = self.table.changelog_topic.get_topic_name()
+        records = [(key, value, partition) for key, value in writes.items()]
+        futures = await txns.send_batch(partition, topic, records)
+
+        def committed() -> None:
+            write_local(self.table, partition, writes)
+            for p, offset in done_offsets(futures).items():
+                self.table.data.set_persisted_offset(TP(topic, p), offset)
+
+        txns.after_commit(partition, committed)

@@ -1,0 +1,47 @@
+"""The hops between the worker's agents (trigger-index updates, events, trigger-fired, jobs): who handles each
+topic's records, and the net under every handler.
+
+Without transactions (Tansu) each hop is a Faust agent, at-least-once and idempotent (see the README's
+Delivery guarantee). With transactions the commands ingest (ingest.py) consumes the hop topics too, a fetch
+at a time on the worker's active partitions: a record's handling, what it sends, its table writes (staged,
+kafka/staged.py) and the position after it commit in its partition's transaction, so each hop is applied
+exactly once and a fenced owner's work never reaches a read_committed reader or a restored table.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from scheduler.kafka.transactions import PartitionGone
+
+if TYPE_CHECKING:
+    from scheduler.worker.ports import Outbox
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Any], Awaitable[None]]
+
+
+async def safely(worker: Outbox, event: Any, what: str, handle: Handler) -> None:
+    """Handle one record; a worker never dies on input: an unexpected error dead-letters it with its reason.
+    PartitionGone is not input's fault: the partition's transaction was given up, and its consumer stops."""
+    try:
+        await handle(event)
+    except PartitionGone:
+        raise
+    except Exception as exc:
+        log.exception("unexpected error handling %s", what)
+        await worker.dead_letter(event, f"internal error: {type(exc).__name__}: {exc}")
+
+
+def agent(handle: Handler) -> Callable[[Any], Awaitable[None]]:
+    """A Faust agent (no transactions) that hands each event of its stream to `handle`."""
+
+    async def run(stream: Any) -> None:
+        events: AsyncIterator[Any] = stream.events()
+        async for event in events:
+            await handle(event)
+
+    return run

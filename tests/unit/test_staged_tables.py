@@ -1,0 +1,129 @@
+"""Tables written in the partition transactions (scheduler.kafka.staged): a write is read back at once inside
+its partition's work, reaches the changelog in the partition's transaction, and RocksDB only once that
+committed; a partition given up keeps nothing of it. A real RocksDB (rocksdict) per partition, fake
+producers for the transactions (as tests/unit/test_transactions.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from rocksdict import Options, Rdict
+
+from scheduler.kafka.staged import StagedTable
+from scheduler.kafka.transactions import PartitionGone, Transactions, _Txn, owned_by
+from tests.unit.test_transactions import FakeBatchedProducer
+
+pytestmark = pytest.mark.unit
+
+
+class _Producer(FakeBatchedProducer):
+    """Acknowledges each record with its offset in the changelog partition, as a broker would."""
+
+    def __init__(self, log: list[str]) -> None:
+        super().__init__(log)
+        self.next_offset = 0
+
+    async def send(
+        self, topic: str, key: Any, value: Any, partition: int | None = None, headers: Any = None
+    ) -> Any:
+        self.sent.append((topic, key, value))
+        fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        fut.set_result(SimpleNamespace(offset=self.next_offset, partition=partition))
+        self.next_offset += 1
+        return fut
+
+
+class _FaustTable:
+    """What StagedTable uses of a Faust table: its name, changelog topic, store (a RocksDB per partition)."""
+
+    def __init__(self, base: Path) -> None:
+        self.name = "job-queue"
+        self.changelog_topic = SimpleNamespace(get_topic_name=lambda: "app-job-queue-changelog")
+        self.persisted: dict[Any, int] = {}
+        dbs: dict[int, Rdict] = {}
+
+        def db(partition: int) -> Rdict:
+            if partition not in dbs:
+                dbs[partition] = Rdict(str(base / f"p{partition}"), Options(raw_mode=True))
+            return dbs[partition]
+
+        self.data = SimpleNamespace(
+            _db_for_partition=db,
+            set_persisted_offset=lambda tp, offset: self.persisted.__setitem__(tp, offset),
+        )
+        self.dbs = dbs
+
+    def get(self, key: bytes) -> bytes | None:  # outside an event Faust looks in every partition
+        return next((v for db in self.dbs.values() if (v := db.get(key)) is not None), None)
+
+
+class _Harness:
+    def __init__(self, base: Path, *partitions: int) -> None:
+        self.log: list[str] = []
+        self.failed: list[int] = []
+        self.faust = _FaustTable(base)
+        self.t = Transactions("unused:9092", "app", before_commit=self.before, on_failed=self.on_failed)
+        self.table = StagedTable(self.faust, self.t.dirty)
+        self.producers = {p: _Producer(self.log) for p in partitions}
+        for p, producer in self.producers.items():
+            self.t._txns[p] = _Txn(producer)  # type: ignore[arg-type]
+
+    async def before(self, partition: int) -> None:
+        await self.table.stage(self.t, partition)
+
+    async def on_failed(self, partition: int, exc: BaseException, was_fenced: bool) -> None:
+        self.failed.append(partition)
+        self.table.drop(partition)
+
+    def committed(self, partition: int, key: bytes) -> bytes | None:
+        return self.faust.data._db_for_partition(partition).get(key)
+
+
+async def test_a_write_is_read_back_in_its_work_and_reaches_rocksdb_only_once_its_transaction_committed(
+    tmp_path: Path,
+) -> None:
+    h = _Harness(tmp_path, 0)
+    async with h.t.work():
+        with owned_by(0):
+            h.table[b"p1"] = b"queue-1"
+            h.table[b"p1"] = b"queue-2"  # the last write of a key is what commits
+            h.table[b"p2"] = b"x"
+            del h.table[b"p2"]
+            assert h.table.get(b"p1") == b"queue-2" and h.table.get(b"p2") is None
+    assert h.table.get(b"p1") is None  # outside the work (an HTTP read): what committed, nothing yet
+    assert h.committed(0, b"p1") is None and 0 in h.t._dirty
+
+    await h.t.commit()
+    assert h.producers[0].sent == [
+        ("app-job-queue-changelog", b"p1", b"queue-2"),
+        ("app-job-queue-changelog", b"p2", None),
+    ]
+    assert h.log == ["begin", "committing", "commit"]
+    assert h.committed(0, b"p1") == b"queue-2" and h.table.get(b"p1") == b"queue-2"
+    assert list(h.faust.persisted.values()) == [1]  # where the store stands in its changelog
+    assert h.table.held(0) == {}
+
+
+async def test_a_partition_given_up_keeps_nothing_of_its_writes(tmp_path: Path) -> None:
+    h = _Harness(tmp_path, 0, 1)
+    with owned_by(0):
+        h.table[b"a"] = b"zombie"
+    with owned_by(1):
+        h.table[b"b"] = b"kept"
+    h.producers[0].kafka_producer.commit_error = RuntimeError("fenced by a newer producer")
+    await h.t.commit()
+    assert h.failed == [0]
+    assert h.committed(0, b"a") is None and h.table.held(0) == {}  # aborted, never in RocksDB
+    assert h.committed(1, b"b") == b"kept"
+    with owned_by(0), pytest.raises(PartitionGone):  # nothing it does now can commit
+        await h.t.send(0, "fires", b"k", b"v")
+
+
+def test_a_write_outside_a_partitions_work_is_refused(tmp_path: Path) -> None:
+    h = _Harness(tmp_path, 0)
+    with pytest.raises(RuntimeError, match="outside a partition's work"):
+        h.table[b"a"] = b"v"
