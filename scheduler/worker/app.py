@@ -69,6 +69,9 @@ from scheduler.worker.trigger_agent import TriggerAgent, job_arguments, new_job,
 log = logging.getLogger(__name__)
 
 SCHEDULES_TABLE = "schedules"
+#: how long a rebalance waits for the new partitions' producers to fence their previous owners before their
+#: tables are restored (a partition fenced later is restored again: see _on_recovered)
+FENCE_BEFORE_RESTORE_S = 5.0
 PROGRESS_TABLE = "fire-progress"
 
 
@@ -164,6 +167,7 @@ class Worker:
             transactional=self.txns is not None,
             work=self._work,
         )
+        self._fenced_late: set[int] = set()  # partitions of this rebalance fenced after their restore began
         self._staged: list[StagedTable] = []  # with transactions: the agents' tables, written in them
         if self.txns is not None:
             self.trigger_index, self.trigger_progress, self.job_queue, self.run_records = self._staged = [
@@ -598,8 +602,12 @@ class Worker:
         assert txns is not None
 
         async def start_then_rebalance(*args: Any, **kwargs: Any) -> None:
-            starting = asyncio.ensure_future(txns.assign(self.active_partitions()))
-            await asyncio.wait([starting], timeout=5.0)  # (_on_recovered waits for the rest)
+            partitions = self.active_partitions()
+            starting = asyncio.ensure_future(txns.assign(partitions))
+            await asyncio.wait(
+                [starting], timeout=FENCE_BEFORE_RESTORE_S
+            )  # (_on_recovered waits for the rest)
+            self._fenced_late = {p for p in partitions if not txns.owns(p)}
             await on_rebalance(*args, **kwargs)
 
         tables.on_rebalance = start_then_rebalance  # type: ignore[method-assign]
@@ -632,6 +640,14 @@ class Worker:
             for partition in self.txns.partitions - active:
                 await self.txns.revoke([partition])
             await self.txns.assign(active)  # each fenced its previous owner
+            late, self._fenced_late = self._fenced_late & active, set()
+            if late:
+                # fenced only after their restore began: what the previous owner committed meanwhile may
+                # be missing from the restored tables; given back, they are restored again after a rejoin
+                log.warning("partitions %s fenced their previous owner late: restored again", sorted(late))
+                await self.txns.revoke(late, commit=False)
+                request_rejoin(self.faust_app)
+                active -= late
         for partition in sorted(active - self.punctuator.partitions):
             started = time.monotonic()
             try:
