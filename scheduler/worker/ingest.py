@@ -35,6 +35,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from scheduler.kafka.config import consumer_options
+from scheduler.kafka.group import committed_offsets
 from scheduler.kafka.transactions import PartitionGone, owned_by
 from scheduler.wire.codec import decode_json, encode_json
 from scheduler.worker.hops import Handler, safely
@@ -141,15 +142,17 @@ class CommandIngest:
             consumer.unsubscribe()
             return
         consumer.assign(tps)
-        for tp in tps:
-            offset = self.stored_offset(tp.partition, tp.topic)
-            if offset is None:
-                offset = await consumer.committed(tp)
-            if offset is None:
-                await consumer.seek_to_beginning(tp)
-            else:
+        offsets = {tp: self.stored_offset(tp.partition, tp.topic) for tp in tps}
+        unknown = [tp for tp, offset in offsets.items() if offset is None]
+        if unknown:  # (all in one request: each one waits behind the fetch in progress)
+            offsets.update(await committed_offsets(consumer, unknown))
+        for tp, offset in offsets.items():
+            if offset is not None:
                 consumer.seek(tp, offset)
             self._next[tp] = offset or 0
+        beginning = [tp for tp, offset in offsets.items() if offset is None]
+        if beginning:
+            await consumer.seek_to_beginning(*beginning)
         self._active = set(partitions)
 
     async def revoke(self, partitions: set[int], timeout_s: float = REVOKE_WAIT_S) -> bool:
