@@ -47,15 +47,3 @@ def recovery_is_current(app: Any) -> bool:
     """Whether the recovery whose completion is being handled is of the consumer's current generation."""
     completing = getattr(app.tables.recovery, "completing_generation", None)
     return completing is None or completing == app.consumer_generation_id
-
-
-async def committed_offsets(consumer: Any, partitions: list[Any]) -> dict[Any, int | None]:
-    """Where the consumer's group committed each partition (None: never), in one request: aiokafka's
-    `committed` asks once per partition, and a worker with 32 partitions of 6 topics waited ~40 s for them
-    on a 3-node cluster (each request waits behind the fetch in progress)."""
-    found = await consumer._coordinator.fetch_committed_offsets(partitions)
-    out: dict[Any, int | None] = {}
-    for tp in partitions:
-        meta = found.get(tp)
-        out[tp] = None if meta is None or meta.offset < 0 else meta.offset
-    return out

@@ -90,6 +90,10 @@ async def test_a_worker_starts_where_the_apps_consumer_group_left_the_commands(b
     worker = start_worker()
     await _applied(worker.url, 1)
     async with httpx.AsyncClient(base_url=worker.url) as client:
+        for _ in range(100):  # (with transactions a read shows what committed: a commit after the apply)
+            if (await client.get("/schedules/acme/new")).status_code == 200:
+                break
+            await asyncio.sleep(0.1)
         assert (await client.get("/schedules/acme/new")).status_code == 200
         await asyncio.sleep(1)
         assert (await client.get("/schedules/acme/old")).status_code == 404
