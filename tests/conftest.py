@@ -209,6 +209,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.failed and report.when == "call":
         for i, w in enumerate(started):
             report.sections.append((f"worker {i} log (last 80 lines)", w.log_tail(80)))
+            report.sections.append((f"worker {i} warnings and errors (last 60)", w.log_problems(60)))
     return report
 
 

@@ -90,6 +90,15 @@ class WorkerProcess:
         except OSError:
             return "(no log)"
 
+    def log_problems(self, lines: int = 60) -> str:
+        """The last warnings and errors of its log (a failure's cause is often long before its tail)."""
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        found = [line for line in text if "[WARNING]" in line or "[ERROR]" in line or "Traceback" in line]
+        return "\n".join(found[-lines:]) or "(none)"
+
     def kill(self) -> None:
         """SIGKILL the whole process group: no clean shutdown, as a crash."""
         if self.proc is not None and self.proc.poll() is None:

@@ -553,7 +553,8 @@ class Worker:
             for p, offset in done_offsets([offset_sent]).items():
                 self.progress.data.set_persisted_offset(TP(progress_topic, p), offset)
 
-        txns.after_commit(partition, committed)
+        with contextlib.suppress(PartitionGone):  # (given up meanwhile, by a send of another task)
+            txns.after_commit(partition, committed)
 
     async def _before_commit(self, partition: int) -> None:
         """Transactions: the staged table writes of the partition's work, and the watermarks that cover the
@@ -585,12 +586,16 @@ class Worker:
         group: it comes back (here or elsewhere) from what was committed."""
         self.counts.events["partitionsFenced" if fenced else "transactionsFailed"] += 1
         self.punctuator.revoke(partition)
+        self._drop_held(partition)
+        self.ingest.drop(partition)
+        request_rejoin(self.faust_app)
+
+    def _drop_held(self, partition: int) -> None:
+        """Transactions: forget the writes held for the partition's open transaction (given up)."""
         self._unwritten.pop(partition, None)
         self._writes.pop(partition, None)
         for table in self._staged:
             table.drop(partition)
-        self.ingest.drop(partition)
-        request_rejoin(self.faust_app)
 
     def _start_transactions_before_recovery(self) -> None:
         """Start the transactional producers of newly assigned partitions before their tables are
@@ -684,6 +689,8 @@ class Worker:
         if self.txns is not None:
             # committed, producers stopped: nothing left open (given up uncommitted if their work is stuck)
             await self.txns.revoke(partitions, commit=whole)
+            for partition in partitions:  # what a partition given up uncommitted held must not outlive it
+                self._drop_held(partition)
         else:
             await self.punctuator.drain()
             await self._await_progress_sent()

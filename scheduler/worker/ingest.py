@@ -219,8 +219,20 @@ class CommandIngest:
             if fetched:
                 async with self._lock:
                     if generation == self._generation:  # else fetched before a revoke or a new seek
-                        await self._apply(fetched)
+                        await self._applied_safely(fetched)
             self.settle(quiet=not fetched)
+
+    async def _applied_safely(self, fetched: dict[TopicPartition, list[Any]]) -> None:
+        """Apply a fetch; the consumer never dies of it. With transactions, the partitions a failure left
+        half applied are given up (nothing of them commits; their next owner applies them again)."""
+        try:
+            await self._apply(fetched)
+        except Exception as exc:
+            log.exception("applying a fetch failed")
+            txns = self.worker.txns
+            if txns is not None:
+                for p in sorted({tp.partition for tp in fetched} & self._active):
+                    await txns.fail(p, exc)
 
     def settle(self, quiet: bool) -> bool:
         """Freeze what the applied commands built (see freeze_long_lived) once the topic is quiet, or every
