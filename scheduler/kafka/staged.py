@@ -8,20 +8,18 @@ Everything but get / set / delete is the Faust table's own (HTTP reads and metri
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from faust.types import TP
 
 from scheduler.kafka.tables import done_offsets, partition_db, write_local
-from scheduler.kafka.transactions import OWNER, Transactions
+from scheduler.kafka.transactions import OWNER, PartitionGone, Transactions
 
 
 class StagedTable:
-    def __init__(self, table: Any, on_write: Callable[[int], None]) -> None:
-        """`on_write(partition)`: the partition has work to commit."""
+    def __init__(self, table: Any, txns: Transactions) -> None:
         self.table = table
-        self._on_write = on_write
+        self._txns = txns
         self._held: dict[int, dict[bytes, bytes | None]] = {}  # partition -> key -> value (None: deleted)
 
     def __getattr__(self, name: str) -> Any:  # (only for what this class does not define)
@@ -51,8 +49,12 @@ class StagedTable:
         partition = OWNER.get()
         if partition is None:
             raise RuntimeError(f"{self.table.name}: written outside a partition's work (no transaction)")
+        if not self._txns.owns(partition):
+            # work of a transaction given up (a zombie's handler that went on): it must not be held for
+            # the partition's next transaction, here or after it is assigned again
+            raise PartitionGone(f"partition {partition} is not owned here (no transaction)")
         self._held.setdefault(partition, {})[key] = value
-        self._on_write(partition)
+        self._txns.dirty(partition)
 
     def held(self, partition: int) -> dict[bytes, bytes | None]:
         return dict(self._held.get(partition, {}))

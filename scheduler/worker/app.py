@@ -171,7 +171,7 @@ class Worker:
         self._staged: list[StagedTable] = []  # with transactions: the agents' tables, written in them
         if self.txns is not None:
             self.trigger_index, self.trigger_progress, self.job_queue, self.run_records = self._staged = [
-                StagedTable(t, self.txns.dirty)
+                StagedTable(t, self.txns)
                 for t in (self.trigger_index, self.trigger_progress, self.job_queue, self.run_records)
             ]
         self.routing = EventRouting(self)
@@ -655,6 +655,8 @@ class Worker:
                 active -= late
         for partition in sorted(active - self.punctuator.partitions):
             started = time.monotonic()
+            if self.txns is not None:
+                self._drop_held(partition)  # (a new ownership starts from what committed, nothing else)
             try:
                 async with self._work():
                     await self.punctuator.assign(

@@ -67,7 +67,7 @@ class _Harness:
         self.failed: list[int] = []
         self.faust = _FaustTable(base)
         self.t = Transactions("unused:9092", "app", before_commit=self.before, on_failed=self.on_failed)
-        self.table = StagedTable(self.faust, self.t.dirty)
+        self.table = StagedTable(self.faust, self.t)
         self.producers = {p: _Producer(self.log) for p in partitions}
         for p, producer in self.producers.items():
             self.t._txns[p] = _Txn(producer)  # type: ignore[arg-type]
@@ -127,3 +127,17 @@ def test_a_write_outside_a_partitions_work_is_refused(tmp_path: Path) -> None:
     h = _Harness(tmp_path, 0)
     with pytest.raises(RuntimeError, match="outside a partition's work"):
         h.table[b"a"] = b"v"
+
+
+async def test_a_write_of_work_whose_transaction_was_given_up_is_refused_and_never_held(
+    tmp_path: Path,
+) -> None:
+    """A zombie's handler that goes on after its partition was fenced: its write must not be held for the
+    partition's next transaction (here, if it is assigned again): that would revert what others committed."""
+    h = _Harness(tmp_path, 0)
+    await h.t.fail(0, RuntimeError("fenced by a newer producer"))
+    with owned_by(0), pytest.raises(PartitionGone):
+        h.table[b"progress"] = b"stale"
+    h.t._txns[0] = _Txn(_Producer(h.log))  # type: ignore[arg-type]  # assigned here again
+    with owned_by(0):
+        assert h.table.get(b"progress") is None
