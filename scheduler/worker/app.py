@@ -58,6 +58,7 @@ from scheduler.wire.command_headers import command_conditions, condition_headers
 from scheduler.wire.dead_letters import dead_letter_record, moved_headers, origin
 from scheduler.worker.counters import WorkerCounts
 from scheduler.worker.event_routing import EventRouting
+from scheduler.worker.freeze import FreezeGuard
 from scheduler.worker.hops import agent, safely
 from scheduler.worker.ingest import CommandIngest, freeze_long_lived, offset_record
 from scheduler.worker.job_queue import JobQueueAgent
@@ -153,6 +154,12 @@ class Worker:
         )
         self.journal = Journal(settings.journal_path) if settings.journal_path else None
         self.counts = WorkerCounts()  # every counter of the worker: /metrics and /health
+        # without transactions nothing fences this worker's writes once a freeze outlived its session
+        self.freeze = (
+            FreezeGuard(app, app.conf.broker_session_timeout, app.conf.broker_heartbeat_interval)
+            if self.txns is None
+            else None
+        )
         self.punctuator = Punctuator(
             self._send_fire,
             self._load,
@@ -166,6 +173,7 @@ class Worker:
             stats=self.counts.fires,
             transactional=self.txns is not None,
             work=self._work,
+            hold=self.may_work,
         )
         self._fenced_late: set[int] = set()  # partitions of this rebalance fenced after their restore began
         self._staged: list[StagedTable] = []  # with transactions: the agents' tables, written in them
@@ -199,7 +207,7 @@ class Worker:
                 (trigger_topic, "trigger-agent"),
                 (jobs_topic, "job-queue-agent"),
             ):
-                app.agent(topic, name=name)(agent(hops[topic.get_topic_name()]))
+                app.agent(topic, name=name)(agent(hops[topic.get_topic_name()], self.may_work))
         self.schedules.on_recover(self._on_recovered)
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
         if self.txns is not None:
@@ -636,6 +644,8 @@ class Worker:
             # pause): its tables are not restored yet; the current recovery calls again when they are
             log.info("recovery of an earlier rebalance completed: the current one is awaited")
             return
+        if self.freeze is not None:
+            self.freeze.recovered()  # (before Faust resumes the streams)
         active = self.active_partitions()
         self._tenant_counts.clear()
         for partition in self.punctuator.partitions - active:
@@ -693,7 +703,7 @@ class Worker:
             await self.txns.revoke(partitions, commit=whole)
             for partition in partitions:  # what a partition given up uncommitted held must not outlive it
                 self._drop_held(partition)
-        else:
+        elif self.freeze is None or not self.freeze.suspect():  # (a frozen worker's watermarks are stale)
             await self.punctuator.drain()
             await self._await_progress_sent()
         for partition in partitions:
@@ -721,6 +731,10 @@ class Worker:
     def changelog_distribution(self) -> dict[Any, dict[str, list[int]]]:
         """Which worker (web URL) owns which partitions of which changelog, per the last assignment."""
         return dict(cast(Any, self.faust_app.assignor).changelog_distribution)
+
+    async def may_work(self) -> bool:
+        """Before a unit of work without transactions: False to drop it (see freeze.py)."""
+        return True if self.freeze is None else await self.freeze.hold()
 
     def _work(self) -> Any:
         """A unit of work no commit splits (see kafka.transactions); nothing without transactions."""
@@ -753,6 +767,8 @@ class _Timers(Service):
         for unit in TimeUnit:
             self.add_future(p.run_timer(unit))
         txns = self.worker.txns
+        if self.worker.freeze is not None:
+            self.worker.freeze.start()
         if txns is None:
             self.add_future(p.run_progress(self.worker.settings.progress_interval_ms / 1000))
         else:
@@ -768,6 +784,8 @@ class _Timers(Service):
             self.add_future(self.launcher.run())
 
     async def on_stop(self) -> None:
+        if self.worker.freeze is not None:
+            self.worker.freeze.stop()
         launcher = getattr(self, "launcher", None)
         if launcher is not None:
             await launcher.stop()

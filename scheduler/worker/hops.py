@@ -36,12 +36,15 @@ async def safely(worker: Outbox, event: Any, what: str, handle: Handler) -> None
         await worker.dead_letter(event, f"internal error: {type(exc).__name__}: {exc}")
 
 
-def agent(handle: Handler) -> Callable[[Any], Awaitable[None]]:
-    """A Faust agent (no transactions) that hands each event of its stream to `handle`."""
+def agent(handle: Handler, hold: Callable[[], Awaitable[bool]]) -> Callable[[Any], Awaitable[None]]:
+    """A Faust agent (no transactions) that hands each event of its stream to `handle`, unless `hold` says
+    to drop it: the worker froze past its session and a rebalance followed (see freeze.py); the event's
+    partition is then consumed again from its last committed offset by its next owner."""
 
     async def run(stream: Any) -> None:
         events: AsyncIterator[Any] = stream.events()
         async for event in events:
-            await handle(event)
+            if await hold():
+                await handle(event)
 
     return run

@@ -261,6 +261,8 @@ class CommandIngest:
         if self.worker.txns is not None:
             await self._apply_in_transactions(fetched)
             return
+        if not await self.worker.may_work():
+            return  # frozen past the session, and a rebalance followed: the fetch is dropped (freeze.py)
         done: list[int] = []
         handled = 0
         for tp, records in fetched.items():

@@ -162,12 +162,14 @@ class Punctuator:
         stats: FireCounts | None = None,
         transactional: bool = False,
         work: Callable[[], contextlib.AbstractAsyncContextManager[None]] | None = None,
+        hold: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         """`monotonic`: a clock that never jumps, to tell a jump of `clock` from lateness (None: not told).
         `stats`: where the fires are counted (the worker's registry, WorkerCounts.fires).
         `transactional`: each send names its schedule partition (kafka.transactions.owned_by), batches are
         per partition, and the watermarks commit with the fires (pending_marks, committed), not by
-        flush_progress."""
+        flush_progress. `hold`: asked before each tick's work and each progress flush; False drops it (the
+        worker froze past its session: see freeze.py)."""
         self._send = send
         self._send_batch = send_batch
         self._partition_count = partition_count
@@ -177,6 +179,7 @@ class Punctuator:
         self.transactional = transactional
         # what a tick's staging and emission run inside (Transactions.work: no commit splits a tick)
         self._work = work or contextlib.nullcontext
+        self._hold = hold
         self._trigger_topic = trigger_topic
         self._parts: dict[int, _Partition] = {}
         self._seq = itertools.count()
@@ -597,6 +600,9 @@ class Punctuator:
         wakeup = self._wakeup[unit]
         staged, _ = self._staged[unit]  # the heap of staged dues
         while True:
+            if self._hold is not None and not await self._hold():
+                await asyncio.sleep(0.1)  # (dropped: the partitions' next owner fires what is due)
+                continue
             now = self._clock()
             self._look_at_clock(now)
             try:
@@ -679,6 +685,8 @@ class Punctuator:
     async def run_progress(self, interval_s: float) -> None:
         while True:
             await asyncio.sleep(interval_s)
+            if self._hold is not None and not await self._hold():
+                continue
             try:
                 await self.flush_progress()
             except Exception:

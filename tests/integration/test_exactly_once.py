@@ -5,7 +5,8 @@ On Apache Kafka a read_committed reader of the output topic sees every due insta
 worker frozen (SIGSTOP) for longer than its session timeout while another takes its partitions over and
 then woken (SIGCONT): its transactional producers were fenced by the new owner, so whatever it fires when it
 wakes is aborted. On Tansu (no transactions) the same run may repeat fires, with the same job ids, and
-misses none. Either broker: a write the worker could not produce before its client's deadline is never
+misses none: the woken worker fences itself (scheduler/worker/freeze.py), writing nothing from its stale
+tables until the rebalance has restored its next assignment. Either broker: a write the worker could not produce before its client's deadline is never
 applied, and If-Match refuses a write meant for another version of the schedule.
 """
 
@@ -13,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections import Counter
+from typing import Any
 
 import httpx
 import pytest
@@ -195,6 +198,18 @@ async def test_a_paused_worker_that_wakes_after_its_partitions_moved_fires_nothi
     )
 
 
+def _launched_events(records: list[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
+    """(schedule, partition key) of each event the launches carried -> the job ids of those launches. A
+    job carries the events that satisfied its trigger, and those that came while it waited (merged)."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for x in records:
+        schedule = f"{x['schedule']['tenant']}/{x['schedule']['name']}"
+        for e in x["events"]:
+            for key in json.loads(e["payload"].get("partitionKeys", "[]")):
+                out.setdefault((schedule, key), set()).add(x["jobId"])
+    return out
+
+
 def _partition_event(dataset: str, n: int) -> tuple[bytes, bytes]:
     """A dataset's partition event as a producer writes it: keyed by its event key."""
     value = encode(
@@ -213,7 +228,9 @@ async def test_a_paused_worker_that_wakes_mid_flow_of_events_launches_each_job_o
     partition's transaction on Kafka. Worker A is frozen in the middle of a burst of events — with hops
     half done, launches sent and table writes not — for longer than its session timeout, while events go on
     through B; then it is woken and goes on where it was. A read_committed reader of the launches sees one
-    launch per event, none twice; on Tansu (at-least-once) none is missed and a repeat has the same job id."""
+    launch per event, none twice; on Tansu (at-least-once) none is missed and a repeat has the same job id
+    (without the woken worker's self-fence, its stale trigger progress reached the changelog after B's: the
+    job numbers went back and up to 53 events launched nothing, in 2 of 7 runs)."""
     out = f"{app_id}-launches"
     events = f"{app_id}-events"
     feeds = 8  # a schedule each, on a dataset and a program of its own (queues on every partition)
@@ -228,6 +245,7 @@ async def test_a_paused_worker_that_wakes_mid_flow_of_events_launches_each_job_o
             )  # fmt: skip
     b = start_worker(partitions=1, SCHEDULER_DATA_DIR=str(tmp_path / "b"))  # shares the partitions with A
     sent: Counter[str] = Counter()  # schedule -> events accepted for its dataset
+    keys: set[tuple[str, str]] = set()  # (schedule, partition key) of every event accepted
 
     async def flow(client: httpx.AsyncClient, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -240,6 +258,7 @@ async def test_a_paused_worker_that_wakes_mid_flow_of_events_launches_each_job_o
             }
             if (await client.post("/events", json=body)).status_code == 202:
                 sent[f"acme/f{i}"] += 1
+                keys.add((f"acme/f{i}", f"k{n}"))
             await asyncio.sleep(0.05)  # 20 events a second
 
     async with (
@@ -254,26 +273,33 @@ async def test_a_paused_worker_that_wakes_mid_flow_of_events_launches_each_job_o
             for n, (key, value) in enumerate(burst):
                 await producer.send(events, value, key=key, partition=kafka_partition(key, 4))
                 sent[f"acme/f{n % feeds}"] += 1
+                keys.add((f"acme/f{n % feeds}", f"k{10_000 + n}"))
             await producer.flush()
         finally:
             await producer.stop()
         await asyncio.sleep(0.3)
         a.pause()  # in the middle of the burst's hops
         await flow(client, 16)  # > the session timeout: B takes A's partitions over meanwhile
-        a.resume()  # A goes on with the hops it held, is fenced, rejoins
+        a.resume()  # A goes on with the hops it held, is fenced (on Tansu: drops them), rejoins
         await flow(client, 8)
-        want = sum(sent.values())
         with contextlib.suppress(AssertionError):  # (the assertions below say what is missing)
-            await launches.wait_for(lambda r: len({x["jobId"] for x in r}) >= want, timeout_s=90)
+            await launches.wait_for(lambda r: len(keys - set(_launched_events(r))) == 0, timeout_s=90)
         await asyncio.sleep(5)  # a late repeat would arrive by now
         records = list(launches.records)
 
+    carried = _launched_events(records)  # (schedule, event) -> the job ids of the launches that carried it
+    missed = sorted(keys - set(carried))
+    twice = {e: j for e, j in carried.items() if len(j) > 1}
     jobs = Counter(x["jobId"] for x in records)
-    expected = {f"{s}#v1.{n}" for s, count in sent.items() for n in range(1, count + 1)}
-    missed = sorted(expected - set(jobs))
     repeated = {j: n for j, n in jobs.items() if n > 1}
-    print(f"events {len(expected)}, launches {len(records)}, missed {len(missed)}, repeated {len(repeated)}")
-    assert not missed, f"{len(missed)} of {len(expected)} events launched nothing, e.g. {missed[:5]}"
-    assert set(jobs) == expected, f"unexpected launches: {sorted(set(jobs) - expected)[:5]}"
+    merged = sum(1 for x in records if len(x["events"]) > 1)
+    print(
+        f"events {len(keys)}, launches {len(records)}, missed {len(missed)}, "
+        f"in two launches {len(twice)}, repeated job ids {len(repeated)}, launches of merged events {merged}"
+    )
+    assert not missed, f"{len(missed)} of {len(keys)} events launched nothing, e.g. {missed[:5]}"
+    # at-least-once on Tansu: a repeat is the same job, with the same id (the launcher drops it)
+    assert not twice, f"{len(twice)} events in launches of different jobs, e.g. {list(twice.items())[:5]}"
+    assert set(carried) == keys, f"launches of events never sent: {sorted(set(carried) - keys)[:5]}"
     if on_kafka():
         assert not repeated, f"{len(repeated)} jobs launched twice, e.g. {list(repeated.items())[:5]}"

@@ -72,6 +72,10 @@ class FakeWorker:
         return out
 
 
+async def _go_on() -> bool:
+    return True  # (never frozen: see test_freeze_guard.py)
+
+
 def event(value: bytes, offset: int = 0) -> Any:
     return SimpleNamespace(message=SimpleNamespace(value=value, partition=0, offset=offset))
 
@@ -111,7 +115,7 @@ async def test_a_schedule_is_indexed_and_an_event_reaches_it_then_its_job_is_que
     await routing.schedule_changed(kb, None, state)
     [(index_key, update)] = worker.take(worker.settings.index_topic)
     assert index_key == f"program:{A}".encode() and IndexUpdate.decode(update).paths == ("0",)
-    await agent(routing.handle_index_update)(_stream([event(update)]))  # as the Faust agent does
+    await agent(routing.handle_index_update, _go_on)(_stream([event(update)]))  # as the Faust agent does
     assert worker.trigger_index  # the index now points the program's events at the schedule
 
     for offset, (run, status) in enumerate([("r1", "COMPLETED"), ("r1", "COMPLETED"), ("r2", "COMPLETED")]):

@@ -82,6 +82,9 @@ class _FlakyChangelogWorker:
         msg = event.message  # type: ignore[attr-defined]
         self.writes.append((msg.key, msg.value, msg.partition))
 
+    async def may_work(self) -> bool:
+        return True
+
     def write_local(self) -> None:
         pass
 
