@@ -34,6 +34,7 @@ from scheduler.kafka.recovery import watch_recovery
 from scheduler.kafka.staged import StagedTable
 from scheduler.kafka.tables import (
     done_offsets,
+    keep_newest_generation,
     last_offsets,
     partition_db,
     partition_items,
@@ -65,7 +66,13 @@ from scheduler.worker.job_queue import JobQueueAgent
 from scheduler.worker.journal import Journal
 from scheduler.worker.programs import ProgramRegistry
 from scheduler.worker.punctuator import Punctuator, monotonic_ms, wall_clock_ms
-from scheduler.worker.trigger_agent import TriggerAgent, job_arguments, new_job, submit_job
+from scheduler.worker.trigger_agent import (
+    TriggerAgent,
+    job_arguments,
+    new_job,
+    progress_generation,
+    submit_job,
+)
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +137,8 @@ class Worker:
         )
         self.trigger_index: Any = raw_table(app, "trigger-index", settings.partitions)
         self.trigger_progress: Any = raw_table(app, "trigger-progress", settings.partitions)
+        # a frozen owner's late writes never replace the next owner's (its job numbers would go back)
+        keep_newest_generation(self.trigger_progress, progress_generation)
         self.job_queue: Any = raw_table(app, "job-queue", settings.partitions)
         self.run_records: Any = raw_table(app, "run-records", settings.partitions)
         self.registry = ProgramRegistry(
@@ -731,6 +740,9 @@ class Worker:
     def changelog_distribution(self) -> dict[Any, dict[str, list[int]]]:
         """Which worker (web URL) owns which partitions of which changelog, per the last assignment."""
         return dict(cast(Any, self.faust_app.assignor).changelog_distribution)
+
+    def generation(self) -> int:
+        return int(getattr(self.faust_app, "consumer_generation_id", 0) or 0)
 
     async def may_work(self) -> bool:
         """Before a unit of work without transactions: False to drop it (see freeze.py)."""

@@ -63,6 +63,10 @@ class TriggerPort(Outbox, Protocol):
 
     def schedule_bytes(self, partition: int, key: bytes) -> bytes | None: ...
 
+    def generation(self) -> int:
+        """The consumer group generation of the worker's assignment (what a trigger progress is written in)."""
+        ...
+
 
 class JobQueuePort(Outbox, Protocol):
     """The job queue agent: the job queues and run records it owns, the job and run counters."""

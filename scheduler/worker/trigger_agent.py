@@ -28,6 +28,23 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def progress_record(progress: TriggerProgress, generation: int) -> bytes:
+    """A trigger progress as the table holds it, with the group generation of the assignment that wrote it:
+    a restore never lets an earlier generation's write replace a later one's (kafka.tables.keep_newest_generation)."""
+    return encode_json({**progress.to_json(), "generation": generation})
+
+
+def progress_generation(raw: bytes) -> int | None:
+    """The generation a trigger progress record was written in (None: written before it was recorded)."""
+    if b'"generation"' not in raw:
+        return None
+    try:
+        generation = decode_json(raw).get("generation")
+    except ValueError:
+        return None
+    return generation if isinstance(generation, int) else None
+
+
 def job_arguments(state: ScheduleState, events: list[dict[str, Any]]) -> dict[str, str]:
     """Runtime arguments: the schedule's properties, then what the triggering events said."""
     args = dict(state.schedule.data)
@@ -144,7 +161,7 @@ class TriggerAgent:
             job = new_job(state, jid, job_arguments(state, progress.events), now, list(progress.events))
             reset(progress, now)
             await submit_job(worker, state, job)
-        worker.trigger_progress[key] = encode_json(progress.to_json())
+        worker.trigger_progress[key] = progress_record(progress, worker.generation())
         self.arm_elapsed(event.message.partition, key, state, progress)
 
     def arm_elapsed(

@@ -56,6 +56,9 @@ class FakeWorker:
     async def dead_letter(self, event: Any, reason: str) -> None:
         self.dead.append(reason)
 
+    def generation(self) -> int:
+        return 1
+
     def schedule_bytes(self, partition: int, key: bytes) -> bytes | None:
         return self.schedules.get(key)
 
