@@ -5,11 +5,14 @@ that changes them breaks here and nowhere else."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from rocksdict import WriteBatch
+
+log = logging.getLogger(__name__)
 
 
 def raw_table(app: Any, name: str, partitions: int) -> Any:
@@ -37,6 +40,7 @@ def keep_newest_generation(
     def apply_newest(batch: Iterable[Any]) -> None:
         newest: dict[tuple[int, bytes], int | None] = {}  # what this batch applied, per key
         kept = []
+        skipped = 0
         for event in batch:
             msg = event.message
             where = (msg.partition, bytes(msg.key))
@@ -48,9 +52,17 @@ def keep_newest_generation(
                     raw = read(*where)
                     current = None if raw is None else generation_of(raw)
                 if current is not None and generation < current:
+                    skipped += 1
                     continue  # a frozen owner's write, landed after the next owner's
             newest[where] = generation
             kept.append(event)
+        if skipped:
+            log.warning(
+                "%s: %d changelog records of an earlier group generation than their key's were not applied "
+                "(a frozen owner's late writes)",
+                getattr(table, "name", "table"),
+                skipped,
+            )
         apply(kept)
 
     table.apply_changelog_batch = apply_newest
