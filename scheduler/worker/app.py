@@ -182,9 +182,7 @@ class Worker:
             stats=self.counts.fires,
             transactional=self.txns is not None,
             work=self._work,
-            hold=self.may_work
-            if self.freeze is not None
-            else None,  # (a tick asks nothing with transactions)
+            hold=self.may_work if self.freeze is not None else None,
         )
         self._fenced_late: set[int] = set()  # partitions of this rebalance fenced after their restore began
         self._staged: list[StagedTable] = []  # with transactions: the agents' tables, written in them

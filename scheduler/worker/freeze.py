@@ -19,8 +19,9 @@ old one and none of it commits. Without them (the embedded Tansu broker), this g
   again from the last committed offsets; work goes on once the tables of the next assignment are restored
   (`recovered`). No rebalance within the session timeout means the session had survived: the work goes on.
 
-What the producers held unsent when the process froze still goes out when it wakes (a few ms of writes):
-that gap is closed only by transactions.
+What the producers held unsent when the process froze still goes out when it wakes: a restore of the trigger
+progress skips such a late write by its group generation (kafka.tables.keep_newest_generation); for the other
+tables only transactions close that gap.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class FreezeGuard:
         self._tick = _clock()
         self._suspect_rebalances: int | None = None  # the app's rebalance count when the freeze was seen
         self._suspect_at = 0.0
-        self.freezes = 0  # freezes seen (a metric)
+        self.freezes = 0  # freezes seen
         self.dropped = 0  # units of work dropped because a rebalance came after a freeze
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
