@@ -371,11 +371,15 @@ async def _answering_controller(self: Any, owner: Any, client: Any, timeout: int
 
 
 def apply_transport_fixes() -> None:
-    """Process-wide, on every broker: Faust's transport made to ride out a broker that is restarting, and
-    a topic it creates known to every broker before it goes on (else its first assignment may leave the
+    """Process-wide, on every broker: Faust's fetch returns only the partitions it asked for (see
+    kafka.recovery), its transport rides out a broker that is restarting, and a topic it creates is known
+    to every broker before it goes on (else its first assignment may leave the
     topic out, and a rebalance follows at the next metadata refresh: seen on a fresh Apache Kafka)."""
     import faust.transport.drivers.aiokafka as driver
 
+    from scheduler.kafka.recovery import fetch_only_what_was_asked
+
+    fetch_only_what_was_asked()
     driver.Transport._get_controller_node = _answering_controller  # type: ignore[method-assign]
     create = driver.Transport._really_create_topic
     if getattr(create, "_waits_until_visible", False):

@@ -30,7 +30,7 @@ from scheduler.kafka.config import Settings, apply_consumer_profile, apply_trans
 from scheduler.kafka.group import recovery_is_current, request_rejoin, track_recovery_generation
 from scheduler.kafka.partitioner import kafka_partition as partition_for
 from scheduler.kafka.producer import BatchedProducer, TopicCreator
-from scheduler.kafka.recovery import watch_recovery
+from scheduler.kafka.recovery import keep_changelog_events_on_resume, watch_recovery
 from scheduler.kafka.staged import StagedTable
 from scheduler.kafka.tables import (
     done_offsets,
@@ -115,6 +115,7 @@ class Worker:
                 ),
             },
         )
+        keep_changelog_events_on_resume(app)
         raw: dict[str, Any] = {
             "key_type": bytes,
             "value_type": bytes,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from faust.types import TP
@@ -77,3 +78,53 @@ async def test_the_watch_ends_a_restore_past_its_end_and_reports_any_other_stall
         "ended at 12: nothing visible up to its end 11" if ended else "receives nothing: restored to 7 of 10"
     )
     assert expected in caplog.text
+
+
+async def test_a_fetch_returns_only_the_partitions_active_when_it_started() -> None:
+    """Faust hands its fetch the live set of active partitions; a restore's end empties it mid-fetch, and
+    aiokafka then returned every partition's records (standby ones too, which Faust dropped)."""
+    import faust.transport.drivers.aiokafka as driver
+
+    from scheduler.kafka.recovery import fetch_only_what_was_asked
+
+    fetch_only_what_was_asked()
+    fetch_only_what_was_asked()  # (once per process, however often it is asked)
+    live = {TP("t-changelog", 0), TP("t-changelog", 1)}
+    given: list[Any] = []
+
+    async def call_thread(fn: Any, consumer: Any, partitions: Any, **_: Any) -> dict[Any, Any]:
+        live.clear()  # the restore ended while the fetch waited
+        given.append(partitions)
+        return {}
+
+    thread = SimpleNamespace(
+        _ensure_consumer=lambda: SimpleNamespace(_max_poll_records=10),
+        call_thread=call_thread,
+        _fetch_records=None,
+    )
+    await driver.AIOKafkaConsumerThread.getmany(thread, live, 1.0)
+    assert given == [{TP("t-changelog", 0), TP("t-changelog", 1)}]
+    assert await driver.AIOKafkaConsumerThread.getmany(thread, set(), 1.0) == {}
+    assert len(given) == 1  # an empty set fetches nothing (aiokafka would take it for "all")
+
+
+async def test_changelog_records_queued_when_the_flow_resumes_are_kept_and_a_rebalance_clears_them() -> None:
+    """Faust's changelog queue was cleared whenever the flow resumed, the end of a recovery included:
+    standby records waiting in it were lost after their partitions had been sought."""
+    from mode.utils.queues import FlowControlEvent, FlowControlQueue
+
+    from scheduler.kafka.recovery import keep_changelog_events_on_resume
+
+    flow = FlowControlEvent()
+    queue: FlowControlQueue[int] = FlowControlQueue(flow_control=flow, clear_on_resume=True)
+    app = SimpleNamespace(flow_control=flow, tables=SimpleNamespace(changelog_queue=queue))
+    keep_changelog_events_on_resume(app)
+    keep_changelog_events_on_resume(app)
+    flow.resume()
+    for i in range(3):
+        queue.put_nowait(i)
+    flow.resume()  # (the end of a recovery)
+    assert queue.qsize() == 3
+    flow.suspend()  # a rebalance: Faust suspends, then clears
+    flow.clear()
+    assert queue.qsize() == 0
