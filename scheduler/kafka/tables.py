@@ -68,6 +68,12 @@ def keep_newest_generation(
     table.apply_changelog_batch = apply_newest
 
 
+def forget_persisted_offset(table: Any, partition: int) -> None:
+    """The partition's next restore reads its changelog from the start (its data stays: the replay
+    applies every record again, in order, over it)."""
+    partition_db(table, partition).delete(table.data.offset_key)
+
+
 def partition_db(table: Any, partition: int) -> Any:
     """The RocksDB database of one partition of a table (opened if it was not)."""
     return table.data._db_for_partition(partition)

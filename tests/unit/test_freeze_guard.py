@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
+from faust.stores.rocksdb import Store
+from faust.types import TP
+from rocksdict import Options, Rdict
 
 from scheduler.worker import freeze
+from scheduler.worker.app import Worker
 from scheduler.worker.freeze import FreezeGuard
 
 pytestmark = pytest.mark.unit
@@ -114,3 +120,49 @@ def test_the_thread_sees_a_freeze_before_any_record_does(clock: _Clock) -> None:
     clock.now += 9.0
     guard._seen(clock.now)  # what the ticking thread does when it runs again
     assert guard.freezes == 1 and guard.suspect()
+
+
+class _Tables(dict):  # type: ignore[type-arg]
+    """Faust's table manager as the worker wraps it: its tables, and on_rebalance (which reads their offsets)."""
+
+    def __init__(self, tables: dict[str, Any]) -> None:
+        super().__init__(tables)
+        self.offsets_read: list[dict[str, int | None]] = []
+
+    async def on_rebalance(self, *args: Any, **kwargs: Any) -> None:
+        self.offsets_read.append(
+            {name: Store.persisted_offset(t.data, TP(name, 0)) for name, t in self.items()}
+        )
+
+
+def _table(path: Path) -> Any:
+    db = Rdict(str(path), Options(raw_mode=True))
+    return SimpleNamespace(data=SimpleNamespace(offset_key=Store.offset_key, _db_for_partition=lambda p: db))
+
+
+async def test_the_rebalances_after_a_freeze_restore_the_partitions_owned_from_their_changelogs_start(
+    tmp_path: Path,
+) -> None:
+    """A frozen owner's late changelog writes, acknowledged after the next owner's, moved the stored offset
+    past them: the partition's restore must read its changelog from the start, its data kept."""
+    tables = _Tables({"trigger-progress": _table(tmp_path / "a"), "job-queue": _table(tmp_path / "b")})
+    for t in tables.values():
+        Store.set_persisted_offset(t.data, TP("x", 0), 41)
+        t.data._db_for_partition(0)[b"k"] = b"v"
+    suspect = [False]
+    worker = SimpleNamespace(
+        faust_app=SimpleNamespace(tables=tables),
+        freeze=SimpleNamespace(suspect=lambda: suspect[0]),
+        _owned={0},
+    )
+    Worker._restore_whole_after_a_freeze(worker)  # type: ignore[arg-type]
+    await tables.on_rebalance()  # no freeze: offsets kept
+    suspect[0] = True
+    await tables.on_rebalance()
+    await tables.on_rebalance()  # (again until an assignment is restored)
+    assert tables.offsets_read == [
+        {"trigger-progress": 41, "job-queue": 41},
+        {"trigger-progress": None, "job-queue": None},
+        {"trigger-progress": None, "job-queue": None},
+    ]
+    assert all(t.data._db_for_partition(0)[b"k"] == b"v" for t in tables.values())
