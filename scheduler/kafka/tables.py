@@ -26,6 +26,7 @@ def keep_newest_generation(
     table: Any,
     generation_of: Callable[[bytes], int | None],
     stored: Callable[[int, bytes], bytes | None] | None = None,
+    stamp: str = "group generation",
 ) -> None:
     """Restore (and standby replication) of `table` skips a changelog record written in an earlier group
     generation than the key's value it would replace. Each value names the generation of the assignment it
@@ -33,7 +34,8 @@ def keep_newest_generation(
     transactions nothing fences a worker whose partitions moved while it was frozen or cut off: what its
     producers held goes out when it wakes, after the new owner's writes of the same keys, and a restore
     that took the last record would take its stale value. `stored`: the value in the partition's RocksDB
-    (tests give their own)."""
+    (tests give their own). `stamp`: what `generation_of` reads, for the log (a schedule's version also
+    only grows: an update's record never goes below the one before it)."""
     apply = table.apply_changelog_batch
     read = stored or (lambda partition, key: partition_db(table, partition).get(key))
 
@@ -58,10 +60,11 @@ def keep_newest_generation(
             kept.append(event)
         if skipped:
             log.warning(
-                "%s: %d changelog records of an earlier group generation than their key's were not applied "
-                "(a frozen owner's late writes)",
+                "%s: %d changelog records of an earlier %s than their key's were not applied (a frozen "
+                "owner's late writes)",
                 getattr(table, "name", "table"),
                 skipped,
+                stamp,
             )
         apply(kept)
 

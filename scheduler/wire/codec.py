@@ -486,6 +486,20 @@ def encode_state(st: ScheduleState, schedule_avro: bytes | None = None) -> bytes
     return b"".join((schedule_avro, created, updated, active, _zigzag(st.version)))
 
 
+def state_version(data: bytes) -> int | None:
+    """A ScheduleState's version without decoding the rest: its last field, the varint that ends the
+    record (its last byte has the high bit clear, the bytes before it in the varint have it set)."""
+    if not data or data[-1] & 0x80:
+        return None
+    start = len(data) - 1
+    while start > 0 and data[start - 1] & 0x80:
+        start -= 1
+    n = 0
+    for shift, byte in enumerate(data[start:]):
+        n |= (byte & 0x7F) << (7 * shift)
+    return (n >> 1) ^ -(n & 1)
+
+
 def decode_state(data: bytes) -> ScheduleState:
     rec = decode("ScheduleState", data)
     return ScheduleState(

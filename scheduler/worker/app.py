@@ -55,6 +55,7 @@ from scheduler.wire.codec import (
     fired_task_encoder,
     key_bytes,
     key_from_bytes,
+    state_version,
 )
 from scheduler.wire.command_headers import command_conditions, condition_headers
 from scheduler.wire.dead_letters import dead_letter_record, moved_headers, origin
@@ -141,6 +142,8 @@ class Worker:
         self.trigger_progress: Any = raw_table(app, "trigger-progress", settings.partitions)
         # a frozen owner's late writes never replace the next owner's (its job numbers would go back)
         keep_newest_generation(self.trigger_progress, progress_generation)
+        if not settings.transactional:  # (nor an update applied meanwhile: see freeze.py)
+            keep_newest_generation(self.schedules, state_version, stamp="version")
         self.job_queue: Any = raw_table(app, "job-queue", settings.partitions)
         self.run_records: Any = raw_table(app, "run-records", settings.partitions)
         self.registry = ProgramRegistry(

@@ -20,8 +20,8 @@ old one and none of it commits. Without them (the embedded Tansu broker), this g
   (`recovered`). No rebalance within the session timeout means the session had survived: the work goes on.
 
 What the producers held unsent when the process froze still goes out when it wakes: a restore of the trigger
-progress skips such a late write by its group generation (kafka.tables.keep_newest_generation); for the other
-tables only transactions close that gap. Their acknowledgements would also move the tables' stored offsets
+progress skips such a late write by its group generation, one of the schedules by its version
+(kafka.tables.keep_newest_generation); for the other tables only transactions close that gap. Their acknowledgements would also move the tables' stored offsets
 past the next owner's writes: the partitions the worker owned are restored from the start of their
 changelogs after a freeze (Worker._restore_whole_after_a_freeze).
 """

@@ -81,3 +81,49 @@ def test_a_record_without_a_generation_reads_as_none() -> None:
     assert progress_generation(b'{"version": 1, "seq": 3}') is None
     assert progress_generation(b"not json") is None
     assert progress_generation(progress_record(TriggerProgress(1), 7)) == 7
+
+
+@pytest.mark.parametrize("version", [1, 2, 63, 64, 65, 127, 128, 300, 8191, 8192, 2**20, 2**31 - 1])
+def test_a_schedule_states_version_is_read_from_its_last_bytes(version: int) -> None:
+    from scheduler.domain.model import FrequencyTrigger, Schedule, ScheduleKey, ScheduleState, TimeUnit
+    from scheduler.wire.codec import decode_state, encode_state, state_version
+
+    for created, updated in ((1795662985081, 1795662985081), (1795662985081, 1795662999999), (0, 300)):
+        st = ScheduleState(
+            Schedule(ScheduleKey("acme", "s"), FrequencyTrigger(TimeUnit.SECONDS, 1), "out"),
+            created_at=created,
+            updated_at=updated,
+            active_since=updated,
+            version=version,
+        )
+        raw = encode_state(st)
+        assert state_version(raw) == decode_state(raw).version == version
+    assert state_version(b"") is None
+    assert state_version(b"\x81") is None  # (cut short: a varint cannot end with its high bit set)
+
+
+def test_a_frozen_owners_late_schedule_write_does_not_bring_back_the_version_before_an_update() -> None:
+    """Without transactions: A applied version 1 and froze with that write still in its producer; B took
+    the partition over and applied the update (version 2, acknowledged); A's write lands after B's. A
+    restore must keep version 2."""
+    from scheduler.domain.model import FrequencyTrigger, Schedule, ScheduleKey, ScheduleState, TimeUnit
+    from scheduler.wire.codec import encode_state, state_version
+
+    def state(version: int) -> Any:
+        st = ScheduleState(
+            Schedule(
+                ScheduleKey("acme", "u1"), FrequencyTrigger(TimeUnit.SECONDS, 1), "out", {"v": str(version)}
+            ),
+            created_at=1,
+            updated_at=version,
+            active_since=version,
+            version=version,
+        )
+        return SimpleNamespace(message=SimpleNamespace(partition=0, key=b"u1", value=encode_state(st)))
+
+    table = _Table()
+    keep_newest_generation(table, state_version, stored=lambda p, k: None, stamp="version")
+    deleted = SimpleNamespace(message=SimpleNamespace(partition=0, key=b"u1", value=None))
+    table.apply_changelog_batch([state(1), state(2), state(1), deleted, state(1)])
+    versions = [None if e.message.value is None else state_version(e.message.value) for e in table.applied]
+    assert versions == [1, 2, None, 1]  # (after a delete, an INSERT starts again at 1)
