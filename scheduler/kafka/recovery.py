@@ -46,12 +46,6 @@ def nothing_left(position: int | None, highwater: int, queued: int) -> bool:
     return position is not None and position > highwater and queued == 0
 
 
-def asked(active: set[Any] | None) -> set[Any] | None:
-    """What a fetch may return: the partitions active when it starts, a copy (None: all, a client-only
-    app's fetch; an empty set: nothing)."""
-    return None if active is None else set(active)
-
-
 def fetch_only_what_was_asked() -> None:
     """Process-wide, every broker. Faust's consumer hands its fetch the live set of active partitions; the
     fetch runs in the consumer's thread, and aiokafka returns every partition's buffered records when the
@@ -71,10 +65,11 @@ def fetch_only_what_was_asked() -> None:
         return
 
     async def getmany_asked(self: Any, active_partitions: set[Any] | None, timeout: float) -> Any:
-        partitions = asked(active_partitions)
-        if partitions is not None and not partitions:
-            return {}
-        return await getmany(self, partitions, timeout)
+        if active_partitions is None:  # (a client-only app's fetch: every partition)
+            return await getmany(self, None, timeout)
+        if not active_partitions:
+            return {}  # (aiokafka would take an empty set for "all")
+        return await getmany(self, set(active_partitions), timeout)
 
     getmany_asked._asked_only = True  # type: ignore[attr-defined]
     thread.getmany = getmany_asked  # type: ignore[method-assign]
