@@ -156,6 +156,8 @@ def worker_env(broker: Broker, app_id: str, tmp_path: Path) -> dict[str, str]:
         "SCHEDULER_LIGHT_TOPIC": f"{app_id}-light-scheduler",
         "SCHEDULER_LOG_LEVEL": "info",
         "SCHEDULER_PROGRESS_INTERVAL_MS": "500",
+        # a stopped worker's embedded launcher leaves its runs to their leases at once
+        "SCHEDULER_LAUNCHER_DRAIN_S": "0",
         # tests of auth turn it on with their own tokens (tests/integration/test_auth.py)
         "SCHEDULER_AUTH": "off",
     }

@@ -11,6 +11,7 @@ import importlib
 import json
 import os
 import shutil
+import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -68,13 +69,22 @@ def cmd_launcher(args: argparse.Namespace) -> None:
 
     async def main() -> None:
         launcher = Launcher(_settings(args))
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):  # a clean stop: no more launches, the runs finish
+            loop.add_signal_handler(sig, stopping.set)
+        taking = asyncio.create_task(launcher.run())
+        asked = asyncio.create_task(stopping.wait())
+        await asyncio.wait([taking, asked], return_when=asyncio.FIRST_COMPLETED)
         try:
-            await launcher.run()
-        finally:
             await launcher.stop()
+        finally:
+            for task in (taking, asked):
+                task.cancel()
+            if taking.done() and not taking.cancelled() and taking.exception() is not None:
+                raise taking.exception()  # type: ignore[misc]
 
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(main())
+    asyncio.run(main())
 
 
 async def _prepare_embedded(settings: Settings, replay: list[tuple[bytes, bytes]]) -> None:

@@ -88,12 +88,13 @@ class ProgramId:
 
 
 class ProgramOutcome(StrEnum):
-    """What a program-status trigger waits for; FINISHED is any end (COMPLETED, FAILED or KILLED)."""
+    """What a program-status trigger waits for; FINISHED is any end (COMPLETED, FAILED, STOPPED, KILLED)."""
 
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
     KILLED = "KILLED"
     FINISHED = "FINISHED"
+    STOPPED = "STOPPED"
 
     def matches(self, status: str) -> bool:
         return _OUTCOME_STATUSES[self].__contains__(status)
@@ -103,7 +104,8 @@ _OUTCOME_STATUSES = {
     ProgramOutcome.SUCCEEDED: frozenset({"COMPLETED"}),
     ProgramOutcome.FAILED: frozenset({"FAILED"}),
     ProgramOutcome.KILLED: frozenset({"KILLED"}),
-    ProgramOutcome.FINISHED: frozenset({"COMPLETED", "FAILED", "KILLED"}),
+    ProgramOutcome.STOPPED: frozenset({"STOPPED"}),
+    ProgramOutcome.FINISHED: frozenset({"COMPLETED", "FAILED", "STOPPED", "KILLED"}),
 }
 
 # namespace.name; the name may hold dots but not start with one, nor hold ".." (datasets are paths too)

@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo
 from pydantic import Field
 
 from scheduler.domain.basics import GROUP_PATTERN, MAX_SPAN_MS, InvalidSchedule, TimeUnit
+from scheduler.domain.runs import LIVE, TERMINAL
 from scheduler.domain.triggers.kinds import In
 
 
@@ -34,8 +35,8 @@ class TimeoutAction(StrEnum):
 
 
 #: statuses of a run that has not ended (seed 004); a launched job counts as PENDING until the launcher reports
-ACTIVE_STATUSES = frozenset({"PENDING", "STARTING", "RUNNING", "SUSPENDED", "RESUMING", "STOPPING"})
-TERMINAL_STATUSES = frozenset({"COMPLETED", "FAILED", "KILLED"})
+ACTIVE_STATUSES = frozenset(s.value for s in LIVE)
+TERMINAL_STATUSES = frozenset(s.value for s in TERMINAL)
 MAX_RECENT_STARTS = 1_000
 MAX_CONSTRAINT_VALUE = MAX_SPAN_MS
 MAX_RUNS_AT_ONCE = 100_000  # concurrency and rate limits

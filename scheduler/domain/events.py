@@ -13,6 +13,7 @@ from enum import StrEnum
 
 from scheduler.domain.basics import DATASET_RE, ProgramId
 from scheduler.domain.basics import validate_dataset as validate_dataset  # (it lives with the ids)
+from scheduler.domain.runs import RunStatus
 
 
 class EventType(StrEnum):
@@ -25,17 +26,7 @@ class InvalidEvent(ValueError):
     pass
 
 
-PROGRAM_STATUSES = (
-    "PENDING",
-    "STARTING",
-    "RUNNING",
-    "SUSPENDED",
-    "RESUMING",
-    "STOPPING",
-    "COMPLETED",
-    "FAILED",
-    "KILLED",
-)
+PROGRAM_STATUSES = tuple(s.value for s in RunStatus)
 MAX_PAYLOAD_ENTRIES = 64
 MAX_PAYLOAD_BYTES = 64 * 1024  # keys and values, UTF-8
 MAX_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z

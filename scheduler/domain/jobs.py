@@ -17,9 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.domain.constraints import (
-    ACTIVE_STATUSES,
     MAX_RECENT_STARTS,
-    TERMINAL_STATUSES,
     Constraint,
     Decision,
     Outcome,
@@ -28,11 +26,13 @@ from scheduler.domain.constraints import (
     decide,
 )
 from scheduler.domain.model import GROUP_QUEUE_PREFIX, group_queue_key
+from scheduler.domain.runs import RunStatus, Verdict
 from scheduler.domain.tenancy import schedule_id_tenant
 
 MAX_LAUNCHED_REMEMBERED = 1_000  # recent job ids: a replayed trigger for one of them launches nothing
 MAX_OUTCOMES_REMEMBERED = 50
 MAX_EVENTS_PER_JOB = 100
+MAX_ENDED_REMEMBERED = 1_000  # recently ended run ids: a late status of one of them is stale
 
 
 @dataclass
@@ -83,6 +83,10 @@ class ProgramQueue:
     recent_starts: list[int] = field(default_factory=list)
     launched: list[str] = field(default_factory=list)
     outcomes: list[dict[str, Any]] = field(default_factory=list)  # recently skipped / discarded jobs
+    since: dict[str, int] = field(default_factory=dict)  # run id -> when it was launched or first seen
+    holders: dict[str, str] = field(default_factory=dict)  # run id -> the launcher whose claim was accepted
+    leases: dict[str, int] = field(default_factory=dict)  # run id -> its holder's lease (ms)
+    ended: list[str] = field(default_factory=list)  # recently ended run ids, newest last
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(dataclasses.replace(self, jobs=[]))
@@ -131,20 +135,97 @@ def add_job(queue: ProgramQueue, job: Job) -> bool:
     return True
 
 
-def apply_status(queue: ProgramQueue, run_id: str, status: str, at: int, program: str | None = None) -> None:
-    """A program-status event of one of the queue's runs (`program`: which one, in a group queue)."""
-    if status in TERMINAL_STATUSES:
-        queue.active.pop(run_id, None)
-        queue.run_program.pop(run_id, None)
+def apply_status(
+    queue: ProgramQueue,
+    run_id: str,
+    status: str,
+    at: int,
+    program: str | None = None,
+    launcher: str = "",
+    lease_ms: int | None = None,
+) -> tuple[Verdict, str]:
+    """A transition of one of the queue's runs (`program`: which one, in a group queue), already judged
+    by the run state machine against the run's record (scheduler.domain.runs.judge, in the job queue of
+    its program): counted here unless it is stale (the run ended), a repeat, or from a launcher that
+    does not hold the run."""
+    if status not in RunStatus.__members__:
+        return Verdict.REFUSED, f"unknown run status {status!r}"
+    new = RunStatus(status)
+    if run_id in queue.ended:
+        return Verdict.REFUSED, f"{status} for a run that already ended"
+    holder = queue.holders.get(run_id, "")
+    if holder and launcher and launcher != holder:
+        return Verdict.REFUSED, f"{status} from launcher {launcher}: the run is held by {holder}"
+    current = queue.active.get(run_id)
+    if current == status:
+        return Verdict.REPEAT, ""
+    if new.terminal:
+        for runs in (queue.active, queue.run_program, queue.since, queue.holders, queue.leases):
+            runs.pop(run_id, None)  # type: ignore[attr-defined]
+        queue.ended.append(run_id)
+        del queue.ended[:-MAX_ENDED_REMEMBERED]
         queue.last_end = at if queue.last_end is None else max(queue.last_end, at)
-        return
-    if status not in ACTIVE_STATUSES:
-        return
-    if run_id not in queue.active and run_id not in queue.launched:
-        _started(queue, at)  # a run we did not launch (manual, another scheduler) counts too
-    queue.active[run_id] = status
+        return Verdict.ACCEPTED, ""
+    if current is None:
+        queue.since[run_id] = at
+        if run_id not in queue.launched:
+            _started(queue, at)  # a run we did not launch (manual, another scheduler) counts too
+    queue.active[run_id] = new.value
+    if new is RunStatus.PENDING:  # launched again: nobody holds it, and it waits from now
+        queue.holders.pop(run_id, None)
+        queue.leases.pop(run_id, None)
+        queue.since[run_id] = at
+    if launcher:
+        queue.holders[run_id] = launcher
+        if lease_ms:
+            queue.leases[run_id] = lease_ms
     if program is not None and program != queue.program:
         queue.run_program[run_id] = program
+    return Verdict.ACCEPTED, ""
+
+
+def lost_runs(
+    queue: ProgramQueue, renewed: dict[str, int], default_renewal: int, now: int, pending_timeout_ms: int
+) -> list[tuple[str, str]]:
+    """The queue's runs that are lost by `now`, each with its status and why: a PENDING run no launcher
+    took within `pending_timeout_ms` of its launch, a held run whose holder's last renewal (`renewed`, else
+    `default_renewal`: when this worker took the partition over) is older than its lease."""
+    return [
+        (run_id, why)
+        for run_id, (due, why) in _deadlines(queue, renewed, default_renewal, pending_timeout_ms).items()
+        if due <= now
+    ]
+
+
+def next_lease_check(
+    queue: ProgramQueue, renewed: dict[str, int], default_renewal: int, pending_timeout_ms: int
+) -> int | None:
+    """When the first of the queue's runs would be lost (None: none can be)."""
+    dues = [due for due, _ in _deadlines(queue, renewed, default_renewal, pending_timeout_ms).values()]
+    return min(dues) if dues else None
+
+
+def _deadlines(
+    queue: ProgramQueue, renewed: dict[str, int], default_renewal: int, pending_timeout_ms: int
+) -> dict[str, tuple[int, str]]:
+    out: dict[str, tuple[int, str]] = {}
+    for run_id, status in queue.active.items():
+        if run_id in queue.run_program:
+            continue  # another program's run, in a group queue: its own program's queue watches it
+        lease = queue.leases.get(run_id)
+        if lease is not None:
+            holder = queue.holders.get(run_id, "")
+            last = max(renewed.get(run_id, default_renewal), queue.since.get(run_id, 0))
+            out[run_id] = (
+                last + lease,
+                f"lease expired: launcher {holder} renewed it last {lease / 1000:g} s before (lost or cut off)",
+            )
+        elif status == RunStatus.PENDING and run_id not in queue.holders:
+            out[run_id] = (
+                queue.since.get(run_id, default_renewal) + pending_timeout_ms,
+                f"no launcher took it within {pending_timeout_ms / 1000:g} s of its launch",
+            )
+    return out
 
 
 def cancel(queue: ProgramQueue, schedule: str, below_version: int | None, reason: str, now: int) -> int:
@@ -172,6 +253,7 @@ def check(queue: ProgramQueue, now: int) -> list[Launch]:
         if d.outcome is Outcome.LAUNCH:
             job.state, job.blocked_by, job.reason, job.check_at = "PENDING_LAUNCH", "", d.reason, None
             queue.active[job.job_id] = "PENDING"
+            queue.since[job.job_id] = now
             if job.program != queue.program:
                 queue.run_program[job.job_id] = job.program
             _started(queue, now)

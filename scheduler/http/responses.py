@@ -176,6 +176,8 @@ class Run(Answer):
     ended_at: Ms | None = None
     error: str | None = None
     transitions: list[list[Any]] | None = None
+    launcher: str | None = Field(None, description="the launcher that holds (held) it")
+    program_status: str | None = Field(None, description="seed 004's user-facing status of its state")
 
 
 class Runs(Answer):
@@ -190,7 +192,10 @@ class ActiveRun(Answer):
 
 class ProgramStatus(Answer):
     program: str
-    status: str = Field(description="RUNNING if any run is active, else the last run's, or NEVER_RUN")
+    status: str = Field(
+        description="the user-facing status (seed 004) of its newest active run, else its last run's end, "
+        "or NEVER_RUN (a program registered but never run; an unknown program is a 404)"
+    )
     activeRuns: list[ActiveRun]
     lastRun: Run | None
 

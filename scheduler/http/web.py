@@ -68,7 +68,7 @@ from scheduler.wire.codec import (
     task_definition_from_schedule,
 )
 from scheduler.wire.command_headers import command_headers
-from scheduler.wire.messages import IndexEntry
+from scheduler.wire.messages import IndexEntry, RunStatusChanged, encode_job_queue_message
 from scheduler.worker.programs import ProgramSpec
 
 if TYPE_CHECKING:
@@ -439,8 +439,22 @@ class Handlers:
             return call.unavailable(str(exc))
         if status == 404 or run is None:
             return call.error(404, error="not found", runId=run_id)
-        if RunStatus(run["status"]).terminal:
+        state = RunStatus(run["status"])
+        if state.terminal:
             return call.error(409, error="conflict", reason=f"run already {run['status']}")
+        if state in (RunStatus.PENDING, RunStatus.PREPARING):
+            # not started: its program's job queue ends it at once (a launcher that takes it later, or
+            # holds the claim, sees it ended and does not run it)
+            cancelled = RunStatusChanged(
+                run_id,
+                RunStatus.STOPPED.value,
+                self.worker.clock(),
+                program_id,
+                {"error": "stopped before it started"},
+            )
+            await self.worker.send_keyed(
+                self.worker.settings.jobs_topic, program_id.encode(), encode_job_queue_message(cancelled)
+            )
         await self.worker.send_keyed(
             self.worker.settings.launcher_control_topic,
             run_id.encode(),
@@ -562,13 +576,21 @@ class Handlers:
         forwarded, runs = await self._runs(call)
         if forwarded is not None:
             return forwarded
+        if not runs:
+            await self.worker.registry.start()
+            if self.worker.registry.get(call.program) is None:
+                return call.error(404, error="not found", program=call.program)
         active = [r for r in runs if not RunStatus(r["status"]).terminal]
         latest = runs[-1] if runs else None
+        if active:
+            status = RunStatus(active[-1]["status"]).program_status
+        else:
+            status = latest["status"] if latest else "NEVER_RUN"
         return call.answer(
             out.ProgramStatus,
             {
                 "program": call.program,
-                "status": "RUNNING" if active else (latest["status"] if latest else "NEVER_RUN"),
+                "status": status,
                 "activeRuns": [{"runId": r["run_id"], "status": r["status"]} for r in active],
                 "lastRun": latest,
             },

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
 from collections.abc import Container, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -52,6 +53,10 @@ ENV_VARS = {
     "SCHEDULER_TRANSACTIONS": "transactions",
     "SCHEDULER_COMMIT_INTERVAL_MS": "commit_interval_ms",
     "SCHEDULER_REQUEST_TIMEOUT_MS": "request_timeout_ms",
+    "SCHEDULER_LAUNCHER_ID": "launcher_id",
+    "SCHEDULER_RUN_LEASE_MS": "run_lease_ms",
+    "SCHEDULER_RUN_PENDING_TIMEOUT_MS": "run_pending_timeout_ms",
+    "SCHEDULER_LAUNCHER_DRAIN_S": "launcher_drain_s",
 }
 
 
@@ -93,6 +98,14 @@ class Settings(BaseModel):
     commit_interval_ms: int = Field(0, ge=0, le=60_000)
     # an HTTP write's deadline when its request names none: a command applied later is refused
     request_timeout_ms: int = Field(30_000, ge=100, le=3_600_000)
+    # the launcher's name in its claims and heartbeats (default: host and process id)
+    launcher_id: str = Field("", max_length=128)
+    # a launcher renews the runs it holds every third of this; a run not renewed for this long is FAILED
+    run_lease_ms: int = Field(30_000, ge=1_000, le=3_600_000)
+    # a launched run that no launcher took (PREPARING) within this is FAILED
+    run_pending_timeout_ms: int = Field(600_000, ge=1_000, le=7 * 86_400_000)
+    # a stopping launcher waits this long for its runs to end before it leaves them to their leases
+    launcher_drain_s: float = Field(300.0, ge=0, le=86_400)
 
     def model_post_init(self, _context: Any) -> None:
         if not self.commands_topic:
@@ -118,6 +131,11 @@ class Settings(BaseModel):
         return self.transactions == "on"
 
     @property
+    def launcher_name(self) -> str:
+        """This process's launcher in claims and heartbeats: SCHEDULER_LAUNCHER_ID, else host and pid."""
+        return self.launcher_id or f"{socket.gethostname()}-{os.getpid()}"
+
+    @property
     def index_topic(self) -> str:
         return f"{self.app_id}-trigger-index"
 
@@ -137,6 +155,12 @@ class Settings(BaseModel):
     def launcher_control_topic(self) -> str:
         return f"{self.app_id}-launcher-control"
 
+    @property
+    def program_status_topic(self) -> str:
+        """Every accepted run transition, once, keyed by the program's event key (the judged output of
+        the program-status events of the events topic)."""
+        return f"{self.app_id}-program-status"
+
     def own_topics(self) -> dict[str, dict[str, str]]:
         """The topics workers and launchers create at start (Faust creates its agents' and tables'), each
         with the topic configs it needs. A cluster that does not create topics on first use needs them."""
@@ -149,7 +173,9 @@ class Settings(BaseModel):
             self.trigger_topic: {},
             self.jobs_topic: {},
             self.launch_topic: {},
-            self.launcher_control_topic: {},
+            self.program_status_topic: {},
+            # stop, suspend and resume requests, by run id: a launcher reads the last day's when it starts
+            self.launcher_control_topic: {"cleanup.policy": "compact,delete", "retention.ms": "86400000"},
             # program definitions: the latest per program id wins, so older ones may go
             self.programs_topic: {"cleanup.policy": "compact"},
         }

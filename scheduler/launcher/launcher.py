@@ -1,12 +1,19 @@
-"""The launcher: consumes launch requests and runs each program out of the event loop, as a subprocess
-(a PySpark pipeline through scheduler.launcher.spark_runner, or a command), reporting every run transition as a
+"""The launcher: takes launch requests and runs each program out of the event loop, as a subprocess (a
+PySpark pipeline through scheduler.launcher.spark_runner, or a command), reporting every run state as a
 program-status event. It holds no thread per run: each run is an asyncio task waiting on its process.
 
-- A job id it already started is dropped (a replayed launch request).
-- Its state (job ids started, runs in flight and their process groups) is journaled to a local file: a
-  launcher that restarts after a crash kills what is left of the runs it had in flight and reports them
-  FAILED ("launcher died mid-run"), so no run stays RUNNING forever.
-- A stop request (control topic, from `POST .../runs/{id}/stop`) moves a run to STOPPING, then KILLED.
+Launchers share the launch topic in one consumer group. The run journal is in Kafka, not on a disk: the
+job queue of the run's program (scheduler.worker.job_queue) judges every report of a run, so
+- a launcher *claims* a launch (PREPARING, naming itself and its lease) and starts the program only once
+  the program-status topic shows its claim accepted: a second claim of the same run (a launch read twice
+  after a crash or a rebalance, by any launcher) is refused, and that launcher drops it;
+- it renews the runs it holds (their status again, every third of the lease); a run whose holder stops
+  renewing (dead, cut off, frozen) is FAILED by the job queue, and a holder that sees one of its runs
+  ended by somebody else (lease lost, stopped before it started) kills what is left of it;
+- runs die with their launcher (a parent-death signal), so nothing runs on that nobody watches.
+Stop requests come from the control topic, read from its beginning (a day is kept) before any launch: a
+stop sent while no launcher was up still applies. A stopping launcher takes no more launches and lets its
+runs finish (SCHEDULER_LAUNCHER_DRAIN_S), then leaves what is left to the leases.
 """
 
 from __future__ import annotations
@@ -16,27 +23,31 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import ConsumerStoppedError
 
 from scheduler.domain.events import program_key
 from scheduler.domain.runs import RunStatus
-from scheduler.kafka.config import Settings, isolation
+from scheduler.kafka.config import Settings, consumer_options, isolation
 from scheduler.kafka.producer import BatchedProducer, TopicCreator
-from scheduler.wire.codec import DecodeError, decode, encode, encode_json
+from scheduler.launcher.spark_runner import STATE_MARKER
+from scheduler.wire.codec import DecodeError, decode, decode_notification, encode, encode_json
 from scheduler.worker.programs import ProgramRegistry, ProgramSpec, program_env
 
 log = logging.getLogger(__name__)
 
-RUNNING_MARKER = "SCHEDULER-RUN-RUNNING"
-MAX_STARTED_REMEMBERED = 10_000
+#: the states a run's own output may report
+REPORTED_STATES = frozenset({RunStatus.REQUESTING_RESOURCES, RunStatus.INITIALIZING, RunStatus.RUNNING})
 ERROR_TAIL_CHARS = 2_000
+MAX_STOPS_REMEMBERED = 10_000
+STOP_GRACE_S = 10.0  # SIGTERM, then SIGKILL after this
 
 
 def now_ms() -> int:
@@ -45,101 +56,73 @@ def now_ms() -> int:
 
 @dataclass
 class _Run:
-    job_id: str
+    run_id: str
     program: str
+    request: dict[str, Any]
+    spec: ProgramSpec | None
+    status: RunStatus = RunStatus.PREPARING
+    claimed_at: int = 0
     process: asyncio.subprocess.Process | None = None
-    stopping: bool = False
+    stopping: bool = False  # a user's stop: it ends STOPPED
+    abandoned: bool = False  # ended by somebody else (lease lost, stopped before it started): no report
     output: list[str] = field(default_factory=list)
 
 
-class LauncherJournal:
-    """Append-only record of started job ids and in-flight runs (with their process group)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.started: list[str] = []
-        self.in_flight: dict[str, dict[str, Any]] = {}
-        if path.exists():
-            for line in path.read_text().splitlines():
-                with contextlib.suppress(ValueError, KeyError, TypeError):
-                    self._fold(json.loads(line))
-        self._rewrite()
-        self._file = open(path, "a")  # noqa: SIM115
-
-    def _fold(self, op: dict[str, Any]) -> None:
-        job = op["jobId"]
-        if op["op"] == "start":
-            self.started.append(job)
-            self.in_flight[job] = {"program": op["program"], "pgid": None}
-        elif op["op"] == "pid" and job in self.in_flight:
-            self.in_flight[job]["pgid"] = op["pgid"]
-        elif op["op"] == "end":
-            self.in_flight.pop(job, None)
-
-    def _rewrite(self) -> None:
-        kept = self.started[-MAX_STARTED_REMEMBERED:]
-        # Runs still in flight are kept however old: a restart must still find and fail them.
-        self.started = [j for j in self.started[:-MAX_STARTED_REMEMBERED] if j in self.in_flight] + kept
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            for job in self.started:
-                flight = self.in_flight.get(job)
-                f.write(
-                    json.dumps({"op": "start", "jobId": job, "program": flight["program"] if flight else ""})
-                    + "\n"
-                )
-                if flight is None:
-                    f.write(json.dumps({"op": "end", "jobId": job}) + "\n")
-                elif flight["pgid"] is not None:
-                    f.write(json.dumps({"op": "pid", "jobId": job, "pgid": flight["pgid"]}) + "\n")
-        os.replace(tmp, self.path)
-
-    def record(self, op: dict[str, Any]) -> None:
-        self._fold(op)
-        self._file.write(json.dumps(op) + "\n")
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
+def with_parent_death_signal(argv: list[str]) -> list[str]:
+    """`argv` run so that it is killed if its launcher dies (util-linux's setpriv, where there is one)."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else argv
 
 
 class Launcher:
     def __init__(self, settings: Settings, registry: ProgramRegistry | None = None) -> None:
         self.settings = settings
+        self.name = settings.launcher_name
         self.registry = registry or ProgramRegistry(
             settings.bootstrap_servers, settings.programs_topic, settings.programs_file
         )
         self.producer = BatchedProducer(settings.bootstrap_servers)
-        self.journal = LauncherJournal(settings.data_dir / "launcher" / f"{settings.app_id}.jsonl")
-        self.runs: dict[str, _Run] = {}
-        self.stats = {"launched": 0, "duplicates": 0, "completed": 0, "failed": 0, "killed": 0}
+        self.claims: dict[str, _Run] = {}  # claimed, not yet seen accepted
+        self.runs: dict[str, _Run] = {}  # held: claims accepted
+        self.stops: dict[str, int] = {}  # run id -> when a stop of it was asked (the control topic)
+        self.stats = {
+            "launched": 0,
+            "duplicates": 0,
+            "completed": 0,
+            "failed": 0,
+            "stopped": 0,
+            "killed": 0,
+            "abandoned": 0,
+        }
+        self._tasks: list[asyncio.Task[None]] = []
+        self._launches: AIOKafkaConsumer | None = None
+        self._closing = False
+        self._control_read = asyncio.Event()
+        self._transitions_followed = asyncio.Event()
+        if shutil.which("setpriv") is None:
+            log.warning("no setpriv: runs will outlive a launcher that dies (their leases still end them)")
 
-    # --- status events ----------------------------------------------------------------------------
+    # --- status reports ---------------------------------------------------------------------------
 
-    async def publish(self, program: str, run_id: str, status: RunStatus, error: str = "") -> None:
-        payload = {"programId": program, "runId": run_id, "status": status.value}
+    async def publish(self, run: _Run, status: RunStatus, error: str = "") -> None:
+        """Report `run` in `status`, as its holder (a repeat of its status renews its lease)."""
+        run.status = status  # first: a renewal sent meanwhile repeats this status, not the one before
+        payload = {
+            "programId": run.program,
+            "runId": run.run_id,
+            "status": status.value,
+            "launcher": self.name,
+            "leaseMs": str(self.settings.run_lease_ms),
+        }
         if error:
             payload["error"] = error[-ERROR_TAIL_CHARS:]
         value = encode(
             "Notification", {"timestamp": now_ms(), "eventType": "program-status", "payload": payload}
         )
-        key = program_key_bytes(program)
-        fut = await self.producer.send(self.settings.events_topic, key, value)
+        fut = await self.producer.send(self.settings.events_topic, program_key_bytes(run.program), value)
         await fut
 
     # --- lifecycle --------------------------------------------------------------------------------
-
-    async def recover(self) -> None:
-        """Runs in flight when the previous launcher died: kill their leftovers, report them FAILED."""
-        for job_id, flight in list(self.journal.in_flight.items()):
-            pgid = flight.get("pgid")
-            if pgid:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(pgid, signal.SIGKILL)
-            await self.publish(flight["program"], job_id, RunStatus.FAILED, "launcher died mid-run")
-            self.journal.record({"op": "end", "jobId": job_id})
-            self.stats["failed"] += 1
 
     async def run(self) -> None:
         topics = self.settings.own_topics()
@@ -147,8 +130,13 @@ class Launcher:
             self.settings.bootstrap_servers, self.settings.partitions, self.settings.replication_factor
         ).ensure(*topics, configs=topics)
         await self.registry.start()
-        await self.recover()
-        control = asyncio.create_task(self._follow_control())
+        self._tasks = [
+            asyncio.create_task(self._follow_control()),
+            asyncio.create_task(self._follow_transitions()),
+            asyncio.create_task(self._renew()),
+        ]
+        # no launch before every stop asked so far is known and claims can be seen accepted
+        await asyncio.gather(self._control_read.wait(), self._transitions_followed.wait())
         consumer = AIOKafkaConsumer(
             self.settings.launch_topic,
             bootstrap_servers=self.settings.bootstrap_servers,
@@ -160,23 +148,49 @@ class Launcher:
             session_timeout_ms=10_000,
             heartbeat_interval_ms=1_000,
         )
+        if self._closing:
+            return
         await consumer.start()
+        self._launches = consumer
+        log.info("launcher %s taking launches", self.name)
         try:
             async for msg in consumer:
+                if self._closing:
+                    break
                 await self.handle(msg.value)
-                await consumer.commit()
+                await consumer.commit()  # once its claim is sent: a crash before reads it again
+        except ConsumerStoppedError:
+            pass
         finally:
-            control.cancel()
-            await consumer.stop()
+            await consumer.stop()  # (leaves the group: the other launchers take its partitions)
 
     async def stop(self) -> None:
-        for run in list(self.runs.values()):
-            await self.stop_run(run.job_id)
+        """Take no more launches, let the runs held finish, then go: what is left dies with this process
+        and ends FAILED when its lease runs out. Never stops a run by itself."""
+        self._closing = True
+        if self._launches is not None:
+            await self._launches.stop()
+        deadline = time.monotonic() + self.settings.launcher_drain_s
+        if self.runs:
+            log.info(
+                "launcher %s stopping: waiting up to %.0f s for %d runs (SCHEDULER_LAUNCHER_DRAIN_S)",
+                self.name,
+                self.settings.launcher_drain_s,
+                len(self.runs),
+            )
+        while self.runs and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        if self.runs:
+            log.warning("launcher %s leaves %d runs to their leases", self.name, len(self.runs))
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
         await self.producer.stop()
         await self.registry.stop()
-        self.journal.close()
 
-    # --- launch requests --------------------------------------------------------------------------
+    # --- launch requests: claim, then run once the claim is accepted ------------------------------
 
     async def handle(self, value: bytes | None) -> None:
         try:
@@ -184,38 +198,70 @@ class Launcher:
         except DecodeError as exc:
             log.error("undecodable launch request dropped: %s", exc)
             return
-        job_id = request["jobId"]
+        run_id = request["jobId"]
         p = request["program"]
         program = f"{p['namespace']}/{p['application']}/{p['type']}/{p['name']}"
-        if job_id in self.journal.started:
+        claim = self.claims.get(run_id)
+        if run_id in self.runs or (claim is not None and now_ms() - claim.claimed_at < self._claim_ttl_ms):
             self.stats["duplicates"] += 1
             return
+        if run_id in self.stops:
+            log.info("run %s was stopped before it started: not run", run_id)
+            return
         spec = self.registry.get(program)
-        if spec is None and self.registry is not None:
+        if spec is None:
             await self.registry.start(wait_s=2)
             spec = self.registry.get(program)
         if spec is not None and spec.kind == "external":
             return  # another system runs it
-        self.journal.record({"op": "start", "jobId": job_id, "program": program})
-        self.stats["launched"] += 1
-        if spec is None:
-            await self.publish(program, job_id, RunStatus.FAILED, f"unknown program {program}")
-            self.journal.record({"op": "end", "jobId": job_id})
-            return
-        run = self.runs[job_id] = _Run(job_id, program)
-        asyncio.create_task(self._execute(run, spec, request))
+        run = self.claims[run_id] = _Run(run_id, program, request, spec, claimed_at=now_ms())
+        await self.publish(run, RunStatus.PREPARING)
 
-    def _argv(self, spec: ProgramSpec, request: dict[str, Any]) -> list[str]:
+    @property
+    def _claim_ttl_ms(self) -> int:
+        """How long a claim may wait to be seen accepted and still start its run: half the lease. Later, the
+        lease may have run out meanwhile (this launcher was frozen or cut off) and the run been launched
+        again for another launcher; the job queue then relaunches it after the lease (it was never
+        started), so dropping a late claim loses nothing."""
+        return self.settings.run_lease_ms // 2
+
+    def _accepted(self, run_id: str, status: str, launcher: str, at: int) -> None:
+        """An accepted transition of a run (the program-status topic): a claim won or lost, a run ended
+        by somebody else."""
+        claim = self.claims.get(run_id)
+        if claim is not None:
+            if status == RunStatus.PENDING and at < claim.claimed_at:
+                return  # (its launch again, seen after this launcher claimed the new launch request)
+            del self.claims[run_id]
+            if status == RunStatus.PREPARING and launcher == self.name:
+                if now_ms() - claim.claimed_at > self._claim_ttl_ms:
+                    log.warning("claim of run %s accepted too late: left to its lease", run_id)
+                    return
+                self.runs[run_id] = claim
+                self.stats["launched"] += 1
+                asyncio.create_task(self._execute(claim))
+            else:  # another launcher's claim came first, the run ended, or it is launched again
+                self.stats["duplicates"] += 1
+            return
+        run = self.runs.get(run_id)
+        if run is not None and RunStatus(status).terminal and launcher != self.name:
+            log.warning("run %s ended %s by somebody else: killing what is left of it", run_id, status)
+            run.abandoned = True
+            self.stats["abandoned"] += 1
+            self._signal(run, signal.SIGKILL)
+
+    def _argv(self, spec: ProgramSpec) -> list[str]:
         if spec.kind == "command":
             return list(spec.argv)
         return [sys.executable, "-m", "scheduler.launcher.spark_runner", spec.target]
 
-    async def _execute(self, run: _Run, spec: ProgramSpec, request: dict[str, Any]) -> None:
-        env = {
+    def _env(self, run: _Run, spec: ProgramSpec) -> dict[str, str]:
+        request = run.request
+        return {
             **os.environ,
             **program_env(spec, {}),
-            "SCHEDULER_RUN_ID": run.job_id,
-            "SCHEDULER_JOB_ID": run.job_id,
+            "SCHEDULER_RUN_ID": run.run_id,
+            "SCHEDULER_JOB_ID": run.run_id,
             "SCHEDULER_PROGRAM": run.program,
             "SCHEDULER_SCHEDULE": f"{request['schedule']['tenant']}/{request['schedule']['name']}",
             "SCHEDULER_ARGS": json.dumps(request["arguments"]),
@@ -225,85 +271,183 @@ class Launcher:
             "SCHEDULER_DATASETS_DIR": str(self.settings.datasets_dir),
             "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
         }
+
+    async def _execute(self, run: _Run) -> None:
         try:
-            await self.publish(run.program, run.job_id, RunStatus.STARTING)
-            run.process = await asyncio.create_subprocess_exec(
-                *self._argv(spec, request),
-                env=env,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-            )
-            self.journal.record({"op": "pid", "jobId": run.job_id, "pgid": run.process.pid})
-            running = spec.kind != "pyspark"
-            if running:
-                await self.publish(run.program, run.job_id, RunStatus.RUNNING)
-            assert run.process.stdout is not None
-            async for raw in run.process.stdout:
-                line = raw.decode(errors="replace").rstrip()
-                if not running and line == RUNNING_MARKER:
-                    running = True
-                    await self.publish(run.program, run.job_id, RunStatus.RUNNING)
-                    continue
-                run.output.append(line)
-                del run.output[:-50]
-            code = await run.process.wait()
-            if run.stopping:
-                await self.publish(run.program, run.job_id, RunStatus.KILLED, "stopped on request")
-                self.stats["killed"] += 1
-            elif code == 0:
-                if not running:
-                    await self.publish(run.program, run.job_id, RunStatus.RUNNING)
-                await self.publish(run.program, run.job_id, RunStatus.COMPLETED)
-                self.stats["completed"] += 1
-            else:
-                tail = "\n".join(run.output[-20:])
-                await self.publish(run.program, run.job_id, RunStatus.FAILED, f"exit code {code}\n{tail}")
-                self.stats["failed"] += 1
+            await self._run_to_end(run)
         except Exception as exc:
-            log.exception("run %s failed to execute", run.job_id)
+            log.exception("run %s failed to execute", run.run_id)
             with contextlib.suppress(Exception):
-                await self.publish(run.program, run.job_id, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
+                await self.publish(run, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
             self.stats["failed"] += 1
         finally:
-            self.journal.record({"op": "end", "jobId": run.job_id})
-            self.runs.pop(run.job_id, None)
+            self.runs.pop(run.run_id, None)
+
+    async def _run_to_end(self, run: _Run) -> None:
+        spec = run.spec or self.registry.get(run.program)
+        if spec is None:
+            await self.publish(run, RunStatus.FAILED, f"unknown program {run.program}")
+            self.stats["failed"] += 1
+            return
+        if run.stopping or run.run_id in self.stops:
+            await self.publish(run, RunStatus.STOPPED, "stopped before it started")
+            self.stats["stopped"] += 1
+            return
+        await self.publish(run, RunStatus.STARTING)
+        run.process = await asyncio.create_subprocess_exec(
+            *with_parent_death_signal(self._argv(spec)),
+            env=self._env(run, spec),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        if spec.kind != "pyspark":
+            await self.publish(run, RunStatus.RUNNING)
+        assert run.process.stdout is not None
+        async for raw in run.process.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            state = line.removeprefix(STATE_MARKER)
+            if state != line and state in REPORTED_STATES:
+                if not run.stopping and not run.abandoned:
+                    await self.publish(run, RunStatus(state))
+                continue
+            run.output.append(line)
+            del run.output[:-50]
+        code = await run.process.wait()
+        if run.abandoned:
+            return
+        if run.stopping:
+            await self.publish(run, RunStatus.STOPPED, "stopped on request")
+            self.stats["stopped"] += 1
+        elif code == 0:
+            if run.status is not RunStatus.RUNNING:
+                await self.publish(run, RunStatus.RUNNING)
+            await self.publish(run, RunStatus.COMPLETED)
+            self.stats["completed"] += 1
+        elif code < 0:
+            name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+            await self.publish(run, RunStatus.KILLED, f"killed by {name} from outside the scheduler")
+            self.stats["killed"] += 1
+        else:
+            tail = "\n".join(run.output[-20:])
+            await self.publish(run, RunStatus.FAILED, f"exit code {code}\n{tail}")
+            self.stats["failed"] += 1
+
+    def _signal(self, run: _Run, sig: signal.Signals) -> None:
+        if run.process is not None and run.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(run.process.pid, sig)
 
     # --- stop requests ----------------------------------------------------------------------------
 
     async def stop_run(self, run_id: str) -> bool:
+        """A user's stop: STOPPING, SIGTERM to the run's process group (SIGKILL after a grace), STOPPED."""
+        claim = self.claims.get(run_id)
+        if claim is not None:
+            claim.stopping = True  # it ends STOPPED if the claim is accepted
+            return True
         run = self.runs.get(run_id)
-        if run is None or run.process is None or run.stopping:
+        if run is None or run.stopping or run.abandoned:
             return False
         run.stopping = True
-        await self.publish(run.program, run_id, RunStatus.STOPPING)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(run.process.pid, signal.SIGTERM)
+        await self.publish(run, RunStatus.STOPPING)
+        if run.process is None:
+            return True  # not spawned yet: _run_to_end sees the stop
+        self._signal(run, signal.SIGTERM)
+        self._signal(run, signal.SIGCONT)  # (a suspended run must wake to hear it)
         try:
-            await asyncio.wait_for(run.process.wait(), 10)
+            await asyncio.wait_for(run.process.wait(), STOP_GRACE_S)
         except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(run.process.pid, signal.SIGKILL)
+            self._signal(run, signal.SIGKILL)
         return True
 
     async def _follow_control(self) -> None:
+        """Stop requests, from the control topic's beginning: a stop asked while this launcher was away
+        still applies to a run it takes later."""
         consumer = AIOKafkaConsumer(
-            self.settings.launcher_control_topic,
             bootstrap_servers=self.settings.bootstrap_servers,
-            auto_offset_reset="latest",
             enable_auto_commit=False,
-            fetch_max_wait_ms=50,
-            **isolation(self.settings.broker_profile),
+            **consumer_options(self.settings.broker_profile),
         )
         await consumer.start()
         try:
-            async for msg in consumer:
-                with contextlib.suppress(ValueError, KeyError, TypeError):
-                    command = json.loads(msg.value or b"")
-                    if command.get("type") == "stop":
-                        await self.stop_run(command["runId"])
+            ends = await self._assign_all(consumer, self.settings.launcher_control_topic, from_end=False)
+            while True:
+                batch = await consumer.getmany(timeout_ms=200)
+                for records in batch.values():
+                    for msg in records:
+                        await self._control(msg.value)
+                if not self._control_read.is_set():
+                    positions = [await consumer.position(tp) for tp in ends]
+                    if all(at >= end for at, end in zip(positions, ends.values(), strict=True)):
+                        self._control_read.set()
         finally:
             await consumer.stop()
+
+    async def _control(self, value: bytes | None) -> None:
+        try:
+            command = json.loads(value or b"")
+            kind, run_id = command["type"], command["runId"]
+        except (ValueError, KeyError, TypeError):
+            return
+        if kind == "stop" and isinstance(run_id, str):
+            self.stops[run_id] = now_ms()
+            while len(self.stops) > MAX_STOPS_REMEMBERED:
+                del self.stops[next(iter(self.stops))]
+            if run_id in self.runs or run_id in self.claims:
+                asyncio.create_task(self.stop_run(run_id))
+
+    async def _follow_transitions(self) -> None:
+        """The accepted transitions (program-status topic) from now on: claims won or lost, runs ended."""
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.settings.bootstrap_servers,
+            enable_auto_commit=False,
+            **consumer_options(self.settings.broker_profile),
+        )
+        await consumer.start()
+        try:
+            await self._assign_all(consumer, self.settings.program_status_topic, from_end=True)
+            self._transitions_followed.set()
+            while True:
+                batch = await consumer.getmany(timeout_ms=200)
+                for records in batch.values():
+                    for msg in records:
+                        with contextlib.suppress(DecodeError, KeyError):
+                            n = decode_notification(msg.value)
+                            p = n.payload
+                            self._accepted(p["runId"], p["status"], p.get("launcher", ""), n.timestamp)
+                self._forget_stale_claims()
+        finally:
+            await consumer.stop()
+
+    def _forget_stale_claims(self) -> None:
+        """A claim not seen accepted in time (refused: the run ended, or another launcher holds it) is
+        dropped; were it accepted after all, nobody renews it and the job queue launches it again."""
+        too_old = now_ms() - self._claim_ttl_ms
+        for run_id in [r for r, c in self.claims.items() if c.claimed_at < too_old]:
+            del self.claims[run_id]
+
+    async def _assign_all(self, consumer: AIOKafkaConsumer, topic: str, from_end: bool) -> dict[Any, int]:
+        """Read every partition of one of our topics (from its end, or its beginning); its end offsets now."""
+        tps = [TopicPartition(topic, p) for p in range(self.settings.partitions)]
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        if from_end:
+            await consumer.seek_to_end(*tps)
+        else:
+            await consumer.seek_to_beginning(*tps)
+        for tp in tps:
+            await consumer.position(tp)  # resolved now, not at the first fetch
+        return ends
+
+    async def _renew(self) -> None:
+        """Renew the lease of every run held: its status again, every third of the lease."""
+        while True:
+            await asyncio.sleep(self.settings.run_lease_ms / 3000)
+            for run in list(self.runs.values()):
+                if not run.abandoned and not run.status.terminal:
+                    with contextlib.suppress(Exception):
+                        await self.publish(run, run.status)
 
 
 def program_key_bytes(program: str) -> bytes:

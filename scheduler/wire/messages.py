@@ -164,8 +164,8 @@ class JobTriggered:
 
 @dataclass(frozen=True, slots=True)
 class RunStatusChanged:
-    """A run of `program` reached `status` at `at`; `details` carries what the status event said of its
-    job (jobId, schedule, arguments, error, triggeredAt), as strings."""
+    """A run of `program` was reported in `status` at `at`; `details` carries what the status event said of
+    its job and its holder (RUN_DETAILS), as strings."""
 
     run_id: str
     status: str
@@ -198,7 +198,7 @@ class CheckConstraints:
 JobQueueMessage = JobTriggered | RunStatusChanged | CancelJobs | AdoptQueue | CheckConstraints
 
 #: what a status event's payload may say of its job, kept with the run's record
-RUN_DETAILS = ("jobId", "schedule", "arguments", "error", "triggeredAt")
+RUN_DETAILS = ("jobId", "schedule", "arguments", "error", "triggeredAt", "launcher", "leaseMs", "attempt")
 
 
 def encode_job_queue_message(m: JobQueueMessage) -> bytes:

@@ -129,13 +129,14 @@ class Worker:
         )
         self.schedules = raw_table(app, SCHEDULES_TABLE, settings.partitions)
         self.progress = raw_table(app, PROGRESS_TABLE, settings.partitions)
-        events_topic, index_topic, trigger_topic, jobs_topic = (
+        events_topic, index_topic, trigger_topic, jobs_topic, status_topic = (
             app.topic(name, partitions=settings.partitions, internal=True, **raw)
             for name in (
                 settings.events_topic,
                 settings.index_topic,
                 settings.trigger_topic,
                 settings.jobs_topic,
+                settings.program_status_topic,
             )
         )
         self.trigger_index: Any = raw_table(app, "trigger-index", settings.partitions)
@@ -208,6 +209,7 @@ class Worker:
             settings.light_topic: self.handle_task_definition,
             settings.index_topic: self.routing.handle_index_update,
             settings.events_topic: self.routing.handle_event,
+            settings.program_status_topic: self.routing.handle_transition,
             settings.trigger_topic: self.triggers.handle,
             settings.jobs_topic: self.jobs.handle,
         }
@@ -219,6 +221,7 @@ class Worker:
                 (self.light_topic, "light-scheduler-agent"),
                 (index_topic, "trigger-index-agent"),
                 (events_topic, "event-agent"),
+                (status_topic, "program-status-agent"),
                 (trigger_topic, "trigger-agent"),
                 (jobs_topic, "job-queue-agent"),
             ):

@@ -4,9 +4,11 @@ trigger-fired messages for the schedules that care, without scanning schedules.
 - The commands ingest sends an index update per event key of a schedule's triggers (re-keyed by event
   key) whenever the schedule changes; the index agent applies it to the trigger-index table.
 - The event agent reads an event on the partition of its event key, looks its triggers up, and sends one
-  trigger-fired message per trigger, re-keyed by schedule. Program-status events also go to the job queue
-  of their program and of each concurrency group (of a tenant) whose schedules launch it (run state for
-  constraints).
+  trigger-fired message per trigger, re-keyed by schedule. A program-status event is a report, not yet a
+  fact: it goes to the job queue of its program, which judges it by the run state machine; an accepted
+  transition comes back on the program-status topic, co-partitioned with the events, and fires the
+  triggers there, and goes to the job queue of each concurrency group (of a tenant) whose schedules launch
+  the program (run state for constraints).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from scheduler.domain.events import (
-    DataEvent,
     InvalidEvent,
     Notification,
     ProgramStatusEvent,
@@ -136,37 +137,66 @@ class EventRouting:
             await worker.send_keyed(worker.settings.events_topic, kb, bytes(msg.value or b""))
             return
         worker.counts.events["events"] += 1
-        raw = worker.trigger_index.get(kb)
-        entries = IndexEntry.decode(raw).triggers
-        triggers = {k: t for k, t in entries.items() if not t.path.startswith(GROUP_PREFIX)}
         if isinstance(parsed, ProgramStatusEvent):
-            # Run state for constraints: to the program's job queue and to the queue of each of its groups.
-            status = encode_job_queue_message(
-                RunStatusChanged(
-                    parsed.run_id,
-                    parsed.status,
-                    notification.timestamp,
-                    parsed.program.id,
-                    {k: notification.payload[k] for k in RUN_DETAILS if k in notification.payload},
-                )
+            # First to its program's job queue, the judge of its runs: what it accepts comes back on the
+            # program-status topic (handle_transition) to fire triggers, once.
+            await worker.send_keyed(
+                worker.settings.jobs_topic,
+                parsed.program.id.encode(),
+                encode_job_queue_message(status_changed(parsed, notification)),
             )
-            for queue in run_state_queues(parsed.program.id, entries):
-                await worker.send_keyed(worker.settings.jobs_topic, queue.encode(), status)
-        if not triggers and isinstance(parsed, DataEvent):
+            return
+        raw = worker.trigger_index.get(kb)
+        triggers = {
+            k: t for k, t in IndexEntry.decode(raw).triggers.items() if not t.path.startswith(GROUP_PREFIX)
+        }
+        if not triggers:
             await worker.dead_letter(event, f"unknown dataset {parsed.dataset!r}: no schedule triggers on it")
             return
+        await self._fire(triggers, msg, notification)
+
+    async def handle_transition(self, event: EventT) -> None:
+        """An accepted run transition of the program-status topic (see job_queue.JobQueueAgent._report)."""
+        await safely(self.worker, event, "a run transition", self._handle_transition)
+
+    async def _handle_transition(self, event: EventT) -> None:
+        msg = event.message
+        worker = self.worker
+        notification = decode_notification(msg.value)
+        parsed = parse(notification)
+        assert isinstance(parsed, ProgramStatusEvent)
+        entries = IndexEntry.decode(worker.trigger_index.get(bytes(msg.key or b""))).triggers
+        # run state for constraints: to the queue of each concurrency group whose schedules launch it
+        status = encode_job_queue_message(status_changed(parsed, notification))
+        for queue in run_state_queues(parsed.program.id, entries)[1:]:
+            await worker.send_keyed(worker.settings.jobs_topic, queue.encode(), status)
+        triggers = {k: t for k, t in entries.items() if not t.path.startswith(GROUP_PREFIX)}
+        await self._fire(triggers, msg, notification)
+
+    async def _fire(self, triggers: dict[str, IndexedTrigger], msg: Any, notification: Notification) -> None:
         for t in triggers.values():
             fired = TriggerFired(
                 t.schedule_key,
                 t.schedule,
                 t.version,
                 t.path,
-                source=f"e{msg.partition}",
+                source=f"{'s' if msg.topic == self.worker.settings.program_status_topic else 'e'}{msg.partition}",
                 position=msg.offset,
                 at=notification.timestamp,
                 event=notification_to_avro(notification),
             )
-            await worker.send_keyed(worker.settings.trigger_topic, t.schedule_key, fired.encode())
+            await self.worker.send_keyed(self.worker.settings.trigger_topic, t.schedule_key, fired.encode())
+
+
+def status_changed(event: ProgramStatusEvent, notification: Notification) -> RunStatusChanged:
+    """A status report of a run, for the job queue of its program (or of one of its groups)."""
+    return RunStatusChanged(
+        event.run_id,
+        event.status,
+        notification.timestamp,
+        event.program.id,
+        {k: notification.payload[k] for k in RUN_DETAILS if k in notification.payload},
+    )
 
 
 def notification_from_json(d: dict[str, Any]) -> Notification:

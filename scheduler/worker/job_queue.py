@@ -17,6 +17,7 @@ import heapq
 import itertools
 import json
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from scheduler.domain.jobs import (
@@ -29,12 +30,15 @@ from scheduler.domain.jobs import (
     cancel,
     check,
     legacy_group,
+    lost_runs,
+    next_lease_check,
     split_legacy_group,
 )
-from scheduler.domain.model import ProgramId, ScheduleKey
-from scheduler.domain.runs import MAX_RUNS_KEPT, RunRecord, RunStatus, apply_transition
+from scheduler.domain.model import GROUP_QUEUE_PREFIX, ProgramId, ScheduleKey
+from scheduler.domain.runs import RunRecord, RunStatus, Verdict, apply_transition, judge, keep_records
 from scheduler.wire.codec import decode_json, encode, encode_json
 from scheduler.wire.messages import (
+    RUN_DETAILS,
     AdoptQueue,
     CancelJobs,
     CheckConstraints,
@@ -84,11 +88,39 @@ def launch_request(launch: Launch) -> bytes:
     )
 
 
+def relaunch_request(record: RunRecord, now: int) -> bytes:
+    """The launch request of a run launched again (its claim's launcher was lost before it started it)."""
+    tenant, _, name = record.schedule.partition("/")
+    program = ProgramId.parse(record.program)
+    return encode(
+        "LaunchRequest",
+        {
+            "jobId": record.job_id or record.run_id,
+            "schedule": {"tenant": tenant, "name": name},
+            "program": {
+                "namespace": program.namespace,
+                "application": program.application,
+                "type": program.type,
+                "name": program.name,
+            },
+            "arguments": record.arguments,
+            "triggeredAt": record.triggered_at or record.created_at,
+            "launchedAt": now,
+            "forced": False,
+            "events": [],
+        },
+    )
+
+
 class CheckTimer:
     """Next-check heap per owned partition; sends a check for a program when its instant comes."""
 
-    def __init__(self, worker: JobQueuePort) -> None:
+    def __init__(
+        self, worker: JobQueuePort, next_check: Callable[[int, bytes, ProgramQueue], int | None]
+    ) -> None:
         self.worker = worker
+        self._next_check = next_check
+        self.taken_at: dict[int, int] = {}  # partition -> when this worker took it (a lease's first renewal)
         self._heaps: dict[int, list[tuple[int, int, bytes]]] = {}
         self._live: dict[int, dict[bytes, int]] = {}
         self._seq = itertools.count()
@@ -96,14 +128,17 @@ class CheckTimer:
 
     def assign(self, partition: int, queues: list[tuple[bytes, ProgramQueue]]) -> None:
         self._heaps[partition], self._live[partition] = [], {}
+        self.taken_at[partition] = self.worker.clock()
         for key, queue in queues:
             # a shared group queue is checked at once: the agent hands it over to its tenants' queues
-            self.schedule(partition, key, 0 if legacy_group(queue.program) is not None else queue.next_check)
+            at = 0 if legacy_group(queue.program) is not None else self._next_check(partition, key, queue)
+            self.schedule(partition, key, at)
         self.worker.counts.jobs_assigned(partition, queues)
 
     def revoke(self, partition: int) -> None:
         self._heaps.pop(partition, None)
         self._live.pop(partition, None)
+        self.taken_at.pop(partition, None)
         self.worker.counts.jobs_revoked(partition)
 
     def schedule(self, partition: int, key: bytes, at: int | None) -> None:
@@ -150,7 +185,10 @@ class CheckTimer:
 class JobQueueAgent:
     def __init__(self, worker: JobQueuePort) -> None:
         self.worker = worker
-        self.checker = CheckTimer(worker)
+        self.checker = CheckTimer(worker, self._next_check)
+        # queue key -> run id -> when its holder last renewed it (memory only: a new owner of the
+        # partition counts every lease from when it took the partition over)
+        self.renewed: dict[bytes, dict[str, int]] = {}
 
     def local_queues(self, partition: int) -> list[tuple[bytes, ProgramQueue]]:
         from scheduler.kafka.tables import partition_items
@@ -175,9 +213,8 @@ class JobQueueAgent:
         if isinstance(command, JobTriggered):
             add_job(queue, Job.from_json(command.job))
         elif isinstance(command, RunStatusChanged):
-            apply_status(queue, command.run_id, command.status, command.at, command.program)
-            if (command.program or queue.program) == queue.program:
-                self._record_run(key, command)
+            if not await self._report(key, queue, command):
+                return  # nothing changed (a renewal moves no deadline earlier): no write
         elif isinstance(command, CancelJobs):
             cancel(queue, command.schedule, command.below_version, command.reason, now)
         elif isinstance(command, AdoptQueue):
@@ -185,6 +222,8 @@ class JobQueueAgent:
         if legacy_group(queue.program) is not None:
             await self._hand_over(msg.partition, key, queue, had_entry=raw is not None)
             return
+        for run_id, why in self._lose_runs(msg.partition, key, queue, now):
+            await self._lost(key, queue, run_id, why, now)
         launches = check(queue, now)
         for launch in launches:
             worker.counts.events["launches"] += 1
@@ -192,7 +231,7 @@ class JobQueueAgent:
             await self._announce(launch)
         worker.job_queue[key] = encode_json(queue.to_json())
         worker.counts.job_queue_changed(msg.partition, key, queue)
-        self.checker.schedule(msg.partition, key, queue.next_check)
+        self.checker.schedule(msg.partition, key, self._next_check(msg.partition, key, queue))
 
     async def _hand_over(self, partition: int, key: bytes, queue: ProgramQueue, had_entry: bool) -> None:
         """A group queue shared by every tenant (from before group names were resolved within a tenant):
@@ -228,13 +267,67 @@ class JobQueueAgent:
             self.worker.settings.events_topic, f"program:{job.program}".encode(), value
         )
 
-    def _record_run(self, key: bytes, status: RunStatusChanged) -> None:
-        """Keep the program's run records (newest last) from its status events; invalid transitions are refused."""
-        table = self.worker.run_records
-        raw = table.get(key)
-        records = [RunRecord(**r) for r in decode_json(raw)] if raw is not None else []
-        record = next((r for r in records if r.run_id == status.run_id), None)
+    # --- run reports: one judge for the run record and the queue's accounting -------------------------
+
+    async def _report(self, key: bytes, queue: ProgramQueue, status: RunStatusChanged) -> bool:
+        """A status report of one of the queue's runs; True if it changed the queue. In the program's own
+        queue the run's record judges it (a group queue only hears transitions its program's queue
+        accepted): an accepted transition is recorded, counted in the queue and published, once, on the
+        program-status topic; a repeat from the run's holder renews its lease; the rest is refused."""
+        own = (status.program or queue.program) == queue.program and not queue.program.startswith(
+            GROUP_QUEUE_PREFIX
+        )
         details = status.details
+        launcher = details.get("launcher", "")
+        lease_ms = int(details["leaseMs"]) if details.get("leaseMs", "").isdigit() else None
+        records: list[RunRecord] = []
+        record = None
+        current: RunStatus | None
+        if own:
+            raw = self.worker.run_records.get(key)
+            records = [RunRecord.from_json(r) for r in decode_json(raw)] if raw is not None else []
+            record = next((r for r in records if r.run_id == status.run_id), None)
+            if record is not None:
+                current, holder = RunStatus(record.status), record.launcher
+            else:  # (a run this queue launched is PENDING in it before its first report comes back)
+                known = queue.active.get(status.run_id)
+                current, holder = (RunStatus(known) if known else None), queue.holders.get(status.run_id, "")
+            verdict, why = judge(
+                current,
+                RunStatus(status.status),
+                ended=record is None and status.run_id in queue.ended,
+                holder=holder,
+                launcher=launcher,
+            )
+            if verdict is Verdict.REPEAT and record is None:
+                verdict = Verdict.ACCEPTED  # its first report: the record begins
+            if verdict is Verdict.ACCEPTED:
+                apply_status(
+                    queue, status.run_id, status.status, status.at, status.program, launcher, lease_ms
+                )
+        else:
+            verdict, why = apply_status(
+                queue, status.run_id, status.status, status.at, status.program, launcher, lease_ms
+            )
+        if verdict is Verdict.REFUSED:
+            self.worker.counts.events["invalidTransitions"] += 1
+            log.warning("run %s of %s: %s refused", status.run_id, queue.program, why)
+            return False
+        if launcher and launcher == queue.holders.get(status.run_id):
+            self.renewed.setdefault(key, {})[status.run_id] = self.worker.clock()
+        if verdict is Verdict.REPEAT:
+            return False
+        if own:
+            self._record(key, records, record, status)
+            await self._publish(status)
+        return True
+
+    def _record(
+        self, key: bytes, records: list[RunRecord], record: RunRecord | None, status: RunStatusChanged
+    ) -> None:
+        """Keep the program's run records (newest last): live runs always, the last ended ones."""
+        details = status.details
+        launcher = details.get("launcher", "")
         if record is None:
             args = {}
             with contextlib.suppress(ValueError, TypeError):
@@ -251,19 +344,80 @@ class JobQueueAgent:
                 if details.get("triggeredAt", "").isdigit()
                 else None,
                 transitions=[[status.status, status.at]],
+                launcher=launcher,
             )
             if RunStatus(status.status).terminal:
                 record.ended_at = status.at
                 record.error = details.get("error", "")
             records.append(record)
-            del records[:-MAX_RUNS_KEPT]
-        elif not apply_transition(record, status.status, status.at, details.get("error", "")):
-            if record.status != status.status:
-                self.worker.counts.events["invalidTransitions"] += 1
-                log.warning("run %s: %s -> %s refused", record.run_id, record.status, status.status)
-            return
+        else:
+            apply_transition(record, status.status, status.at, details.get("error", ""), launcher)
         self.worker.counts.runs[status.status] += 1
-        table[key] = encode_json([r.to_json() for r in records])
+        self.worker.run_records[key] = encode_json([r.to_json() for r in keep_records(records)])
+
+    async def _publish(self, status: RunStatusChanged) -> None:
+        """An accepted transition, on the program-status topic: what fires program-status triggers and
+        feeds the run state of the program's concurrency groups."""
+        program = status.program or ""
+        payload = {
+            "programId": program,
+            "runId": status.run_id,
+            "status": status.status,
+            **{k: v for k, v in status.details.items() if k in RUN_DETAILS},
+        }
+        value = encode(
+            "Notification", {"timestamp": status.at, "eventType": "program-status", "payload": payload}
+        )
+        await self.worker.send_keyed(
+            self.worker.settings.program_status_topic, f"program:{program}".encode(), value
+        )
+
+    # --- leases -------------------------------------------------------------------------------------
+
+    async def _lost(self, key: bytes, queue: ProgramQueue, run_id: str, why: str, now: int) -> None:
+        """A run lost its lease (or no launcher took it): FAILED, unless its launcher was lost after its
+        claim and before it started the program — then it is launched again, for another launcher."""
+        if queue.active.get(run_id) == RunStatus.PREPARING:
+            raw = self.worker.run_records.get(key)
+            records = [RunRecord.from_json(r) for r in decode_json(raw)] if raw is not None else []
+            record = next((r for r in records if r.run_id == run_id), None)
+            if record is not None and record.schedule:
+                again = RunStatusChanged(
+                    run_id, RunStatus.PENDING.value, now, queue.program, {"error": f"launched again: {why}"}
+                )
+                if await self._report(key, queue, again):
+                    await self.worker.send_keyed(
+                        self.worker.settings.launch_topic, key, relaunch_request(record, now), partition=None
+                    )
+                    return
+        failed = RunStatusChanged(run_id, RunStatus.FAILED.value, now, queue.program, {"error": why})
+        await self._report(key, queue, failed)
+
+    def _lose_runs(self, partition: int, key: bytes, queue: ProgramQueue, now: int) -> list[tuple[str, str]]:
+        """The queue's runs lost by now (a lease not renewed, a launch nobody took); reschedules its check."""
+        lost = lost_runs(
+            queue,
+            self.renewed.get(key, {}),
+            self.checker.taken_at.get(partition, now),
+            now,
+            self.worker.settings.run_pending_timeout_ms,
+        )
+        self.checker.schedule(partition, key, self._next_check(partition, key, queue))
+        return lost
+
+    def _next_check(self, partition: int, key: bytes, queue: ProgramQueue) -> int | None:
+        """The queue's next check: a waiting job's, or the first instant one of its runs would be lost."""
+        renewed = self.renewed.get(key, {})
+        for run_id in [r for r in renewed if r not in queue.active]:
+            del renewed[run_id]
+        lease = next_lease_check(
+            queue,
+            renewed,
+            self.checker.taken_at.get(partition, self.worker.clock()),
+            self.worker.settings.run_pending_timeout_ms,
+        )
+        dues = [at for at in (queue.next_check, lease) if at is not None]
+        return min(dues) if dues else None
 
     async def cancel_jobs(
         self, queue_key: str, schedule: ScheduleKey, below_version: int | None, reason: str

@@ -49,7 +49,26 @@ async def wait_run(api: Api, program: str, predicate, timeout_s: float = 90) -> 
 
 
 def ended(runs: list[dict[str, Any]]) -> bool:
-    return bool(runs) and runs[-1]["status"] in ("COMPLETED", "FAILED", "KILLED")
+    return bool(runs) and runs[-1]["status"] in ("COMPLETED", "FAILED", "STOPPED", "KILLED")
+
+
+def launcher_process(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    """A standalone launcher (`scheduler launcher`), in a process group of its own."""
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "scheduler", "launcher"],
+            env={**os.environ, **env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def kill_group(*processes: subprocess.Popen[bytes] | None) -> None:
+    for p in processes:
+        if p is not None and p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=10)
 
 
 @pytest.fixture
@@ -75,7 +94,15 @@ async def test_a_pyspark_job_launched_by_a_schedule_runs_and_its_states_arrive_i
         runs = await wait_run(api, INGEST, ended, timeout_s=120)
         status = (await api.client.get(f"/programs/{INGEST}/status")).json()
     run = runs[-1]
-    assert [t[0] for t in run["transitions"]] == ["PENDING", "STARTING", "RUNNING", "COMPLETED"], run
+    assert [t[0] for t in run["transitions"]] == [
+        "PENDING",  # launched by its job queue
+        "PREPARING",  # a launcher's claim, accepted
+        "STARTING",  # its process spawned
+        "REQUESTING_RESOURCES",  # its Spark session starting
+        "INITIALIZING",  # the program's code loading
+        "RUNNING",
+        "COMPLETED",
+    ], run
     assert run["schedule"] == "demo/ingest" and run["arguments"]["days"] == "1"
     assert run["created_at"] <= run["started_at"] <= run["running_at"] <= run["ended_at"]
     assert status["status"] == "COMPLETED" and status["lastRun"]["run_id"] == run["run_id"]
@@ -199,7 +226,9 @@ async def test_a_spark_write_of_three_partitions_fires_a_three_partition_schedul
     assert keys.count("day=") == 3
 
 
-async def test_a_stopped_run_ends_killed(launching_worker, app_id):
+async def test_user_story_2_a_run_stopped_by_a_user_ends_stopped_not_killed_or_failed(
+    launching_worker, app_id
+):
     async with Api(launching_worker.url) as api:
         await api.register(SLEEPER, command(sys.executable, "-c", "import time; time.sleep(60)"))
         await api.create({"tenant": "demo", "name": "long", "trigger": soon(0.5), "program": SLEEPER})
@@ -210,44 +239,130 @@ async def test_a_stopped_run_ends_killed(launching_worker, app_id):
         runs = await wait_run(api, SLEEPER, ended)
         again = await api.client.post(f"/programs/{SLEEPER}/runs/{run_id}/stop")
         missing = await api.client.post(f"/programs/{SLEEPER}/runs/nope/stop")
-    assert [t[0] for t in runs[-1]["transitions"]][-2:] == ["STOPPING", "KILLED"]
+        status = (await api.client.get(f"/programs/{SLEEPER}/status")).json()
+    assert [t[0] for t in runs[-1]["transitions"]][-2:] == ["STOPPING", "STOPPED"]
+    assert runs[-1]["error"] == "stopped on request" and status["status"] == "STOPPED"
     assert again.status_code == 409 and missing.status_code == 404
 
 
-async def test_killing_the_launcher_mid_run_marks_the_run_failed(start_worker, worker_env, app_id, tmp_path):
-    worker = start_worker()
-    env = {**os.environ, **worker_env, "SCHEDULER_DATA_DIR": str(tmp_path / "launcher")}
+async def test_user_story_4_a_run_killed_from_outside_the_scheduler_shows_killed(launching_worker, tmp_path):
+    """Seed 004: killed through the resource manager (here: a signal to its process, not from us)."""
+    pid_file = tmp_path / "pid"
+    program = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    async with Api(launching_worker.url) as api:
+        await api.register(SLEEPER, command(sys.executable, "-c", program))
+        await api.create({"tenant": "demo", "name": "long", "trigger": soon(0.5), "program": SLEEPER})
+        await wait_run(api, SLEEPER, lambda runs: bool(runs) and runs[-1]["status"] == "RUNNING")
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline, "the program never wrote its pid"
+            await asyncio.sleep(0.1)
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        runs = await wait_run(api, SLEEPER, ended)
+    assert runs[-1]["status"] == "KILLED", runs[-1]
+    assert runs[-1]["error"] == "killed by SIGKILL from outside the scheduler"
+
+
+async def test_a_reordered_running_after_completed_leaves_the_slot_free(launching_worker, broker, app_id):
+    """The run record and the job queue judge the late RUNNING alike: refused, counted, and the next job
+    of the one-at-a-time program still launches (before, the queue counted the run active again)."""
+    async with Api(launching_worker.url) as api:
+        await api.register(SH_OK, command(sys.executable, "-c", "print('fine')"))
+        await api.create(
+            {
+                "tenant": "demo",
+                "name": "one-at-a-time",
+                "program": SH_OK,
+                "trigger": {"type": "partition", "dataset": f"{app_id}.in", "minPartitions": 1},
+                "constraints": [{"type": "concurrency", "maxRuns": 1}],
+            }
+        )
+        await api.partitions(f"{app_id}.in", "a")
+        [first] = await wait_run(api, SH_OK, ended)
+        await api.status(SH_OK, first["run_id"], "RUNNING")  # a replayed, reordered report
+        await api.until("/health", lambda r: r.json().get("invalidTransitions", 0) >= 1, timeout_s=30)
+        await api.partitions(f"{app_id}.in", "b")
+        runs = await wait_run(api, SH_OK, lambda runs: len(runs) == 2 and ended(runs), timeout_s=60)
+    assert [r["status"] for r in runs] == ["COMPLETED", "COMPLETED"]
+    assert launching_worker.health()["invalidTransitions"] == 1
+
+
+async def test_a_run_whose_only_launcher_is_sigkilled_ends_failed_by_its_lease_and_the_next_run_starts(
+    start_worker, worker_env, tmp_path
+):
+    lease_ms = 3_000
+    worker = start_worker(SCHEDULER_RUN_LEASE_MS=str(lease_ms))
+    env = {**worker_env, "SCHEDULER_RUN_LEASE_MS": str(lease_ms), "SCHEDULER_DATA_DIR": str(tmp_path / "l")}
     log_path = tmp_path / "launcher.log"
-
-    def launcher() -> subprocess.Popen[bytes]:
-        with open(log_path, "ab") as log:
-            return subprocess.Popen(
-                [sys.executable, "-m", "scheduler", "launcher"],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    first = launcher()
+    first = launcher_process(env, log_path)
     second = None
     try:
         async with Api(worker.url) as api:
             await api.register(SLEEPER, command(sys.executable, "-c", "import time; time.sleep(120)"))
-            await api.create({"tenant": "demo", "name": "orphan", "trigger": soon(0.5), "program": SLEEPER})
+            await api.create(
+                {
+                    "tenant": "demo",
+                    "name": "orphan",
+                    "program": SLEEPER,
+                    "trigger": {"type": "frequency", "timeUnit": "SECONDS", "time": 2},
+                    "constraints": [{"type": "concurrency", "maxRuns": 1}],
+                    "enabled": True,
+                }
+            )
             runs = await wait_run(api, SLEEPER, lambda runs: bool(runs) and runs[-1]["status"] == "RUNNING")
             os.killpg(first.pid, signal.SIGKILL)
+            killed_at = time.time() * 1000
             first.wait(timeout=10)
-            second = launcher()
-            runs = await wait_run(api, SLEEPER, ended, timeout_s=60)
+            lost = await wait_run(api, SLEEPER, lambda runs: runs[0]["status"] == "FAILED", timeout_s=60)
+            second = launcher_process(env, log_path)  # the next run needs a launcher to run on
+            runs = await wait_run(
+                api, SLEEPER, lambda runs: len(runs) >= 2 and runs[1]["status"] == "RUNNING", timeout_s=60
+            )
     finally:
-        for p in (first, second):
-            if p is not None and p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(timeout=10)
-    assert runs[-1]["status"] == "FAILED" and runs[-1]["error"] == "launcher died mid-run", (
-        log_path.read_text()[-2000:]
-    )
+        kill_group(first, second)
+    failed = lost[0]
+    assert failed["error"].startswith("lease expired: launcher"), failed
+    assert failed["ended_at"] - killed_at <= lease_ms + 2_000, "not ended within its lease"
+    assert runs[1]["created_at"] >= failed["ended_at"]  # its slot was freed by the lease, not before
+
+
+async def test_a_stop_of_a_pending_run_cancels_it_and_no_launcher_that_comes_later_runs_it(
+    start_worker, worker_env, tmp_path
+):
+    """No launcher is up: the run stays PENDING; its stop ends it STOPPED at once (its slot freed), and
+    the stop, kept on the control topic, keeps the launcher started afterwards from running it."""
+    worker = start_worker()
+    ran = tmp_path / "ran"
+    program = f"import os; open({str(ran)!r}, 'a').write(os.environ['SCHEDULER_RUN_ID'] + chr(10))"
+    launcher = None
+    try:
+        async with Api(worker.url) as api:
+            await api.register(SH_OK, command(sys.executable, "-c", program))
+            await api.create({"tenant": "demo", "name": "first", "trigger": soon(0.5), "program": SH_OK})
+            [pending] = await wait_run(api, SH_OK, lambda runs: bool(runs))
+            assert pending["status"] == "PENDING"
+            r = await api.client.post(f"/programs/{SH_OK}/runs/{pending['run_id']}/stop")
+            assert r.status_code == 202, r.text
+            [stopped] = await wait_run(api, SH_OK, ended, timeout_s=30)
+            launcher = launcher_process(
+                {**worker_env, "SCHEDULER_DATA_DIR": str(tmp_path / "l")}, tmp_path / "l.log"
+            )
+            await api.create({"tenant": "demo", "name": "second", "trigger": soon(0.5), "program": SH_OK})
+            runs = await wait_run(api, SH_OK, lambda runs: len(runs) == 2 and ended(runs), timeout_s=90)
+    finally:
+        kill_group(launcher)
+    assert stopped["status"] == "STOPPED" and stopped["error"] == "stopped before it started"
+    assert runs[1]["status"] == "COMPLETED"
+    assert ran.read_text().split() == [runs[1]["run_id"]]  # the stopped one never ran
+
+
+async def test_the_status_of_an_unknown_program_is_a_404_and_of_one_never_run_never_run(worker):
+    async with Api(worker.url) as api:
+        unknown = await api.client.get("/programs/no/such/command/program/status")
+        await api.register(SH_OK, command("true"))
+        never = await api.client.get(f"/programs/{SH_OK}/status")
+    assert unknown.status_code == 404
+    assert never.status_code == 200 and never.json()["status"] == "NEVER_RUN"
 
 
 async def test_unknown_programs_and_invalid_transitions_are_refused(launching_worker, broker, app_id):
@@ -276,7 +391,7 @@ async def test_unknown_programs_and_invalid_transitions_are_refused(launching_wo
         await dlq.wait_for(lambda d: len(d) >= 1)
         assert "unknown program" in dlq.records[0]["reason"]
         await api.register(SH_OK, {"kind": "external"})
-        await api.run(SH_OK, "manual-1", "STARTING", "RUNNING", "COMPLETED")
+        await api.run(SH_OK, "manual-1", "STARTING", "RUNNING", "COMPLETED")  # an external system's run
         await wait_run(api, SH_OK, ended)
         await api.run(SH_OK, "manual-1", "RUNNING")  # after COMPLETED: refused
         await asyncio.sleep(1)

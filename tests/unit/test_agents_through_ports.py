@@ -19,6 +19,7 @@ from scheduler.wire.messages import IndexUpdate, JobTriggered, TriggerFired, dec
 from scheduler.worker.counters import WorkerCounts
 from scheduler.worker.event_routing import EventRouting
 from scheduler.worker.hops import agent
+from scheduler.worker.job_queue import JobQueueAgent
 from scheduler.worker.ports import RoutingPort, TriggerPort
 from scheduler.worker.trigger_agent import TriggerAgent
 
@@ -39,6 +40,8 @@ class FakeWorker:
     trigger_index: dict[bytes, bytes] = field(default_factory=dict)
     trigger_progress: dict[bytes, bytes] = field(default_factory=dict)
     schedules: dict[bytes, bytes] = field(default_factory=dict)
+    job_queue: dict[bytes, bytes] = field(default_factory=dict)
+    run_records: dict[bytes, bytes] = field(default_factory=dict)
     armed: list[tuple[bytes, str, int]] = field(default_factory=list)
     now: int = 1_000
 
@@ -79,8 +82,10 @@ async def _go_on() -> bool:
     return True  # (never frozen: see test_freeze_guard.py)
 
 
-def event(value: bytes, offset: int = 0) -> Any:
-    return SimpleNamespace(message=SimpleNamespace(value=value, partition=0, offset=offset))
+def event(value: bytes, offset: int = 0, key: bytes = b"", topic: str = "") -> Any:
+    return SimpleNamespace(
+        message=SimpleNamespace(value=value, partition=0, offset=offset, key=key, topic=topic)
+    )
 
 
 def status_event(run_id: str, status: str) -> bytes:
@@ -121,11 +126,23 @@ async def test_a_schedule_is_indexed_and_an_event_reaches_it_then_its_job_is_que
     await agent(routing.handle_index_update, _go_on)(_stream([event(update)]))  # as the Faust agent does
     assert worker.trigger_index  # the index now points the program's events at the schedule
 
+    runs = JobQueueAgent(worker)
+    status_topic = worker.settings.program_status_topic
     for offset, (run, status) in enumerate([("r1", "COMPLETED"), ("r1", "COMPLETED"), ("r2", "COMPLETED")]):
         await routing._handle_event(event(status_event(run, status), offset))
+        [(queue_key, report)] = worker.take(worker.settings.jobs_topic)  # to its program's queue, the judge
+        assert queue_key == A.encode()
+        await runs._handle(event(report, offset, key=queue_key))
+        accepted = worker.take(status_topic)
+        assert len(accepted) == (0 if offset == 1 else 1), (run, offset)  # a replay is no transition
+        for transition_key, transition in accepted:
+            await routing._handle_transition(
+                event(transition, offset, key=transition_key, topic=status_topic)
+            )
         fired = worker.take(worker.settings.trigger_topic)
-        assert len(fired) == 1 and fired[0][0] == kb
-        await triggers._handle(event(fired[0][1], offset))
+        assert len(fired) == len(accepted) and all(key == kb for key, _ in fired)
+        for _, f in fired:
+            await triggers._handle(event(f, offset))
         jobs = [decode_job_queue_message(v) for _, v in worker.take(worker.settings.jobs_topic)]
         jobs = [j for j in jobs if isinstance(j, JobTriggered)]
         assert len(jobs) == (1 if run == "r2" else 0), (run, offset)

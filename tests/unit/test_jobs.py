@@ -25,8 +25,11 @@ from scheduler.domain.jobs import (
     apply_status,
     cancel,
     check,
+    lost_runs,
+    next_lease_check,
 )
 from scheduler.domain.model import TimeUnit
+from scheduler.domain.runs import Verdict
 
 pytestmark = pytest.mark.unit
 
@@ -428,3 +431,73 @@ def test_a_group_queue_counts_runs_per_program_and_for_the_whole_group() -> None
     assert list(runs.active) == ["x-run"] and runs.group_active == 2
     apply_status(group, "y-run", "COMPLETED", T0, "ns/app/spark/y")
     assert group.runs("ns/app/spark/x").group_active == 1 and "y-run" not in group.run_program
+
+
+# --- run accounting and leases ------------------------------------------------------------------------
+
+LEASE = 30_000
+PENDING_TIMEOUT = 10 * MINUTE
+
+
+def test_a_reordered_running_after_completed_leaves_the_slot_free() -> None:
+    q = queue()
+    add_job(q, job("j1", constraints=avro(ConcurrencyConstraint(1))))
+    [launch] = check(q, T0)
+    for at, status in enumerate(["PREPARING", "STARTING", "RUNNING", "COMPLETED"], start=1):
+        assert apply_status(q, "j1", status, T0 + at, launcher="l1", lease_ms=LEASE)[0] is Verdict.ACCEPTED
+    verdict, why = apply_status(q, "j1", "RUNNING", T0 + 9, launcher="l1")
+    assert verdict is Verdict.REFUSED and "already ended" in why
+    assert q.active == {}
+    add_job(q, job("j2", constraints=avro(ConcurrencyConstraint(1))))
+    assert [launch.job.job_id for launch in check(q, T0 + 10)] == ["j2"]
+
+
+def test_a_report_from_a_launcher_that_does_not_hold_the_run_changes_nothing() -> None:
+    q = queue()
+    apply_status(q, "r", "PREPARING", T0, launcher="l1", lease_ms=LEASE)
+    verdict, why = apply_status(q, "r", "STARTING", T0 + 1, launcher="l2", lease_ms=LEASE)
+    assert verdict is Verdict.REFUSED and "held by l1" in why
+    assert q.active == {"r": "PREPARING"} and q.holders == {"r": "l1"}
+
+
+def test_a_held_run_is_lost_when_its_holder_stops_renewing_it() -> None:
+    q = queue()
+    apply_status(q, "r", "PREPARING", T0, launcher="l1", lease_ms=LEASE)
+    apply_status(q, "r", "RUNNING", T0 + 5, launcher="l1")
+    renewed = {"r": T0 + 20_000}
+    assert next_lease_check(q, renewed, T0, PENDING_TIMEOUT) == T0 + 20_000 + LEASE
+    assert lost_runs(q, renewed, T0, T0 + 20_000 + LEASE - 1, PENDING_TIMEOUT) == []
+    [(run_id, why)] = lost_runs(q, renewed, T0, T0 + 20_000 + LEASE, PENDING_TIMEOUT)
+    assert run_id == "r" and "lease expired: launcher l1" in why
+
+
+def test_a_new_owner_of_the_queue_gives_every_lease_a_whole_term_from_when_it_took_over() -> None:
+    q = queue()
+    apply_status(q, "r", "RUNNING", T0, launcher="l1", lease_ms=LEASE)
+    taken_at = T0 + HOUR  # (the renewals were in the old owner's memory)
+    assert lost_runs(q, {}, taken_at, taken_at + LEASE - 1, PENDING_TIMEOUT) == []
+    assert [r for r, _ in lost_runs(q, {}, taken_at, taken_at + LEASE, PENDING_TIMEOUT)] == ["r"]
+
+
+def test_a_launch_no_launcher_takes_is_lost_after_the_pending_timeout() -> None:
+    q = queue()
+    add_job(q, job("j1"))
+    check(q, T0)
+    assert next_lease_check(q, {}, T0, PENDING_TIMEOUT) == T0 + PENDING_TIMEOUT
+    [(run_id, why)] = lost_runs(q, {}, T0, T0 + PENDING_TIMEOUT, PENDING_TIMEOUT)
+    assert run_id == "j1" and "no launcher took it" in why
+    apply_status(q, "j1", "PREPARING", T0 + 1, launcher="l1", lease_ms=LEASE)  # taken: its lease now
+    assert next_lease_check(q, {"j1": T0 + 1}, T0, PENDING_TIMEOUT) == T0 + 1 + LEASE
+
+
+def test_a_run_reported_without_a_lease_is_never_lost() -> None:  # (an external system's)
+    q = queue()
+    apply_status(q, "ext", "RUNNING", T0)
+    assert next_lease_check(q, {}, T0, PENDING_TIMEOUT) is None
+
+
+def test_a_group_queue_leaves_its_programs_runs_to_their_own_queues() -> None:
+    group = ProgramQueue("group:acme/etl")
+    apply_status(group, "r", "RUNNING", T0, "acme/app/workflow/a", launcher="l1", lease_ms=LEASE)
+    assert group.active == {"r": "RUNNING"}
+    assert lost_runs(group, {}, T0, T0 + HOUR, PENDING_TIMEOUT) == []

@@ -1,4 +1,5 @@
-"""Run state machine of seed 004 (check_transition, TRANSITIONS) and RunRecord bookkeeping (apply_transition)."""
+"""Run state machine of seed 004 (check_transition, TRANSITIONS, judge) and RunRecord bookkeeping
+(apply_transition, keep_records)."""
 
 from __future__ import annotations
 
@@ -9,28 +10,59 @@ import json
 import pytest
 
 from scheduler.domain.runs import (
+    MAX_RUNS_KEPT,
     TERMINAL,
     TRANSITIONS,
     InvalidTransition,
     RunRecord,
     RunStatus,
+    Verdict,
     apply_transition,
     check_transition,
+    judge,
+    keep_records,
 )
 
 pytestmark = pytest.mark.unit
 
 S = RunStatus
-LIVE = [S.PENDING, S.STARTING, S.RUNNING, S.SUSPENDED, S.RESUMING, S.STOPPING]
-ENDS = [S.COMPLETED, S.FAILED, S.KILLED]
+LIVE = [
+    S.PENDING,
+    S.PREPARING,
+    S.STARTING,
+    S.REQUESTING_RESOURCES,
+    S.INITIALIZING,
+    S.RUNNING,
+    S.SUSPENDING,
+    S.SUSPENDED,
+    S.RESUMING,
+    S.STOPPING,
+]
+ENDS = [S.COMPLETED, S.FAILED, S.STOPPED, S.KILLED]
 
-# The happy path through suspend/resume and a stop request, edge by edge.
-LIFECYCLE = [S.PENDING, S.STARTING, S.RUNNING, S.SUSPENDED, S.RESUMING, S.RUNNING, S.STOPPING, S.KILLED]
+# Seed 004's path of a Spark program through suspend/resume and a user's stop, edge by edge.
+LIFECYCLE = [
+    S.PENDING,
+    S.PREPARING,
+    S.STARTING,
+    S.REQUESTING_RESOURCES,
+    S.INITIALIZING,
+    S.RUNNING,
+    S.SUSPENDING,
+    S.SUSPENDED,
+    S.RESUMING,
+    S.RUNNING,
+    S.STOPPING,
+    S.STOPPED,
+]
 
 VALID = sorted(
     {
         *itertools.pairwise(LIFECYCLE),
         (S.RUNNING, S.COMPLETED),
+        (S.STOPPING, S.COMPLETED),  # it ended before the stop bit
+        (S.PENDING, S.STOPPED),  # a stop before any launcher took it
+        (S.STARTING, S.RUNNING),  # a command: running at once
         *((live, end) for live in LIVE for end in (S.FAILED, S.KILLED)),
     }
 )
@@ -39,9 +71,13 @@ INVALID = [
     (S.COMPLETED, S.RUNNING),
     *((S.FAILED, new) for new in S),
     (S.PENDING, S.COMPLETED),
+    (S.PREPARING, S.RUNNING),  # never started
     (S.RUNNING, S.RESUMING),
+    (S.RUNNING, S.STOPPED),  # a stop goes through STOPPING
+    (S.RUNNING, S.PENDING),
     (S.SUSPENDED, S.COMPLETED),
     (S.STOPPING, S.RUNNING),
+    (S.STOPPED, S.RUNNING),
 ]
 
 
@@ -88,15 +124,46 @@ def test_invalid_transition_is_a_value_error() -> None:
     assert issubclass(InvalidTransition, ValueError)
 
 
-@pytest.mark.parametrize("new", [S.PENDING, S.STARTING, *ENDS], ids=lambda s: s.value)
-def test_first_seen_run_may_begin_pending_starting_or_ended(new: RunStatus) -> None:
-    check_transition(None, new)
+@pytest.mark.parametrize("new", list(RunStatus), ids=lambda s: s.value)
+def test_a_run_first_seen_may_be_in_any_state(new: RunStatus) -> None:
+    check_transition(None, new)  # (one started elsewhere is first reported mid-flight)
 
 
-@pytest.mark.parametrize("new", [S.RUNNING, S.SUSPENDED, S.RESUMING, S.STOPPING], ids=lambda s: s.value)
-def test_first_seen_run_cannot_begin_mid_flight(new: RunStatus) -> None:
-    with pytest.raises(InvalidTransition, match=new.value):
-        check_transition(None, new)
+# --- judge: what a report does ---------------------------------------------------------------------
+
+
+def test_a_reordered_running_after_completed_is_refused() -> None:
+    assert judge(S.COMPLETED, S.RUNNING)[0] is Verdict.REFUSED
+
+
+def test_a_report_of_a_run_known_to_have_ended_is_refused() -> None:
+    verdict, why = judge(None, S.RUNNING, ended=True)
+    assert verdict is Verdict.REFUSED and "already ended" in why
+
+
+def test_a_second_launchers_claim_is_refused_and_the_holders_repeat_is_a_renewal() -> None:
+    verdict, why = judge(S.PREPARING, S.PREPARING, holder="l1", launcher="l2")
+    assert verdict is Verdict.REFUSED and "held by l1" in why
+    assert judge(S.RUNNING, S.RUNNING, holder="l1", launcher="l1") == (Verdict.REPEAT, "")
+    assert judge(S.RUNNING, S.COMPLETED, holder="l1", launcher="l1") == (Verdict.ACCEPTED, "")
+
+
+def test_the_scheduler_itself_may_end_a_held_run() -> None:  # a lost lease, a stop before it started
+    assert judge(S.RUNNING, S.FAILED, holder="l1")[0] is Verdict.ACCEPTED
+    assert judge(S.PREPARING, S.STOPPED, holder="l1")[0] is Verdict.ACCEPTED
+
+
+@pytest.mark.parametrize(
+    ("state", "user_facing"),
+    [
+        (S.STOPPING, "RUNNING"),
+        (S.SUSPENDING, "RUNNING"),
+        (S.RESUMING, "SUSPENDED"),
+        (S.PREPARING, "PREPARING"),
+    ],
+)
+def test_internal_states_show_as_seed_004s_user_facing_status(state: RunStatus, user_facing: str) -> None:
+    assert state.program_status == user_facing
 
 
 @pytest.mark.parametrize("status", list(RunStatus), ids=lambda s: s.value)
@@ -124,19 +191,11 @@ def test_apply_full_lifecycle_records_every_transition_and_timestamps() -> None:
         assert apply_transition(r, status.value, at * 10) is True
         assert r.status == status.value
 
-    assert r.transitions == [
-        ["STARTING", 10],
-        ["RUNNING", 20],
-        ["SUSPENDED", 30],
-        ["RESUMING", 40],
-        ["RUNNING", 50],
-        ["STOPPING", 60],
-        ["KILLED", 70],
-    ]
+    assert r.transitions == [[status.value, at * 10] for at, status in enumerate(LIFECYCLE[1:], start=1)]
     assert r.created_at == 1
-    assert r.started_at == 10
-    assert r.running_at == 20  # the first time it ran; resuming does not move it
-    assert r.ended_at == 70
+    assert r.started_at == 20
+    assert r.running_at == 50  # the first time it ran; resuming does not move it
+    assert r.ended_at == 110
     assert r.error == ""
 
 
@@ -158,7 +217,7 @@ def test_apply_completed_sets_ended_at_without_error() -> None:
     assert r.transitions == [["COMPLETED", 300]]
 
 
-@pytest.mark.parametrize("end", [S.FAILED, S.KILLED], ids=lambda s: s.value)
+@pytest.mark.parametrize("end", [S.FAILED, S.KILLED], ids=lambda s: s.value)  # (STOPPED: via STOPPING)
 def test_apply_failure_records_error_and_end(end: RunStatus) -> None:
     r = record(S.STARTING, started_at=5)
     assert apply_transition(r, end.value, 400, error="exit code 1\nboom") is True
@@ -230,7 +289,34 @@ def test_to_json_is_a_plain_json_dict() -> None:
         "ended_at": None,
         "error": "",
         "transitions": [["STARTING", 10]],
+        "launcher": "",
+        "program_status": "STARTING",
     }
     assert {k: out[k] for k in expected} == expected
     out["transitions"].append(["RUNNING", 20])  # a copy, not the record's own list
     assert r.transitions == [["STARTING", 10]]
+
+
+def test_a_claim_names_the_records_holder_and_another_launcher_cannot_move_it() -> None:
+    r = record()
+    assert apply_transition(r, "PREPARING", 10, launcher="l1") is True
+    assert r.launcher == "l1"
+    assert apply_transition(r, "STARTING", 20, launcher="l2") is False
+    assert apply_transition(r, "STARTING", 20, launcher="l1") is True
+
+
+def test_records_kept_are_every_live_run_and_the_newest_ended_ones() -> None:
+    live = record(S.RUNNING)
+    ended = [
+        RunRecord(run_id=f"e{i}", program="p", status="COMPLETED", created_at=i)
+        for i in range(MAX_RUNS_KEPT + 5)
+    ]
+    kept = keep_records([live, *ended])
+    assert kept[0] is live  # however old, a live run's record stays
+    assert [r.run_id for r in kept[1:]] == [f"e{i}" for i in range(5, MAX_RUNS_KEPT + 5)]
+
+
+def test_a_record_round_trips_through_json_and_ignores_what_it_does_not_know() -> None:
+    r = record(launcher="l1")
+    d = r.to_json()
+    assert RunRecord.from_json({**d, "later_field": 1}) == r
