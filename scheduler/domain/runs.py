@@ -156,7 +156,9 @@ def apply_transition(record: RunRecord, status: str, at: int, error: str = "", l
         return False
     record.status = new.value
     record.transitions.append([new.value, at])
-    if launcher and not record.launcher:
+    if new is RunStatus.PENDING:
+        record.launcher = ""  # launched again: for any launcher to claim
+    elif launcher and not record.launcher:
         record.launcher = launcher
     if new is RunStatus.STARTING:
         record.started_at = at

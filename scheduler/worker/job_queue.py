@@ -18,7 +18,7 @@ import itertools
 import json
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scheduler.domain.jobs import (
     Job,
@@ -59,43 +59,52 @@ log = logging.getLogger(__name__)
 
 def launch_request(launch: Launch) -> bytes:
     job = launch.job
-    tenant, _, name = job.schedule.partition("/")
-    program = ProgramId.parse(job.program)
-    return encode(
-        "LaunchRequest",
-        {
-            "jobId": job.job_id,
-            "schedule": {"tenant": tenant, "name": name},
-            "program": {
-                "namespace": program.namespace,
-                "application": program.application,
-                "type": program.type,
-                "name": program.name,
-            },
-            "arguments": job.arguments,
-            "triggeredAt": job.triggered_at,
-            "launchedAt": launch.launched_at,
-            "forced": launch.forced,
-            "events": [
-                {
-                    "timestamp": e.get("timestamp", 0),
-                    "eventType": e["eventType"],
-                    "payload": e.get("payload") or {},
-                }
-                for e in job.events
-            ],
-        },
+    events = [
+        {"timestamp": e.get("timestamp", 0), "eventType": e["eventType"], "payload": e.get("payload") or {}}
+        for e in job.events
+    ]
+    return _launch_request(
+        job.job_id,
+        job.schedule,
+        job.program,
+        job.arguments,
+        job.triggered_at,
+        launch.launched_at,
+        launch.forced,
+        events,
     )
 
 
 def relaunch_request(record: RunRecord, now: int) -> bytes:
     """The launch request of a run launched again (its claim's launcher was lost before it started it)."""
-    tenant, _, name = record.schedule.partition("/")
-    program = ProgramId.parse(record.program)
+    return _launch_request(
+        record.job_id or record.run_id,
+        record.schedule,
+        record.program,
+        record.arguments,
+        record.triggered_at or record.created_at,
+        now,
+        False,
+        [],
+    )
+
+
+def _launch_request(
+    job_id: str,
+    schedule: str,
+    program_id: str,
+    arguments: dict[str, str],
+    triggered_at: int,
+    launched_at: int,
+    forced: bool,
+    events: list[dict[str, Any]],
+) -> bytes:
+    tenant, _, name = schedule.partition("/")
+    program = ProgramId.parse(program_id)
     return encode(
         "LaunchRequest",
         {
-            "jobId": record.job_id or record.run_id,
+            "jobId": job_id,
             "schedule": {"tenant": tenant, "name": name},
             "program": {
                 "namespace": program.namespace,
@@ -103,11 +112,11 @@ def relaunch_request(record: RunRecord, now: int) -> bytes:
                 "type": program.type,
                 "name": program.name,
             },
-            "arguments": record.arguments,
-            "triggeredAt": record.triggered_at or record.created_at,
-            "launchedAt": now,
-            "forced": False,
-            "events": [],
+            "arguments": arguments,
+            "triggeredAt": triggered_at,
+            "launchedAt": launched_at,
+            "forced": forced,
+            "events": events,
         },
     )
 

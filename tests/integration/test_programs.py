@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from scheduler.domain.model import Action, PartitionTrigger, ProgramId, Schedule, ScheduleCommand, ScheduleKey
-from scheduler.wire.codec import encode_command, key_bytes
+from scheduler.wire.codec import decode, encode_command, key_bytes
 from tests.helpers import Api, TopicReader, WorkerProcess, dead_letter, decode_launch, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -48,8 +48,11 @@ async def wait_run(api: Api, program: str, predicate, timeout_s: float = 90) -> 
         await asyncio.sleep(0.2)
 
 
+TERMINAL = ("COMPLETED", "FAILED", "STOPPED", "KILLED")
+
+
 def ended(runs: list[dict[str, Any]]) -> bool:
-    return bool(runs) and runs[-1]["status"] in ("COMPLETED", "FAILED", "STOPPED", "KILLED")
+    return bool(runs) and runs[-1]["status"] in TERMINAL
 
 
 def launcher_process(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
@@ -401,3 +404,76 @@ async def test_unknown_programs_and_invalid_transitions_are_refused(launching_wo
 
 
 __all__ = ["WorkerProcess"]
+
+
+def transition(value: bytes) -> dict[str, Any]:
+    n = decode("Notification", value)
+    return {**n["payload"], "timestamp": n["timestamp"]}
+
+
+async def test_two_launchers_and_one_killed_between_receiving_and_starting_every_launch_runs_exactly_once(
+    start_worker, worker_env, broker, app_id, tmp_path
+):
+    """Launchers share the launch topic; one is SIGKILLed the moment its first claim is accepted, with
+    launches received and claims in flight. No launch runs twice (a claim is judged by the run's job
+    queue, once); none is lost: a claim whose launcher died before it started the program is launched
+    again for the other launcher; a run that was running on it ends FAILED by its lease."""
+    lease_ms = 3_000
+    worker = start_worker(SCHEDULER_RUN_LEASE_MS=str(lease_ms))
+    ran = tmp_path / "ran"
+    program = f"import os, time; open({str(ran)!r}, 'a').write(os.environ['SCHEDULER_RUN_ID'] + chr(10)); time.sleep(1)"
+    programs = [f"demo/tools/command/p{i}" for i in range(4)]  # (launches are keyed by program: spread)
+    env = {**worker_env, "SCHEDULER_RUN_LEASE_MS": str(lease_ms)}
+    launchers = {
+        name: launcher_process(
+            {**env, "SCHEDULER_LAUNCHER_ID": name, "SCHEDULER_DATA_DIR": str(tmp_path / name)},
+            tmp_path / f"{name}.log",
+        )
+        for name in ("l1", "l2")
+    }
+    try:
+        async with (
+            Api(worker.url) as api,
+            TopicReader(broker.bootstrap_servers, f"{app_id}-program-status", transition) as accepted,
+        ):
+            for i, p in enumerate(programs):
+                await api.register(p, command(sys.executable, "-c", program))
+                await api.create(
+                    {
+                        "tenant": "demo",
+                        "name": f"s{i}",
+                        "program": p,
+                        "trigger": {"type": "partition", "dataset": f"{app_id}.in", "minPartitions": 1},
+                        "enabled": True,
+                    }
+                )
+            await asyncio.sleep(5)  # both launchers in their group
+            for key in "abcde":
+                await api.partitions(f"{app_id}.in", key)
+            claims = await accepted.wait_for(
+                lambda t: any(x["status"] == "PREPARING" for x in t), timeout_s=60
+            )
+            victim = next(x["launcher"] for x in claims if x["status"] == "PREPARING")
+            os.killpg(launchers[victim].pid, signal.SIGKILL)
+            launchers[victim].wait(timeout=10)
+            runs: list[dict[str, Any]] = []
+            for p in programs:
+                runs += await wait_run(
+                    api, p, lambda r: len(r) == 5 and all(x["status"] in TERMINAL for x in r), timeout_s=120
+                )
+    finally:
+        kill_group(*launchers.values())
+    started = ran.read_text().split()
+    assert len(started) == len(set(started)), "a launch ran twice"
+    assert len(runs) == 20
+    for run in runs:
+        states = [t[0] for t in run["transitions"]]
+        if run["status"] == "COMPLETED":
+            assert started.count(run["run_id"]) == 1, run
+        else:  # it was running on the launcher that died
+            assert run["status"] == "FAILED" and run["error"].startswith("lease expired"), run
+            assert "STARTING" in states and run["launcher"] == victim, run
+    relaunched = [r for r in runs if "PENDING" in [t[0] for t in r["transitions"]][1:]]
+    print(
+        f"{len(relaunched)} claims of {victim} launched again, {sum(r['status'] == 'FAILED' for r in runs)} lost mid-run"
+    )

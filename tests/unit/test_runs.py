@@ -320,3 +320,11 @@ def test_a_record_round_trips_through_json_and_ignores_what_it_does_not_know() -
     r = record(launcher="l1")
     d = r.to_json()
     assert RunRecord.from_json({**d, "later_field": 1}) == r
+
+
+def test_a_claim_launched_again_may_be_taken_by_another_launcher() -> None:
+    r = record()
+    apply_transition(r, "PREPARING", 10, launcher="l1")
+    assert apply_transition(r, "PENDING", 20) is True  # l1 was lost before it started it
+    assert r.launcher == ""
+    assert apply_transition(r, "PREPARING", 30, launcher="l2") is True and r.launcher == "l2"
