@@ -477,3 +477,27 @@ async def test_two_launchers_and_one_killed_between_receiving_and_starting_every
     print(
         f"{len(relaunched)} claims of {victim} launched again, {sum(r['status'] == 'FAILED' for r in runs)} lost mid-run"
     )
+
+
+async def test_sigterm_of_a_standalone_launcher_lets_its_run_finish_and_takes_no_more_launches(
+    start_worker, worker_env, tmp_path
+):
+    """A clean stop never stops a run: the launcher leaves the launch group at once and exits once its run
+    COMPLETED (before, a stop killed every run and recorded it KILLED, firing triggers downstream)."""
+    worker = start_worker()
+    launcher = launcher_process(
+        {**worker_env, "SCHEDULER_LAUNCHER_DRAIN_S": "60", "SCHEDULER_DATA_DIR": str(tmp_path / "l")},
+        tmp_path / "l.log",
+    )
+    try:
+        async with Api(worker.url) as api:
+            await api.register(SLEEPER, command(sys.executable, "-c", "import time; time.sleep(4)"))
+            await api.create({"tenant": "demo", "name": "long", "trigger": soon(0.5), "program": SLEEPER})
+            await wait_run(api, SLEEPER, lambda runs: bool(runs) and runs[-1]["status"] == "RUNNING")
+            launcher.send_signal(signal.SIGTERM)
+            runs = await wait_run(api, SLEEPER, ended, timeout_s=60)
+            code = await asyncio.to_thread(launcher.wait, 30)
+    finally:
+        kill_group(launcher)
+    assert runs[-1]["status"] == "COMPLETED", runs[-1]
+    assert code == 0, (tmp_path / "l.log").read_text()[-2000:]
