@@ -609,7 +609,7 @@ async def cmd_runs_stop(client: Client, args: argparse.Namespace) -> None:
     from scheduler.cli.client import parse_program
 
     answer = await client.stop_run(parse_program(args.program), args.run_id)
-    _print(args, answer, f"{args.run_id}: stop requested (STOPPING, then KILLED)")
+    _print(args, answer, f"{args.run_id}: stop requested (STOPPING, then STOPPED)")
 
 
 async def cmd_events_publish(client: Client, args: argparse.Namespace) -> None:

@@ -408,7 +408,7 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
         },
         "/programs/{namespace}/{application}/{type}/{name}/runs/{run_id}/stop": {
             "post": _op(
-                "Stop a run (STOPPING, then KILLED)",
+                "Stop a run (STOPPING, then STOPPED; a run not started yet: STOPPED at once)",
                 {202: _json(_ref("StopAccepted"), "the stop request is on its way to the launcher")},
                 (404, 409, 503),
                 [*_PROGRAM_ID, _RUN_ID],

@@ -338,7 +338,7 @@ async def test_jobs_runs_and_events_commands_against_a_program_schedule(
     assert status.startswith(f"{program}: RUNNING") and f"active: {run_id} RUNNING" in status, status
 
     r = run("runs", "stop", program, run_id)
-    assert r.returncode == 0 and r.stdout.strip() == f"{run_id}: stop requested (STOPPING, then KILLED)", (
+    assert r.returncode == 0 and r.stdout.strip() == f"{run_id}: stop requested (STOPPING, then STOPPED)", (
         r.stderr
     )
     r = run("runs", "stop", program, "acme/etl@1")
