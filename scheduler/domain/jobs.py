@@ -26,7 +26,7 @@ from scheduler.domain.constraints import (
     decide,
 )
 from scheduler.domain.model import GROUP_QUEUE_PREFIX, group_queue_key
-from scheduler.domain.runs import RunStatus, Verdict
+from scheduler.domain.runs import RunStatus, Verdict, judge
 from scheduler.domain.tenancy import schedule_id_tenant
 
 MAX_LAUNCHED_REMEMBERED = 1_000  # recent job ids: a replayed trigger for one of them launches nothing
@@ -151,14 +151,17 @@ def apply_status(
     if status not in RunStatus.__members__:
         return Verdict.REFUSED, f"unknown run status {status!r}"
     new = RunStatus(status)
-    if run_id in queue.ended:
-        return Verdict.REFUSED, f"{status} for a run that already ended"
-    holder = queue.holders.get(run_id, "")
-    if holder and launcher and launcher != holder:
-        return Verdict.REFUSED, f"{status} from launcher {launcher}: the run is held by {holder}"
     current = queue.active.get(run_id)
-    if current == status:
-        return Verdict.REPEAT, ""
+    verdict, why = judge(
+        None if current is None else RunStatus(current),
+        new,
+        ended=run_id in queue.ended,
+        holder=queue.holders.get(run_id, ""),
+        launcher=launcher,
+        judged=True,
+    )
+    if verdict is not Verdict.ACCEPTED:
+        return verdict, why
     if new.terminal:
         for runs in (queue.active, queue.run_program, queue.since, queue.holders, queue.leases):
             runs.pop(run_id, None)  # type: ignore[attr-defined]
@@ -187,7 +190,7 @@ def apply_status(
 def lost_runs(
     queue: ProgramQueue, renewed: dict[str, int], default_renewal: int, now: int, pending_timeout_ms: int
 ) -> list[tuple[str, str]]:
-    """The queue's runs that are lost by `now`, each with its status and why: a PENDING run no launcher
+    """The queue's runs that are lost by `now`, each with why: a PENDING run no launcher
     took within `pending_timeout_ms` of its launch, a held run whose holder's last renewal (`renewed`, else
     `default_renewal`: when this worker took the partition over) is older than its lease."""
     return [

@@ -97,21 +97,29 @@ class Verdict(StrEnum):
 
 
 def judge(
-    current: RunStatus | None, new: RunStatus, *, ended: bool = False, holder: str = "", launcher: str = ""
+    current: RunStatus | None,
+    new: RunStatus,
+    *,
+    ended: bool = False,
+    holder: str = "",
+    launcher: str = "",
+    judged: bool = False,
 ) -> tuple[Verdict, str]:
     """What a status report of a run does. `current`: the run's status (None: not seen); `ended`: it is
     known to have ended (its record went); `holder`: the launcher whose claim was accepted; `launcher`: the
-    one reporting (empty: the job queue itself, an external system, an operator)."""
+    one reporting (empty: the job queue itself, an external system, an operator); `judged`: the transition
+    was accepted already (by the run's record), only staleness, holder and repeats are left to check."""
     if ended and current is None:
         return Verdict.REFUSED, f"{new.value} for a run that already ended"
     if holder and launcher and launcher != holder:
         return Verdict.REFUSED, f"{new.value} from launcher {launcher}: the run is held by {holder}"
     if current is new:
         return Verdict.REPEAT, ""
-    try:
-        check_transition(current, new)
-    except InvalidTransition as exc:
-        return Verdict.REFUSED, str(exc)
+    if not judged:
+        try:
+            check_transition(current, new)
+        except InvalidTransition as exc:
+            return Verdict.REFUSED, str(exc)
     return Verdict.ACCEPTED, ""
 
 
