@@ -605,11 +605,19 @@ async def cmd_runs_status(client: Client, args: argparse.Namespace) -> None:
     _print(args, answer, "\n".join(lines))
 
 
-async def cmd_runs_stop(client: Client, args: argparse.Namespace) -> None:
+#: what `scheduler runs stop|suspend|resume` prints once the request is accepted
+RUN_ACTION_WORDS = {
+    "stop": "stop requested (STOPPING, then STOPPED)",
+    "suspend": "suspend requested (SUSPENDING, then SUSPENDED)",
+    "resume": "resume requested (RESUMING, then RUNNING)",
+}
+
+
+async def cmd_runs_control(client: Client, args: argparse.Namespace) -> None:
     from scheduler.cli.client import parse_program
 
-    answer = await client.stop_run(parse_program(args.program), args.run_id)
-    _print(args, answer, f"{args.run_id}: stop requested (STOPPING, then STOPPED)")
+    answer = await client.control_run(parse_program(args.program), args.run_id, args.subcommand)
+    _print(args, answer, f"{args.run_id}: {RUN_ACTION_WORDS[args.subcommand]}")
 
 
 async def cmd_events_publish(client: Client, args: argparse.Namespace) -> None:
@@ -748,9 +756,14 @@ def _add_client_commands(sub: Any) -> None:
     program(p)
     p.add_argument("--status", help="only runs in this status (RUNNING, COMPLETED, FAILED, ...)")
     program(leaf(group, "status", cmd_runs_status, "a program's status: its active runs or its last run"))
-    p = leaf(group, "stop", cmd_runs_stop, "stop a run")
-    program(p)
-    p.add_argument("run_id", metavar="RUN_ID")
+    for action, what in (
+        ("stop", "stop a run"),
+        ("suspend", "suspend a RUNNING run"),
+        ("resume", "resume a SUSPENDED run"),
+    ):
+        p = leaf(group, action, cmd_runs_control, what)
+        program(p)
+        p.add_argument("run_id", metavar="RUN_ID")
 
     events = sub.add_parser("events", help="publish events (HTTP API)")
     group = events.add_subparsers(dest="subcommand", required=True)

@@ -223,9 +223,10 @@ class Client:
     async def program_status(self, program: str) -> Any:
         return await self.request("GET", f"/programs/{program}/status")
 
-    async def stop_run(self, program: str, run_id: str) -> Any:
+    async def control_run(self, program: str, run_id: str, action: str) -> Any:
+        """Stop, suspend or resume a run."""
         # run ids are job ids ("tenant/name@dueAt"): the route matches them with their slashes
-        return await self.request("POST", f"/programs/{program}/runs/{quote(run_id, safe='/@')}/stop")
+        return await self.request("POST", f"/programs/{program}/runs/{quote(run_id, safe='/@')}/{action}")
 
     async def publish(self, event: dict[str, Any]) -> Any:
         return await self.request("POST", "/events", body=event)

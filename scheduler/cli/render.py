@@ -96,7 +96,9 @@ def explain_trigger(node: dict[str, Any], depth: int = 0) -> list[str]:
 def explain_job(job: dict[str, Any], now_ms: int) -> str:
     """Why one pending job has not launched, in a sentence."""
     state = job.get("state")
-    head = f"{job['jobId']} ({state}, triggered {iso(job.get('triggeredAt'))})"
+    attempt = job.get("attempt") or 1
+    retry = f", attempt {attempt} (run {job.get('runId')})" if attempt > 1 else ""
+    head = f"{job['jobId']} ({state}{retry}, triggered {iso(job.get('triggeredAt'))})"
     if state == "PENDING_LAUNCH":
         return f"{head}: every constraint met; its launch request is being produced"
     blocked = job.get("blockedBy") or "a constraint"

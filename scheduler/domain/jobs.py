@@ -26,13 +26,14 @@ from scheduler.domain.constraints import (
     decide,
 )
 from scheduler.domain.model import GROUP_QUEUE_PREFIX, group_queue_key
-from scheduler.domain.runs import RunStatus, Verdict, judge
+from scheduler.domain.runs import RetryPolicy, RunStatus, Verdict, judge, run_id_of
 from scheduler.domain.tenancy import schedule_id_tenant
 
 MAX_LAUNCHED_REMEMBERED = 1_000  # recent job ids: a replayed trigger for one of them launches nothing
 MAX_OUTCOMES_REMEMBERED = 50
 MAX_EVENTS_PER_JOB = 100
-MAX_ENDED_REMEMBERED = 1_000  # recently ended run ids: a late status of one of them is stale
+MAX_ENDED_REMEMBERED = 1_000
+RETRY_BACKOFF = "RetryBackoff"  # what a retry waiting for its backoff is blocked by  # recently ended run ids: a late status of one of them is stale
 
 
 @dataclass
@@ -52,22 +53,32 @@ class Job:
     reason: str = ""
     check_at: int | None = None
     merged: list[str] = field(default_factory=list)  # ids of later triggers folded into this job
+    attempt: int = 1  # 2 and on: a retry of the job (a run of it FAILED)
+    retry: RetryPolicy | None = None
+    time_limit_ms: int | None = None  # its run is stopped this long after it started
+    not_before: int | None = None  # a retry waits for its backoff until then
+
+    @property
+    def run_id(self) -> str:
+        return run_id_of(self.job_id, self.attempt)
 
     def to_json(self) -> dict[str, Any]:
         """Its JSON in the job-queue table and on the jobs topic: the constraints in their Avro form."""
-        d = dataclasses.asdict(dataclasses.replace(self, constraints=(), timeout=None))
+        d = dataclasses.asdict(dataclasses.replace(self, constraints=(), timeout=None, retry=None))
         d["constraints"] = [list(c.to_avro()) for c in self.constraints]
         d["timeout"] = None if self.timeout is None else self.timeout.to_json()
+        d["retry"] = None if self.retry is None else self.retry.to_json()
         return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Job:
-        timeout = d.get("timeout")
+        timeout, retry = d.get("timeout"), d.get("retry")
         return cls(
             **{
                 **d,
                 "constraints": tuple(Constraint.from_avro(c) for c in d.get("constraints") or ()),
                 "timeout": None if timeout is None else PendingTimeout.from_json(timeout),
+                "retry": None if retry is None else RetryPolicy.from_json(retry),
             }
         )
 
@@ -87,6 +98,9 @@ class ProgramQueue:
     holders: dict[str, str] = field(default_factory=dict)  # run id -> the launcher whose claim was accepted
     leases: dict[str, int] = field(default_factory=dict)  # run id -> its holder's lease (ms)
     ended: list[str] = field(default_factory=list)  # recently ended run ids, newest last
+    retries: dict[str, dict[str, Any]] = field(
+        default_factory=dict
+    )  # run id -> its job, to retry if it fails
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(dataclasses.replace(self, jobs=[]))
@@ -126,7 +140,7 @@ def add_job(queue: ProgramQueue, job: Job) -> bool:
     ):
         return False
     for waiting in queue.jobs:
-        if waiting.schedule == job.schedule and waiting.version == job.version:
+        if waiting.schedule == job.schedule and waiting.version == job.version and waiting.attempt == 1:
             room = MAX_EVENTS_PER_JOB - len(waiting.events)
             waiting.events.extend(job.events[: max(room, 0)])
             waiting.merged.append(job.job_id)
@@ -168,6 +182,9 @@ def apply_status(
         queue.ended.append(run_id)
         del queue.ended[:-MAX_ENDED_REMEMBERED]
         queue.last_end = at if queue.last_end is None else max(queue.last_end, at)
+        retried = queue.retries.pop(run_id, None)
+        if retried is not None:
+            _retry(queue, Job.from_json(retried), new, at)
         return Verdict.ACCEPTED, ""
     if current is None:
         queue.since[run_id] = at
@@ -185,6 +202,28 @@ def apply_status(
     if program is not None and program != queue.program:
         queue.run_program[run_id] = program
     return Verdict.ACCEPTED, ""
+
+
+def _retry(queue: ProgramQueue, job: Job, ended: RunStatus, at: int) -> None:
+    """A run of `job` ended: if it FAILED and its retry policy allows, its next attempt waits in the queue
+    for its backoff, then for the schedule's constraints like any job."""
+    if job.retry is None or not job.retry.retries(job.attempt, ended):
+        return
+    attempt = job.attempt + 1
+    not_before = at + job.retry.delay_ms(attempt)
+    queue.jobs.append(
+        dataclasses.replace(
+            job,
+            attempt=attempt,
+            not_before=not_before,
+            triggered_at=not_before,  # (its constraints count from the end of its backoff)
+            state="PENDING_CONSTRAINT",
+            blocked_by="",
+            reason="",
+            check_at=None,
+            merged=[],
+        )
+    )
 
 
 def lost_runs(
@@ -252,13 +291,25 @@ def check(queue: ProgramQueue, now: int) -> list[Launch]:
     launches: list[Launch] = []
     keep: list[Job] = []
     for job in queue.jobs:
+        if job.not_before is not None and now < job.not_before:
+            assert job.retry is not None
+            job.blocked_by, job.check_at = RETRY_BACKOFF, job.not_before
+            job.reason = (
+                f"attempt {job.attempt} of {job.retry.max_attempts} after a backoff of "
+                f"{job.retry.delay_ms(job.attempt) / 1000:g} s"
+            )
+            keep.append(job)
+            continue
         d: Decision = decide(job.constraints, job.timeout, job.triggered_at, now, queue.runs(job.program))
         if d.outcome is Outcome.LAUNCH:
             job.state, job.blocked_by, job.reason, job.check_at = "PENDING_LAUNCH", "", d.reason, None
-            queue.active[job.job_id] = "PENDING"
-            queue.since[job.job_id] = now
+            run_id = job.run_id
+            queue.active[run_id] = "PENDING"
+            queue.since[run_id] = now
             if job.program != queue.program:
-                queue.run_program[job.job_id] = job.program
+                queue.run_program[run_id] = job.program
+            if job.retry is not None and job.attempt < job.retry.max_attempts:
+                queue.retries[run_id] = job.to_json()
             _started(queue, now)
             queue.launched.extend([job.job_id, *job.merged])
             del queue.launched[:-MAX_LAUNCHED_REMEMBERED]

@@ -21,6 +21,7 @@ from scheduler.domain.basics import ProgramId as ProgramId
 from scheduler.domain.basics import ProgramOutcome as ProgramOutcome
 from scheduler.domain.basics import TimeUnit as TimeUnit
 from scheduler.domain.basics import validate_dataset as validate_dataset
+from scheduler.domain.runs import MAX_TIME_LIMIT_MS, InvalidRunPolicy, RetryPolicy
 from scheduler.domain.triggers.kinds import MAX_CRON_LEN as MAX_CRON_LEN
 from scheduler.domain.triggers.kinds import MAX_FREQUENCY_TIME as MAX_FREQUENCY_TIME
 from scheduler.domain.triggers.kinds import MAX_TIMEZONE_LEN as MAX_TIMEZONE_LEN
@@ -151,6 +152,8 @@ class Schedule:
     program: ProgramId | None = None  # launched on each fire (via the job queue) instead of a plain fire
     constraints: tuple[Constraint, ...] = ()
     timeout: PendingTimeout | None = None
+    retry: RetryPolicy | None = None  # FAILED runs of its jobs run again
+    time_limit_ms: int | None = None  # a run still going this long after it started is stopped (KILLED)
 
     @property
     def group(self) -> str | None:
@@ -189,6 +192,8 @@ class Schedule:
         if self.program is None:
             if self.constraints or self.timeout is not None:
                 raise InvalidSchedule("program", "constraints and timeout need a program to launch")
+            if self.retry is not None or self.time_limit_ms is not None:
+                raise InvalidSchedule("program", "retry and timeLimitMs need a program to launch")
             if not isinstance(self.trigger, CronTrigger | FrequencyTrigger):
                 raise InvalidSchedule("program", "an event or composite trigger needs a program to launch")
         else:
@@ -200,6 +205,13 @@ class Schedule:
             self._validate_constraints()
         if self.timeout is not None and not 0 < self.timeout.timeout_ms <= MAX_CATCH_UP_WINDOW_MS:
             raise InvalidSchedule("timeout.timeoutMs", f"must be between 1 and {MAX_CATCH_UP_WINDOW_MS}")
+        if self.retry is not None:
+            try:
+                self.retry.validate()
+            except InvalidRunPolicy as exc:
+                raise InvalidSchedule(exc.field, exc.message) from None
+        if self.time_limit_ms is not None and not 1_000 <= self.time_limit_ms <= MAX_TIME_LIMIT_MS:
+            raise InvalidSchedule("timeLimitMs", f"must be between 1000 and {MAX_TIME_LIMIT_MS}")
 
     def _validate_constraints(self) -> None:
         if len(self.constraints) > MAX_CONSTRAINTS:

@@ -123,7 +123,64 @@ def judge(
     return Verdict.ACCEPTED, ""
 
 
-MAX_RUNS_KEPT = 100  # ended run records kept per program, newest last (live ones are always kept)
+MAX_ATTEMPTS = 100
+MAX_RETRY_DELAY_MS = 7 * 86_400_000
+MAX_TIME_LIMIT_MS = 7 * 86_400_000
+
+
+class InvalidRunPolicy(ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field, self.message = field, message
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """A FAILED run of a job runs again (a new run of the same job, its attempt number one more) after a
+    backoff, until `max_attempts` runs were made. STOPPED (a user's stop) and KILLED are never retried."""
+
+    max_attempts: int
+    initial_delay_ms: int = 10_000
+    multiplier: float = 2.0
+    max_delay_ms: int = 600_000
+
+    def delay_ms(self, attempt: int) -> int:
+        """The backoff before attempt `attempt` (2 for the first retry)."""
+        return int(min(self.max_delay_ms, self.initial_delay_ms * self.multiplier ** max(attempt - 2, 0)))
+
+    def retries(self, attempt: int, status: RunStatus) -> bool:
+        """Whether a run of attempt `attempt` that ended `status` is run again."""
+        return status is RunStatus.FAILED and attempt < self.max_attempts
+
+    def validate(self, field: str = "retry") -> None:
+        if not 1 <= self.max_attempts <= MAX_ATTEMPTS:
+            raise InvalidRunPolicy(f"{field}.maxAttempts", f"must be between 1 and {MAX_ATTEMPTS}")
+        for name, value in (("initialDelayMs", self.initial_delay_ms), ("maxDelayMs", self.max_delay_ms)):
+            if not 0 <= value <= MAX_RETRY_DELAY_MS:
+                raise InvalidRunPolicy(f"{field}.{name}", f"must be between 0 and {MAX_RETRY_DELAY_MS}")
+        if not 1.0 <= self.multiplier <= 100.0:
+            raise InvalidRunPolicy(f"{field}.multiplier", "must be between 1 and 100")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "maxAttempts": self.max_attempts,
+            "initialDelayMs": self.initial_delay_ms,
+            "multiplier": self.multiplier,
+            "maxDelayMs": self.max_delay_ms,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> RetryPolicy:
+        return cls(d["maxAttempts"], d["initialDelayMs"], float(d["multiplier"]), d["maxDelayMs"])
+
+
+def run_id_of(job_id: str, attempt: int) -> str:
+    """A run's id: its job's id for the first attempt, `<job id>~<attempt>` for a retry."""
+    return job_id if attempt <= 1 else f"{job_id}~{attempt}"
+
+
+MAX_RUNS_KEPT = 100  # ended run records kept per program by default, newest last (live ones: always)
+MAX_RUN_AGE_MS = 30 * 86_400_000  # and for how long by default
 
 
 @dataclass
@@ -142,6 +199,8 @@ class RunRecord:
     error: str = ""
     transitions: list[list[Any]] = field(default_factory=list)  # [status, at]
     launcher: str = ""  # the launcher that holds (held) it
+    attempt: int = 1  # 1 for the first run of its job, 2 for its first retry, ...
+    time_limit_ms: int | None = None  # its schedule's time limit (launched again: the same)
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -179,8 +238,12 @@ def apply_transition(record: RunRecord, status: str, at: int, error: str = "", l
     return True
 
 
-def keep_records(records: list[RunRecord]) -> list[RunRecord]:
-    """The records kept: every live run, and the newest MAX_RUNS_KEPT ended ones, in their order."""
+def keep_records(
+    records: list[RunRecord], now: int, max_runs: int = MAX_RUNS_KEPT, max_age_ms: int = MAX_RUN_AGE_MS
+) -> list[RunRecord]:
+    """The records kept: every live run, and of the ended ones the newest `max_runs` that ended within
+    `max_age_ms` of `now`, in their order."""
     ended = [r for r in records if RunStatus(r.status).terminal]
-    dropped = {id(r) for r in ended[:-MAX_RUNS_KEPT]} if len(ended) > MAX_RUNS_KEPT else set()
-    return [r for r in records if id(r) not in dropped]
+    recent = [r for r in ended if (r.ended_at or r.created_at) >= now - max_age_ms]
+    kept = {id(r) for r in recent[len(recent) - max_runs :]} if max_runs > 0 else set()
+    return [r for r in records if not RunStatus(r.status).terminal or id(r) in kept]

@@ -32,6 +32,7 @@ from scheduler.domain.model import (
     TimeUnit,
     Trigger,
 )
+from scheduler.domain.runs import MAX_ATTEMPTS, MAX_RETRY_DELAY_MS, MAX_TIME_LIMIT_MS, RetryPolicy
 from scheduler.domain.triggers.kinds import LONG_MAX as _LONG_MAX
 from scheduler.domain.triggers.kinds import TRIGGER_KINDS, ProgramField, trigger_from_json
 from scheduler.domain.triggers.kinds import In as _In
@@ -64,6 +65,17 @@ class TimeoutIn(_In):
     action: TimeoutAction = TimeoutAction.DISCARD
 
 
+class RetryIn(_In):
+    """Retries of a schedule's FAILED runs, with exponential backoff (STOPPED and KILLED never retried)."""
+
+    maxAttempts: int = Field(ge=1, le=MAX_ATTEMPTS, description="runs of a job in all, the first included")
+    initialDelayMs: int = Field(10_000, ge=0, le=MAX_RETRY_DELAY_MS, description="backoff before the 2nd")
+    multiplier: float = Field(
+        2.0, ge=1.0, le=100.0, description="each further backoff is this many times longer"
+    )
+    maxDelayMs: int = Field(600_000, ge=0, le=MAX_RETRY_DELAY_MS, description="the longest backoff")
+
+
 def _trigger(t: Any) -> Trigger:
     return trigger_from_json(t.model_dump())
 
@@ -84,6 +96,13 @@ class ScheduleBody(_In):
     program: ProgramField | None = None
     constraints: list[ConstraintIn] = Field(default_factory=list, max_length=MAX_CONSTRAINTS)
     timeout: TimeoutIn | None = None
+    retry: RetryIn | None = None
+    timeLimitMs: int | None = Field(
+        None,
+        ge=1_000,
+        le=MAX_TIME_LIMIT_MS,
+        description="a run still going this long after it started is stopped and ends KILLED",
+    )
 
     def to_schedule(self, key: ScheduleKey) -> Schedule:
         return Schedule(
@@ -99,6 +118,8 @@ class ScheduleBody(_In):
             timeout=None
             if self.timeout is None
             else PendingTimeout(self.timeout.timeoutMs, self.timeout.action),
+            retry=None if self.retry is None else RetryPolicy.from_json(self.retry.model_dump()),
+            time_limit_ms=self.timeLimitMs,
         )
 
 
@@ -187,6 +208,8 @@ def schedule_json(state: ScheduleState, next_fire_at: int | None) -> dict[str, A
         "program": None if s.program is None else s.program.id,
         "constraints": [constraint_json(c) for c in s.constraints],
         "timeout": None if s.timeout is None else s.timeout.to_json(),
+        "retry": None if s.retry is None else s.retry.to_json(),
+        "timeLimitMs": s.time_limit_ms,
         "nextFireAt": next_fire_at,
     }
 

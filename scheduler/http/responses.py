@@ -59,6 +59,13 @@ class Timeout(Answer):
     action: str
 
 
+class Retry(Answer):
+    maxAttempts: int
+    initialDelayMs: int
+    multiplier: float
+    maxDelayMs: int
+
+
 class Schedule(Answer):
     key: str
     tenant: str
@@ -77,6 +84,8 @@ class Schedule(Answer):
     program: str | None
     constraints: list[Constraint]
     timeout: Timeout | None
+    retry: Retry | None = None
+    timeLimitMs: int | None = None
     nextFireAt: Ms | None = Field(description="null when disabled or event-triggered only")
 
 
@@ -146,6 +155,8 @@ class Job(Answer):
     blockedBy: str | None = Field(None, description="the constraint holding it")
     reason: str | None = None
     checkAt: Ms | None = Field(None, description="next check; null: when a run of the program changes")
+    attempt: int | None = Field(None, description="1; 2 and on: a retry of a job whose run FAILED")
+    runId: str | None = Field(None, description="the run it will be: its job id, `~<attempt>` for a retry")
 
 
 class Jobs(Answer):
@@ -177,6 +188,9 @@ class Run(Answer):
     error: str | None = None
     transitions: list[list[Any]] | None = None
     launcher: str | None = Field(None, description="the launcher that holds (held) it")
+    attempt: int | None = Field(
+        None, description="1 for the first run of its job, 2 for its first retry, ..."
+    )
     program_status: str | None = Field(None, description="seed 004's user-facing status of its state")
 
 
@@ -200,9 +214,9 @@ class ProgramStatus(Answer):
     lastRun: Run | None
 
 
-class StopAccepted(Answer):
+class RunActionAccepted(Answer):
     runId: str
-    action: Literal["stop"]
+    action: Literal["stop", "suspend", "resume"]
 
 
 class Health(Answer):
@@ -231,6 +245,6 @@ MODELS: tuple[type[BaseModel], ...] = (
     Run,
     Runs,
     ProgramStatus,
-    StopAccepted,
+    RunActionAccepted,
     Health,
 )

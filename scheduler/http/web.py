@@ -58,7 +58,7 @@ from scheduler.http.api import (
     validation_errors,
 )
 from scheduler.http.cluster import ROUTED_HEADER, Cluster, Unavailable
-from scheduler.launcher.launcher import stop_request
+from scheduler.launcher.launcher import RUN_ACTION_NEEDS, RunAction, control_request
 from scheduler.wire.codec import (
     command_from_task_definition_record,
     decode_json,
@@ -422,6 +422,17 @@ class Handlers:
         return call.answer(out.ProgramAccepted, {"program": program_id}, 202)
 
     async def stop_run(self, call: Call) -> Response:
+        return await self._control_run(call, "stop")
+
+    async def suspend_run(self, call: Call) -> Response:
+        return await self._control_run(call, "suspend")
+
+    async def resume_run(self, call: Call) -> Response:
+        return await self._control_run(call, "resume")
+
+    async def _control_run(self, call: Call, action: RunAction) -> Response:
+        """A user's stop, suspend or resume of a run: a request on the launcher control topic, for the
+        launcher that holds the run (a stop of a run not started yet is applied by its job queue too)."""
         program_id, run_id = call.program, call.params["run_id"]
         try:
             owner = self.cluster.owner(program_id.encode())
@@ -442,7 +453,12 @@ class Handlers:
         state = RunStatus(run["status"])
         if state.terminal:
             return call.error(409, error="conflict", reason=f"run already {run['status']}")
-        if state in (RunStatus.PENDING, RunStatus.PREPARING):
+        needed = RUN_ACTION_NEEDS.get(action)
+        if needed is not None and state is not needed:
+            return call.error(
+                409, error="conflict", reason=f"run is {state.value}: only a {needed.value} run can {action}"
+            )
+        if action == "stop" and state in (RunStatus.PENDING, RunStatus.PREPARING):
             # not started: its program's job queue ends it at once (a launcher that takes it later, or
             # holds the claim, sees it ended and does not run it)
             cancelled = RunStatusChanged(
@@ -458,10 +474,10 @@ class Handlers:
         await self.worker.send_keyed(
             self.worker.settings.launcher_control_topic,
             run_id.encode(),
-            stop_request(run_id, program_id),
+            control_request(action, run_id, program_id),
             partition=None,
         )
-        return call.answer(out.StopAccepted, {"runId": run_id, "action": "stop"}, 202)
+        return call.answer(out.RunActionAccepted, {"runId": run_id, "action": action}, 202)
 
     # --- one-key queries: answered by the key's owner -----------------------------------------
 
@@ -801,6 +817,8 @@ ROUTES: list[Route] = [
     Route("GET", f"{_PROGRAM}/runs", H.program_runs, guard="namespace"),
     # Run ids contain '/' (they are job ids): the stop route must be matched before the one-run route.
     Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/stop", H.stop_run, guard="namespace"),
+    Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/suspend", H.suspend_run, guard="namespace"),
+    Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/resume", H.resume_run, guard="namespace"),
     Route("GET", f"{_PROGRAM}/runs/{{run_id:.+}}", H.one_run, guard="namespace"),
     Route("GET", "/health", H.health),
 ]
@@ -836,4 +854,6 @@ def _job_json(job: Job) -> dict[str, Any]:
         "blockedBy": job.blocked_by,
         "reason": job.reason,
         "checkAt": job.check_at,
+        "attempt": job.attempt,
+        "runId": job.run_id,
     }

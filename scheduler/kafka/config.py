@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from scheduler.domain.runs import MAX_RUN_AGE_MS, MAX_RUNS_KEPT
+
 BrokerProfile = Literal["kafka", "tansu"]
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,8 @@ ENV_VARS = {
     "SCHEDULER_RUN_LEASE_MS": "run_lease_ms",
     "SCHEDULER_RUN_PENDING_TIMEOUT_MS": "run_pending_timeout_ms",
     "SCHEDULER_LAUNCHER_DRAIN_S": "launcher_drain_s",
+    "SCHEDULER_RUN_HISTORY_MAX": "run_history_max",
+    "SCHEDULER_RUN_HISTORY_MAX_AGE_MS": "run_history_max_age_ms",
 }
 
 
@@ -106,6 +110,9 @@ class Settings(BaseModel):
     run_pending_timeout_ms: int = Field(600_000, ge=1_000, le=7 * 86_400_000)
     # a stopping launcher waits this long for its runs to end before it leaves them to their leases
     launcher_drain_s: float = Field(300.0, ge=0, le=86_400)
+    # ended run records kept per program: the newest this many, that ended within this age
+    run_history_max: int = Field(MAX_RUNS_KEPT, ge=0, le=100_000)
+    run_history_max_age_ms: int = Field(MAX_RUN_AGE_MS, ge=0)
 
     def model_post_init(self, _context: Any) -> None:
         if not self.commands_topic:

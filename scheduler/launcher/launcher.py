@@ -11,8 +11,10 @@ job queue of the run's program (scheduler.worker.job_queue) judges every report 
   renewing (dead, cut off, frozen) is FAILED by the job queue, and a holder that sees one of its runs
   ended by somebody else (lease lost, stopped before it started) kills what is left of it;
 - runs die with their launcher (a parent-death signal), so nothing runs on that nobody watches.
-Stop requests come from the control topic, read from its beginning (a day is kept) before any launch: a
-stop sent while no launcher was up still applies. A stopping launcher takes no more launches and lets its
+Stop, suspend and resume requests come from the control topic, read from its beginning (a day is kept)
+before any launch: a stop sent while no launcher was up still applies. Suspend and resume pause and wake
+the run's process group (SIGSTOP, SIGCONT): on Spark `local[*]` that is the whole run; on a cluster, the
+driver (no new tasks are scheduled; running ones finish). A stopping launcher takes no more launches and lets its
 runs finish (SCHEDULER_LAUNCHER_DRAIN_S), then leaves what is left to the leases.
 """
 
@@ -28,7 +30,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import ConsumerStoppedError
@@ -48,6 +50,9 @@ REPORTED_STATES = frozenset({RunStatus.REQUESTING_RESOURCES, RunStatus.INITIALIZ
 ERROR_TAIL_CHARS = 2_000
 MAX_STOPS_REMEMBERED = 10_000
 STOP_GRACE_S = 10.0  # SIGTERM, then SIGKILL after this
+RunAction = Literal["stop", "suspend", "resume"]
+#: the state a run must be in for a user's suspend or resume (a stop takes any live run)
+RUN_ACTION_NEEDS: dict[str, RunStatus] = {"suspend": RunStatus.RUNNING, "resume": RunStatus.SUSPENDED}
 
 
 def now_ms() -> int:
@@ -64,6 +69,7 @@ class _Run:
     claimed_at: int = 0
     process: asyncio.subprocess.Process | None = None
     stopping: bool = False  # a user's stop: it ends STOPPED
+    killed_for: str = ""  # why the scheduler killed it (past its time limit): it ends KILLED
     abandoned: bool = False  # ended by somebody else (lease lost, stopped before it started): no report
     output: list[str] = field(default_factory=list)
 
@@ -113,6 +119,8 @@ class Launcher:
             "status": status.value,
             "launcher": self.name,
             "leaseMs": str(self.settings.run_lease_ms),
+            "jobId": run.request["jobId"],
+            "attempt": str(run.request.get("attempt") or 1),
         }
         if error:
             payload["error"] = error[-ERROR_TAIL_CHARS:]
@@ -198,7 +206,7 @@ class Launcher:
         except DecodeError as exc:
             log.error("undecodable launch request dropped: %s", exc)
             return
-        run_id = request["jobId"]
+        run_id = request.get("runId") or request["jobId"]
         p = request["program"]
         program = f"{p['namespace']}/{p['application']}/{p['type']}/{p['name']}"
         claim = self.claims.get(run_id)
@@ -261,7 +269,8 @@ class Launcher:
             **os.environ,
             **program_env(spec, {}),
             "SCHEDULER_RUN_ID": run.run_id,
-            "SCHEDULER_JOB_ID": run.run_id,
+            "SCHEDULER_JOB_ID": request["jobId"],
+            "SCHEDULER_ATTEMPT": str(request.get("attempt") or 1),
             "SCHEDULER_PROGRAM": run.program,
             "SCHEDULER_SCHEDULE": f"{request['schedule']['tenant']}/{request['schedule']['name']}",
             "SCHEDULER_ARGS": json.dumps(request["arguments"]),
@@ -303,20 +312,24 @@ class Launcher:
         )
         if spec.kind != "pyspark":
             await self.publish(run, RunStatus.RUNNING)
-        assert run.process.stdout is not None
-        async for raw in run.process.stdout:
-            line = raw.decode(errors="replace").rstrip()
-            state = line.removeprefix(STATE_MARKER)
-            if state != line and state in REPORTED_STATES:
-                if not run.stopping and not run.abandoned:
-                    await self.publish(run, RunStatus(state))
-                continue
-            run.output.append(line)
-            del run.output[:-50]
-        code = await run.process.wait()
+        limit = None
+        limit_ms = run.request.get("timeLimitMs") or spec.timeLimitMs  # (the schedule's, else the program's)
+        if limit_ms is not None:
+            why = f"time limit of {limit_ms / 1000:g} s exceeded"
+            limit = asyncio.get_running_loop().call_later(
+                limit_ms / 1000, lambda: asyncio.create_task(self._kill(run, why))
+            )
+        try:
+            code = await self._follow_output(run)
+        finally:
+            if limit is not None:
+                limit.cancel()
         if run.abandoned:
             return
-        if run.stopping:
+        if run.killed_for:
+            await self.publish(run, RunStatus.KILLED, run.killed_for)
+            self.stats["killed"] += 1
+        elif run.stopping:
             await self.publish(run, RunStatus.STOPPED, "stopped on request")
             self.stats["stopped"] += 1
         elif code == 0:
@@ -332,6 +345,30 @@ class Launcher:
             tail = "\n".join(run.output[-20:])
             await self.publish(run, RunStatus.FAILED, f"exit code {code}\n{tail}")
             self.stats["failed"] += 1
+
+    async def _follow_output(self, run: _Run) -> int:
+        """The run's output until it ends (its state lines reported, the rest kept for an error); its
+        exit code."""
+        assert run.process is not None and run.process.stdout is not None
+        async for raw in run.process.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            state = line.removeprefix(STATE_MARKER)
+            if state != line and state in REPORTED_STATES:
+                if not run.stopping and not run.abandoned:
+                    await self.publish(run, RunStatus(state))
+                continue
+            run.output.append(line)
+            del run.output[:-50]
+        return await run.process.wait()
+
+    async def _kill(self, run: _Run, why: str) -> None:
+        """The scheduler ends a run (past its time limit): STOPPING, its process group ended as for a
+        stop, then KILLED with `why`."""
+        if run.stopping or run.abandoned or run.process is None or run.process.returncode is not None:
+            return
+        run.killed_for, run.stopping = why, True
+        await self.publish(run, RunStatus.STOPPING)
+        await self._end_process(run)
 
     def _signal(self, run: _Run, sig: signal.Signals) -> None:
         if run.process is not None and run.process.returncode is None:
@@ -353,12 +390,34 @@ class Launcher:
         await self.publish(run, RunStatus.STOPPING)
         if run.process is None:
             return True  # not spawned yet: _run_to_end sees the stop
+        await self._end_process(run)
+        return True
+
+    async def _end_process(self, run: _Run) -> None:
+        """SIGTERM to the run's process group (a suspended one woken to hear it), SIGKILL after a grace."""
+        assert run.process is not None
         self._signal(run, signal.SIGTERM)
-        self._signal(run, signal.SIGCONT)  # (a suspended run must wake to hear it)
+        self._signal(run, signal.SIGCONT)
         try:
             await asyncio.wait_for(run.process.wait(), STOP_GRACE_S)
         except TimeoutError:
             self._signal(run, signal.SIGKILL)
+
+    async def pause_run(self, run_id: str, suspend: bool) -> bool:
+        """A user's suspend (SUSPENDING, SIGSTOP to the run's process group, SUSPENDED) or resume
+        (RESUMING, SIGCONT, RUNNING). A request that does not fit the run's state is ignored."""
+        run = self.runs.get(run_id)
+        needed = RUN_ACTION_NEEDS["suspend" if suspend else "resume"]
+        if run is None or run.process is None or run.stopping or run.abandoned or run.status is not needed:
+            return False
+        if suspend:
+            await self.publish(run, RunStatus.SUSPENDING)
+            self._signal(run, signal.SIGSTOP)
+            await self.publish(run, RunStatus.SUSPENDED)
+        else:
+            await self.publish(run, RunStatus.RESUMING)
+            self._signal(run, signal.SIGCONT)
+            await self.publish(run, RunStatus.RUNNING)
         return True
 
     async def _follow_control(self) -> None:
@@ -390,12 +449,16 @@ class Launcher:
             kind, run_id = command["type"], command["runId"]
         except (ValueError, KeyError, TypeError):
             return
-        if kind == "stop" and isinstance(run_id, str):
+        if not isinstance(run_id, str):
+            return
+        if kind == "stop":
             self.stops[run_id] = now_ms()
             while len(self.stops) > MAX_STOPS_REMEMBERED:
                 del self.stops[next(iter(self.stops))]
             if run_id in self.runs or run_id in self.claims:
                 asyncio.create_task(self.stop_run(run_id))
+        elif kind in RUN_ACTION_NEEDS and run_id in self.runs:  # (others' runs, or past ones: not ours)
+            asyncio.create_task(self.pause_run(run_id, suspend=kind == "suspend"))
 
     async def _follow_transitions(self) -> None:
         """The accepted transitions (program-status topic) from now on: claims won or lost, runs ended."""
@@ -456,5 +519,6 @@ def program_key_bytes(program: str) -> bytes:
     return program_key(ProgramId.parse(program)).encode()
 
 
-def stop_request(run_id: str, program: str) -> bytes:
-    return encode_json({"type": "stop", "runId": run_id, "program": program})
+def control_request(action: RunAction, run_id: str, program: str) -> bytes:
+    """A request of the launcher control topic (keyed by run id)."""
+    return encode_json({"type": action, "runId": run_id, "program": program})

@@ -34,6 +34,7 @@ from scheduler.domain.model import (
     ScheduleState,
     TimeUnit,
 )
+from scheduler.domain.runs import RetryPolicy
 from scheduler.domain.triggers.kinds import (
     program_from_avro,
     program_to_avro,
@@ -62,20 +63,33 @@ READER_TRIGGER_DEPTH = 2 * MAX_TRIGGER_DEPTH
 @cache
 def schemas() -> dict[str, Any]:
     """The schemas of avro/, as written (what we encode with)."""
-    return _parse_schemas(reader=False)
+    return _parse_schemas(avro_dir(), reader=False)
 
 
 @cache
 def _reader_schemas() -> dict[str, Any]:
     """The same with CompositeTrigger unrolled to READER_TRIGGER_DEPTH levels (what we decode with)."""
-    return _parse_schemas(reader=True)
+    return _parse_schemas(avro_dir(), reader=True)
 
 
-def _parse_schemas(reader: bool) -> dict[str, Any]:
-    """Every schema of avro/, each parsed once the types it names are (a file may name any other)."""
+@cache
+def released_schemas() -> list[tuple[str, dict[str, Any]]]:
+    """The schemas of each released version (avro/released/<version>/), newest first: what an older
+    producer (a worker, launcher or client not yet upgraded) wrote, and older changelog records hold."""
+    released = avro_dir() / "released"
+    versions = sorted(
+        (p for p in released.iterdir() if p.is_dir()) if released.is_dir() else (),
+        key=lambda p: tuple(int(x) for x in p.name.split(".")),
+        reverse=True,
+    )
+    return [(v.name, _parse_schemas(v, reader=True)) for v in versions]
+
+
+def _parse_schemas(directory: Path, reader: bool) -> dict[str, Any]:
+    """Every schema of `directory`, each parsed once the types it names are (a file may name any other)."""
     named: dict[str, Any] = {}
     parsed: dict[str, Any] = {}
-    pending = {p.stem: json.loads(p.read_text()) for p in sorted(avro_dir().glob("*.avsc"))}
+    pending = {p.stem: json.loads(p.read_text()) for p in sorted(directory.glob("*.avsc"))}
     while pending:
         before = len(pending)
         for name, raw in list(pending.items()):
@@ -91,7 +105,7 @@ def _parse_schemas(reader: bool) -> dict[str, Any]:
             named, parsed[name] = trial, schema
             del pending[name]
         if len(pending) == before:
-            raise ValueError(f"avro/: {sorted(pending)} name types no schema defines")
+            raise ValueError(f"{directory}: {sorted(pending)} name types no schema defines")
     return parsed
 
 
@@ -141,8 +155,14 @@ def decode(schema_name: str, data: bytes | None, max_bytes: int | None = None) -
     return _decode(schema_name, data, max_bytes)[0]
 
 
-def _decode(schema_name: str, data: bytes | None, max_bytes: int | None) -> tuple[dict[str, Any], bytes]:
-    """The record, and the bytes it was read from (the message's, or those after Confluent framing)."""
+def _decode(
+    schema_name: str, data: bytes | None, max_bytes: int | None
+) -> tuple[dict[str, Any], bytes | None]:
+    """The record, and the bytes it was read from (the message's, or those after Confluent framing; None
+    when an older released schema wrote them: the record then has the defaults of the fields added
+    since). A schema evolves by fields added at the end of a record, each with a default, and enum symbols
+    added at the end: bytes of a released version then never read as the current one (they end before
+    its new fields), and are read with that version as the writer's schema."""
     if data is None:
         raise DecodeError("message has no value")
     if max_bytes is not None and len(data) > max_bytes:
@@ -150,34 +170,41 @@ def _decode(schema_name: str, data: bytes | None, max_bytes: int | None) -> tupl
     candidates = [data]
     if len(data) > 5 and data[0] == 0:
         candidates.append(data[5:])  # Confluent framing
+    reader = _reader_schemas()[schema_name]
     error: Exception | None = None
-    for payload in candidates:
-        buf = io.BytesIO(payload)
-        try:
-            record = fastavro.schemaless_reader(
-                buf,
-                _reader_schemas()[schema_name],
-                None,
-                return_record_name=True,
-                return_record_name_override=True,
-            )
-        except IndexError:
-            error = DecodeError(
-                "unknown enum symbol or union branch (an action or unit this schema does not have, "
-                f"or AND/OR triggers nested deeper than {READER_TRIGGER_DEPTH})"
-            )
+    for writers in (_reader_schemas(), *(w for _, w in released_schemas())):
+        writer = writers.get(schema_name)
+        if writer is None:
             continue
-        except Exception as exc:  # fastavro raises many types on garbage
-            error = exc
-            continue
-        if buf.tell() != len(payload):
-            error = DecodeError(f"{len(payload) - buf.tell()} trailing bytes")
-            continue
-        assert isinstance(record, dict)
-        return record, payload
+        for payload in candidates:
+            try:
+                return _read(payload, writer, reader), payload if writers is _reader_schemas() else None
+            except Exception as exc:  # fastavro raises many types on garbage
+                error = exc if error is None else error  # (what the current schema found wrong)
     if isinstance(error, DecodeError):
         raise DecodeError(f"not a valid Avro {schema_name}: {error}")
     raise DecodeError(f"not a valid Avro {schema_name}: {type(error).__name__}: {error}")
+
+
+def _read(payload: bytes, writer: Any, reader: Any) -> dict[str, Any]:
+    buf = io.BytesIO(payload)
+    try:
+        record = fastavro.schemaless_reader(
+            buf,
+            writer,
+            None if reader is writer else reader,
+            return_record_name=True,
+            return_record_name_override=True,
+        )
+    except IndexError:
+        raise DecodeError(
+            "unknown enum symbol or union branch (an action or unit this schema does not have, "
+            f"or AND/OR triggers nested deeper than {READER_TRIGGER_DEPTH})"
+        ) from None
+    if buf.tell() != len(payload):
+        raise DecodeError(f"{len(payload) - buf.tell()} trailing bytes")
+    assert isinstance(record, dict)
+    return record
 
 
 def encode_json(obj: Any) -> bytes:
@@ -234,6 +261,8 @@ def schedule_to_avro(s: Schedule) -> dict[str, Any]:
         "program": None if s.program is None else program_to_avro(s.program),
         "constraints": [c.to_avro() for c in s.constraints],
         "timeout": None if s.timeout is None else s.timeout.to_json(),
+        "retry": None if s.retry is None else s.retry.to_json(),
+        "timeLimitMs": s.time_limit_ms,
     }
 
 
@@ -250,6 +279,8 @@ def schedule_from_avro(rec: dict[str, Any]) -> Schedule:
         program=None if rec.get("program") is None else program_from_avro(rec["program"]),
         constraints=tuple(Constraint.from_avro(c) for c in rec.get("constraints") or ()),
         timeout=None if timeout is None else PendingTimeout.from_json(timeout),
+        retry=None if rec.get("retry") is None else RetryPolicy.from_json(rec["retry"]),
+        time_limit_ms=rec.get("timeLimitMs"),
     )
 
 
@@ -283,7 +314,7 @@ def _avro_command_with_schedule(data: bytes | None) -> tuple[ScheduleCommand, by
     rec, payload = _decode("ScheduleCommand", data, MAX_MESSAGE_BYTES)
     sched = rec["schedule"]
     schedule_avro = None
-    if sched is not None and rec.get("fireRange") is None:
+    if sched is not None and rec.get("fireRange") is None and payload is not None:  # (current bytes only)
         start = _skip_string(payload, _skip_string(payload, 0))  # the key: tenant, name
         start = _skip_long(payload, _skip_long(payload, start))  # the action, the union branch
         schedule_avro = payload[start:-1]
@@ -364,7 +395,7 @@ class _Reader:
 
 def _read_time_command(data: bytes | None) -> tuple[ScheduleCommand, bytes | None] | None:
     """decode_command_with_schedule by hand for a command with no schedule, or one with a cron or frequency
-    trigger and no program, constraints nor timeout (~3x faster than fastavro's reader plus building the
+    trigger and no program, constraints, timeout, retry nor time limit (~3x faster than fastavro's reader plus building the
     model from its dicts). None for anything else, and for anything unusual in the bytes: the Avro reader
     then decodes it, or raises the DecodeError. Unit-tested: equal to the Avro reader's result on every
     command the fuzz generators make, valid or not."""
@@ -397,7 +428,8 @@ def _read_time_command(data: bytes | None) -> tuple[ScheduleCommand, bytes | Non
             r.pos += 1
             catch_up = sym.catch_up[r.index(len(sym.catch_up))]
             window = r.long()
-            if r.long() or r.long() or r.long():  # program, constraints (an empty array), timeout
+            # program, constraints (an empty array), timeout, retry, timeLimitMs
+            if r.long() or r.long() or r.long() or r.long() or r.long():
                 raise _Defer
             end = r.pos
             same = tenant == key.tenant and name == key.name

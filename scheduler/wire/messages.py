@@ -198,7 +198,17 @@ class CheckConstraints:
 JobQueueMessage = JobTriggered | RunStatusChanged | CancelJobs | AdoptQueue | CheckConstraints
 
 #: what a status event's payload may say of its job, kept with the run's record
-RUN_DETAILS = ("jobId", "schedule", "arguments", "error", "triggeredAt", "launcher", "leaseMs", "attempt")
+RUN_DETAILS = (
+    "jobId",
+    "schedule",
+    "arguments",
+    "error",
+    "triggeredAt",
+    "launcher",
+    "leaseMs",
+    "attempt",
+    "timeLimitMs",
+)
 
 
 def encode_job_queue_message(m: JobQueueMessage) -> bytes:

@@ -63,62 +63,56 @@ def launch_request(launch: Launch) -> bytes:
         {"timestamp": e.get("timestamp", 0), "eventType": e["eventType"], "payload": e.get("payload") or {}}
         for e in job.events
     ]
-    return _launch_request(
-        job.job_id,
-        job.schedule,
-        job.program,
-        job.arguments,
-        job.triggered_at,
-        launch.launched_at,
-        launch.forced,
-        events,
+    return encode(
+        "LaunchRequest",
+        {
+            **_launched(job.job_id, job.schedule, job.program, job.arguments, job.triggered_at),
+            "launchedAt": launch.launched_at,
+            "forced": launch.forced,
+            "events": events,
+            "runId": job.run_id,
+            "attempt": job.attempt,
+            "timeLimitMs": job.time_limit_ms,
+        },
     )
 
 
 def relaunch_request(record: RunRecord, now: int) -> bytes:
     """The launch request of a run launched again (its claim's launcher was lost before it started it)."""
-    return _launch_request(
-        record.job_id or record.run_id,
-        record.schedule,
-        record.program,
-        record.arguments,
-        record.triggered_at or record.created_at,
-        now,
-        False,
-        [],
-    )
-
-
-def _launch_request(
-    job_id: str,
-    schedule: str,
-    program_id: str,
-    arguments: dict[str, str],
-    triggered_at: int,
-    launched_at: int,
-    forced: bool,
-    events: list[dict[str, Any]],
-) -> bytes:
-    tenant, _, name = schedule.partition("/")
-    program = ProgramId.parse(program_id)
+    job_id = record.job_id or record.run_id
+    triggered_at = record.triggered_at or record.created_at
     return encode(
         "LaunchRequest",
         {
-            "jobId": job_id,
-            "schedule": {"tenant": tenant, "name": name},
-            "program": {
-                "namespace": program.namespace,
-                "application": program.application,
-                "type": program.type,
-                "name": program.name,
-            },
-            "arguments": arguments,
-            "triggeredAt": triggered_at,
-            "launchedAt": launched_at,
-            "forced": forced,
-            "events": events,
+            **_launched(job_id, record.schedule, record.program, record.arguments, triggered_at),
+            "launchedAt": now,
+            "forced": False,
+            "events": [],
+            "runId": record.run_id,
+            "attempt": record.attempt,
+            "timeLimitMs": record.time_limit_ms,
         },
     )
+
+
+def _launched(
+    job_id: str, schedule: str, program_id: str, arguments: dict[str, str], triggered_at: int
+) -> dict[str, Any]:
+    """What a launch request says of the job it launches."""
+    tenant, _, name = schedule.partition("/")
+    program = ProgramId.parse(program_id)
+    return {
+        "jobId": job_id,
+        "schedule": {"tenant": tenant, "name": name},
+        "program": {
+            "namespace": program.namespace,
+            "application": program.application,
+            "type": program.type,
+            "name": program.name,
+        },
+        "arguments": arguments,
+        "triggeredAt": triggered_at,
+    }
 
 
 class CheckTimer:
@@ -261,13 +255,16 @@ class JobQueueAgent:
         job = launch.job
         payload = {
             "programId": job.program,
-            "runId": job.job_id,
+            "runId": job.run_id,
             "status": "PENDING",
             "jobId": job.job_id,
             "schedule": job.schedule,
             "arguments": json.dumps(job.arguments),
             "triggeredAt": str(job.triggered_at),
+            "attempt": str(job.attempt),
         }
+        if job.time_limit_ms is not None:
+            payload["timeLimitMs"] = str(job.time_limit_ms)
         value = encode(
             "Notification",
             {"timestamp": launch.launched_at, "eventType": "program-status", "payload": payload},
@@ -354,6 +351,10 @@ class JobQueueAgent:
                 else None,
                 transitions=[[status.status, status.at]],
                 launcher=launcher,
+                attempt=int(details["attempt"]) if details.get("attempt", "").isdigit() else 1,
+                time_limit_ms=int(details["timeLimitMs"])
+                if details.get("timeLimitMs", "").isdigit()
+                else None,
             )
             if RunStatus(status.status).terminal:
                 record.ended_at = status.at
@@ -362,7 +363,9 @@ class JobQueueAgent:
         else:
             apply_transition(record, status.status, status.at, details.get("error", ""), launcher)
         self.worker.counts.runs[status.status] += 1
-        self.worker.run_records[key] = encode_json([r.to_json() for r in keep_records(records)])
+        settings = self.worker.settings
+        kept = keep_records(records, status.at, settings.run_history_max, settings.run_history_max_age_ms)
+        self.worker.run_records[key] = encode_json([r.to_json() for r in kept])
 
     async def _publish(self, status: RunStatusChanged) -> None:
         """An accepted transition, on the program-status topic: what fires program-status triggers and

@@ -35,6 +35,12 @@ class ProgramSpec(BaseModel):
     argv: list[str] = Field(default_factory=list, max_length=256, description="command: the argv to run")
     master: str | None = Field(None, max_length=512, description="pyspark: Spark master (default: config)")
     env: dict[str, str] = Field(default_factory=dict, max_length=128)
+    timeLimitMs: int | None = Field(
+        None,
+        ge=1_000,
+        le=7 * 86_400_000,
+        description="a run still going this long after it started is stopped and ends KILLED",
+    )
     description: str = Field("", max_length=1024)
 
     def problems(self) -> list[tuple[str, str]]:

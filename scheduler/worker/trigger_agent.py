@@ -60,7 +60,7 @@ def job_arguments(state: ScheduleState, events: list[dict[str, Any]]) -> dict[st
 def new_job(
     state: ScheduleState, jid: str, arguments: dict[str, str], now: int, events: list[dict[str, Any]]
 ) -> Job:
-    """A job of the schedule's program, carrying its constraints and timeout."""
+    """A job of the schedule's program, carrying its constraints, timeout, retry policy and time limit."""
     s = state.schedule
     assert s.program is not None
     return Job(
@@ -74,6 +74,8 @@ def new_job(
         constraints=s.constraints,
         timeout=s.timeout,
         events=events,
+        retry=s.retry,
+        time_limit_ms=s.time_limit_ms,
     )
 
 

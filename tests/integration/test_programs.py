@@ -501,3 +501,112 @@ async def test_sigterm_of_a_standalone_launcher_lets_its_run_finish_and_takes_no
         kill_group(launcher)
     assert runs[-1]["status"] == "COMPLETED", runs[-1]
     assert code == 0, (tmp_path / "l.log").read_text()[-2000:]
+
+
+def cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scheduler", *args, "--url", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "SCHEDULER_TOKEN"},
+    )
+
+
+async def test_a_pyspark_run_suspended_over_http_makes_no_progress_until_resumed_with_the_cli(
+    launching_worker, tmp_path
+):
+    """Seed 004's SUSPENDING -> SUSPENDED -> RESUMING -> RUNNING: the run's process group is paused (its
+    Spark driver and local executors), and goes on where it was."""
+    ticks = tmp_path / "ticks"
+    script = tmp_path / "ticking.py"
+    script.write_text(
+        "import time\n"
+        "for _ in range(25):\n"
+        "    with open(args['out'], 'a') as f:\n"
+        "        f.write('x')\n"
+        "    time.sleep(0.2)\n"
+    )
+    async with Api(launching_worker.url) as api:
+        await api.register(INGEST, {"kind": "pyspark", "target": str(script)})
+        await api.create(
+            {
+                "tenant": "demo",
+                "name": "tick",
+                "trigger": soon(0.5),
+                "program": INGEST,
+                "data": {"out": str(ticks)},
+            }
+        )
+        [run] = await wait_run(api, INGEST, lambda runs: bool(runs) and runs[-1]["status"] == "RUNNING", 120)
+        path = f"/programs/{INGEST}/runs/{run['run_id']}"
+        early = await api.client.post(f"{path}/resume")  # not suspended
+        while not ticks.exists() or len(ticks.read_text()) < 3:
+            await asyncio.sleep(0.1)
+        r = await api.client.post(f"{path}/suspend")
+        assert r.status_code == 202, r.text
+        await wait_run(api, INGEST, lambda runs: runs[-1]["status"] == "SUSPENDED", 30)
+        paused_at = len(ticks.read_text())
+        await asyncio.sleep(2.5)  # (a tick every 0.2 s while it runs)
+        paused_for = len(ticks.read_text()) - paused_at
+        again = await api.client.post(f"{path}/suspend")  # already suspended
+        resumed = await asyncio.to_thread(cli, launching_worker.url, "runs", "resume", INGEST, run["run_id"])
+        [run] = await wait_run(api, INGEST, ended, 120)
+    assert early.status_code == 409 and again.status_code == 409
+    assert paused_for == 0, "the run went on while SUSPENDED"
+    assert resumed.returncode == 0 and "resume requested" in resumed.stdout, resumed.stderr
+    states = [t[0] for t in run["transitions"]]
+    assert states[states.index("SUSPENDING") :] == [
+        "SUSPENDING",
+        "SUSPENDED",
+        "RESUMING",
+        "RUNNING",
+        "COMPLETED",
+    ]
+    assert len(ticks.read_text()) == 25
+
+
+async def test_a_run_over_its_time_limit_is_stopped_and_ends_killed(launching_worker):
+    """The limit of the run's schedule, else of its program: STOPPING, then KILLED with why."""
+    sleep = command(sys.executable, "-c", "import time; time.sleep(60)")
+    async with Api(launching_worker.url) as api:
+        await api.register(SLEEPER, {**sleep, "timeLimitMs": 2_000})
+        await api.register(SH_OK, {**sleep, "timeLimitMs": 600_000})
+        await api.create({"tenant": "demo", "name": "long", "trigger": soon(0.5), "program": SLEEPER})
+        await api.create(
+            {"tenant": "demo", "name": "capped", "trigger": soon(0.5), "program": SH_OK, "timeLimitMs": 3_000}
+        )
+        [by_program] = await wait_run(api, SLEEPER, ended, timeout_s=60)
+        [by_schedule] = await wait_run(api, SH_OK, ended, timeout_s=60)
+    for run, limit_s in ((by_program, 2), (by_schedule, 3)):
+        assert run["status"] == "KILLED" and run["error"] == f"time limit of {limit_s} s exceeded", run
+        assert [t[0] for t in run["transitions"]][-3:] == ["RUNNING", "STOPPING", "KILLED"]
+        assert limit_s * 1000 <= run["ended_at"] - run["started_at"] < 15_000
+
+
+async def test_a_failing_program_is_retried_with_backoff_then_given_up(launching_worker):
+    """Each attempt a run of the same job (`<job id>~<attempt>`), after 1 s, then 2 s; three runs in all."""
+    async with Api(launching_worker.url) as api:
+        await api.register(SH_FAIL, command(sys.executable, "-c", "import sys; sys.exit(3)"))
+        await api.create(
+            {
+                "tenant": "demo",
+                "name": "flaky",
+                "trigger": soon(0.5),
+                "program": SH_FAIL,
+                "retry": {"maxAttempts": 3, "initialDelayMs": 1_000, "multiplier": 2},
+            }
+        )
+        runs = await wait_run(api, SH_FAIL, lambda r: len(r) == 3 and ended(r), timeout_s=90)
+        await asyncio.sleep(5)  # (a fourth would have come 4 s after the third)
+        after = (await api.client.get(f"/programs/{SH_FAIL}/runs")).json()["runs"]
+        pending = await api.jobs(schedule="demo/flaky")
+    job_id = runs[0]["job_id"]
+    assert [(r["run_id"], r["job_id"], r["attempt"], r["status"]) for r in runs] == [
+        (job_id, job_id, 1, "FAILED"),
+        (f"{job_id}~2", job_id, 2, "FAILED"),
+        (f"{job_id}~3", job_id, 3, "FAILED"),
+    ]
+    for before, retry, backoff_ms in ((runs[0], runs[1], 1_000), (runs[1], runs[2], 2_000)):
+        assert retry["created_at"] - before["ended_at"] >= backoff_ms, (before, retry)
+    assert len(after) == 3 and pending["jobs"] == []

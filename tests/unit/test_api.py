@@ -186,6 +186,8 @@ def test_schedule_json_shape() -> None:
         "program": None,
         "constraints": [],
         "timeout": None,
+        "retry": None,
+        "timeLimitMs": None,
         "nextFireAt": T0 + 60_000,
     }
     assert schedule_json(STATES[1], None)["trigger"] == {

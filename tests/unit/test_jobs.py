@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from scheduler.domain.constraints import (
 )
 from scheduler.domain.jobs import (
     MAX_EVENTS_PER_JOB,
+    RETRY_BACKOFF,
     Job,
     ProgramQueue,
     add_job,
@@ -29,7 +31,7 @@ from scheduler.domain.jobs import (
     next_lease_check,
 )
 from scheduler.domain.model import TimeUnit
-from scheduler.domain.runs import Verdict
+from scheduler.domain.runs import RetryPolicy, Verdict
 
 pytestmark = pytest.mark.unit
 
@@ -501,3 +503,66 @@ def test_a_group_queue_leaves_its_programs_runs_to_their_own_queues() -> None:
     apply_status(group, "r", "RUNNING", T0, "acme/app/workflow/a", launcher="l1", lease_ms=LEASE)
     assert group.active == {"r": "RUNNING"}
     assert lost_runs(group, {}, T0, T0 + HOUR, PENDING_TIMEOUT) == []
+
+
+# --- retries --------------------------------------------------------------------------------------------
+
+POLICY = RetryPolicy(max_attempts=3, initial_delay_ms=1_000, multiplier=2.0, max_delay_ms=1_500)
+
+
+def test_the_backoff_grows_by_its_multiplier_up_to_its_maximum() -> None:
+    assert [POLICY.delay_ms(attempt) for attempt in (2, 3, 4)] == [1_000, 1_500, 1_500]
+
+
+def _fail(q: ProgramQueue, run_id: str, at: int, status: str = "FAILED") -> None:
+    for i, s in enumerate(["PREPARING", "STARTING", "RUNNING", status]):
+        apply_status(q, run_id, s, at + i, launcher="l1", lease_ms=LEASE)
+
+
+def test_a_failed_job_is_retried_with_backoff_as_new_runs_of_the_same_job_then_given_up() -> None:
+    q = queue()
+    add_job(q, replace(job("j1"), retry=POLICY))
+    [first] = check(q, T0)
+    assert first.job.run_id == "j1" and first.job.attempt == 1
+    _fail(q, "j1", T0 + 10)
+    assert check(q, T0 + 13) == []  # waiting for its backoff (1 s from the failure at T0 + 13)
+    [waiting] = q.jobs
+    assert (waiting.blocked_by, waiting.check_at) == (RETRY_BACKOFF, T0 + 13 + 1_000)
+    assert waiting.reason == "attempt 2 of 3 after a backoff of 1 s"
+    [second] = check(q, T0 + 13 + 1_000)
+    assert (second.job.job_id, second.job.run_id, second.job.attempt) == ("j1", "j1~2", 2)
+    _fail(q, "j1~2", T0 + 2_000)
+    [third] = check(q, T0 + 2_003 + 1_500)
+    assert third.job.run_id == "j1~3"
+    _fail(q, "j1~3", T0 + 5_000)
+    assert q.jobs == [] and check(q, T0 + HOUR) == []  # three runs in all: given up
+    assert q.retries == {}
+
+
+@pytest.mark.parametrize("end", ["STOPPED", "KILLED", "COMPLETED"])
+def test_a_run_that_ends_other_than_failed_is_not_retried(end: str) -> None:
+    q = queue()
+    add_job(q, replace(job("j1"), retry=POLICY))
+    check(q, T0)
+    _fail(q, "j1", T0 + 10, status=end)
+    assert q.jobs == [] and q.retries == {}
+
+
+def test_a_new_trigger_does_not_merge_into_a_retry_waiting_for_its_backoff() -> None:
+    q = queue()
+    add_job(q, replace(job("j1"), retry=POLICY))
+    check(q, T0)
+    _fail(q, "j1", T0 + 10)
+    check(q, T0 + 20)
+    assert add_job(q, job("j2")) is True
+    assert [(j.job_id, j.attempt) for j in q.jobs] == [("j1", 2), ("j2", 1)]
+
+
+def test_a_retry_waiting_in_the_queue_round_trips_through_json() -> None:
+    q = queue()
+    add_job(q, replace(job("j1"), retry=POLICY, time_limit_ms=60_000))
+    check(q, T0)
+    assert ProgramQueue.from_json(json.loads(json.dumps(q.to_json()))).to_json() == q.to_json()
+    _fail(q, "j1", T0 + 10)
+    back = ProgramQueue.from_json(json.loads(json.dumps(q.to_json())))
+    assert back.jobs == q.jobs and back.jobs[0].retry == POLICY and back.jobs[0].time_limit_ms == 60_000

@@ -308,12 +308,21 @@ def test_a_claim_names_the_records_holder_and_another_launcher_cannot_move_it() 
 def test_records_kept_are_every_live_run_and_the_newest_ended_ones() -> None:
     live = record(S.RUNNING)
     ended = [
-        RunRecord(run_id=f"e{i}", program="p", status="COMPLETED", created_at=i)
+        RunRecord(run_id=f"e{i}", program="p", status="COMPLETED", created_at=i, ended_at=i)
         for i in range(MAX_RUNS_KEPT + 5)
     ]
-    kept = keep_records([live, *ended])
+    kept = keep_records([live, *ended], now=1_000)
     assert kept[0] is live  # however old, a live run's record stays
     assert [r.run_id for r in kept[1:]] == [f"e{i}" for i in range(5, MAX_RUNS_KEPT + 5)]
+
+
+def test_ended_records_older_than_the_age_limit_go_and_a_count_of_zero_keeps_live_runs_only() -> None:
+    live = record(S.RUNNING)
+    old, young = (
+        RunRecord(run_id=i, program="p", status="FAILED", ended_at=at) for i, at in (("o", 10), ("y", 90))
+    )
+    assert keep_records([old, live, young], now=100, max_runs=10, max_age_ms=50) == [live, young]
+    assert keep_records([old, live, young], now=100, max_runs=0) == [live]
 
 
 def test_a_record_round_trips_through_json_and_ignores_what_it_does_not_know() -> None:
