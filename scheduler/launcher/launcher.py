@@ -30,6 +30,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -45,7 +46,7 @@ from scheduler.worker.programs import ProgramRegistry, ProgramSpec, program_env
 
 log = logging.getLogger(__name__)
 
-#: the states a run's own output may report
+#: the states a run's own output may report (a PySpark run's runner; a command that says `reportsRunning`)
 REPORTED_STATES = frozenset({RunStatus.REQUESTING_RESOURCES, RunStatus.INITIALIZING, RunStatus.RUNNING})
 ERROR_TAIL_CHARS = 2_000
 MAX_STOPS_REMEMBERED = 10_000
@@ -261,7 +262,10 @@ class Launcher:
     def _argv(self, spec: ProgramSpec) -> list[str]:
         if spec.kind == "command":
             return list(spec.argv)
-        return [sys.executable, "-m", "scheduler.launcher.spark_runner", spec.target]
+        master = spec.master or self.settings.spark_master
+        if master.startswith("local"):
+            return [sys.executable, "-m", "scheduler.launcher.spark_runner", spec.target]
+        return spark_submit(master, spec.target)
 
     def _env(self, run: _Run, spec: ProgramSpec) -> dict[str, str]:
         request = run.request
@@ -310,7 +314,7 @@ class Launcher:
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
         )
-        if spec.kind != "pyspark":
+        if spec.kind == "command" and not spec.reportsRunning:
             await self.publish(run, RunStatus.RUNNING)
         limit = None
         limit_ms = run.request.get("timeLimitMs") or spec.timeLimitMs  # (the schedule's, else the program's)
@@ -511,6 +515,27 @@ class Launcher:
                 if not run.abandoned and not run.status.terminal:
                     with contextlib.suppress(Exception):
                         await self.publish(run, run.status)
+
+
+def spark_submit(master: str, target: str) -> list[str]:
+    """spark-submit of the runner to a cluster's master (client mode: the driver runs here, under the
+    launcher; executors on the cluster's workers, with this Python)."""
+    from scheduler.launcher import spark_runner
+
+    submit = shutil.which("spark-submit", path=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+    if submit is None:
+        raise RuntimeError("spark-submit not found: pip install 'kafka-job-scheduler[spark]'")
+    return [
+        submit,
+        "--master",
+        master,
+        "--conf",
+        f"spark.pyspark.python={sys.executable}",
+        "--conf",
+        f"spark.pyspark.driver.python={sys.executable}",
+        spark_runner.__file__,
+        target,
+    ]
 
 
 def program_key_bytes(program: str) -> bytes:

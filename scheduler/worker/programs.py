@@ -35,6 +35,11 @@ class ProgramSpec(BaseModel):
     argv: list[str] = Field(default_factory=list, max_length=256, description="command: the argv to run")
     master: str | None = Field(None, max_length=512, description="pyspark: Spark master (default: config)")
     env: dict[str, str] = Field(default_factory=dict, max_length=128)
+    reportsRunning: bool = Field(
+        False,
+        description="command: RUNNING only once it prints the line `SCHEDULER-RUN-STATE RUNNING` (a "
+        "service that is ready to answer); STARTING until then",
+    )
     timeLimitMs: int | None = Field(
         None,
         ge=1_000,

@@ -6,17 +6,20 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from scheduler.domain.model import Action, PartitionTrigger, ProgramId, Schedule, ScheduleCommand, ScheduleKey
 from scheduler.wire.codec import decode, encode_command, key_bytes
 from tests.helpers import Api, TopicReader, WorkerProcess, dead_letter, decode_launch, produce
+from tests.spark_cluster import SparkCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -610,3 +613,86 @@ async def test_a_failing_program_is_retried_with_backoff_then_given_up(launching
     for before, retry, backoff_ms in ((runs[0], runs[1], 1_000), (runs[1], runs[2], 2_000)):
         assert retry["created_at"] - before["ended_at"] >= backoff_ms, (before, retry)
     assert len(after) == 3 and pending["jobs"] == []
+
+
+@pytest.fixture
+def spark_cluster(tmp_path):  # type: ignore[no-untyped-def]
+    cluster = SparkCluster(tmp_path / "spark")
+    cluster.directory.mkdir()
+    yield cluster
+    cluster.stop()
+
+
+async def test_user_stories_1_and_5_a_run_on_a_spark_cluster_requests_resources_until_a_worker_gives_them(
+    launching_worker, spark_cluster, app_id
+):
+    """On a Spark standalone master + worker (pyspark's own jars), submitted with spark-submit: while the
+    cluster has no worker the run shows REQUESTING_RESOURCES (user story 1); it is RUNNING only once an
+    executor was granted (5), and its work ran in the worker's executors."""
+    spark_cluster.start_master()
+    dataset = f"{app_id}.clicks"
+    async with Api(launching_worker.url) as api:
+        await api.register(
+            INGEST,
+            {
+                "kind": "pyspark",
+                "target": "scheduler.examples.pipelines:feed_ingest",
+                "master": spark_cluster.url,
+            },
+        )
+        await api.create(
+            {
+                "tenant": "demo",
+                "name": "ingest",
+                "trigger": soon(),
+                "program": INGEST,
+                "data": {"days": "2", "dataset": dataset},
+            }
+        )
+        await wait_run(api, INGEST, lambda r: bool(r) and r[-1]["status"] == "REQUESTING_RESOURCES", 120)
+        await asyncio.sleep(5)
+        [waiting] = (await api.client.get(f"/programs/{INGEST}/runs")).json()["runs"]
+        status = (await api.client.get(f"/programs/{INGEST}/status")).json()
+        work = await asyncio.to_thread(spark_cluster.start_worker)
+        granted_at = time.time() * 1000
+        [run] = await wait_run(api, INGEST, ended, timeout_s=180)
+    assert waiting["status"] == "REQUESTING_RESOURCES" and status["status"] == "REQUESTING_RESOURCES"
+    assert run["status"] == "COMPLETED", run
+    states = [t[0] for t in run["transitions"]]
+    assert states[states.index("REQUESTING_RESOURCES") :] == [
+        "REQUESTING_RESOURCES",
+        "INITIALIZING",
+        "RUNNING",
+        "COMPLETED",
+    ]
+    assert run["running_at"] >= granted_at - 1_000
+    assert list(work.glob("app-*/*/stderr")), "no executor ran on the worker"
+    written = Path(launching_worker.env["SCHEDULER_DATA_DIR"]) / "datasets" / app_id / "clicks"
+    assert len(list(written.glob("day=*"))) == 2
+
+
+async def test_user_story_3_a_service_is_running_only_once_it_answers_requests(launching_worker):
+    """A command that says `reportsRunning` is STARTING until it prints that it is ready: a request sent
+    the moment its run shows RUNNING is answered."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    service = (
+        "import http.server, time\n"
+        "time.sleep(3)  # (warming up)\n"
+        f"server = http.server.HTTPServer(('127.0.0.1', {port}), http.server.SimpleHTTPRequestHandler)\n"
+        "print('SCHEDULER-RUN-STATE RUNNING', flush=True)\n"
+        "server.serve_forever()\n"
+    )
+    async with Api(launching_worker.url) as api:
+        await api.register(SLEEPER, {**command(sys.executable, "-c", service), "reportsRunning": True})
+        await api.create({"tenant": "demo", "name": "svc", "trigger": soon(0.5), "program": SLEEPER})
+        [starting] = await wait_run(api, SLEEPER, lambda r: bool(r) and r[-1]["status"] == "STARTING", 60)
+        [running] = await wait_run(api, SLEEPER, lambda r: r[-1]["status"] == "RUNNING", 60)
+        async with httpx.AsyncClient() as client:
+            answer = await client.get(f"http://127.0.0.1:{port}/")
+        await api.client.post(f"/programs/{SLEEPER}/runs/{running['run_id']}/stop")
+        [stopped] = await wait_run(api, SLEEPER, ended, 60)
+    assert answer.status_code == 200
+    assert running["running_at"] - running["started_at"] >= 3_000  # not RUNNING while it warmed up
+    assert stopped["status"] == "STOPPED"

@@ -29,8 +29,11 @@ def compose() -> dict:
 
 
 def scheduler_services(c: dict) -> dict[str, dict]:
+    """The services that run the `scheduler` command (the Spark services run the image's spark-class)."""
     return {
-        name: s for name, s in c["services"].items() if s.get("image", "").startswith("kafka-job-scheduler")
+        name: s
+        for name, s in c["services"].items()
+        if s.get("image", "").startswith("kafka-job-scheduler") and "entrypoint" not in s
     }
 
 
@@ -123,7 +126,7 @@ def test_services_select_the_workers():
     docs = k8s_documents()
     sts = next(d for d in docs if d["kind"] == "StatefulSet" and d["metadata"]["name"] == "scheduler-worker")
     labels = sts["spec"]["template"]["metadata"]["labels"]
-    services = [d for d in docs if d["kind"] == "Service"]
+    services = [d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] != "spark-master"]
     assert {s["metadata"]["name"] for s in services} == {"scheduler", "scheduler-workers"}
     for s in services:
         assert s["spec"]["selector"].items() <= labels.items()
@@ -158,3 +161,19 @@ def test_auth_is_on_in_every_deployment_with_a_mounted_token_file_that_parses():
     assert parse_tokens(yaml.safe_load((DEPLOY / "tokens.example.yaml").read_text()))
     example = (DEPLOY / "worker.env.example").read_text()
     assert "SCHEDULER_AUTH=on" in example
+
+
+def test_the_spark_cluster_runs_the_spark_of_the_pyspark_the_image_installs():
+    """Master and workers run pyspark's own jars from the scheduler image, in compose and in k8s; the
+    launchers' master is that cluster."""
+    spark = {n: s for n, s in compose()["services"].items() if n.startswith("spark-")}
+    assert set(spark) == {"spark-master", "spark-worker"}
+    for s in spark.values():
+        assert s["image"] == "kafka-job-scheduler:0.1.0" and s["entrypoint"] == ["spark-class"]
+    deployments = {d["metadata"]["name"]: d for d in k8s_documents() if d["kind"] == "Deployment"}
+    for name, cls in (("spark-master", "master.Master"), ("spark-worker", "worker.Worker")):
+        [ctr] = deployments[name]["spec"]["template"]["spec"]["containers"]
+        assert ctr["command"][:2] == ["spark-class", f"org.apache.spark.deploy.{cls}"]
+    config = next(d for d in k8s_documents() if d["kind"] == "ConfigMap")["data"]
+    assert config["SCHEDULER_SPARK_MASTER"] == "spark://spark-master:7077"
+    assert "pyspark==" in (DEPLOY.parent / "pyproject.toml").read_text()
