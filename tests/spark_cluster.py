@@ -33,6 +33,7 @@ class SparkCluster:
             "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_NO_DAEMONIZE": "1",
             "PYSPARK_PYTHON": sys.executable,
+            "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",  # (its REST port: 6066, as ours)
         }
 
     def _start(self, name: str, *args: str) -> Path:

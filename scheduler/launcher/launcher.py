@@ -283,6 +283,9 @@ class Launcher:
             "SCHEDULER_EVENTS_TOPIC": self.settings.events_topic,
             "SCHEDULER_DATASETS_DIR": str(self.settings.datasets_dir),
             "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
+            # (spark-submit finds pyspark's jars, and its driver and executors run, with this Python)
+            "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+            "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable),
         }
 
     async def _execute(self, run: _Run) -> None:

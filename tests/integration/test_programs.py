@@ -82,7 +82,7 @@ def launching_worker(start_worker):  # type: ignore[no-untyped-def]
     return start_worker(SCHEDULER_LAUNCHER="embedded")
 
 
-async def test_a_pyspark_job_launched_by_a_schedule_runs_and_its_states_arrive_in_order(
+async def test_user_story_5_a_spark_job_launched_by_a_schedule_is_running_only_after_requesting_resources(
     launching_worker, app_id
 ):
     dataset = f"{app_id}.clicks"
@@ -623,7 +623,7 @@ def spark_cluster(tmp_path):  # type: ignore[no-untyped-def]
     cluster.stop()
 
 
-async def test_user_stories_1_and_5_a_run_on_a_spark_cluster_requests_resources_until_a_worker_gives_them(
+async def test_user_story_1_a_run_on_a_small_spark_cluster_shows_it_requests_resources_until_a_worker_has_some(
     launching_worker, spark_cluster, app_id
 ):
     """On a Spark standalone master + worker (pyspark's own jars), submitted with spark-submit: while the
