@@ -406,31 +406,20 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
                 [*_PROGRAM_ID, _RUN_ID],
             )
         },
-        "/programs/{namespace}/{application}/{type}/{name}/runs/{run_id}/stop": {
-            "post": _op(
-                "Stop a run (STOPPING, then STOPPED; a run not started yet: STOPPED at once)",
-                {202: _json(_ref("RunActionAccepted"), "the stop request is on its way to the launcher")},
-                (404, 409, 503),
-                [*_PROGRAM_ID, _RUN_ID],
-                scope=WRITE,
-            )
-        },
-        "/programs/{namespace}/{application}/{type}/{name}/runs/{run_id}/suspend": {
-            "post": _op(
-                "Suspend a RUNNING run (SUSPENDING, then SUSPENDED: its processes are paused)",
-                {202: _json(_ref("RunActionAccepted"), "the request is on its way to the launcher")},
-                (404, 409, 503),
-                [*_PROGRAM_ID, _RUN_ID],
-                scope=WRITE,
-            )
-        },
-        "/programs/{namespace}/{application}/{type}/{name}/runs/{run_id}/resume": {
-            "post": _op(
-                "Resume a SUSPENDED run (RESUMING, then RUNNING)",
-                {202: _json(_ref("RunActionAccepted"), "the request is on its way to the launcher")},
-                (404, 409, 503),
-                [*_PROGRAM_ID, _RUN_ID],
-                scope=WRITE,
+        **{
+            f"/programs/{{namespace}}/{{application}}/{{type}}/{{name}}/runs/{{run_id}}/{action}": {
+                "post": _op(
+                    summary,
+                    {202: _json(_ref("RunActionAccepted"), "the request is on its way to the launcher")},
+                    (404, 409, 503),
+                    [*_PROGRAM_ID, _RUN_ID],
+                    scope=WRITE,
+                )
+            }
+            for action, summary in (
+                ("stop", "Stop a run (STOPPING, then STOPPED; a run not started yet: STOPPED at once)"),
+                ("suspend", "Suspend a RUNNING run (SUSPENDING, then SUSPENDED: its processes are paused)"),
+                ("resume", "Resume a SUSPENDED run (RESUMING, then RUNNING)"),
             )
         },
         "/metrics": {
