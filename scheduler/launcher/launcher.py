@@ -29,6 +29,7 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -103,6 +104,7 @@ class Launcher:
         }
         self._tasks: list[asyncio.Task[None]] = []
         self._launches: AIOKafkaConsumer | None = None
+        self._background: set[asyncio.Task[Any]] = set()  # runs, stops, suspends, time limits
         self._closing = False
         self._control_read = asyncio.Event()
         self._transitions_followed = asyncio.Event()
@@ -248,7 +250,7 @@ class Launcher:
                     return
                 self.runs[run_id] = claim
                 self.stats["launched"] += 1
-                asyncio.create_task(self._execute(claim))
+                self._spawn(self._execute(claim))
             else:  # another launcher's claim came first, the run ended, or it is launched again
                 self.stats["duplicates"] += 1
             return
@@ -324,7 +326,7 @@ class Launcher:
         if limit_ms is not None:
             why = f"time limit of {limit_ms / 1000:g} s exceeded"
             limit = asyncio.get_running_loop().call_later(
-                limit_ms / 1000, lambda: asyncio.create_task(self._kill(run, why))
+                limit_ms / 1000, lambda: self._spawn(self._kill(run, why))
             )
         try:
             code = await self._follow_output(run)
@@ -376,6 +378,12 @@ class Launcher:
         run.killed_for, run.stopping = why, True
         await self.publish(run, RunStatus.STOPPING)
         await self._end_process(run)
+
+    def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
+        """`work` as a task of its own, held until it ends (the loop keeps only weak references)."""
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _signal(self, run: _Run, sig: signal.Signals) -> None:
         if run.process is not None and run.process.returncode is None:
@@ -463,9 +471,9 @@ class Launcher:
             while len(self.stops) > MAX_STOPS_REMEMBERED:
                 del self.stops[next(iter(self.stops))]
             if run_id in self.runs or run_id in self.claims:
-                asyncio.create_task(self.stop_run(run_id))
+                self._spawn(self.stop_run(run_id))
         elif kind in RUN_ACTION_NEEDS and run_id in self.runs:  # (others' runs, or past ones: not ours)
-            asyncio.create_task(self.pause_run(run_id, suspend=kind == "suspend"))
+            self._spawn(self.pause_run(run_id, suspend=kind == "suspend"))
 
     async def _follow_transitions(self) -> None:
         """The accepted transitions (program-status topic) from now on: claims won or lost, runs ended."""
