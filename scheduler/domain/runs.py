@@ -55,7 +55,8 @@ _USER_FACING = {
 S = RunStatus
 _ENDS = {S.FAILED, S.KILLED}  # every live state may fail, or be killed from outside
 TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
-    S.PENDING: frozenset({S.PREPARING, S.STARTING, S.STOPPING, S.STOPPED, *_ENDS}),
+    # (an external system that reports only how a run it took ended: COMPLETED at once)
+    S.PENDING: frozenset({S.PREPARING, S.STARTING, S.STOPPING, S.STOPPED, S.COMPLETED, *_ENDS}),
     # (ours) its launcher was lost before it started the program: launched again, for another to take
     S.PREPARING: frozenset({S.STARTING, S.PENDING, S.STOPPING, S.STOPPED, *_ENDS}),
     # a started program may end before it was seen running

@@ -381,9 +381,9 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
         },
         "/programs/{namespace}/{application}/{type}/{name}/status": {
             "get": _op(
-                "A program's status: its active runs, or its last run's status",
+                "A program's status (seed 004's user-facing one): its newest active run's, or its last run's end",
                 {200: _json(_ref("ProgramStatus"), "the status")},
-                (503,),
+                (404, 503),
                 _PROGRAM_ID,
             )
         },

@@ -62,6 +62,7 @@ VALID = sorted(
         (S.RUNNING, S.COMPLETED),
         (S.STOPPING, S.COMPLETED),  # it ended before the stop bit
         (S.PENDING, S.STOPPED),  # a stop before any launcher took it
+        (S.PENDING, S.COMPLETED),  # an external system that reports only the end
         (S.STARTING, S.RUNNING),  # a command: running at once
         *((live, end) for live in LIVE for end in (S.FAILED, S.KILLED)),
     }
@@ -70,7 +71,6 @@ VALID = sorted(
 INVALID = [
     (S.COMPLETED, S.RUNNING),
     *((S.FAILED, new) for new in S),
-    (S.PENDING, S.COMPLETED),
     (S.PREPARING, S.RUNNING),  # never started
     (S.RUNNING, S.RESUMING),
     (S.RUNNING, S.STOPPED),  # a stop goes through STOPPING
