@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import fastavro
 import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
@@ -146,6 +148,64 @@ async def started_consumer(*topics: str, attempts: int = 5, **config: Any) -> AI
 def on_kafka() -> bool:
     """Whether the tests run on Apache Kafka (transactions) rather than the embedded Tansu broker."""
     return os.environ.get("SCHEDULER_BROKER_PROFILE", "kafka") != "tansu"  # (set by the broker fixture)
+
+
+# light-scheduler's schemas exactly as its documentation gives them (seed 001), parsed here on their own:
+# a plain fastavro producer, not our codec.
+LIGHT_SCHEMAS = {}
+for _schema in [
+    {
+        "namespace": "com.networknt.scheduler",
+        "type": "enum",
+        "name": "TimeUnit",
+        "symbols": ["MILLISECONDS", "SECONDS", "MINUTES", "HOURS", "DAYS"],
+    },
+    {
+        "namespace": "com.networknt.scheduler",
+        "type": "record",
+        "name": "TaskFrequency",
+        "fields": [{"name": "timeUnit", "type": "TimeUnit"}, {"name": "time", "type": "int"}],
+    },
+    {
+        "namespace": "com.networknt.scheduler",
+        "type": "enum",
+        "name": "DefinitionAction",
+        "symbols": ["INSERT", "UPDATE", "DELETE"],
+    },
+    {
+        "namespace": "com.networknt.scheduler",
+        "type": "record",
+        "name": "TaskDefinitionKey",
+        "fields": [{"name": "host", "type": "string"}, {"name": "name", "type": "string"}],
+    },
+    {
+        "namespace": "com.networknt.scheduler",
+        "type": "record",
+        "name": "TaskDefinition",
+        "fields": [
+            {"name": "host", "type": "string"},
+            {"name": "name", "type": "string"},
+            {"name": "action", "type": "DefinitionAction"},
+            {"name": "frequency", "type": ["null", "TaskFrequency"], "default": None},
+            {"name": "topic", "type": "string"},
+            {"name": "start", "type": ["null", "long"], "default": None},
+            {"name": "data", "type": ["null", {"type": "map", "values": "string"}], "default": None},
+        ],
+    },
+]:
+    LIGHT_SCHEMAS[_schema["name"]] = fastavro.parse_schema(_schema, named_schemas=LIGHT_SCHEMAS)
+
+
+def light_encode(name: str, record: dict[str, Any]) -> bytes:
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, LIGHT_SCHEMAS[name], record)
+    return buf.getvalue()
+
+
+def light_decode(name: str, value: bytes) -> dict[str, Any]:
+    record = fastavro.schemaless_reader(io.BytesIO(value), LIGHT_SCHEMAS[name], None)
+    assert isinstance(record, dict)
+    return record
 
 
 class TopicReader:

@@ -464,11 +464,13 @@ async def cmd_schedules_next(client: Client, args: argparse.Namespace) -> None:
 
 
 async def cmd_schedules_run(client: Client, args: argparse.Namespace) -> None:
-    from scheduler.cli.client import parse_instant, parse_schedule_ref
+    from scheduler.cli.client import parse_instant, parse_payload, parse_schedule_ref
 
     tenant, name = parse_schedule_ref(args.schedule)
-    body = {"at": parse_instant(args.at)} if args.at else None
-    answer = await client.action(tenant, name, "run", body)
+    body: dict[str, Any] = {"at": parse_instant(args.at)} if args.at else {}
+    if args.arguments:
+        body["arguments"] = parse_payload(args.arguments)
+    answer = await client.action(tenant, name, "run", body or None)
     _print(args, answer, _accepted(answer, args.schedule))
 
 
@@ -734,9 +736,17 @@ def _add_client_commands(sub: Any) -> None:
     p = leaf(group, "next", cmd_schedules_next, "the next fire times (ISO-8601 UTC and epoch ms)")
     ref(p)
     p.add_argument("-n", type=int, default=10, help="how many (default 10)")
-    p = leaf(group, "run", cmd_schedules_run, "fire a schedule now (or at --at)")
+    p = leaf(group, "run", cmd_schedules_run, "fire a schedule now (or at --at), with runtime arguments")
     ref(p)
     p.add_argument("--at", help="the instant to fire it as (ISO-8601 or epoch ms; default now)")
+    p.add_argument(
+        "--arg",
+        dest="arguments",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a runtime argument, over the schedule's data (a program's job arguments, a fire's data); repeat it",
+    )
     p = leaf(group, "backfill", cmd_schedules_backfill, "fire every due instant in a range")
     ref(p)
     p.add_argument("--from", dest="from_", required=True, help="ISO-8601 (naive = UTC) or epoch ms")

@@ -87,6 +87,13 @@ class ProgramId:
         return cls(*parts)
 
 
+class OutputFormat(StrEnum):
+    """What a schedule without a program sends to its topic on each fire."""
+
+    FIRED_TASK = "FIRED_TASK"  # ours (FiredTask.avsc)
+    TASK_DEFINITION = "TASK_DEFINITION"  # light-scheduler's: its TaskDefinition with start = the fire time
+
+
 class ProgramOutcome(StrEnum):
     """What a program-status trigger waits for; FINISHED is any end (COMPLETED, FAILED, STOPPED, KILLED)."""
 
@@ -98,6 +105,11 @@ class ProgramOutcome(StrEnum):
 
     def matches(self, status: str) -> bool:
         return _OUTCOME_STATUSES[self].__contains__(status)
+
+    @classmethod
+    def _missing_(cls, value: object) -> ProgramOutcome | None:
+        """SUCCESSFUL, as seed 002 (CDAP's TriggerableProgramStatus) writes it, is SUCCEEDED."""
+        return cls.SUCCEEDED if value == "SUCCESSFUL" else None
 
 
 _OUTCOME_STATUSES = {

@@ -10,7 +10,7 @@
 - DISABLE pauses it. ENABLE of an enabled and DISABLE of a disabled schedule are no-ops.
 - UPDATE, DELETE, ENABLE and DISABLE of a schedule that does not exist are refused.
 - RUN fires the schedule once at its instant (a job for a program schedule, a FiredTask otherwise), even
-  when it is disabled; BACKFILL fires every due instant of its time triggers in the range (at most
+  when it is disabled, with its runtime arguments over the schedule's data; BACKFILL fires every due instant of its time triggers in the range (at most
   MAX_BACKFILL_FIRES). Neither changes the schedule; of a schedule that does not exist they are refused.
 A refused command raises CommandRejected and changes nothing; the worker dead-letters it.
 """
@@ -21,7 +21,13 @@ import asyncio
 import dataclasses
 from collections.abc import Iterator
 
-from scheduler.domain.model import Action, InvalidSchedule, ScheduleCommand, ScheduleState
+from scheduler.domain.model import (
+    Action,
+    InvalidSchedule,
+    ScheduleCommand,
+    ScheduleState,
+    validate_string_map,
+)
 
 MAX_BACKFILL_FIRES = 10_000
 #: RUN / BACKFILL instants: from 2000-01-01 to 2200-01-01 (epoch ms)
@@ -52,8 +58,11 @@ def validate_command(cmd: ScheduleCommand) -> None:
                 raise InvalidSchedule(field, "must be epoch milliseconds between 2000 and 2200")
         if end < start:
             raise InvalidSchedule("to", "must not be before 'from'")
+        validate_string_map(cmd.arguments, "arguments")
     elif cmd.fire_range is not None:
         raise InvalidSchedule("fireRange", f"{cmd.action.value} takes no fire range")
+    elif cmd.arguments:
+        raise InvalidSchedule("arguments", f"{cmd.action.value} takes no runtime arguments")
 
 
 def manual_fires(state: ScheduleState, cmd: ScheduleCommand) -> list[int]:

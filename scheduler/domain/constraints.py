@@ -151,7 +151,8 @@ class TimeWindowIn(In):
     start: str = Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
     end: str = Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
     timezone: str = "UTC"
-    onUnmet: UnmetAction = UnmetAction.WAIT
+    #: default (None): SKIP for a schedule triggered by another program's status, WAIT otherwise
+    onUnmet: UnmetAction | None = None
 
 
 class LastRunIn(In):

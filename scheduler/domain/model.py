@@ -17,10 +17,12 @@ from scheduler.domain.basics import GROUP_PATTERN as GROUP_PATTERN
 from scheduler.domain.basics import MAX_SPAN_MS, clean_text
 from scheduler.domain.basics import CatchUpPolicy as CatchUpPolicy
 from scheduler.domain.basics import InvalidSchedule as InvalidSchedule
+from scheduler.domain.basics import OutputFormat as OutputFormat
 from scheduler.domain.basics import ProgramId as ProgramId
 from scheduler.domain.basics import ProgramOutcome as ProgramOutcome
 from scheduler.domain.basics import TimeUnit as TimeUnit
 from scheduler.domain.basics import validate_dataset as validate_dataset
+from scheduler.domain.constraints import UnmetAction
 from scheduler.domain.runs import MAX_TIME_LIMIT_MS, InvalidRunPolicy, RetryPolicy
 from scheduler.domain.triggers.kinds import MAX_CRON_LEN as MAX_CRON_LEN
 from scheduler.domain.triggers.kinds import MAX_FREQUENCY_TIME as MAX_FREQUENCY_TIME
@@ -134,6 +136,14 @@ def trigger_leaves(trigger: Trigger, path: str = "0") -> list[tuple[str, Trigger
     return [(path, trigger)]
 
 
+def default_unmet(trigger: Trigger) -> UnmetAction:
+    """What a time window constraint that does not say does when its job comes outside the window: seed
+    002's scenario 5 — a schedule triggered by another program's status does not run (SKIP); one triggered
+    by time or data waits for the window (WAIT: seed 003's maintenance workflow that runs 10pm-6am)."""
+    watches_a_program = any(leaf.watched_program() is not None for _, leaf in trigger_leaves(trigger))
+    return UnmetAction.SKIP if watches_a_program else UnmetAction.WAIT
+
+
 def group_queue_key(tenant: str, group: str) -> str:
     """The job queue of a concurrency group. A group name is resolved within the schedule's tenant: two
     tenants' groups of the same name are two groups, and neither sees the other's runs."""
@@ -154,6 +164,7 @@ class Schedule:
     timeout: PendingTimeout | None = None
     retry: RetryPolicy | None = None  # FAILED runs of its jobs run again
     time_limit_ms: int | None = None  # a run still going this long after it started is stopped (KILLED)
+    output: OutputFormat = OutputFormat.FIRED_TASK  # what a fire sends to `topic` (no program)
 
     @property
     def group(self) -> str | None:
@@ -179,12 +190,7 @@ class Schedule:
         """validate() but for the key (for a caller that validated it already)."""
         if not _TOPIC_RE.fullmatch(self.topic):
             raise InvalidSchedule("topic", "must be 1-249 characters of [A-Za-z0-9._-]")
-        if len(self.data) > MAX_DATA_ENTRIES:
-            raise InvalidSchedule("data", f"more than {MAX_DATA_ENTRIES} entries")
-        if self.data and (
-            sum(_utf8_len(k, "data") + _utf8_len(v, "data") for k, v in self.data.items()) > MAX_DATA_BYTES
-        ):
-            raise InvalidSchedule("data", f"larger than {MAX_DATA_BYTES} bytes")
+        validate_string_map(self.data, "data")
         if not 0 <= self.catch_up_window_ms <= MAX_CATCH_UP_WINDOW_MS:
             raise InvalidSchedule("catchUpWindowMs", f"must be between 0 and {MAX_CATCH_UP_WINDOW_MS}")
         _check_tree_shape(self.trigger)
@@ -196,6 +202,10 @@ class Schedule:
                 raise InvalidSchedule("program", "retry and timeLimitMs need a program to launch")
             if not isinstance(self.trigger, CronTrigger | FrequencyTrigger):
                 raise InvalidSchedule("program", "an event or composite trigger needs a program to launch")
+        elif self.output is not OutputFormat.FIRED_TASK:
+            raise InvalidSchedule(
+                "output", "a schedule with a program sends LaunchRequests (output FIRED_TASK)"
+            )
         else:
             ProgramId.parse(self.program.id)
             for _, leaf in trigger_leaves(self.trigger):
@@ -225,6 +235,16 @@ class Schedule:
             raise InvalidSchedule(
                 "constraints.concurrency.group", "must be 1-128 characters of [A-Za-z0-9._-]"
             )
+
+
+def validate_string_map(values: dict[str, str], field_name: str) -> None:
+    """A schedule's data or a RUN's arguments: at most MAX_DATA_ENTRIES entries and MAX_DATA_BYTES."""
+    if len(values) > MAX_DATA_ENTRIES:
+        raise InvalidSchedule(field_name, f"more than {MAX_DATA_ENTRIES} entries")
+    if values and (
+        sum(_utf8_len(k, field_name) + _utf8_len(v, field_name) for k, v in values.items()) > MAX_DATA_BYTES
+    ):
+        raise InvalidSchedule(field_name, f"larger than {MAX_DATA_BYTES} bytes")
 
 
 def _check_tree_shape(trigger: Trigger) -> None:
@@ -277,6 +297,7 @@ class ScheduleCommand:
     action: Action
     schedule: Schedule | None = None
     fire_range: tuple[int, int] | None = None  # RUN / BACKFILL: epoch ms, both ends included
+    arguments: dict[str, str] = field(default_factory=dict)  # RUN / BACKFILL: runtime arguments
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,18 +19,21 @@ from scheduler.domain.constraints import (
     Constraint,
     PendingTimeout,
     TimeoutAction,
+    UnmetAction,
 )
 from scheduler.domain.model import (
     MAX_CONSTRAINTS,
     MAX_FREQUENCY_TIME,
     MAX_TRIGGER_LEAVES,
     CatchUpPolicy,
+    OutputFormat,
     ProgramId,
     Schedule,
     ScheduleKey,
     ScheduleState,
     TimeUnit,
     Trigger,
+    default_unmet,
 )
 from scheduler.domain.runs import MAX_ATTEMPTS, MAX_RETRY_DELAY_MS, MAX_TIME_LIMIT_MS, RetryPolicy
 from scheduler.domain.triggers.kinds import LONG_MAX as _LONG_MAX
@@ -80,8 +83,11 @@ def _trigger(t: Any) -> Trigger:
     return trigger_from_json(t.model_dump())
 
 
-def _constraint(c: Any) -> Constraint:
-    return CONSTRAINT_TAGS[c.type].from_fields(c.model_dump(exclude={"type"}))
+def _constraint(c: Any, trigger: Trigger) -> Constraint:
+    fields = c.model_dump(exclude={"type"})
+    if fields.get("onUnmet", UnmetAction.WAIT) is None:  # (a time window that does not say)
+        fields["onUnmet"] = default_unmet(trigger)
+    return CONSTRAINT_TAGS[c.type].from_fields(fields)
 
 
 class ScheduleBody(_In):
@@ -103,23 +109,30 @@ class ScheduleBody(_In):
         le=MAX_TIME_LIMIT_MS,
         description="a run still going this long after it started is stopped and ends KILLED",
     )
+    output: OutputFormat = Field(
+        OutputFormat.FIRED_TASK,
+        description="what a fire sends to topic (no program): FIRED_TASK, or light-scheduler's TaskDefinition "
+        "with start = the fire time (TASK_DEFINITION)",
+    )
 
     def to_schedule(self, key: ScheduleKey) -> Schedule:
+        trigger = _trigger(self.trigger)
         return Schedule(
             key=key,
-            trigger=_trigger(self.trigger),
+            trigger=trigger,
             topic=self.topic,
             data=dict(self.data),
             enabled=self.enabled,
             catch_up=self.catchUp,
             catch_up_window_ms=self.catchUpWindowMs,
             program=None if self.program is None else ProgramId.parse(self.program),
-            constraints=tuple(_constraint(c) for c in self.constraints),
+            constraints=tuple(_constraint(c, trigger) for c in self.constraints),
             timeout=None
             if self.timeout is None
             else PendingTimeout(self.timeout.timeoutMs, self.timeout.action),
             retry=None if self.retry is None else RetryPolicy.from_json(self.retry.model_dump()),
             time_limit_ms=self.timeLimitMs,
+            output=self.output,
         )
 
 
@@ -210,6 +223,7 @@ def schedule_json(state: ScheduleState, next_fire_at: int | None) -> dict[str, A
         "timeout": None if s.timeout is None else s.timeout.to_json(),
         "retry": None if s.retry is None else s.retry.to_json(),
         "timeLimitMs": s.time_limit_ms,
+        "output": s.output.value,
         "nextFireAt": next_fire_at,
     }
 
@@ -226,9 +240,13 @@ _FIRE_MIN, _FIRE_MAX = 946_684_800_000, 7_258_118_400_000  # 2000-01-01 .. 2200-
 
 
 class RunIn(_In):
-    """Body of POST /schedules/{tenant}/{name}/run (optional): fire at `at` (default: now)."""
+    """Body of POST /schedules/{tenant}/{name}/run (optional): fire at `at` (default: now), with runtime
+    `arguments` over the schedule's data (a program's job arguments, a FiredTask's data)."""
 
     at: int | None = Field(None, ge=_FIRE_MIN, le=_FIRE_MAX, description="epoch milliseconds")
+    arguments: dict[str, str] = Field(
+        default_factory=dict, description="runtime arguments, over the schedule's data (limits as data's)"
+    )
 
 
 class BackfillIn(_In):

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
-from scheduler.domain.basics import CatchUpPolicy, TimeUnit
+from scheduler.domain.basics import CatchUpPolicy, OutputFormat, TimeUnit
 from scheduler.domain.runs import RunStatus
 from scheduler.worker.programs import ProgramSpec
 
@@ -86,6 +86,7 @@ class Schedule(Answer):
     timeout: Timeout | None
     retry: Retry | None = None
     timeLimitMs: int | None = None
+    output: OutputFormat = OutputFormat.FIRED_TASK
     nextFireAt: Ms | None = Field(description="null when disabled or event-triggered only")
 
 

@@ -262,7 +262,9 @@ class Handlers:
         """Fire once now (or at `at`), whatever the triggers say: a job for a program schedule."""
         body: RunIn | None = call.body
         at = body.at if body is not None and body.at is not None else self.worker.clock()
-        return await self.submit(call, ScheduleCommand(call.key, Action.RUN, fire_range=(at, at)))
+        arguments = dict(body.arguments) if body is not None else {}
+        cmd = ScheduleCommand(call.key, Action.RUN, fire_range=(at, at), arguments=arguments)
+        return await self.submit(call, cmd)
 
     async def backfill(self, call: Call) -> Response:
         """Fire every due instant of the schedule's time triggers in [from, to] (epoch ms)."""

@@ -61,6 +61,8 @@ ENV_VARS = {
     "SCHEDULER_LAUNCHER_DRAIN_S": "launcher_drain_s",
     "SCHEDULER_RUN_HISTORY_MAX": "run_history_max",
     "SCHEDULER_RUN_HISTORY_MAX_AGE_MS": "run_history_max_age_ms",
+    "SCHEDULER_EVENT_REPLAY_MS": "event_replay_ms",
+    "SCHEDULER_EVENT_REPLAY_MAX": "event_replay_max",
 }
 
 
@@ -113,6 +115,10 @@ class Settings(BaseModel):
     # ended run records kept per program: the newest this many, that ended within this age
     run_history_max: int = Field(MAX_RUNS_KEPT, ge=0, le=100_000)
     run_history_max_age_ms: int = Field(MAX_RUN_AGE_MS, ge=0)
+    # the events of each event key recorded in the last this long (at most this many) are kept, so a
+    # schedule whose trigger index entry comes after an event it watches still gets it
+    event_replay_ms: int = Field(300_000, ge=0, le=86_400_000)
+    event_replay_max: int = Field(100, ge=0, le=10_000)
 
     def model_post_init(self, _context: Any) -> None:
         if not self.commands_topic:

@@ -28,6 +28,7 @@ from scheduler.domain.model import (
     CronTrigger,
     FiredTask,
     FrequencyTrigger,
+    OutputFormat,
     Schedule,
     ScheduleCommand,
     ScheduleKey,
@@ -263,6 +264,7 @@ def schedule_to_avro(s: Schedule) -> dict[str, Any]:
         "timeout": None if s.timeout is None else s.timeout.to_json(),
         "retry": None if s.retry is None else s.retry.to_json(),
         "timeLimitMs": s.time_limit_ms,
+        "output": s.output.value,
     }
 
 
@@ -281,6 +283,7 @@ def schedule_from_avro(rec: dict[str, Any]) -> Schedule:
         timeout=None if timeout is None else PendingTimeout.from_json(timeout),
         retry=None if rec.get("retry") is None else RetryPolicy.from_json(rec["retry"]),
         time_limit_ms=rec.get("timeLimitMs"),
+        output=OutputFormat(rec.get("output") or "FIRED_TASK"),
     )
 
 
@@ -294,6 +297,7 @@ def encode_command(cmd: ScheduleCommand) -> bytes:
             "fireRange": None
             if cmd.fire_range is None
             else {"fromMs": cmd.fire_range[0], "toMs": cmd.fire_range[1]},
+            "arguments": cmd.arguments,
         },
     )
 
@@ -305,7 +309,8 @@ def decode_command(data: bytes | None) -> ScheduleCommand:
 def decode_command_with_schedule(data: bytes | None) -> tuple[ScheduleCommand, bytes | None]:
     """The command, and its schedule's own Avro bytes (for encode_state) when it carries one. A record
     is its fields' encodings end to end, so they are the bytes between the key, action and union branch
-    at the head and the null fireRange (one byte) at the tail: what INSERT and UPDATE carry."""
+    at the head and the null fireRange and empty arguments (a byte each) at the tail: what INSERT and
+    UPDATE carry."""
     fast = _read_time_command(data)
     return fast if fast is not None else _avro_command_with_schedule(data)
 
@@ -314,10 +319,15 @@ def _avro_command_with_schedule(data: bytes | None) -> tuple[ScheduleCommand, by
     rec, payload = _decode("ScheduleCommand", data, MAX_MESSAGE_BYTES)
     sched = rec["schedule"]
     schedule_avro = None
-    if sched is not None and rec.get("fireRange") is None and payload is not None:  # (current bytes only)
+    if (
+        sched is not None
+        and rec.get("fireRange") is None
+        and not rec.get("arguments")
+        and payload is not None
+    ):  # (current bytes only)
         start = _skip_string(payload, _skip_string(payload, 0))  # the key: tenant, name
         start = _skip_long(payload, _skip_long(payload, start))  # the action, the union branch
-        schedule_avro = payload[start:-1]
+        schedule_avro = payload[start:-2]
     return _command(rec, sched), schedule_avro
 
 
@@ -332,6 +342,7 @@ class _Symbols:
         s = schemas()
         fields = {f["name"]: f["type"] for f in s["Schedule"]["fields"]}
         self.actions = [Action(x) for x in s["ScheduleAction"]["symbols"]]
+        self.outputs = [OutputFormat(x) for x in s["OutputFormat"]["symbols"]]
         self.catch_up = [CatchUpPolicy(x) for x in s["CatchUpPolicy"]["symbols"]]
         self.units = [TimeUnit(x) for x in s["TimeUnit"]["symbols"]]
         self.cron = fields["trigger"].index("scheduler.CronTrigger")
@@ -431,6 +442,7 @@ def _read_time_command(data: bytes | None) -> tuple[ScheduleCommand, bytes | Non
             # program, constraints (an empty array), timeout, retry, timeLimitMs
             if r.long() or r.long() or r.long() or r.long() or r.long():
                 raise _Defer
+            output = sym.outputs[r.index(len(sym.outputs))]
             end = r.pos
             same = tenant == key.tenant and name == key.name
             schedule = Schedule(
@@ -441,14 +453,16 @@ def _read_time_command(data: bytes | None) -> tuple[ScheduleCommand, bytes | Non
                 enabled == 1,
                 catch_up,
                 window,
+                output=output,
             )
         fire_range = (r.long(), r.long()) if r.index(2) else None
+        arguments = r.string_map()
     except (_Defer, IndexError, UnicodeDecodeError):
         return None
     if r.pos != len(data):
         return None
-    cmd = ScheduleCommand(key, action, schedule, fire_range)
-    return cmd, data[start:end] if schedule is not None and fire_range is None else None
+    cmd = ScheduleCommand(key, action, schedule, fire_range, arguments)
+    return cmd, data[start:end] if schedule is not None and fire_range is None and not arguments else None
 
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
@@ -462,11 +476,13 @@ def _command(rec: dict[str, Any], sched: dict[str, Any] | None) -> ScheduleComma
         fire_range=None
         if rec.get("fireRange") is None
         else (rec["fireRange"]["fromMs"], rec["fireRange"]["toMs"]),
+        arguments=dict(rec.get("arguments") or {}),
     )
 
 
 def command_from_task_definition(data: bytes | None) -> ScheduleCommand:
-    """light-scheduler's TaskDefinition as a command: INSERT and UPDATE schedule it, enabled."""
+    """light-scheduler's TaskDefinition as a command: INSERT and UPDATE schedule it, enabled, its fires
+    TaskDefinitions as light-scheduler sends them."""
     rec = decode("TaskDefinition", data, MAX_MESSAGE_BYTES)
     return command_from_task_definition_record(rec)
 
@@ -487,6 +503,7 @@ def command_from_task_definition_record(rec: dict[str, Any]) -> ScheduleCommand:
         topic=rec["topic"],
         data=dict(rec.get("data") or {}),
         enabled=True,
+        output=OutputFormat.TASK_DEFINITION,
     )
     return ScheduleCommand(key, action, schedule)
 
@@ -630,6 +647,52 @@ class FiredTaskBytes:
         tail (missed 0, catchUp false). The punctuator builds them before the due instant."""
         head = self.head + _avro_string(self.job_prefix + str(due_at)) + _zigzag(due_at)
         return head, self.data_bytes + b"\x00\x00"
+
+
+class TaskDefinitionBytes:
+    """What light-scheduler sends to a definition's topic when it fires: the TaskDefinition (seed 001's
+    schema, schemaless Avro) with `start` = the due instant, keyed by its TaskDefinitionKey (the same bytes
+    as our ScheduleKey). Everything but `start` is encoded once. The same interface as FiredTaskBytes; it
+    has no firedAt, missed nor catchUp (a catch-up fire is a TaskDefinition like any other)."""
+
+    __slots__ = ("head", "value_head", "value_tail")
+
+    def __init__(self, schedule: Schedule, head: bytes | None = None) -> None:
+        self.head = key_bytes(schedule.key) if head is None else head
+        trigger = schedule.trigger
+        if isinstance(trigger, FrequencyTrigger):  # TaskFrequency: the unit's index, the time (int)
+            frequency = b"\x02" + _zigzag(_symbols().units.index(trigger.unit)) + _zigzag(trigger.time)
+        else:
+            frequency = b"\x00"  # a cron schedule: light-scheduler has no word for it
+        data = schedule.data
+        self.value_head = b"".join(
+            (self.head, b"\x00", frequency, _avro_string(schedule.topic), b"\x02")  # action INSERT; start:
+        )
+        self.value_tail = (
+            b"\x02"
+            + _zigzag(len(data))
+            + b"".join(_avro_string(k) + _avro_string(v) for k, v in data.items())
+            + b"\x00"
+            if data
+            else b"\x00"  # data null
+        )
+
+    def encode(self, due_at: int, fired_at: int = 0, missed: int = 0, catch_up: bool = False) -> bytes:
+        return self.value_head + _zigzag(due_at) + self.value_tail
+
+    def parts(self, due_at: int) -> tuple[bytes, None]:
+        """The whole value (it has no firedAt to put in later)."""
+        return self.encode(due_at), None
+
+
+FireBytes = FiredTaskBytes | TaskDefinitionBytes
+
+
+def fire_bytes(schedule: Schedule, head: bytes | None = None) -> FireBytes:
+    """The encoder of a schedule's fires, as its output format says (head: its key bytes, when known)."""
+    if schedule.output is OutputFormat.TASK_DEFINITION:
+        return TaskDefinitionBytes(schedule, head)
+    return FiredTaskBytes(schedule.key, schedule.data, head)
 
 
 def fired_task_encoder(key: ScheduleKey, data: dict[str, str]) -> Callable[[int, int, int, bool], bytes]:

@@ -20,6 +20,10 @@ from scheduler.wire.codec import decode_json, encode_json
 
 # --- the trigger index ------------------------------------------------------------------------------
 
+#: index entries with this path prefix are group memberships, not triggers; the entry's schedule says
+#: which tenant's group (the path names the group alone, as schedules written before tenant scoping did)
+GROUP_PREFIX = "group:"
+
 
 @dataclass(frozen=True, slots=True)
 class IndexUpdate:
@@ -30,23 +34,32 @@ class IndexUpdate:
     schedule_key: bytes  # the schedules table's key
     version: int  # 0 when the schedule was deleted
     paths: tuple[str, ...]
+    #: when the change was asked for (its command's record timestamp): the events of `event_key` recorded
+    #: since then that the index agent finds in the recent events reach the new version's triggers (0: none)
+    since: int = 0
 
     def encode(self) -> bytes:
-        return encode_json(
-            {
-                "eventKey": self.event_key,
-                "schedule": self.schedule,
-                "scheduleKey": self.schedule_key.hex(),
-                "version": self.version,
-                "paths": list(self.paths),
-            }
-        )
+        d = {
+            "eventKey": self.event_key,
+            "schedule": self.schedule,
+            "scheduleKey": self.schedule_key.hex(),
+            "version": self.version,
+            "paths": list(self.paths),
+        }
+        if self.since:
+            d["since"] = self.since
+        return encode_json(d)
 
     @classmethod
     def decode(cls, value: bytes | None) -> IndexUpdate:
         d = decode_json(value)
         return cls(
-            d["eventKey"], d["schedule"], bytes.fromhex(d["scheduleKey"]), d["version"], tuple(d["paths"])
+            d["eventKey"],
+            d["schedule"],
+            bytes.fromhex(d["scheduleKey"]),
+            d["version"],
+            tuple(d["paths"]),
+            d.get("since", 0),
         )
 
 
@@ -78,6 +91,16 @@ class IndexEntry:
 
     triggers: dict[str, IndexedTrigger] = field(default_factory=dict)
 
+    def added_by(self, update: IndexUpdate) -> list[IndexedTrigger]:
+        """The triggers the update adds (new, or of a newer version), group memberships aside."""
+        known = {k: t.version for k, t in self.triggers.items()}
+        return [
+            IndexedTrigger(update.schedule, update.schedule_key, update.version, path)
+            for path in update.paths
+            if not path.startswith(GROUP_PREFIX)
+            and known.get(f"{update.schedule}#{path}", -1) < update.version
+        ]
+
     def applied(self, update: IndexUpdate) -> IndexEntry:
         """This entry with the update's schedule's triggers replaced by the update's."""
         triggers = {k: t for k, t in self.triggers.items() if t.schedule != update.schedule}
@@ -95,6 +118,46 @@ class IndexEntry:
         if value is None:
             return cls()
         return cls({k: IndexedTrigger.from_json(t) for k, t in decode_json(value)["triggers"].items()})
+
+
+# --- the recent events of an event key -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RecentEvent:
+    """An event (or an accepted run transition) the event agent routed: where it was (`source`: "e<events
+    partition>" or "s<program-status partition>", `position`: its offset), its record's timestamp, and the
+    Notification (Avro-shaped JSON)."""
+
+    source: str
+    position: int
+    recorded_at: int
+    notification: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"s": self.source, "o": self.position, "t": self.recorded_at, "n": self.notification}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> RecentEvent:
+        return cls(d["s"], d["o"], d["t"], d["n"])
+
+
+def encode_recent(events: list[RecentEvent]) -> bytes:
+    """The recent-events table's value of a key: the newest record timestamp first (8 bytes, big-endian:
+    the sweep reads nothing else), then the events as JSON, oldest first."""
+    newest = max((e.recorded_at for e in events), default=0)
+    return newest.to_bytes(8, "big", signed=True) + encode_json([e.to_json() for e in events])
+
+
+def decode_recent(value: bytes | None) -> list[RecentEvent]:
+    if not value:
+        return []
+    return [RecentEvent.from_json(d) for d in decode_json(value[8:])]
+
+
+def recent_newest(value: bytes) -> int:
+    """The newest record timestamp of an encoded recent-events value."""
+    return int.from_bytes(value[:8], "big", signed=True)
 
 
 # --- trigger-fired ------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any, cast
 
 import faust
@@ -52,7 +53,7 @@ from scheduler.wire.codec import (
     encode,
     encode_command,
     encode_state,
-    fired_task_encoder,
+    fire_bytes,
     key_bytes,
     key_from_bytes,
     state_version,
@@ -62,7 +63,7 @@ from scheduler.wire.dead_letters import dead_letter_record, moved_headers, origi
 from scheduler.worker.counters import WorkerCounts
 from scheduler.worker.event_routing import EventRouting
 from scheduler.worker.freeze import FreezeGuard
-from scheduler.worker.hops import agent, safely
+from scheduler.worker.hops import agent, record_time_ms, safely
 from scheduler.worker.ingest import CommandIngest, freeze_long_lived, offset_record
 from scheduler.worker.job_queue import JobQueueAgent
 from scheduler.worker.journal import Journal
@@ -147,6 +148,7 @@ class Worker:
             keep_newest_generation(self.schedules, state_version, stamp="version")
         self.job_queue: Any = raw_table(app, "job-queue", settings.partitions)
         self.run_records: Any = raw_table(app, "run-records", settings.partitions)
+        self.recent_events: Any = raw_table(app, "recent-events", settings.partitions)
         self.registry = ProgramRegistry(
             settings.bootstrap_servers, settings.programs_topic, settings.programs_file
         )
@@ -194,10 +196,21 @@ class Worker:
         self._owned: set[int] = set()  # the partitions of the last assignment restored
         self._staged: list[StagedTable] = []  # with transactions: the agents' tables, written in them
         if self.txns is not None:
-            self.trigger_index, self.trigger_progress, self.job_queue, self.run_records = self._staged = [
-                StagedTable(t, self.txns)
-                for t in (self.trigger_index, self.trigger_progress, self.job_queue, self.run_records)
-            ]
+            tables = (
+                self.trigger_index,
+                self.trigger_progress,
+                self.job_queue,
+                self.run_records,
+                self.recent_events,
+            )
+            self._staged = [StagedTable(t, self.txns) for t in tables]
+            (
+                self.trigger_index,
+                self.trigger_progress,
+                self.job_queue,
+                self.run_records,
+                self.recent_events,
+            ) = self._staged
         self.routing = EventRouting(self)
         self.triggers = TriggerAgent(self)
         self.jobs = JobQueueAgent(self)
@@ -322,7 +335,8 @@ class Worker:
             known = schedule_avro if new.schedule is cmd.schedule else None  # an INSERT's: as it came
             self._write_schedule(partition, kb, encode_state(new, known))
             self.punctuator.upsert(partition, kb, new)
-        await self._lifecycle(partition, kb, cmd, current, new)
+        # when it was asked for: its record's time (an event recorded after it reaches its triggers)
+        await self._lifecycle(partition, kb, cmd, current, new, record_time_ms(msg) or self.clock())
         if new is not None:
             self.triggers.arm_elapsed(partition, kb, new)
         if self.journal is not None:
@@ -335,9 +349,10 @@ class Worker:
         cmd: ScheduleCommand,
         old: ScheduleState | None,
         new: ScheduleState | None,
+        asked_at: int,
     ) -> None:
         """Index, trigger progress and pending jobs follow the schedule (CDAP's update/delete semantics)."""
-        await self.routing.schedule_changed(kb, old, new)
+        await self.routing.schedule_changed(kb, old, new, asked_at)
         if old is None:
             return
         if cmd.action in (Action.UPDATE, Action.DELETE, Action.DISABLE):
@@ -365,6 +380,9 @@ class Worker:
             del progress[kb]
             self.trigger_progress.send_changelog(partition, kb, None)
 
+    def stored_items(self, table: Any, partition: int) -> Iterator[tuple[bytes, bytes]]:
+        return partition_items(table, partition)
+
     def tenant_full(self, partition: int, tenant: str) -> bool:
         """Whether the partition holds its share of the tenant's schedule limit (see tenancy.partition_share)."""
         counts = self._tenant_counts.get(partition)
@@ -391,13 +409,18 @@ class Worker:
             await self.dead_letter(event, f"{cmd.action.value} {cmd.key.id}: {exc}")
             return False
         if s.program is None:
-            encode_fired = fired_task_encoder(s.key, s.data)
+            encode_fired = fire_bytes(replace(s, data={**s.data, **cmd.arguments})).encode
             for due in instants:
                 await self._send_fire(s.topic, kb, encode_fired(due, now, 0, backfill))
         else:
             kind = cmd.action.value.lower()
             for due in instants:
-                arguments = {**job_arguments(state, []), "trigger.eventType": kind, "trigger.due": str(due)}
+                arguments = {
+                    **job_arguments(state, []),
+                    **cmd.arguments,  # the RUN's own, over the schedule's data
+                    "trigger.eventType": kind,
+                    "trigger.due": str(due),
+                }
                 await submit_job(self, state, new_job(state, f"{s.key.id}#{kind}.{due}", arguments, now, []))
         self.counts.events["manualFires"] += len(instants)
         log.info("%s %s: %d fire(s)", cmd.action.value, s.key.id, len(instants))

@@ -9,6 +9,13 @@ trigger-fired messages for the schedules that care, without scanning schedules.
   transition comes back on the program-status topic, co-partitioned with the events, and fires the
   triggers there, and goes to the job queue of each concurrency group (of a tenant) whose schedules launch
   the program (run state for constraints).
+- Events are never lost to timing: a schedule's index entry comes a hop after its command was applied, so
+  an event may come first. Every event routed is kept a while in the recent-events table (per event key:
+  SCHEDULER_EVENT_REPLAY_MS, at most SCHEDULER_EVENT_REPLAY_MAX); an index update that adds a trigger (a
+  new schedule, an update, an enable) hands it the events recorded since its command was (`since`). Reading
+  the index and keeping the event happen with no await between, as do applying an update and reading the
+  recent events: each event reaches each trigger once, live or replayed. An event nobody watches is
+  counted (`unwatched`), not dead-lettered.
 """
 
 from __future__ import annotations
@@ -32,15 +39,20 @@ from scheduler.domain.model import (
 from scheduler.domain.tenancy import schedule_id_tenant
 from scheduler.wire.codec import DecodeError, decode_notification, notification_to_avro
 from scheduler.wire.messages import (
+    GROUP_PREFIX,
     RUN_DETAILS,
     IndexedTrigger,
     IndexEntry,
     IndexUpdate,
+    RecentEvent,
     RunStatusChanged,
     TriggerFired,
+    decode_recent,
     encode_job_queue_message,
+    encode_recent,
+    recent_newest,
 )
-from scheduler.worker.hops import safely
+from scheduler.worker.hops import record_time_ms, safely
 
 if TYPE_CHECKING:
     from faust.types import EventT
@@ -48,11 +60,6 @@ if TYPE_CHECKING:
     from scheduler.worker.ports import RoutingPort
 
 log = logging.getLogger(__name__)
-
-
-#: index entries with this path prefix are group memberships, not triggers; the entry's schedule says
-#: which tenant's group (the path names the group alone, as schedules written before tenant scoping did)
-GROUP_PREFIX = "group:"
 
 
 def event_keys(state: ScheduleState | None) -> dict[str, list[str]]:
@@ -84,11 +91,13 @@ def run_state_queues(program: str, entries: dict[str, IndexedTrigger]) -> list[s
 class EventRouting:
     def __init__(self, worker: RoutingPort) -> None:
         self.worker = worker
+        self._swept: dict[int, int] = {}  # partition -> when its recent events were last swept
 
     async def schedule_changed(
-        self, key: bytes, old: ScheduleState | None, new: ScheduleState | None
+        self, key: bytes, old: ScheduleState | None, new: ScheduleState | None, since: int = 0
     ) -> None:
-        """Point the index at the new definition (every change bumps the version)."""
+        """Point the index at the new definition (every change bumps the version). `since`: when the change
+        was asked for (its command's record timestamp)."""
         new_keys = event_keys(new)  # disabled schedules stay indexed; the trigger agent ignores them
         changed = set(event_keys(old)) | set(new_keys)
         if not changed:  # time triggers only: nothing indexed
@@ -96,7 +105,12 @@ class EventRouting:
         schedule = (new or old).schedule.key.id  # type: ignore[union-attr]
         for ek in changed:
             update = IndexUpdate(
-                ek, schedule, key, new.version if new is not None else 0, tuple(new_keys.get(ek, []))
+                ek,
+                schedule,
+                key,
+                new.version if new is not None else 0,
+                tuple(new_keys.get(ek, [])),
+                since if new is not None else 0,
             )
             await self.worker.send_keyed(self.worker.settings.index_topic, ek.encode(), update.encode())
 
@@ -111,11 +125,22 @@ class EventRouting:
         kb = update.event_key.encode()
         table = self.worker.trigger_index
         raw = table.get(kb)
-        entry = IndexEntry.decode(raw).applied(update)
+        old = IndexEntry.decode(raw)
+        entry = old.applied(update)
         if entry.triggers:
             table[kb] = entry.encode()
         elif raw is not None:
             del table[kb]
+        added = old.added_by(update) if update.since else []
+        if added:  # (no await since the index was written: an event routed from now on finds it)
+            recent = [
+                e for e in decode_recent(self.worker.recent_events.get(kb)) if e.recorded_at >= update.since
+            ]
+            for e in recent:
+                notification = notification_from_json(e.notification)
+                self.worker.counts.events["eventsReplayed"] += len(added)
+                for t in added:
+                    await self._send_fired(t, f"r{e.source}/{update.event_key}", e.position, notification)
 
     async def handle_event(self, event: EventT) -> None:
         """An event of the events topic."""
@@ -136,7 +161,6 @@ class EventRouting:
             # Keyed otherwise by its producer: move it to the partition of its event key.
             await worker.send_keyed(worker.settings.events_topic, kb, bytes(msg.value or b""))
             return
-        worker.counts.events["events"] += 1
         if isinstance(parsed, ProgramStatusEvent):
             # First to its program's job queue, the judge of its runs: what it accepts comes back on the
             # program-status topic (handle_transition) to fire triggers, once.
@@ -146,14 +170,44 @@ class EventRouting:
                 encode_job_queue_message(status_changed(parsed, notification)),
             )
             return
+        worker.counts.events["events"] += 1
         raw = worker.trigger_index.get(kb)
         triggers = {
             k: t for k, t in IndexEntry.decode(raw).triggers.items() if not t.path.startswith(GROUP_PREFIX)
         }
+        self._keep(kb, f"e{msg.partition}", msg, notification)  # (with the read above: no await between)
         if not triggers:
-            await worker.dead_letter(event, f"unknown dataset {parsed.dataset!r}: no schedule triggers on it")
+            worker.counts.events["unwatched"] += 1  # nobody watches it (yet): kept, counted, not an error
             return
         await self._fire(triggers, msg, notification)
+
+    def _keep(self, kb: bytes, source: str, msg: Any, notification: Notification) -> None:
+        """Keep the event among its key's recent events (see the module's words)."""
+        settings = self.worker.settings
+        if settings.event_replay_max == 0 or settings.event_replay_ms == 0:
+            return
+        now = self.worker.clock()
+        table = self.worker.recent_events
+        self._sweep(msg.partition, now)
+        recorded = record_time_ms(msg) or now
+        horizon = now - settings.event_replay_ms
+        kept = [e for e in decode_recent(table.get(kb)) if e.recorded_at >= horizon]
+        if any(e.source == source and e.position == msg.offset for e in kept):
+            return  # a record handled again (at-least-once, without transactions)
+        kept.append(RecentEvent(source, msg.offset, recorded, notification_to_avro(notification)))
+        table[kb] = encode_recent(kept[-settings.event_replay_max :])
+
+    def _sweep(self, partition: int, now: int) -> None:
+        """Once per SCHEDULER_EVENT_REPLAY_MS on each partition: drop the keys with no event that recent."""
+        window = self.worker.settings.event_replay_ms
+        if now - self._swept.get(partition, now - window) < window:
+            return
+        self._swept[partition] = now
+        table = self.worker.recent_events
+        for key, _ in list(self.worker.stored_items(table, partition)):
+            value = table.get(key)  # (what this partition's transaction wrote, if it did)
+            if value is not None and recent_newest(value) < now - window:
+                del table[key]
 
     async def handle_transition(self, event: EventT) -> None:
         """An accepted run transition of the program-status topic (see job_queue.JobQueueAgent._report)."""
@@ -171,21 +225,28 @@ class EventRouting:
         for queue in run_state_queues(parsed.program.id, entries)[1:]:
             await worker.send_keyed(worker.settings.jobs_topic, queue.encode(), status)
         triggers = {k: t for k, t in entries.items() if not t.path.startswith(GROUP_PREFIX)}
+        self._keep(bytes(msg.key or b""), f"s{msg.partition}", msg, notification)  # (no await since the read)
         await self._fire(triggers, msg, notification)
 
     async def _fire(self, triggers: dict[str, IndexedTrigger], msg: Any, notification: Notification) -> None:
+        source = f"{'s' if msg.topic == self.worker.settings.program_status_topic else 'e'}{msg.partition}"
         for t in triggers.values():
-            fired = TriggerFired(
-                t.schedule_key,
-                t.schedule,
-                t.version,
-                t.path,
-                source=f"{'s' if msg.topic == self.worker.settings.program_status_topic else 'e'}{msg.partition}",
-                position=msg.offset,
-                at=notification.timestamp,
-                event=notification_to_avro(notification),
-            )
-            await self.worker.send_keyed(self.worker.settings.trigger_topic, t.schedule_key, fired.encode())
+            await self._send_fired(t, source, msg.offset, notification)
+
+    async def _send_fired(
+        self, t: IndexedTrigger, source: str, position: int, notification: Notification
+    ) -> None:
+        fired = TriggerFired(
+            t.schedule_key,
+            t.schedule,
+            t.version,
+            t.path,
+            source=source,
+            position=position,
+            at=notification.timestamp,
+            event=notification_to_avro(notification),
+        )
+        await self.worker.send_keyed(self.worker.settings.trigger_topic, t.schedule_key, fired.encode())
 
 
 def status_changed(event: ProgramStatusEvent, notification: Notification) -> RunStatusChanged:

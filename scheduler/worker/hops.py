@@ -24,6 +24,15 @@ log = logging.getLogger(__name__)
 Handler = Callable[[Any], Awaitable[None]]
 
 
+def record_time_ms(message: Any) -> int | None:
+    """A record's timestamp in epoch ms: aiokafka's records (our consumer) carry ms as an int, Faust's
+    messages (its agents) seconds as a float. None when it has none."""
+    ts = getattr(message, "timestamp", None)
+    if ts is None or ts <= 0:
+        return None
+    return round(ts * 1000) if isinstance(ts, float) else int(ts)
+
+
 async def safely(worker: Outbox, event: Any, what: str, handle: Handler) -> None:
     """Handle one record; a worker never dies on input: an unexpected error dead-letters it with its reason.
     PartitionGone is not input's fault: the partition's transaction was given up, and its consumer stops."""

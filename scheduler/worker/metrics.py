@@ -247,6 +247,16 @@ class WorkerCollector(Collector):
             counts.events["invalidTransitions"],
         )
         yield _counter("scheduler_events", "Events applied by the event agent", counts.events["events"])
+        yield _counter(
+            "scheduler_events_unwatched",
+            "Events of an event key no schedule watched when they came (kept a while for one that will)",
+            counts.events["unwatched"],
+        )
+        yield _counter(
+            "scheduler_events_replayed",
+            "Recent events handed to a trigger whose index entry came after them (see event_routing)",
+            counts.events["eventsReplayed"],
+        )
 
         partitions = w.active_partitions()
         yield GaugeMetricFamily(
@@ -306,6 +316,7 @@ def register_routes(worker: MetricsPort) -> None:
             "trigger-progress": worker.trigger_progress,
             "job-queue": worker.job_queue,
             "run-records": worker.run_records,
+            "recent-events": worker.recent_events,
         }
     )
     registry = build_registry(worker, sizes)

@@ -44,9 +44,14 @@ class Outbox(Protocol):
 
 
 class RoutingPort(Outbox, Protocol):
-    """The event routing: the trigger index it keeps and reads."""
+    """The event routing: the trigger index it keeps and reads, the recent events it keeps and replays."""
 
     trigger_index: Table
+    recent_events: Table
+
+    def stored_items(self, table: Table, partition: int) -> Iterator[tuple[bytes, bytes]]:
+        """The entries of one partition of a table, as committed."""
+        ...
 
 
 class Arming(Protocol):
@@ -89,6 +94,7 @@ class MetricsPort(Protocol):
     trigger_progress: Table
     job_queue: Table
     run_records: Table
+    recent_events: Table
 
     def active_partitions(self) -> set[int]: ...
 

@@ -32,7 +32,7 @@ from scheduler.domain.triggers import plan_catch_up
 from scheduler.domain.triggers.base import TimeTrigger
 from scheduler.kafka.partitioner import kafka_partition
 from scheduler.kafka.transactions import PartitionGone, owned_by
-from scheduler.wire.codec import FiredTaskBytes, zigzag_long
+from scheduler.wire.codec import fire_bytes, zigzag_long
 from scheduler.wire.messages import TriggerFired
 from scheduler.worker.counters import FireCounts, count_missed
 
@@ -88,7 +88,8 @@ class _Compiled:
     elapsed: tuple[str, ...]
     encode: Callable[[int, int, int, bool], bytes] | None  # fast path
     state: ScheduleState | None  # slow path: the trigger agent decides
-    parts: Callable[[int], tuple[bytes, bytes]] | None = None  # fast path, staged: due -> (head, tail)
+    # fast path, staged: due -> (head, tail): the value is head + firedAt's bytes + tail (tail None: head)
+    parts: Callable[[int], tuple[bytes, bytes | None]] | None = None
     kafka_partition: tuple[int, int] | None = None  # (partition count, partition) of its key on its topic
 
     def leaf(self, path: str) -> TimeTrigger | None:
@@ -104,7 +105,7 @@ def compile_schedule(state: ScheduleState, key: bytes | None = None) -> _Compile
     leaves = tuple(state.time_leaves())
     elapsed = tuple(p for p, t in trigger_leaves(s.trigger) if isinstance(t, ElapsedTrigger))
     if s.program is None and [p for p, _ in leaves] == ["0"]:
-        fired = FiredTaskBytes(s.key, s.data, key)
+        fired = fire_bytes(s, key)
         return _Compiled(s.topic, leaves, elapsed, fired.encode, None, fired.parts)
     return _Compiled(s.topic, leaves, elapsed, None, state)
 
@@ -495,7 +496,7 @@ class Punctuator:
                     zz = zigzag_long(fired_at)
                 fast += 1
                 observed += 1
-                value = item.head + zz + item.tail  # type: ignore[operator]
+                value = item.head + zz + item.tail if item.tail is not None else item.head  # type: ignore[operator]
                 if self._send_batch is not None:
                     owner = item.partition if per_partition else -1
                     grouped.setdefault((item.entry.topic, owner), []).append((item, value))

@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from scheduler.domain.events import InvalidEvent, event_key, parse
+from scheduler.domain.events import InvalidEvent, parse
 from scheduler.domain.jobs import Job
 from scheduler.domain.model import CompositeTrigger, ElapsedTrigger, ScheduleState, job_id, trigger_leaves
 from scheduler.domain.triggers.progress import TriggerProgress, apply, elapsed_due, reset, satisfied
 from scheduler.wire.codec import decode_json, decode_state, encode_json
 from scheduler.wire.messages import JobTriggered, TriggerFired, encode_job_queue_message
-from scheduler.worker.event_routing import event_keys, notification_from_json
+from scheduler.worker.event_routing import notification_from_json
 from scheduler.worker.hops import safely
 
 if TYPE_CHECKING:
@@ -88,17 +88,6 @@ async def submit_job(worker: Outbox, state: ScheduleState, job: Job) -> None:
     )
 
 
-def routed_before_the_index_caught_up(state: ScheduleState, fired: TriggerFired, parsed: Any) -> bool:
-    """An event routed with an older version of the schedule than the one in the table: the trigger index,
-    which a change reaches one hop after the table, had not caught up yet (an update or an enable applied
-    a moment before the event came). It counts for the current version if it happened once that version
-    was active and the current definition still listens to it at the same place in its trigger tree;
-    otherwise it belonged to a definition that is gone."""
-    if parsed is None or fired.version > state.version or fired.at < state.active_since:
-        return False
-    return fired.path in event_keys(state).get(event_key(parsed), [])
-
-
 class TriggerAgent:
     def __init__(self, worker: TriggerPort) -> None:
         self.worker = worker
@@ -130,8 +119,10 @@ class TriggerAgent:
                 parsed = parse(notification)
             except InvalidEvent:
                 return
-        if state.version != fired.version and not routed_before_the_index_caught_up(state, fired, parsed):
-            worker.counts.events["triggersIgnored"] += 1  # updated since
+        if state.version != fired.version:
+            # routed by another version: one that is gone, or the one before this (the index had not caught
+            # up with it yet: the index update of this version hands it the event again, event_routing)
+            worker.counts.events["triggersIgnored"] += 1
             return
         progress = self.load_progress(key, state)
         if progress.seen(fired.source, fired.position):

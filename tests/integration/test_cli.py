@@ -368,7 +368,19 @@ async def test_run_now_and_backfill_fire_the_schedule_at_the_instants_asked(
         await asyncio.to_thread(until, got(url, "acme/manual"), lambda r: r.returncode == 0)
 
         at = "2026-03-01T12:34:56Z"
-        r = await asyncio.to_thread(cli, url, "schedules", "run", "acme/manual", "--at", at)
+        r = await asyncio.to_thread(
+            cli,
+            url,
+            "schedules",
+            "run",
+            "acme/manual",
+            "--at",
+            at,
+            "--arg",
+            "region=eu",
+            "--arg",
+            "date=2026-03-01",
+        )
         assert r.returncode == 0 and r.stdout.strip() == "acme/manual: RUN accepted", r.stderr
         r = await asyncio.to_thread(
             cli,
@@ -393,6 +405,8 @@ async def test_run_now_and_backfill_fire_the_schedule_at_the_instants_asked(
         start + 2 * hour,
         int(datetime(2026, 3, 1, 12, 34, 56, tzinfo=UTC).timestamp() * 1000),
     ]
+    run = max(fires_of(records, "manual"), key=lambda f: f.due_at)  # the RUN's fire carries its arguments
+    assert run.data == {"region": "eu", "date": "2026-03-01"}
     r = await asyncio.to_thread(
         cli, url, "schedules", "backfill", "acme/nope", "--from", "2026-01-01", "--to", "2026-01-02"
     )

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import io
+from functools import partial
 
-import fastavro
 import httpx
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -21,65 +20,19 @@ from scheduler.domain.model import (
 )
 from scheduler.kafka.partitioner import kafka_partition
 from scheduler.wire.codec import encode, encode_command, key_bytes, key_to_avro
-from tests.helpers import TopicReader, dead_letter, fires_of, produce
+from tests.helpers import TopicReader, dead_letter, fires_of, light_decode, light_encode, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
-# light-scheduler's schemas exactly as its documentation gives them (seed 001), parsed here on their own:
-# a plain fastavro producer, not our codec.
-_LIGHT = {}
-for _schema in [
-    {
-        "namespace": "com.networknt.scheduler",
-        "type": "enum",
-        "name": "TimeUnit",
-        "symbols": ["MILLISECONDS", "SECONDS", "MINUTES", "HOURS", "DAYS"],
-    },
-    {
-        "namespace": "com.networknt.scheduler",
-        "type": "record",
-        "name": "TaskFrequency",
-        "fields": [{"name": "timeUnit", "type": "TimeUnit"}, {"name": "time", "type": "int"}],
-    },
-    {
-        "namespace": "com.networknt.scheduler",
-        "type": "enum",
-        "name": "DefinitionAction",
-        "symbols": ["INSERT", "UPDATE", "DELETE"],
-    },
-    {
-        "namespace": "com.networknt.scheduler",
-        "type": "record",
-        "name": "TaskDefinitionKey",
-        "fields": [{"name": "host", "type": "string"}, {"name": "name", "type": "string"}],
-    },
-    {
-        "namespace": "com.networknt.scheduler",
-        "type": "record",
-        "name": "TaskDefinition",
-        "fields": [
-            {"name": "host", "type": "string"},
-            {"name": "name", "type": "string"},
-            {"name": "action", "type": "DefinitionAction"},
-            {"name": "frequency", "type": ["null", "TaskFrequency"], "default": None},
-            {"name": "topic", "type": "string"},
-            {"name": "start", "type": ["null", "long"], "default": None},
-            {"name": "data", "type": ["null", {"type": "map", "values": "string"}], "default": None},
-        ],
-    },
-]:
-    _LIGHT[_schema["name"]] = fastavro.parse_schema(_schema, named_schemas=_LIGHT)
 
-
-def _light(name: str, record: dict) -> bytes:
-    buf = io.BytesIO()
-    fastavro.schemaless_writer(buf, _LIGHT[name], record)
-    return buf.getvalue()
-
-
-async def test_light_scheduler_task_definition_produced_as_raw_avro_is_scheduled(broker, worker, app_id):
+async def test_light_scheduler_task_definition_produced_as_raw_avro_is_scheduled_and_fires_what_light_scheduler_sends(
+    broker, worker, app_id
+):
+    """A producer and a consumer that know only seed 001's schemas: the definition goes in on the
+    light-scheduler topic, and its topic gets the TaskDefinition back at each fire, start = the fire time,
+    keyed by its TaskDefinitionKey (light-scheduler's punctuator), not our FiredTask."""
     out = f"{app_id}-light-out"
-    key = _light("TaskDefinitionKey", {"host": "networknt.com", "name": "petstore-cleanup"})
+    key = light_encode("TaskDefinitionKey", {"host": "networknt.com", "name": "petstore-cleanup"})
     definition = {
         "host": "networknt.com",
         "name": "petstore-cleanup",
@@ -89,24 +42,27 @@ async def test_light_scheduler_task_definition_produced_as_raw_avro_is_scheduled
         "start": None,
         "data": {"serviceId": "petstore"},
     }
-    async with TopicReader(broker.bootstrap_servers, out) as reader:
+    task_definition = partial(light_decode, "TaskDefinition")
+    async with TopicReader(broker.bootstrap_servers, out, task_definition) as reader:
         await produce(
             broker.bootstrap_servers,
             f"{app_id}-light-scheduler",
-            [(key, _light("TaskDefinition", definition))],
+            [(key, light_encode("TaskDefinition", definition))],
         )
         await reader.wait_for(lambda r: len(r) >= 3)
         await produce(
             broker.bootstrap_servers,
             f"{app_id}-light-scheduler",
-            [(key, _light("TaskDefinition", {**definition, "action": "DELETE"}))],
+            [(key, light_encode("TaskDefinition", {**definition, "action": "DELETE"}))],
         )
         await asyncio.sleep(1.5)
         count = len(reader.records)
         await asyncio.sleep(2.5)
     fires = reader.records
-    assert all(f.key == ScheduleKey("networknt.com", "petstore-cleanup") for f in fires)
-    assert all(f.data == {"serviceId": "petstore"} and f.due_at % 1000 == 0 for f in fires)
+    assert {light_decode("TaskDefinitionKey", m.key)["name"] for m in reader.raw} == {"petstore-cleanup"}
+    assert all(f == {**definition, "start": f["start"]} for f in fires), fires[0]
+    starts = [f["start"] for f in fires]
+    assert all(s % 1000 == 0 for s in starts) and len(set(starts)) == len(starts)
     assert len(fires) == count, "light-scheduler DELETE did not stop the fires"
 
 

@@ -20,7 +20,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import MessageSizeTooLargeError
 
 from scheduler.domain.model import MAX_NAME_LEN
-from scheduler.wire.codec import MAX_MESSAGE_BYTES, command_from_task_definition, key_bytes
+from scheduler.wire.codec import MAX_MESSAGE_BYTES, command_from_task_definition, decode, key_bytes
 from tests.fuzz_inputs import (
     COMMANDS,
     EVENTS,
@@ -39,6 +39,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 
 HOSTILE = {COMMANDS: 1_500, LIGHT: 600, EVENTS: 900}
 VALID = {COMMANDS: 180, LIGHT: 60, EVENTS: 60}
+UNWATCHED = 40
 KNOWN = "fzok.clicks"  # the one dataset a schedule triggers on
 TENANT = "fz-ok"
 _UNICODE = ["", "-café", "-日本", "-🚀", "-👩‍💻", "-ñandú"]
@@ -80,7 +81,7 @@ async def test_thousands_of_hostile_messages_are_dead_lettered_once_each_and_the
         while len(expected) < target:
             n += 1
             msg = hostile(rng, topic, n, KNOWN)
-            refusal = verdict(msg, frozenset({KNOWN}))
+            refusal = verdict(msg)
             if refusal is None:
                 continue
             if refusal.downstream:  # refused as the command it became: named by that command's key
@@ -94,8 +95,10 @@ async def test_thousands_of_hostile_messages_are_dead_lettered_once_each_and_the
     valid_names = {f"cmd-{i}{_UNICODE[i % 6]}" for i in range(VALID[COMMANDS])}
     valid_names |= {f"light-{i}{_UNICODE[i % 6]}" for i in range(VALID[LIGHT])}
     events = [valid_partition_event(KNOWN, f"2026-01-{i:04d}") for i in range(VALID[EVENTS])]
-    assert all(verdict(m, frozenset({KNOWN})) is None for m in valid + events)
-    messages = [*expected.values(), *valid, *events]
+    # events of datasets nobody watches: counted, not dead-lettered
+    unwatched = [valid_partition_event(f"fz.unknown{i}", "p") for i in range(UNWATCHED)]
+    assert all(verdict(m) is None for m in valid + events + unwatched)
+    messages = [*expected.values(), *valid, *events, *unwatched]
     rng.shuffle(messages)
     print(
         f"{len(expected)} hostile ({Counter(m.kind for m in expected.values()).most_common()}), "
@@ -105,7 +108,8 @@ async def test_thousands_of_hostile_messages_are_dead_lettered_once_each_and_the
     async with (
         Api(worker.url) as api,
         TopicReader(bootstrap, f"{app_id}-dead-letters", dead_letter) as dead,
-        TopicReader(bootstrap, out) as fires,
+        # FiredTasks of the commands' schedules, TaskDefinitions of light-scheduler's: read by their keys
+        TopicReader(bootstrap, out, decoder=lambda value: value) as fires,
     ):
         # The valid events feed one schedule: a job once all of them arrived, held there by a delay.
         await api.create(
@@ -138,7 +142,9 @@ async def test_thousands_of_hostile_messages_are_dead_lettered_once_each_and_the
             del expected[ident]
 
         await dead.wait_for(lambda r: _alive(worker) and len(r) >= len(expected), timeout_s=240)
-        await fires.wait_for(lambda r: valid_names <= {f.key.name for f in r}, timeout_s=60)
+        await fires.wait_for(
+            lambda _: valid_names <= {decode("ScheduleKey", m.key)["name"] for m in fires.raw}, timeout_s=60
+        )
         jobs = await api.wait_jobs(
             lambda j: len(j["jobs"]) == 1, timeout_s=60, schedule=f"{TENANT}/clicks-etl"
         )
@@ -169,6 +175,7 @@ async def test_thousands_of_hostile_messages_are_dead_lettered_once_each_and_the
     assert not missing, f"not dead-lettered: {Counter(missing)}"
     assert [i for i, c in seen.items() if c > 1] == []
     assert health["deadLetters"] == len(expected)
+    assert health["unwatched"] == UNWATCHED
 
     # every valid schedule listed and fired; the valid events made one job, and nothing else counted
     assert valid_names <= {s["name"] for s in listed["schedules"]}

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import datetime, timedelta
+from functools import partial
 from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
 from cronsim import CronSim
 
-from tests.helpers import TopicReader
+from tests.helpers import TopicReader, light_decode
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -198,11 +199,12 @@ async def test_light_scheduler_endpoints_accept_its_task_definition_json(broker,
     }
     async with (
         httpx.AsyncClient(base_url=worker.url, timeout=10) as client,
-        TopicReader(broker.bootstrap_servers, out) as reader,
+        TopicReader(broker.bootstrap_servers, out, partial(light_decode, "TaskDefinition")) as reader,
     ):
         r = await client.post("/schedulers", json=definition)
         assert r.status_code == 200
-        await reader.wait_for(lambda rec: len(rec) >= 2)
+        fired = await reader.wait_for(lambda rec: len(rec) >= 2)  # what light-scheduler sends: its definition
+        assert all(f == {**definition, "start": f["start"]} and f["start"] % 1000 == 0 for f in fired)
         r = await client.get(
             "/schedulers", params={"host": "networknt.com", "name": "report", "unit": "SECONDS"}
         )

@@ -89,13 +89,18 @@ async def test_run_now_makes_a_job_of_a_program_schedule_that_goes_through_its_c
                 "name": "on-data",
                 "trigger": {"type": "partition", "dataset": "acme.raw"},
                 "program": "acme/etl/workflow/load",
+                "data": {"date": "latest", "mode": "full"},
             }
         )
-        r = await api.client.post("/schedules/acme/on-data/run")
+        # runtime arguments: over the schedule's data
+        r = await api.client.post("/schedules/acme/on-data/run", json={"arguments": {"date": "2026-11-01"}})
         assert r.status_code == 202, r.text
         got = await reader.wait_for(lambda rec: any(x["schedule"]["name"] == "on-data" for x in rec))
         launch = next(x for x in got if x["schedule"]["name"] == "on-data")
         assert launch["arguments"]["trigger.eventType"] == "run"
+        assert launch["arguments"]["date"] == "2026-11-01" and launch["arguments"]["mode"] == "full"
+        r = await api.client.post("/schedules/acme/on-data/run", json={"arguments": {"date": 5}})
+        assert r.status_code == 400 and r.json()["fields"][0]["field"].startswith("arguments"), r.text
         # BACKFILL needs a time trigger
         r = await api.client.post("/schedules/acme/on-data/backfill", json={"from": T0, "to": T0 + MINUTE})
         assert r.status_code == 400 and "no time trigger" in r.text

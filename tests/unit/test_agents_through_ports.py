@@ -12,10 +12,16 @@ import pytest
 
 from scheduler.domain.events import Notification
 from scheduler.domain.model import ProgramId, Schedule, ScheduleKey, ScheduleState
-from scheduler.domain.triggers.kinds import ProgramRunsTrigger
+from scheduler.domain.triggers.kinds import PartitionTrigger, ProgramRunsTrigger
 from scheduler.kafka.config import Settings
 from scheduler.wire.codec import encode, encode_state, key_bytes, notification_to_avro
-from scheduler.wire.messages import IndexUpdate, JobTriggered, TriggerFired, decode_job_queue_message
+from scheduler.wire.messages import (
+    IndexUpdate,
+    JobTriggered,
+    TriggerFired,
+    decode_job_queue_message,
+    decode_recent,
+)
 from scheduler.worker.counters import WorkerCounts
 from scheduler.worker.event_routing import EventRouting
 from scheduler.worker.hops import agent
@@ -42,6 +48,7 @@ class FakeWorker:
     schedules: dict[bytes, bytes] = field(default_factory=dict)
     job_queue: dict[bytes, bytes] = field(default_factory=dict)
     run_records: dict[bytes, bytes] = field(default_factory=dict)
+    recent_events: dict[bytes, bytes] = field(default_factory=dict)
     armed: list[tuple[bytes, str, int]] = field(default_factory=list)
     now: int = 1_000
 
@@ -61,6 +68,9 @@ class FakeWorker:
 
     def generation(self) -> int:
         return 1
+
+    def stored_items(self, table: dict[bytes, bytes], partition: int) -> Any:
+        return iter(list(table.items()))
 
     def schedule_bytes(self, partition: int, key: bytes) -> bytes | None:
         return self.schedules.get(key)
@@ -82,9 +92,11 @@ async def _go_on() -> bool:
     return True  # (never frozen: see test_freeze_guard.py)
 
 
-def event(value: bytes, offset: int = 0, key: bytes = b"", topic: str = "") -> Any:
+def event(value: bytes, offset: int = 0, key: bytes = b"", topic: str = "", timestamp: int = 0) -> Any:
     return SimpleNamespace(
-        message=SimpleNamespace(value=value, partition=0, offset=offset, key=key, topic=topic)
+        message=SimpleNamespace(
+            value=value, partition=0, offset=offset, key=key, topic=topic, timestamp=timestamp
+        )
     )
 
 
@@ -167,19 +179,110 @@ async def test_an_event_for_an_older_version_of_the_schedule_is_ignored(worker: 
     assert worker.take(worker.settings.jobs_topic) == [] and worker.counts.events["triggersIgnored"] == 1
 
 
-async def test_an_event_routed_before_the_index_caught_up_counts_for_the_current_version(
+async def test_an_event_routed_before_the_index_caught_up_is_ignored_by_the_trigger_agent(
     worker: FakeWorker,
 ) -> None:
     """Enabled (or updated) at 2,000, the event came at 3,000 but the index still said version 1: the
-    current definition still listens to it at path 0, so it counts (a job of version 2)."""
+    trigger agent leaves it to the index update of version 2, which hands it the event again (below)."""
     triggers = TriggerAgent(worker)
     state = runs_state(1)
     kb = key_bytes(state.schedule.key)
     worker.schedules[kb] = encode_state(ScheduleState(state.schedule, 1, 2_000, 2_000, version=2))
     await triggers._handle(event(_older_version_fired(kb, 3_000).encode()))
+    assert worker.take(worker.settings.jobs_topic) == [] and worker.counts.events["triggersIgnored"] == 1
+
+
+def feed_state(version: int = 1) -> ScheduleState:
+    schedule = Schedule(
+        ScheduleKey("acme", "feed"),
+        PartitionTrigger("acme.feed", 1),
+        "launches",
+        enabled=True,
+        program=ProgramId.parse(B),
+    )
+    schedule.validate()
+    return ScheduleState(schedule, 1, 1, 1, version=version)
+
+
+def partition_event(key: str, at: int) -> bytes:
+    n = Notification(at, "partition", {"datasetId": "acme.feed", "partitionKeys": f'["{key}"]'})
+    return encode("Notification", notification_to_avro(n))
+
+
+async def _index(routing: EventRouting, worker: FakeWorker, updates: list[tuple[bytes, bytes]]) -> None:
+    for _, update in updates:
+        await routing._apply_index_update(event(update))
+
+
+async def test_an_event_that_comes_before_the_index_entry_of_its_schedule_reaches_it_once(
+    worker: FakeWorker,
+) -> None:
+    """The schedule was asked for at 5,000 (its command's record time); an event recorded at 6,000 comes
+    before its index entry: counted as unwatched, kept, and handed to the trigger when the entry comes. One
+    recorded at 4,000 (before the schedule was asked for) is not; one after the entry goes live, once."""
+    routing, triggers = EventRouting(worker), TriggerAgent(worker)
+    state = feed_state()
+    kb = key_bytes(state.schedule.key)
+    worker.schedules[kb] = encode_state(state)
+    worker.now = 7_000
+    await routing._handle_event(event(partition_event("old", 4_000), 0, timestamp=4_000))
+    await routing._handle_event(event(partition_event("new", 6_000), 1, timestamp=6_000))
+    assert worker.take(worker.settings.trigger_topic) == [] and worker.dead == []
+    assert worker.counts.events["unwatched"] == 2 and len(worker.recent_events) == 1
+
+    await routing.schedule_changed(kb, None, state, since=5_000)
+    await _index(routing, worker, worker.take(worker.settings.index_topic))
+    replayed = [TriggerFired.decode(v) for _, v in worker.take(worker.settings.trigger_topic)]
+    assert [(f.source, f.position) for f in replayed] == [("re0/partition:acme.feed", 1)]
+
+    await routing._handle_event(event(partition_event("live", 8_000), 2, timestamp=8_000))
+    live = [TriggerFired.decode(v) for _, v in worker.take(worker.settings.trigger_topic)]
+    assert [(f.source, f.position) for f in live] == [("e0", 2)]
+    for f in replayed + live + replayed:  # (a replay of the replay: harmless)
+        await triggers._handle(event(f.encode()))
     jobs = [decode_job_queue_message(v) for _, v in worker.take(worker.settings.jobs_topic)]
-    assert [j.job["job_id"] for j in jobs if isinstance(j, JobTriggered)] == ["acme/after-n#v2.1"]
-    assert worker.counts.events["triggersIgnored"] == 0
+    assert len([j for j in jobs if isinstance(j, JobTriggered)]) == 2
+
+
+async def test_an_update_hands_its_new_version_the_events_routed_with_the_old_one(worker: FakeWorker) -> None:
+    routing, triggers = EventRouting(worker), TriggerAgent(worker)
+    v1 = feed_state()
+    kb = key_bytes(v1.schedule.key)
+    await routing.schedule_changed(kb, None, v1, since=1)
+    await _index(routing, worker, worker.take(worker.settings.index_topic))
+    worker.take(worker.settings.trigger_topic)
+    v2 = feed_state(version=2)
+    worker.schedules[kb] = encode_state(v2)  # the update is in the table, its index update not yet applied
+    worker.now = 3_000
+    await routing._handle_event(event(partition_event("a", 2_500), 7, timestamp=2_500))
+    [(_, routed)] = worker.take(worker.settings.trigger_topic)
+    assert TriggerFired.decode(routed).version == 1
+    await triggers._handle(event(routed))  # ignored: version 1 is gone
+    await routing.schedule_changed(kb, v1, v2, since=2_000)
+    await _index(routing, worker, worker.take(worker.settings.index_topic))
+    [(_, replayed)] = worker.take(worker.settings.trigger_topic)
+    assert TriggerFired.decode(replayed).version == 2
+    await triggers._handle(event(replayed))
+    jobs = [decode_job_queue_message(v) for _, v in worker.take(worker.settings.jobs_topic)]
+    assert [j.job["job_id"] for j in jobs if isinstance(j, JobTriggered)] == ["acme/feed#v2.1"]
+
+
+async def test_recent_events_are_bounded_per_key_and_swept_once_they_are_old(worker: FakeWorker) -> None:
+    worker.settings = Settings(app_id="ports", event_replay_max=3, event_replay_ms=10_000)
+    routing = EventRouting(worker)
+    worker.now = 20_000
+    for i in range(5):
+        await routing._handle_event(event(partition_event(str(i), 20_000), i, timestamp=20_000))
+    [value] = worker.recent_events.values()
+    assert [e.position for e in decode_recent(value)] == [2, 3, 4]
+    await routing._handle_event(event(partition_event("4", 20_000), 4, timestamp=20_000))  # again: kept once
+    assert [e.position for e in decode_recent(next(iter(worker.recent_events.values())))] == [2, 3, 4]
+    worker.now = 40_001  # a window later: the next event sweeps the old key away
+    other = Notification(1, "partition", {"datasetId": "acme.other", "partitionKeys": '["x"]'})
+    await routing._handle_event(
+        event(encode("Notification", notification_to_avro(other)), 9, timestamp=40_001)
+    )
+    assert list(worker.recent_events) == [b"partition:acme.other"]
 
 
 async def test_an_event_routed_by_an_older_definition_that_no_longer_listens_to_it_is_ignored(

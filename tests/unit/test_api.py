@@ -13,6 +13,7 @@ from scheduler.domain.model import (
     CatchUpPolicy,
     CronTrigger,
     FrequencyTrigger,
+    OutputFormat,
     Schedule,
     ScheduleKey,
     ScheduleState,
@@ -144,6 +145,12 @@ STATES = [
     ),
     ScheduleState(Schedule(KEY, FrequencyTrigger(TimeUnit.MINUTES, 5), "reports"), T0, T0, T0),
     ScheduleState(
+        Schedule(KEY, FrequencyTrigger(TimeUnit.SECONDS, 5), "tasks", output=OutputFormat.TASK_DEFINITION),
+        T0,
+        T0,
+        T0,
+    ),
+    ScheduleState(
         Schedule(
             KEY, FrequencyTrigger(TimeUnit.MILLISECONDS, 250, T0 - 5), "reports", catch_up=CatchUpPolicy.EACH
         ),
@@ -155,7 +162,9 @@ STATES = [
 ]
 
 
-@pytest.mark.parametrize("state", STATES, ids=["cron", "frequency-without-start", "frequency-with-start"])
+@pytest.mark.parametrize(
+    "state", STATES, ids=["cron", "frequency-without-start", "task-definition-output", "frequency-with-start"]
+)
 @pytest.mark.parametrize("next_fire_at", [None, T0 + 60_000])
 def test_schedule_json_round_trips_through_state_from_json(
     state: ScheduleState, next_fire_at: int | None
@@ -188,6 +197,7 @@ def test_schedule_json_shape() -> None:
         "timeout": None,
         "retry": None,
         "timeLimitMs": None,
+        "output": "FIRED_TASK",
         "nextFireAt": T0 + 60_000,
     }
     assert schedule_json(STATES[1], None)["trigger"] == {
@@ -212,5 +222,10 @@ def test_light_scheduler_json_becomes_an_enabled_insert() -> None:
     cmd = command_from_task_definition_record(parsed.to_record())
     assert cmd.action is Action.INSERT
     assert cmd.schedule == Schedule(
-        KEY, FrequencyTrigger(TimeUnit.SECONDS, 10), "reports", {"k": "v"}, enabled=True
+        KEY,
+        FrequencyTrigger(TimeUnit.SECONDS, 10),
+        "reports",
+        {"k": "v"},
+        enabled=True,
+        output=OutputFormat.TASK_DEFINITION,
     )

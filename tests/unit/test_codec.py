@@ -16,6 +16,7 @@ from scheduler.domain.model import (
     FiredTask,
     FrequencyTrigger,
     InvalidSchedule,
+    OutputFormat,
     ProgramId,
     Schedule,
     ScheduleCommand,
@@ -129,11 +130,34 @@ FREQ_SCHEDULE_WITH_START = Schedule(
         ScheduleCommand(KEY, Action.DELETE),
         ScheduleCommand(KEY, Action.ENABLE),
         ScheduleCommand(KEY, Action.DISABLE),
+        ScheduleCommand(KEY, Action.RUN, fire_range=(T0, T0), arguments={"date": "2026-11-26", "é": ""}),
+        ScheduleCommand(KEY, Action.BACKFILL, fire_range=(T0, T0 + 1)),
     ],
-    ids=["insert-cron", "insert-frequency", "update-frequency-with-start", "delete", "enable", "disable"],
+    ids=[
+        "insert-cron",
+        "insert-frequency",
+        "update-frequency-with-start",
+        "delete",
+        "enable",
+        "disable",
+        "run-with-arguments",
+        "backfill",
+    ],
 )
 def test_schedule_command_round_trips(cmd: ScheduleCommand) -> None:
     assert codec.decode_command(codec.encode_command(cmd)) == cmd
+    assert codec._avro_command_with_schedule(codec.encode_command(cmd))[0] == cmd  # (the Avro reader too)
+
+
+def test_runtime_arguments_belong_to_run_and_backfill_only() -> None:
+    from scheduler.domain.commands import validate_command
+
+    with pytest.raises(InvalidSchedule) as err:
+        validate_command(ScheduleCommand(KEY, Action.DELETE, arguments={"a": "b"}))
+    assert err.value.field == "arguments"
+    too_many = {f"k{i}": "" for i in range(300)}
+    with pytest.raises(InvalidSchedule, match="more than 256"):
+        validate_command(ScheduleCommand(KEY, Action.RUN, fire_range=(T0, T0), arguments=too_many))
 
 
 @pytest.mark.parametrize("schedule", [CRON_SCHEDULE, FREQ_SCHEDULE, FREQ_SCHEDULE_WITH_START])
@@ -182,7 +206,12 @@ def test_light_scheduler_insert_becomes_an_enabled_insert() -> None:
         KEY,
         Action.INSERT,
         Schedule(
-            KEY, FrequencyTrigger(TimeUnit.SECONDS, 30, T0), "reports", {"customer": "42"}, enabled=True
+            KEY,
+            FrequencyTrigger(TimeUnit.SECONDS, 30, T0),
+            "reports",
+            {"customer": "42"},
+            enabled=True,
+            output=OutputFormat.TASK_DEFINITION,
         ),
     )
 
@@ -193,7 +222,12 @@ def test_light_scheduler_update_becomes_an_enabled_update_without_start() -> Non
     )
     assert cmd.action is Action.UPDATE
     assert cmd.schedule == Schedule(
-        KEY, FrequencyTrigger(TimeUnit.HOURS, 2, None), "reports", {}, enabled=True
+        KEY,
+        FrequencyTrigger(TimeUnit.HOURS, 2, None),
+        "reports",
+        {},
+        enabled=True,
+        output=OutputFormat.TASK_DEFINITION,
     )
     assert cmd.schedule.catch_up is CatchUpPolicy.COALESCE
 
@@ -211,7 +245,14 @@ def test_light_scheduler_insert_or_update_without_frequency_is_invalid(action: s
 
 
 def test_task_definition_view_of_a_frequency_schedule_is_what_light_scheduler_reads() -> None:
-    schedule = Schedule(KEY, FrequencyTrigger(TimeUnit.SECONDS, 30, T0), "reports", {"customer": "42"}, True)
+    schedule = Schedule(
+        KEY,
+        FrequencyTrigger(TimeUnit.SECONDS, 30, T0),
+        "reports",
+        {"customer": "42"},
+        True,
+        output=OutputFormat.TASK_DEFINITION,
+    )
     view = codec.task_definition_from_schedule(schedule)
     assert view == {
         "host": "acme",
@@ -373,3 +414,56 @@ def test_a_schedule_with_retries_and_a_time_limit_round_trips() -> None:
     assert codec.decode_command(codec.encode_command(cmd)) == cmd
     state = ScheduleState(PROGRAM_SCHEDULE, T0, T0, T0, 2)
     assert codec.decode_state(codec.encode_state(state)) == state
+
+
+# --- light-scheduler's output: a TaskDefinition per fire -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        Schedule(KEY, FrequencyTrigger(TimeUnit.MINUTES, 5), "tasks", {"serviceId": "petstore", "é": "✓"}),
+        Schedule(KEY, FrequencyTrigger(TimeUnit.DAYS, 1, T0), "tasks"),
+        Schedule(KEY, CronTrigger("0 */5 * * * *"), "tasks", {"a": "b"}),
+    ],
+    ids=["frequency-with-data", "frequency-without-data", "cron"],
+)
+def test_a_task_definition_fire_is_what_light_schedulers_own_schema_writes(schedule: Schedule) -> None:
+    from tests.helpers import light_decode, light_encode
+
+    schedule = replace(schedule, output=OutputFormat.TASK_DEFINITION)
+    encoder = codec.fire_bytes(schedule)
+    due = T0 + 300_000
+    expected = {
+        "host": KEY.tenant,
+        "name": KEY.name,
+        "action": "INSERT",
+        "frequency": {"timeUnit": schedule.trigger.unit.value, "time": schedule.trigger.time}
+        if isinstance(schedule.trigger, FrequencyTrigger)
+        else None,
+        "topic": "tasks",
+        "start": due,
+        "data": dict(schedule.data) or None,
+    }
+    value = encoder.encode(due, due + 3, 2, True)  # (it has no firedAt, missed nor catchUp)
+    assert value == light_encode("TaskDefinition", expected)
+    assert light_decode("TaskDefinition", value) == expected
+    assert encoder.parts(due) == (value, None)
+    assert encoder.head == light_encode("TaskDefinitionKey", {"host": KEY.tenant, "name": KEY.name})
+    # and a schedule with this output reads back through both command readers
+    cmd = ScheduleCommand(KEY, Action.INSERT, schedule)
+    assert codec.decode_command(codec.encode_command(cmd)) == cmd
+    assert codec._avro_command_with_schedule(codec.encode_command(cmd))[0] == cmd
+
+
+def test_a_schedule_with_a_program_sends_launch_requests_not_task_definitions() -> None:
+    schedule = Schedule(
+        KEY,
+        FrequencyTrigger(TimeUnit.MINUTES, 5),
+        "launches",
+        program=ProgramId.parse("acme/app/spark/p"),
+        output=OutputFormat.TASK_DEFINITION,
+    )
+    with pytest.raises(InvalidSchedule) as err:
+        schedule.validate()
+    assert err.value.field == "output"
