@@ -33,6 +33,7 @@ from scheduler.domain.triggers.kinds import (
     DataSizeTrigger,
     ElapsedTrigger,
     FrequencyTrigger,
+    OnceTrigger,
     PartitionTrigger,
     ProgramStatusTrigger,
     Trigger,
@@ -48,6 +49,7 @@ __all__ = [
     "DataSizeTrigger",
     "ElapsedTrigger",
     "FrequencyTrigger",
+    "OnceTrigger",
     "PartitionTrigger",
     "ProgramStatusTrigger",
     "Trigger",
@@ -70,6 +72,7 @@ MAX_NAME_LEN = 256
 MAX_DATA_ENTRIES = 256
 MAX_DATA_BYTES = 64 * 1024
 MAX_CATCH_UP_WINDOW_MS = MAX_SPAN_MS
+MAX_INSTANT_MS = 7_258_118_400_000  # 2200-01-01
 #: the patterns validation applies, defined once (the HTTP models and the OpenAPI document use them too)
 TOPIC_PATTERN = r"[A-Za-z0-9._-]{1,249}"
 _TOPIC_RE = re.compile(TOPIC_PATTERN, re.ASCII)
@@ -165,6 +168,31 @@ class Schedule:
     retry: RetryPolicy | None = None  # FAILED runs of its jobs run again
     time_limit_ms: int | None = None  # a run still going this long after it started is stopped (KILLED)
     output: OutputFormat = OutputFormat.FIRED_TASK  # what a fire sends to `topic` (no program)
+    not_before: int | None = None  # no fire and no job before this instant
+    not_after: int | None = None  # nor after this one: the schedule is finished then
+    spread_ms: int | None = None  # its time instants move by a stable offset in [0, spread_ms)
+    jitter_ms: int | None = None  # each instant moves by [0, jitter_ms], derived from key and instant
+
+    def within_bounds(self, now: int) -> bool:
+        """Whether `now` is inside [notBefore, notAfter] (an event then counts toward its trigger)."""
+        return (self.not_before is None or now >= self.not_before) and (
+            self.not_after is None or now <= self.not_after
+        )
+
+    def shaped(self, evaluator: TimeTrigger) -> TimeTrigger:
+        """A time trigger's evaluator as this schedule's bounds, spread and jitter move it."""
+        if self.not_before is None and self.not_after is None and not self.spread_ms and not self.jitter_ms:
+            return evaluator
+        from scheduler.domain.triggers.shaping import Shaped, spread_offset
+
+        return Shaped(
+            evaluator,
+            self.key.id,
+            spread_offset(self.key.id, self.spread_ms or 0),
+            self.jitter_ms or 0,
+            self.not_before,
+            self.not_after,
+        )
 
     @property
     def group(self) -> str | None:
@@ -200,7 +228,7 @@ class Schedule:
                 raise InvalidSchedule("program", "constraints and timeout need a program to launch")
             if self.retry is not None or self.time_limit_ms is not None:
                 raise InvalidSchedule("program", "retry and timeLimitMs need a program to launch")
-            if not isinstance(self.trigger, CronTrigger | FrequencyTrigger):
+            if not isinstance(self.trigger, CronTrigger | FrequencyTrigger | OnceTrigger):
                 raise InvalidSchedule("program", "an event or composite trigger needs a program to launch")
         elif self.output is not OutputFormat.FIRED_TASK:
             raise InvalidSchedule(
@@ -222,6 +250,26 @@ class Schedule:
                 raise InvalidSchedule(exc.field, exc.message) from None
         if self.time_limit_ms is not None and not 1_000 <= self.time_limit_ms <= MAX_TIME_LIMIT_MS:
             raise InvalidSchedule("timeLimitMs", f"must be between 1000 and {MAX_TIME_LIMIT_MS}")
+        self._validate_shaping()
+
+    def _validate_shaping(self) -> None:
+        from scheduler.domain.triggers.shaping import MAX_JITTER_MS, MAX_SPREAD_MS
+
+        for name, value in (("notBefore", self.not_before), ("notAfter", self.not_after)):
+            if value is not None and not 0 <= value <= MAX_INSTANT_MS:
+                raise InvalidSchedule(name, "must be epoch milliseconds between 1970 and 2200")
+        if self.not_before is not None and self.not_after is not None and self.not_after < self.not_before:
+            raise InvalidSchedule("notAfter", "must not be before notBefore")
+        for name, value, most in (
+            ("spreadMs", self.spread_ms, MAX_SPREAD_MS),
+            ("jitterMs", self.jitter_ms, MAX_JITTER_MS),
+        ):
+            if value is None:
+                continue
+            if not 0 <= value <= most:
+                raise InvalidSchedule(name, f"must be between 0 and {most}")
+            if value and not any(leaf.evaluator() is not None for _, leaf in trigger_leaves(self.trigger)):
+                raise InvalidSchedule(name, "moves the instants of time triggers: this schedule has none")
 
     def _validate_constraints(self) -> None:
         if len(self.constraints) > MAX_CONSTRAINTS:
@@ -277,18 +325,31 @@ class ScheduleState:
     version: int = 1
 
     def evaluator(self) -> TimeTrigger:
-        """The evaluator of a top-level time trigger."""
+        """The evaluator of a top-level time trigger (as the schedule's bounds, spread and jitter move it)."""
         evaluator = self.schedule.trigger.evaluator()
         assert evaluator is not None
-        return evaluator.anchored(self.active_since)
+        return self.schedule.shaped(evaluator.anchored(self.active_since))
 
     def time_leaves(self) -> list[tuple[str, TimeTrigger]]:
         """Every time trigger of the schedule (top level or inside AND/OR) with its path."""
+        shaped = self.schedule.shaped
         return [
-            (path, evaluator.anchored(self.active_since))
+            (path, shaped(evaluator.anchored(self.active_since)))
             for path, leaf in trigger_leaves(self.schedule.trigger)
             if (evaluator := leaf.evaluator()) is not None
         ]
+
+    def finished(self, now: int) -> bool:
+        """Past its end: `notAfter` passed, or its triggers are time triggers none of which comes due again
+        (a one-shot schedule whose instant passed). Kept and shown, never deleted."""
+        s = self.schedule
+        if s.not_after is not None and now > s.not_after:
+            return True
+        leaves = trigger_leaves(s.trigger)
+        if any(leaf.evaluator() is None for _, leaf in leaves):
+            return False  # an event may still come
+        after = max(now, self.active_since) - 1
+        return all(t.next_due(after) is None for _, t in self.time_leaves())
 
 
 @dataclass(frozen=True, slots=True)

@@ -109,6 +109,22 @@ class ScheduleBody(_In):
         le=MAX_TIME_LIMIT_MS,
         description="a run still going this long after it started is stopped and ends KILLED",
     )
+    notBefore: int | None = Field(None, ge=0, le=_LONG_MAX, description="epoch ms: no fire nor job before")
+    notAfter: int | None = Field(
+        None, ge=0, le=_LONG_MAX, description="epoch ms: no fire nor job after; the schedule is finished then"
+    )
+    spreadMs: int | None = Field(
+        None,
+        ge=0,
+        le=_LONG_MAX,
+        description="time instants move by a stable offset in [0, spreadMs) from the key",
+    )
+    jitterMs: int | None = Field(
+        None,
+        ge=0,
+        le=_LONG_MAX,
+        description="each time instant moves by [0, jitterMs], from the key and the instant",
+    )
     output: OutputFormat = Field(
         OutputFormat.FIRED_TASK,
         description="what a fire sends to topic (no program): FIRED_TASK, or light-scheduler's TaskDefinition "
@@ -133,6 +149,10 @@ class ScheduleBody(_In):
             retry=None if self.retry is None else RetryPolicy.from_json(self.retry.model_dump()),
             time_limit_ms=self.timeLimitMs,
             output=self.output,
+            not_before=self.notBefore,
+            not_after=self.notAfter,
+            spread_ms=self.spreadMs,
+            jitter_ms=self.jitterMs,
         )
 
 
@@ -201,7 +221,7 @@ def constraint_json(c: Constraint) -> dict[str, Any]:
     return c.to_json()
 
 
-def schedule_json(state: ScheduleState, next_fire_at: int | None) -> dict[str, Any]:
+def schedule_json(state: ScheduleState, next_fire_at: int | None, finished: bool = False) -> dict[str, Any]:
     s = state.schedule
     return {
         "key": s.key.id,
@@ -224,6 +244,11 @@ def schedule_json(state: ScheduleState, next_fire_at: int | None) -> dict[str, A
         "retry": None if s.retry is None else s.retry.to_json(),
         "timeLimitMs": s.time_limit_ms,
         "output": s.output.value,
+        "notBefore": s.not_before,
+        "notAfter": s.not_after,
+        "spreadMs": s.spread_ms,
+        "jitterMs": s.jitter_ms,
+        "finished": finished,
         "nextFireAt": next_fire_at,
     }
 

@@ -87,6 +87,14 @@ class Schedule(Answer):
     retry: Retry | None = None
     timeLimitMs: int | None = None
     output: OutputFormat = OutputFormat.FIRED_TASK
+    notBefore: Ms | None = None
+    notAfter: Ms | None = None
+    spreadMs: int | None = None
+    jitterMs: int | None = None
+    finished: bool = Field(
+        False,
+        description="past its end (notAfter passed, or a one-shot whose instant passed): kept, fires no more",
+    )
     nextFireAt: Ms | None = Field(description="null when disabled or event-triggered only")
 
 

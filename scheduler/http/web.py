@@ -657,7 +657,7 @@ class Handlers:
         return nxt[0] if nxt else None
 
     def _local_json(self, state: ScheduleState) -> dict[str, Any]:
-        return schedule_json(state, self._next_fire(state))
+        return schedule_json(state, self._next_fire(state), state.finished(self.worker.clock()))
 
     async def fetch(self, key: ScheduleKey, request: Request) -> dict[str, Any] | None:
         """The schedule as its owner sees it, or None."""

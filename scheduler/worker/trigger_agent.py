@@ -124,6 +124,10 @@ class TriggerAgent:
             # up with it yet: the index update of this version hands it the event again, event_routing)
             worker.counts.events["triggersIgnored"] += 1
             return
+        now = worker.clock()
+        if fired.event is not None and not state.schedule.within_bounds(now):
+            worker.counts.events["triggersIgnored"] += 1  # before its notBefore or after its notAfter
+            return
         progress = self.load_progress(key, state)
         if progress.seen(fired.source, fired.position):
             return
@@ -132,7 +136,6 @@ class TriggerAgent:
             summary = fired.event
         else:
             summary = {"eventType": "time", "payload": {"due": str(fired.due)}}
-        now = worker.clock()
         apply(
             state.schedule.trigger,
             progress,

@@ -198,6 +198,11 @@ def test_schedule_json_shape() -> None:
         "retry": None,
         "timeLimitMs": None,
         "output": "FIRED_TASK",
+        "notBefore": None,
+        "notAfter": None,
+        "spreadMs": None,
+        "jitterMs": None,
+        "finished": False,
         "nextFireAt": T0 + 60_000,
     }
     assert schedule_json(STATES[1], None)["trigger"] == {

@@ -409,6 +409,23 @@ def test_a_command_and_a_state_written_by_release_0_1_0_read_with_the_fields_add
     )
 
 
+def test_commands_and_states_written_by_release_0_2_0_read_with_arguments_and_output_at_their_defaults() -> (
+    None
+):
+    record = {k: v for k, v in codec.schedule_to_avro(PROGRAM_SCHEDULE).items() if k != "output"}
+    insert = {"key": codec.key_to_avro(KEY), "action": "INSERT", "schedule": record, "fireRange": None}
+    cmd, _ = codec.decode_command_with_schedule(released_encode("0.2.0", "ScheduleCommand", insert))
+    assert cmd == ScheduleCommand(KEY, Action.INSERT, PROGRAM_SCHEDULE)
+    run = {**insert, "action": "RUN", "schedule": None, "fireRange": {"fromMs": T0, "toMs": T0}}
+    assert codec.decode_command(released_encode("0.2.0", "ScheduleCommand", run)) == ScheduleCommand(
+        KEY, Action.RUN, fire_range=(T0, T0)
+    )
+    state = {"schedule": record, "createdAt": T0, "updatedAt": T0, "activeSince": T0, "version": 3}
+    assert codec.decode_state(released_encode("0.2.0", "ScheduleState", state)) == ScheduleState(
+        PROGRAM_SCHEDULE, T0, T0, T0, 3
+    )
+
+
 def test_a_schedule_with_retries_and_a_time_limit_round_trips() -> None:
     cmd = ScheduleCommand(KEY, Action.INSERT, PROGRAM_SCHEDULE)
     assert codec.decode_command(codec.encode_command(cmd)) == cmd

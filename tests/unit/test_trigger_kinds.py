@@ -44,6 +44,7 @@ B = "acme/pipes/workflow/B"
 EXAMPLES: dict[str, dict[str, Any]] = {
     "cron": {"type": "cron", "expression": "*/5 * * * *", "timezone": "Europe/Paris"},
     "frequency": {"type": "frequency", "timeUnit": "MINUTES", "time": 5, "start": 1_795_341_600_000},
+    "once": {"type": "once", "at": 1_795_341_600_000},
     "partition": {"type": "partition", "dataset": "sales.orders", "minPartitions": 4},
     "dataSize": {"type": "dataSize", "dataset": "sales.orders", "minBytes": 1_000_000},
     "programStatus": {"type": "programStatus", "program": A, "on": ["SUCCEEDED", "FAILED"]},
@@ -84,7 +85,7 @@ def test_the_avro_trigger_unions_name_every_kind_and_no_other() -> None:
 
 @pytest.mark.parametrize("tag", sorted(EXAMPLES))
 def test_a_kind_round_trips_through_http_avro_and_another_workers_answer(tag: str) -> None:
-    program = None if tag in ("cron", "frequency") else B
+    program = None if tag in ("cron", "frequency", "once") else B
     s = state(EXAMPLES[tag], program)
     assert schedule_json(s, None)["trigger"] == EXAMPLES[tag]
     assert state_from_json(schedule_json(s, None)) == s
@@ -99,6 +100,7 @@ def test_each_kind_describes_itself_in_words() -> None:
     assert words == {
         "cron": "cron */5 * * * * (Europe/Paris)",
         "frequency": "every 5 min from 2026-11-22T10:00:00Z",
+        "once": "once at 2026-11-22T10:00:00Z",
         "partition": "4 new partitions of sales.orders",
         "dataSize": "1000000 new bytes of sales.orders",
         "programStatus": f"{A} SUCCEEDED or FAILED",

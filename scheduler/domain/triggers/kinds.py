@@ -344,6 +344,52 @@ class FrequencyTrigger(Trigger):
     progress_text = CronTrigger.progress_text
 
 
+class OnceTriggerIn(In):
+    type: Literal["once"]
+    at: int = Field(ge=0, le=LONG_MAX, description="epoch milliseconds")
+
+
+@dataclass(frozen=True, slots=True)
+class OnceTrigger(Trigger):
+    """One instant: a one-shot schedule (it is finished once that instant passed)."""
+
+    at_ms: int
+
+    tags = ("once",)
+    avro_name = "scheduler.OnceTrigger"
+    body = OnceTriggerIn
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "once", "at": self.at_ms}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> OnceTrigger:
+        return cls(d["at"])
+
+    def to_avro(self) -> dict[str, Any]:
+        return {"at": self.at_ms}
+
+    @classmethod
+    def from_avro(cls, rec: dict[str, Any]) -> OnceTrigger:
+        return cls(rec["at"])
+
+    def describe(self) -> str:
+        return f"once at {_iso(self.at_ms)}"
+
+    def validate(self, field: str) -> None:
+        if not 0 <= self.at_ms <= LONG_MAX:
+            raise InvalidSchedule(f"{field}.at", "must be epoch milliseconds, not negative")
+
+    def evaluator(self) -> TimeTrigger:
+        from scheduler.domain.triggers.shaping import Once
+
+        return Once(self.at_ms)
+
+    record = CronTrigger.record
+    progress_json = CronTrigger.progress_json
+    progress_text = CronTrigger.progress_text
+
+
 # --- data kinds ----------------------------------------------------------------------------------
 
 
