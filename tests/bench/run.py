@@ -11,6 +11,9 @@ Scenarios (each bounded to a minute or two):
   trigger index holds all N schedules.
 - recovery: worker start to first fire with N schedules in the changelog, with and without standby; with
   --recovery-seeded (default 1M) the bench writes the changelog itself instead of INSERTing through commands.
+- spread: N daily "anytime" schedules (a daily cron with `spreadMs` a day, seed 003's user story 5): the
+  per-second and per-minute histograms of their fire instants over a day, computed by the evaluator the
+  punctuator uses. `--only spread` runs it alone (its own JSON, plot and README block).
 
 tests/bench/ceiling.py measures Faust's own per-message cost on the same broker (the ceiling of an agent);
 tests/bench/hops.py times each hop of event -> launch.
@@ -557,6 +560,65 @@ async def _noop() -> None:
     return None
 
 
+def spread(n: int) -> dict[str, Any]:
+    """Where N daily schedules with `spreadMs` a day fire in a day: flat, or bunched."""
+    import statistics
+
+    day = 86_400_000
+    start = 1_795_305_600_000  # a midnight (UTC)
+    per_second = [0] * 86_400
+    t0 = time.perf_counter()
+    for i in range(n):
+        s = Schedule(
+            ScheduleKey(f"tenant-{i % 97}", f"feed-{i}"), CronTrigger("0 0 0 * * *"), "out", spread_ms=day
+        )
+        due = ScheduleState(s, start - 1, start - 1, start - 1).evaluator().next_due(start - 1)
+        assert due is not None and start <= due < start + day
+        per_second[(due - start) // 1000] += 1
+    elapsed = time.perf_counter() - t0
+    per_minute = [sum(per_second[m * 60 : m * 60 + 60]) for m in range(1440)]
+    return {
+        "schedules": n,
+        "mean_per_s": round(n / 86_400, 3),
+        "max_per_s": max(per_second),
+        "seconds_with_none": per_second.count(0),
+        "mean_per_min": round(n / 1440, 1),
+        "min_per_min": min(per_minute),
+        "max_per_min": max(per_minute),
+        "stdev_per_min": round(statistics.pstdev(per_minute), 1),
+        "poisson_stdev_per_min": round(math.sqrt(n / 1440), 1),  # what uniform random slots would give
+        "unspread_max_per_s": n,  # the same schedules without spreadMs: every one at midnight
+        "computed_in_s": round(elapsed, 2),
+        "per_minute": per_minute,
+    }
+
+
+def spread_report(r: dict[str, Any], out: Path) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3))
+    ax.bar(range(1440), r["per_minute"], width=1.0)
+    ax.axhline(r["mean_per_min"], color="black", linewidth=0.8)
+    ax.set_xlabel("minute of the day (UTC)")
+    ax.set_ylabel("fires")
+    ax.set_title(f"{r['schedules']:,} daily schedules with spreadMs = 1 day")
+    fig.tight_layout()
+    fig.savefig(out / "spread.png", dpi=100)
+    plt.close(fig)
+    return (
+        f'Measured {r["date"]} on {r["machine"]} with `{r["command"]}`: {r["schedules"]:,} daily "anytime" '
+        f"schedules (a daily cron, `spreadMs` 86400000). Per second: mean {r['mean_per_s']}, max "
+        f"{r['max_per_s']} (without spread: {r['unspread_max_per_s']:,} at midnight). Per minute: mean "
+        f"{r['mean_per_min']}, min {r['min_per_min']}, max {r['max_per_min']}, standard deviation "
+        f"{r['stdev_per_min']} (uniformly random slots: {r['poisson_stdev_per_min']}). Their instants were "
+        f"computed in {r['computed_in_s']} s by the punctuator's evaluator.\n\n"
+        f"![fires per minute of the day]({out / 'spread.png'})\n"
+    )
+
+
 # --- report ---------------------------------------------------------------------------------------
 
 
@@ -617,8 +679,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def update_readme(readme: Path, text: str) -> None:
-    begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
+def update_readme(readme: Path, text: str, block: str = "bench") -> None:
+    begin, end = f"<!-- {block}:begin -->", f"<!-- {block}:end -->"
     if not readme.exists():
         return
     s = readme.read_text()
@@ -762,12 +824,30 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=Path("tests/bench/results"))
     parser.add_argument("--readme", type=Path, default=Path("README.md"))
+    parser.add_argument("--spread", type=int, default=100_000, help="daily anytime schedules (0: none)")
+    parser.add_argument("--only", choices=["spread"], help="run that scenario alone")
     parser.add_argument("--single", help=argparse.SUPPRESS)  # internal: one core/peer scenario, JSON out
     args = parser.parse_args()
     if args.single:
         kind, n = args.single.split(":")
         scenario = core if kind == "core" else peer
         print("RESULT " + json.dumps(asyncio.run(scenario(int(n), args.duration))))
+        return
+    if args.spread and (args.only == "spread" or args.only is None):
+        r = {
+            **spread(args.spread),
+            "date": time.strftime("%Y-%m-%d"),
+            "machine": f"{psutil.cpu_count()} cores, Python {platform.python_version()}",
+            "command": "make bench"
+            if len(sys.argv) == 1
+            else " ".join(["python -m tests.bench.run", *sys.argv[1:]]),
+        }
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "spread.json").write_text(json.dumps(r, indent=2))
+        text = spread_report(r, args.out)
+        update_readme(args.readme, text, "bench-spread")
+        print(text)
+    if args.only:
         return
     results = asyncio.run(run(args))
     args.out.mkdir(parents=True, exist_ok=True)
