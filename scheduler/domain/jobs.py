@@ -57,6 +57,7 @@ class Job:
     retry: RetryPolicy | None = None
     time_limit_ms: int | None = None  # its run is stopped this long after it started
     not_before: int | None = None  # a retry waits for its backoff until then
+    priority: int = 0  # its schedule's: the queue checks higher first, then older first
 
     @property
     def run_id(self) -> str:
@@ -286,11 +287,19 @@ def cancel(queue: ProgramQueue, schedule: str, below_version: int | None, reason
     return len(dropped)
 
 
+def by_priority(jobs: list[Job]) -> list[Job]:
+    """The order a queue checks its jobs in: highest priority first; ties, oldest trigger first, then
+    arrival."""
+    return sorted(jobs, key=lambda j: (-j.priority, j.triggered_at))
+
+
 def check(queue: ProgramQueue, now: int) -> list[Launch]:
-    """Evaluate every pending job in arrival order; launch, skip or discard what is decided."""
+    """Evaluate every pending job, highest priority first (ties: oldest first); launch, skip or discard
+    what is decided. A job held by a concurrency limit says how many jobs of higher priority wait too."""
     launches: list[Launch] = []
     keep: list[Job] = []
-    for job in queue.jobs:
+    ahead: Counter[int] = Counter()  # priority -> jobs of it still waiting, as the walk goes
+    for job in by_priority(queue.jobs):
         if job.not_before is not None and now < job.not_before:
             assert job.retry is not None
             job.blocked_by, job.check_at = RETRY_BACKOFF, job.not_before
@@ -316,6 +325,10 @@ def check(queue: ProgramQueue, now: int) -> list[Launch]:
             launches.append(Launch(job, now, d.forced))
         elif d.outcome is Outcome.WAIT:
             job.blocked_by, job.reason, job.check_at = d.blocked_by, d.reason, d.until
+            higher = sum(n for p, n in ahead.items() if p > job.priority)
+            if higher and d.blocked_by == "ConcurrencyConstraint":
+                job.reason += f"; deferred: {higher} jobs of higher priority wait before it"
+            ahead[job.priority] += 1
             keep.append(job)
         else:
             _remember(

@@ -73,6 +73,7 @@ MAX_DATA_ENTRIES = 256
 MAX_DATA_BYTES = 64 * 1024
 MAX_CATCH_UP_WINDOW_MS = MAX_SPAN_MS
 MAX_INSTANT_MS = 7_258_118_400_000  # 2200-01-01
+MAX_PRIORITY = 1_000
 #: the patterns validation applies, defined once (the HTTP models and the OpenAPI document use them too)
 TOPIC_PATTERN = r"[A-Za-z0-9._-]{1,249}"
 _TOPIC_RE = re.compile(TOPIC_PATTERN, re.ASCII)
@@ -172,6 +173,7 @@ class Schedule:
     not_after: int | None = None  # nor after this one: the schedule is finished then
     spread_ms: int | None = None  # its time instants move by a stable offset in [0, spread_ms)
     jitter_ms: int | None = None  # each instant moves by [0, jitter_ms], derived from key and instant
+    priority: int = 0  # its jobs' order in their job queue (a program's or a pool's): higher first
 
     def within_bounds(self, now: int) -> bool:
         """Whether `now` is inside [notBefore, notAfter] (an event then counts toward its trigger)."""
@@ -228,6 +230,8 @@ class Schedule:
                 raise InvalidSchedule("program", "constraints and timeout need a program to launch")
             if self.retry is not None or self.time_limit_ms is not None:
                 raise InvalidSchedule("program", "retry and timeLimitMs need a program to launch")
+            if self.priority:
+                raise InvalidSchedule("priority", "orders the jobs of a program: this schedule has none")
             if not isinstance(self.trigger, CronTrigger | FrequencyTrigger | OnceTrigger):
                 raise InvalidSchedule("program", "an event or composite trigger needs a program to launch")
         elif self.output is not OutputFormat.FIRED_TASK:
@@ -251,6 +255,8 @@ class Schedule:
         if self.time_limit_ms is not None and not 1_000 <= self.time_limit_ms <= MAX_TIME_LIMIT_MS:
             raise InvalidSchedule("timeLimitMs", f"must be between 1000 and {MAX_TIME_LIMIT_MS}")
         self._validate_shaping()
+        if not -MAX_PRIORITY <= self.priority <= MAX_PRIORITY:
+            raise InvalidSchedule("priority", f"must be between -{MAX_PRIORITY} and {MAX_PRIORITY}")
 
     def _validate_shaping(self) -> None:
         from scheduler.domain.triggers.shaping import MAX_JITTER_MS, MAX_SPREAD_MS

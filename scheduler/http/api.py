@@ -24,6 +24,7 @@ from scheduler.domain.constraints import (
 from scheduler.domain.model import (
     MAX_CONSTRAINTS,
     MAX_FREQUENCY_TIME,
+    MAX_PRIORITY,
     MAX_TRIGGER_LEAVES,
     CatchUpPolicy,
     OutputFormat,
@@ -125,6 +126,12 @@ class ScheduleBody(_In):
         le=_LONG_MAX,
         description="each time instant moves by [0, jitterMs], from the key and the instant",
     )
+    priority: int = Field(
+        0,
+        ge=-MAX_PRIORITY,
+        le=MAX_PRIORITY,
+        description="its jobs' order in their job queue (a program's or a pool's): higher launches first",
+    )
     output: OutputFormat = Field(
         OutputFormat.FIRED_TASK,
         description="what a fire sends to topic (no program): FIRED_TASK, or light-scheduler's TaskDefinition "
@@ -153,6 +160,7 @@ class ScheduleBody(_In):
             not_after=self.notAfter,
             spread_ms=self.spreadMs,
             jitter_ms=self.jitterMs,
+            priority=self.priority,
         )
 
 
@@ -248,6 +256,7 @@ def schedule_json(state: ScheduleState, next_fire_at: int | None, finished: bool
         "notAfter": s.not_after,
         "spreadMs": s.spread_ms,
         "jitterMs": s.jitter_ms,
+        "priority": s.priority,
         "finished": finished,
         "nextFireAt": next_fire_at,
     }

@@ -91,6 +91,7 @@ class Schedule(Answer):
     notAfter: Ms | None = None
     spreadMs: int | None = None
     jitterMs: int | None = None
+    priority: int = 0
     finished: bool = Field(
         False,
         description="past its end (notAfter passed, or a one-shot whose instant passed): kept, fires no more",
@@ -166,6 +167,7 @@ class Job(Answer):
     checkAt: Ms | None = Field(None, description="next check; null: when a run of the program changes")
     attempt: int | None = Field(None, description="1; 2 and on: a retry of a job whose run FAILED")
     runId: str | None = Field(None, description="the run it will be: its job id, `~<attempt>` for a retry")
+    priority: int | None = Field(None, description="its schedule's: its queue checks higher first")
 
 
 class Jobs(Answer):

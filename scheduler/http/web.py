@@ -24,7 +24,7 @@ from pydantic_core import PydanticSerializationError
 from scheduler.domain.commands import CommandRejected, manual_fires_yielding, validate_command
 from scheduler.domain.events import InvalidEvent, Notification, event_key
 from scheduler.domain.events import parse as parse_event
-from scheduler.domain.jobs import Job
+from scheduler.domain.jobs import Job, by_priority
 from scheduler.domain.model import (
     Action,
     InvalidSchedule,
@@ -754,7 +754,7 @@ class Handlers:
         local: list[dict[str, Any]] = []
         for partition in sorted(self.worker.active_partitions()):
             for _, queue in self.worker.jobs.local_queues(partition):
-                for job in queue.jobs:
+                for job in by_priority(queue.jobs):
                     if who.sees(schedule_id_tenant(job.schedule)):
                         local.append({"kind": "job", **_job_json(job)})
                 for outcome in queue.outcomes:
@@ -858,4 +858,5 @@ def _job_json(job: Job) -> dict[str, Any]:
         "checkAt": job.check_at,
         "attempt": job.attempt,
         "runId": job.run_id,
+        "priority": job.priority,
     }

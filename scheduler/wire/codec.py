@@ -269,6 +269,7 @@ def schedule_to_avro(s: Schedule) -> dict[str, Any]:
         "notAfter": s.not_after,
         "spreadMs": s.spread_ms,
         "jitterMs": s.jitter_ms,
+        "priority": s.priority,
     }
 
 
@@ -292,6 +293,7 @@ def schedule_from_avro(rec: dict[str, Any]) -> Schedule:
         not_after=rec.get("notAfter"),
         spread_ms=rec.get("spreadMs"),
         jitter_ms=rec.get("jitterMs"),
+        priority=rec.get("priority") or 0,
     )
 
 
@@ -451,8 +453,8 @@ def _read_time_command(data: bytes | None) -> tuple[ScheduleCommand, bytes | Non
             if r.long() or r.long() or r.long() or r.long() or r.long():
                 raise _Defer
             output = sym.outputs[r.index(len(sym.outputs))]
-            # notBefore, notAfter, spreadMs, jitterMs
-            if r.long() or r.long() or r.long() or r.long():
+            # notBefore, notAfter, spreadMs, jitterMs (null), priority (0)
+            if r.long() or r.long() or r.long() or r.long() or r.long():
                 raise _Defer
             end = r.pos
             same = tenant == key.tenant and name == key.name

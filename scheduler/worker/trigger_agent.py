@@ -76,6 +76,7 @@ def new_job(
         events=events,
         retry=s.retry,
         time_limit_ms=s.time_limit_ms,
+        priority=s.priority,
     )
 
 

@@ -202,6 +202,7 @@ def test_schedule_json_shape() -> None:
         "notAfter": None,
         "spreadMs": None,
         "jitterMs": None,
+        "priority": 0,
         "finished": False,
         "nextFireAt": T0 + 60_000,
     }

@@ -566,3 +566,53 @@ def test_a_retry_waiting_in_the_queue_round_trips_through_json() -> None:
     _fail(q, "j1", T0 + 10)
     back = ProgramQueue.from_json(json.loads(json.dumps(q.to_json())))
     assert back.jobs == q.jobs and back.jobs[0].retry == POLICY and back.jobs[0].time_limit_ms == 60_000
+
+
+# --- priority: a pool (concurrency group) launches its highest-priority jobs first ------------------
+
+
+def test_a_saturated_pool_launches_highest_priority_first_then_oldest_and_says_why_the_rest_wait() -> None:
+    pool = (ConcurrencyConstraint(2, group="pool"),)
+    q = ProgramQueue("group:acme/pool")
+    jobs = [
+        replace(job(f"low-{i}", schedule=f"acme/low-{i}", triggered_at=T0 + i, constraints=pool), priority=0)
+        for i in range(3)
+    ]
+    jobs += [
+        replace(
+            job(f"high-{i}", schedule=f"acme/high-{i}", triggered_at=T0 + 10 + i, constraints=pool),
+            priority=9,
+        )
+        for i in range(2)
+    ]
+    jobs.append(replace(job("mid", schedule="acme/mid", triggered_at=T0 + 5, constraints=pool), priority=5))
+    for j in jobs:
+        add_job(q, j)
+    first = check(q, T0 + 100)
+    assert [x.job.job_id for x in first] == ["high-0", "high-1"]
+    waiting = {j.job_id: j for j in q.jobs}
+    assert waiting["mid"].reason.endswith("at most 2") and "higher priority" not in waiting["mid"].reason
+    assert waiting["low-2"].reason.endswith("deferred: 1 jobs of higher priority wait before it")
+    order = []
+    for launch in first:  # one run ends at a time: the next in line takes its slot
+        apply_status(q, launch.job.run_id, "COMPLETED", T0 + 200)
+        order += [x.job.job_id for x in check(q, T0 + 200)]
+    for _ in range(3):
+        run = next(iter(q.active))
+        apply_status(q, run, "COMPLETED", T0 + 300)
+        order += [x.job.job_id for x in check(q, T0 + 300)]
+    assert order == ["mid", "low-0", "low-1", "low-2"]  # ties: the oldest trigger first
+
+
+def test_a_deferred_job_past_its_pending_timeout_runs_anyway_or_is_dropped_as_its_schedule_says() -> None:
+    pool = (ConcurrencyConstraint(1, group="pool"),)
+    q = ProgramQueue("group:acme/pool")
+    add_job(q, replace(job("busy", schedule="acme/busy", constraints=pool), priority=9))
+    assert [x.job.job_id for x in check(q, T0)] == ["busy"]
+    for name, action in (("anyway", TimeoutAction.FORCE_START), ("dropped", TimeoutAction.DISCARD)):
+        low = job(name, schedule=f"acme/{name}", constraints=pool, timeout=PendingTimeout(MINUTE, action))
+        add_job(q, low)
+    assert check(q, T0 + MINUTE - 1) == []
+    launched = check(q, T0 + MINUTE)
+    assert [(x.job.job_id, x.forced) for x in launched] == [("anyway", True)]
+    assert [(o["jobId"], o["outcome"]) for o in q.outcomes] == [("dropped", "DISCARD")]
