@@ -463,6 +463,37 @@ async def cmd_schedules_next(client: Client, args: argparse.Namespace) -> None:
     _print(args, {**answer, "nextIso": [iso(t) for t in answer["next"]]}, text)
 
 
+async def cmd_schedules_history(client: Client, args: argparse.Namespace) -> None:
+    from scheduler.cli.client import parse_schedule_ref
+    from scheduler.cli.render import iso, table
+
+    tenant, name = parse_schedule_ref(args.schedule)
+    answer = await client.schedule(tenant, name, "history")
+    rows = [
+        (v["version"], iso(v["at"]), v["by"], v["action"], ", ".join(v["changed"]) or "-")
+        for v in answer["versions"]
+    ]
+    _print(args, answer, table(["VERSION", "AT (UTC)", "BY", "ACTION", "CHANGED"], rows))
+
+
+async def cmd_schedules_rollback(client: Client, args: argparse.Namespace) -> None:
+    """PUT the definition a version of the schedule had, over the version it is at now (If-Match)."""
+    from scheduler.cli.client import UsageError, parse_schedule_ref
+
+    tenant, name = parse_schedule_ref(args.schedule)
+    versions = (await client.schedule(tenant, name, "history"))["versions"]
+    target = next((v for v in versions if v["version"] == args.to and v["schedule"] is not None), None)
+    if target is None:
+        known = sorted({v["version"] for v in versions if v["schedule"] is not None})
+        raise UsageError(f"{args.schedule} has no version {args.to} in its history (it has {known})")
+    current = await client.schedule(tenant, name)
+    answer = await client.update(tenant, name, target["schedule"], if_version=current["version"])
+    text = (
+        f"{args.schedule}: back to the definition of version {args.to} (as version {current['version'] + 1})"
+    )
+    _print(args, answer, text)
+
+
 async def cmd_schedules_run(client: Client, args: argparse.Namespace) -> None:
     from scheduler.cli.client import parse_instant, parse_payload, parse_schedule_ref
 
@@ -736,6 +767,11 @@ def _add_client_commands(sub: Any) -> None:
     p = leaf(group, "next", cmd_schedules_next, "the next fire times (ISO-8601 UTC and epoch ms)")
     ref(p)
     p.add_argument("-n", type=int, default=10, help="how many (default 10)")
+    p = leaf(group, "history", cmd_schedules_history, "every change of a schedule: who, when, what")
+    ref(p)
+    p = leaf(group, "rollback", cmd_schedules_rollback, "put back the definition of an earlier version")
+    ref(p)
+    p.add_argument("--to", type=int, required=True, metavar="VERSION", help="the version to go back to")
     p = leaf(group, "run", cmd_schedules_run, "fire a schedule now (or at --at), with runtime arguments")
     ref(p)
     p.add_argument("--at", help="the instant to fire it as (ISO-8601 or epoch ms; default now)")

@@ -137,14 +137,24 @@ class Client:
         await self._http.aclose()
 
     async def request(
-        self, method: str, path: str, *, body: Any = None, params: dict[str, Any] | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Any:
         """The decoded JSON answer of a 2xx; ApiError otherwise (after the 503 retries)."""
         query = {k: v for k, v in (params or {}).items() if v is not None}
         for attempt in range(self.retries + 1):
             try:
                 response = await self._http.request(
-                    method, path, params=query or None, json=body, headers=self._deadline(method)
+                    method,
+                    path,
+                    params=query or None,
+                    json=body,
+                    headers={**(self._deadline(method) or {}), **(headers or {})} or None,
                 )
             except httpx.TransportError as exc:
                 raise ApiError(0, f"cannot reach {self.url}", str(exc) or type(exc).__name__) from None
@@ -202,8 +212,12 @@ class Client:
     async def schedule(self, tenant: str, name: str, what: str = "", **params: Any) -> Any:
         return await self.request("GET", schedule_path(tenant, name, what), params=params)
 
-    async def update(self, tenant: str, name: str, body: dict[str, Any]) -> Any:
-        return await self.request("PUT", schedule_path(tenant, name), body=body)
+    async def update(
+        self, tenant: str, name: str, body: dict[str, Any], if_version: int | None = None
+    ) -> Any:
+        """PUT the definition; with `if_version`, only over that version (If-Match: 412 otherwise)."""
+        headers = None if if_version is None else {"If-Match": f'"{if_version}"'}
+        return await self.request("PUT", schedule_path(tenant, name), body=body, headers=headers)
 
     async def delete(self, tenant: str, name: str) -> Any:
         return await self.request("DELETE", schedule_path(tenant, name))

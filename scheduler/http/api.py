@@ -262,6 +262,13 @@ def schedule_json(state: ScheduleState, next_fire_at: int | None, finished: bool
     }
 
 
+def schedule_body_json(s: Schedule) -> dict[str, Any]:
+    """A definition as PUT /schedules/{tenant}/{name} takes it (what a history version shows, and a
+    rollback sends back)."""
+    full = schedule_json(ScheduleState(s, 0, 0, 0), None)
+    return {k: full[k] for k in ScheduleBody.model_fields if k in full}
+
+
 def state_from_json(d: dict[str, Any]) -> ScheduleState:
     """Inverse of schedule_json (how one worker reads what another answered)."""
     body = ScheduleIn.model_validate({k: d[k] for k in ScheduleIn.model_fields})

@@ -310,6 +310,14 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
                 _SCHEDULE_KEY,
             )
         },
+        "/schedules/{tenant}/{name}/history": {
+            "get": _op(
+                "The schedule's history: every applied command, who sent it and when, what it changed",
+                {200: _json(_ref("ScheduleHistory"), "the versions, newest first")},
+                (404, 503),
+                _SCHEDULE_KEY,
+            )
+        },
         "/schedulers": {
             "post": _op(
                 "light-scheduler's TaskDefinition (INSERT, UPDATE, DELETE)",

@@ -139,6 +139,25 @@ class TriggerProgress(Answer):
     )
 
 
+class HistoryVersion(Answer):
+    version: int = Field(description="the version the command made (RUN, BACKFILL: the one it fired)")
+    at: Ms = Field(description="when the command was produced (its record's time)")
+    by: str = Field(
+        description="who sent it: the token's name over HTTP, a producer's `scheduler-by` header, else `topic`"
+    )
+    action: str
+    changed: list[str] = Field(description="the fields this version changed (all of them for the first)")
+    schedule: dict[str, Any] | None = Field(
+        None, description="the definition it left, as PUT takes it (null: deleted, or unchanged)"
+    )
+    fires: int | None = None
+
+
+class ScheduleHistory(Answer):
+    key: str
+    versions: list[HistoryVersion]
+
+
 class EventAccepted(Answer):
     eventKey: str
     timestamp: Ms

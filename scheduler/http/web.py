@@ -53,6 +53,7 @@ from scheduler.http.api import (
     ScheduleBody,
     ScheduleIn,
     TaskDefinitionIn,
+    schedule_body_json,
     schedule_json,
     state_from_json,
     validation_errors,
@@ -62,13 +63,14 @@ from scheduler.launcher.launcher import RUN_ACTION_NEEDS, RunAction, control_req
 from scheduler.wire.codec import (
     command_from_task_definition_record,
     decode_json,
+    decode_schedule,
     encode,
     key_bytes,
     notification_to_avro,
     task_definition_from_schedule,
 )
 from scheduler.wire.command_headers import command_headers
-from scheduler.wire.messages import IndexEntry, RunStatusChanged, encode_job_queue_message
+from scheduler.wire.messages import IndexEntry, RunStatusChanged, decode_history, encode_job_queue_message
 from scheduler.worker.programs import ProgramSpec
 
 if TYPE_CHECKING:
@@ -322,7 +324,8 @@ class Handlers:
         if not isinstance(conditions, tuple):
             return conditions  # a 400
         deadline, if_version = conditions
-        headers = command_headers(deadline_ms=deadline, if_version=if_version)
+        by = auth.principal_of(call.request).name  # who sent it: the schedule's history shows it
+        headers = command_headers(deadline_ms=deadline, if_version=if_version, by=by)
         schedule = cmd.schedule
         tenants = schedule_tenants(schedule) if schedule is not None else set()
         if denied := deny_tenants(call.view, call.request, cmd.key.tenant, *tenants):
@@ -547,6 +550,36 @@ class Handlers:
                 "trigger": describe(state.schedule.trigger, progress),
             },
         )
+
+    async def history(self, call: Call) -> Response:
+        """Every applied command of the schedule (the newest MAX_HISTORY): its version, who, when, what changed."""
+        kb = key_bytes(call.key)
+        if (forwarded := await self._forwarded(call, kb)) is not None:
+            return forwarded
+        entries = decode_history(self.worker.schedule_history.get(kb))
+        if not entries:
+            return call.error(404, error="not found", key=call.key.id)
+        versions: list[dict[str, Any]] = []
+        last: dict[str, Any] | None = None
+        for e in entries:
+            body = None
+            if e.schedule is not None:
+                body = schedule_body_json(decode_schedule(e.schedule))
+            if body is None:
+                changed = [] if e.action in ("RUN", "BACKFILL") else ["deleted"]
+            elif last is None:
+                changed = sorted(body)
+            else:
+                changed = sorted(k for k in body.keys() | last.keys() if body.get(k) != last.get(k))
+            if body is not None:
+                last = body
+            elif e.action == "DELETE":
+                last = None
+            versions.append(
+                {"version": e.version, "at": e.at, "by": e.by, "action": e.action, "changed": changed,
+                 "schedule": body, "fires": e.fires}
+            )  # fmt: skip
+        return call.answer(out.ScheduleHistory, {"key": call.key.id, "versions": versions[::-1]})
 
     async def index_entry(self, call: Call) -> Response:
         """Which schedules' triggers an event key reaches (the reverse trigger index)."""
@@ -809,6 +842,7 @@ ROUTES: list[Route] = [
     Route("POST", "/schedulers", H.create_task_definition, body=TaskDefinitionIn),
     Route("GET", "/schedulers", H.list_task_definitions),
     Route("GET", f"{_SCHEDULE}/trigger", H.trigger_progress, guard="tenant"),
+    Route("GET", f"{_SCHEDULE}/history", H.history, guard="tenant"),
     Route("POST", "/events", H.publish_event, body=EventIn),
     Route("GET", "/triggers", H.index_entry),
     Route("GET", "/jobs", H.list_jobs),

@@ -297,6 +297,15 @@ def schedule_from_avro(rec: dict[str, Any]) -> Schedule:
     )
 
 
+def encode_schedule(s: Schedule) -> bytes:
+    """A schedule's definition alone (Avro `Schedule`): what its history keeps of each version."""
+    return encode("Schedule", schedule_to_avro(s))
+
+
+def decode_schedule(data: bytes) -> Schedule:
+    return schedule_from_avro(decode("Schedule", data))
+
+
 def encode_command(cmd: ScheduleCommand) -> bytes:
     return encode(
         "ScheduleCommand",

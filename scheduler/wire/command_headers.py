@@ -5,6 +5,8 @@ producer's commands decode as before):
   has given up on it (an HTTP write's deadline). A record whose timestamp is later is refused.
 - `scheduler-if-version`: the schedule's version the command means to replace (HTTP `If-Match`); refused
   when the schedule is at another version by the time it is applied (optimistic concurrency).
+- `scheduler-by`: who sent it, for the schedule's history (HTTP: the token's name; a producer may set it;
+  without it the history says "topic").
 """
 
 from __future__ import annotations
@@ -16,13 +18,15 @@ from scheduler.wire.codec import DecodeError
 
 DEADLINE_HEADER = "scheduler-deadline-ms"
 IF_VERSION_HEADER = "scheduler-if-version"
+BY_HEADER = "scheduler-by"
 CONDITION_HEADERS = (DEADLINE_HEADER, IF_VERSION_HEADER)
+MAX_BY_LEN = 128
 
 
 def command_headers(
-    *, deadline_ms: int | None = None, if_version: int | None = None
+    *, deadline_ms: int | None = None, if_version: int | None = None, by: str | None = None
 ) -> list[tuple[str, bytes]]:
-    headers = []
+    headers = [] if by is None else [(BY_HEADER, by[:MAX_BY_LEN].encode())]
     if deadline_ms is not None:
         headers.append((DEADLINE_HEADER, str(deadline_ms).encode()))
     if if_version is not None:
@@ -53,5 +57,16 @@ def command_conditions(headers: Headers) -> tuple[int | None, int | None]:
 
 
 def condition_headers(headers: Headers) -> list[tuple[str, bytes]]:
-    """The condition headers among `headers` (a command moved to its partition keeps them)."""
-    return [(n, bytes(v)) for n, v in _pairs(headers) if n in CONDITION_HEADERS]
+    """The condition headers among `headers`, and who sent it (a command moved to its partition keeps them)."""
+    return [(n, bytes(v)) for n, v in _pairs(headers) if n in CONDITION_HEADERS or n == BY_HEADER]
+
+
+def command_by(headers: Headers) -> str | None:
+    """Who sent the command (its `scheduler-by` header), printable and at most MAX_BY_LEN characters;
+    None when it says nothing readable."""
+    for name, value in _pairs(headers):
+        if name == BY_HEADER:
+            text = bytes(value).decode("utf-8", "replace")[:MAX_BY_LEN]
+            text = "".join(c if c.isprintable() else "?" for c in text).strip()
+            return text or None
+    return None

@@ -160,6 +160,51 @@ def recent_newest(value: bytes) -> int:
     return int.from_bytes(value[:8], "big", signed=True)
 
 
+# --- a schedule's history ------------------------------------------------------------------------------
+
+MAX_HISTORY = 100  # entries kept per schedule, newest
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One applied command of a schedule: the version it made (RUN / BACKFILL: the one it fired), when
+    (its record's time), who sent it, and the definition it left (Avro `Schedule`; None: deleted, or a
+    command that does not change it)."""
+
+    version: int
+    at: int
+    by: str
+    action: str
+    schedule: bytes | None = None
+    fires: int | None = None  # RUN / BACKFILL: how many
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"v": self.version, "at": self.at, "by": self.by, "action": self.action}
+        if self.schedule is not None:
+            d["schedule"] = self.schedule.hex()
+        if self.fires is not None:
+            d["fires"] = self.fires
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> HistoryEntry:
+        raw = d.get("schedule")
+        return cls(
+            d["v"], d["at"], d["by"], d["action"], None if raw is None else bytes.fromhex(raw), d.get("fires")
+        )
+
+
+def add_history(value: bytes | None, entry: HistoryEntry) -> bytes:
+    """The history table's value with `entry` appended (the oldest dropped past MAX_HISTORY)."""
+    entries = [] if value is None else decode_json(value)
+    entries.append(entry.to_json())
+    return encode_json(entries[-MAX_HISTORY:])
+
+
+def decode_history(value: bytes | None) -> list[HistoryEntry]:
+    return [] if value is None else [HistoryEntry.from_json(d) for d in decode_json(value)]
+
+
 # --- trigger-fired ------------------------------------------------------------------------------------
 
 

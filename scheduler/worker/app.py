@@ -52,14 +52,16 @@ from scheduler.wire.codec import (
     decode_state,
     encode,
     encode_command,
+    encode_schedule,
     encode_state,
     fire_bytes,
     key_bytes,
     key_from_bytes,
     state_version,
 )
-from scheduler.wire.command_headers import command_conditions, condition_headers
+from scheduler.wire.command_headers import command_by, command_conditions, command_headers, condition_headers
 from scheduler.wire.dead_letters import dead_letter_record, moved_headers, origin
+from scheduler.wire.messages import HistoryEntry, add_history
 from scheduler.worker.counters import WorkerCounts
 from scheduler.worker.event_routing import EventRouting
 from scheduler.worker.freeze import FreezeGuard
@@ -149,6 +151,7 @@ class Worker:
         self.job_queue: Any = raw_table(app, "job-queue", settings.partitions)
         self.run_records: Any = raw_table(app, "run-records", settings.partitions)
         self.recent_events: Any = raw_table(app, "recent-events", settings.partitions)
+        self.schedule_history: Any = raw_table(app, "schedule-history", settings.partitions)
         self.registry = ProgramRegistry(
             settings.bootstrap_servers, settings.programs_topic, settings.programs_file
         )
@@ -202,6 +205,7 @@ class Worker:
                 self.job_queue,
                 self.run_records,
                 self.recent_events,
+                self.schedule_history,
             )
             self._staged = [StagedTable(t, self.txns) for t in tables]
             (
@@ -210,6 +214,7 @@ class Worker:
                 self.job_queue,
                 self.run_records,
                 self.recent_events,
+                self.schedule_history,
             ) = self._staged
         self.routing = EventRouting(self)
         self.triggers = TriggerAgent(self)
@@ -260,7 +265,7 @@ class Worker:
         except (DecodeError, InvalidSchedule, CommandRejected) as exc:
             await self.dead_letter(event, str(exc))
             return
-        await self.send_command(cmd)
+        await self.send_command(cmd, headers=command_headers(by="light-scheduler"))
 
     async def handle_command(self, event: EventT) -> None:
         """One command of the commands topic (see ingest.CommandIngest); its schedule write is collected
@@ -315,14 +320,31 @@ class Worker:
             self.counts.command(cmd.action.value, "rejected")
             await self.dead_letter(event, f"{cmd.action.value} {cmd.key.id}: {exc}")
             return
+        asked_at = record_time_ms(msg) or self.clock()  # when it was asked for: its record's time
+        by = command_by(getattr(msg, "headers", None)) or "topic"
         if cmd.action in (Action.RUN, Action.BACKFILL):
             assert current is not None
             fired = await self._manual_fires(event, kb, current, cmd)
             self.counts.command(cmd.action.value, "applied" if fired else "rejected")
+            if fired:
+                self._record_history(
+                    partition, kb, HistoryEntry(current.version, asked_at, by, cmd.action.value)
+                )
             return
         self.counts.command(cmd.action.value, "applied")
         if new is current:
             return
+        self._record_history(
+            partition,
+            kb,
+            HistoryEntry(
+                current.version if new is None else new.version,  # type: ignore[union-attr]
+                asked_at,
+                by,
+                cmd.action.value,
+                None if new is None else encode_schedule(new.schedule),
+            ),
+        )
         counts = self._tenant_counts.get(partition)
         if counts is not None and (current is None) != (new is None):
             counts[cmd.key.tenant] += 1 if current is None else -1
@@ -335,8 +357,8 @@ class Worker:
             known = schedule_avro if new.schedule is cmd.schedule else None  # an INSERT's: as it came
             self._write_schedule(partition, kb, encode_state(new, known))
             self.punctuator.upsert(partition, kb, new)
-        # when it was asked for: its record's time (an event recorded after it reaches its triggers)
-        await self._lifecycle(partition, kb, cmd, current, new, record_time_ms(msg) or self.clock())
+        # an event recorded after the command reaches the triggers of the version it made
+        await self._lifecycle(partition, kb, cmd, current, new, asked_at)
         if new is not None:
             self.triggers.arm_elapsed(partition, kb, new)
         if self.journal is not None:
@@ -379,6 +401,17 @@ class Worker:
         if progress.get(kb) is not None:
             del progress[kb]
             self.trigger_progress.send_changelog(partition, kb, None)
+
+    def _record_history(self, partition: int, kb: bytes, entry: HistoryEntry) -> None:
+        """Append an applied command to the schedule's history: with transactions in the command's, without
+        through Faust's producer (as _drop_trigger_progress)."""
+        if self.txns is not None:
+            self.schedule_history[kb] = add_history(self.schedule_history.get(kb), entry)
+            return
+        db = partition_db(self.schedule_history, partition)
+        value = add_history(db.get(kb), entry)
+        db[kb] = value
+        self.schedule_history.send_changelog(partition, kb, value)
 
     def stored_items(self, table: Any, partition: int) -> Iterator[tuple[bytes, bytes]]:
         return partition_items(table, partition)

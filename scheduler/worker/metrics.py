@@ -317,6 +317,7 @@ def register_routes(worker: MetricsPort) -> None:
             "job-queue": worker.job_queue,
             "run-records": worker.run_records,
             "recent-events": worker.recent_events,
+            "schedule-history": worker.schedule_history,
         }
     )
     registry = build_registry(worker, sizes)

@@ -95,6 +95,7 @@ class MetricsPort(Protocol):
     job_queue: Table
     run_records: Table
     recent_events: Table
+    schedule_history: Table
 
     def active_partitions(self) -> set[int]: ...
 

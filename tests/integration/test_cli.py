@@ -457,3 +457,75 @@ def test_with_auth_on_a_missing_token_fails_clearly_and_the_right_token_works(
         lambda r: r.returncode == 0 and json.loads(r.stdout)["total"] == 1,
     )
     assert [s["key"] for s in json.loads(listed.stdout)["schedules"]] == ["acme/authed"]
+
+
+async def test_every_applied_command_is_in_the_schedules_history_with_who_sent_it_and_rollback_puts_a_version_back(
+    broker: Broker, start_worker: Callable[..., WorkerProcess], app_id: str, tmp_path: Path
+) -> None:
+    """Over HTTP the token's name, from the commands topic the producer's `scheduler-by` header, else
+    "topic"; `schedules history` shows each version with what it changed; `rollback --to 1` PUTs version
+    1's definition back over the current version."""
+    from scheduler.domain.model import Action, ScheduleCommand, ScheduleKey
+    from scheduler.wire.codec import encode_command, key_bytes
+    from tests.helpers import produce
+
+    token = as_json(cli("http://127.0.0.1:9", "token", "new", "--name", "deployer", "--scopes", "sched:r,sched:w", "--tenants", "acme", "--json"))  # fmt: skip
+    worker = start_worker(SCHEDULER_AUTH="on", SCHEDULER_AUTH_TOKENS=json.dumps({"tokens": [token["entry"]]}))
+    url, secret = worker.url, token["token"]
+    hourly = {"tenant": "acme", "name": "audited", "trigger": {"type": "cron", "expression": "0 0 * * * *"}, "topic": "acme-audited", "enabled": True}  # fmt: skip
+    (tmp_path / "v1.json").write_text(json.dumps(hourly))
+    (tmp_path / "v2.json").write_text(
+        json.dumps({**hourly, "trigger": {"type": "cron", "expression": "0 30 * * * *"}})
+    )
+    assert cli(url, "schedules", "create", "-f", tmp_path / "v1.json", token=secret).returncode == 0
+    until(
+        lambda: cli(url, "schedules", "get", "acme/audited", "--json", token=secret),
+        lambda r: r.returncode == 0,
+    )
+    r = cli(url, "schedules", "update", "acme/audited", "-f", tmp_path / "v2.json", token=secret)
+    assert r.returncode == 0, r.stderr
+    key = ScheduleKey("acme", "audited")
+    commands = f"{app_id}-commands"
+    await produce(broker.bootstrap_servers, commands, [(key_bytes(key), encode_command(ScheduleCommand(key, Action.DISABLE)))], headers=[("scheduler-by", b"ops-script")])  # fmt: skip
+    await produce(broker.bootstrap_servers, commands, [(key_bytes(key), encode_command(ScheduleCommand(key, Action.ENABLE)))])  # fmt: skip
+    history = until(
+        lambda: cli(url, "schedules", "history", "acme/audited", "--json", token=secret),
+        lambda r: r.returncode == 0 and len(json.loads(r.stdout)["versions"]) == 4,
+    )
+    versions = json.loads(history.stdout)["versions"]
+    assert [(v["version"], v["action"], v["by"]) for v in versions] == [
+        (4, "ENABLE", "topic"),
+        (3, "DISABLE", "ops-script"),
+        (2, "UPDATE", "deployer"),
+        (1, "INSERT", "deployer"),
+    ]
+    assert [v["changed"] for v in versions[:3]] == [["enabled"], ["enabled"], ["trigger"]]
+    assert (
+        "trigger" in versions[3]["changed"]
+        and versions[3]["schedule"]["trigger"]["expression"] == "0 0 * * * *"
+    )
+    assert all(v["at"] > 0 for v in versions)
+    table = cli(url, "schedules", "history", "acme/audited", token=secret)
+    assert table.returncode == 0 and table.stdout.splitlines()[0].split() == [
+        "VERSION",
+        "AT",
+        "(UTC)",
+        "BY",
+        "ACTION",
+        "CHANGED",
+    ]
+
+    r = cli(url, "schedules", "rollback", "acme/audited", "--to", "1", token=secret)
+    assert r.returncode == 0 and "back to the definition of version 1 (as version 5)" in r.stdout, r.stderr
+    back = until(
+        lambda: cli(url, "schedules", "get", "acme/audited", "--json", token=secret),
+        lambda r: r.returncode == 0 and json.loads(r.stdout)["version"] == 5,
+    )
+    assert (
+        json.loads(back.stdout)["trigger"]["expression"] == "0 0 * * * *"
+        and json.loads(back.stdout)["enabled"]
+    )
+    r = cli(url, "schedules", "rollback", "acme/audited", "--to", "9", token=secret)
+    assert r.returncode != 0 and "no version 9" in r.stderr
+    r = cli(url, "schedules", "history", "acme/nothing", token=secret)
+    assert r.returncode == 1 and "404" in r.stderr

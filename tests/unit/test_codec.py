@@ -484,3 +484,33 @@ def test_a_schedule_with_a_program_sends_launch_requests_not_task_definitions() 
     with pytest.raises(InvalidSchedule) as err:
         schedule.validate()
     assert err.value.field == "output"
+
+
+# --- who sent a command, and a schedule's history ---------------------------------------------------
+
+
+def test_who_sent_a_command_is_read_from_its_header_cleaned_and_carried_when_it_moves() -> None:
+    from scheduler.wire.command_headers import MAX_BY_LEN, command_by, command_headers, condition_headers
+
+    assert command_by(None) is None and command_by([("other", b"x")]) is None
+    assert command_by(command_headers(by="deployer")) == "deployer"
+    assert command_by([("scheduler-by", b"ops\nscript\xff")]) == "ops?script\ufffd"
+    assert command_by([("scheduler-by", b"  ")]) is None
+    assert len(command_by([("scheduler-by", b"x" * 500)]) or "") == MAX_BY_LEN
+    moved = condition_headers(command_headers(deadline_ms=5, by="deployer") + [("other", b"y")])
+    assert moved == [("scheduler-by", b"deployer"), ("scheduler-deadline-ms", b"5")]
+
+
+def test_a_schedules_history_keeps_its_newest_entries_and_each_definition() -> None:
+    from scheduler.wire.messages import MAX_HISTORY, HistoryEntry, add_history, decode_history
+
+    value = None
+    for v in range(1, MAX_HISTORY + 6):
+        value = add_history(
+            value, HistoryEntry(v, T0 + v, "deployer", "UPDATE", codec.encode_schedule(CRON_SCHEDULE))
+        )
+    entries = decode_history(value)
+    assert [e.version for e in entries] == list(range(6, MAX_HISTORY + 6))
+    assert codec.decode_schedule(entries[-1].schedule or b"") == CRON_SCHEDULE
+    deleted = decode_history(add_history(None, HistoryEntry(3, T0, "topic", "DELETE")))
+    assert deleted == [HistoryEntry(3, T0, "topic", "DELETE")]
