@@ -58,6 +58,7 @@ class Job:
     time_limit_ms: int | None = None  # its run is stopped this long after it started
     not_before: int | None = None  # a retry waits for its backoff until then
     priority: int = 0  # its schedule's: the queue checks higher first, then older first
+    deadline_at: int | None = None  # SLA: its run must complete by then (its trigger + completeWithinMs)
 
     @property
     def run_id(self) -> str:
@@ -102,6 +103,8 @@ class ProgramQueue:
     retries: dict[str, dict[str, Any]] = field(
         default_factory=dict
     )  # run id -> its job, to retry if it fails
+    # job id -> its SLA deadline, until a run of it COMPLETED: {"at", "schedule", "program"}
+    deadlines: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(dataclasses.replace(self, jobs=[]))
@@ -124,6 +127,7 @@ class ProgramQueue:
     @property
     def next_check(self) -> int | None:
         dues = [j.check_at for j in self.jobs if j.check_at is not None]
+        dues += [d["at"] for d in self.deadlines.values()]
         return min(dues) if dues else None
 
 
@@ -135,7 +139,8 @@ class Launch:
 
 
 def add_job(queue: ProgramQueue, job: Job) -> bool:
-    """A satisfied trigger. Merges into the schedule's waiting job if it has one (CDAP); False if a replay."""
+    """A satisfied trigger. Merges into the schedule's waiting job if it has one (CDAP); False if a replay.
+    A job with an SLA deadline has it watched from now on, until a run of it COMPLETED."""
     if job.job_id in queue.launched or any(
         job.job_id == j.job_id or job.job_id in j.merged for j in queue.jobs
     ):
@@ -147,6 +152,13 @@ def add_job(queue: ProgramQueue, job: Job) -> bool:
             waiting.merged.append(job.job_id)
             return True
     queue.jobs.append(job)
+    if job.deadline_at is not None and job.attempt == 1:
+        queue.deadlines[job.job_id] = {
+            "at": job.deadline_at,
+            "withinMs": job.deadline_at - job.triggered_at,
+            "schedule": job.schedule,
+            "program": job.program,
+        }
     return True
 
 
@@ -177,6 +189,8 @@ def apply_status(
     )
     if verdict is not Verdict.ACCEPTED:
         return verdict, why
+    if new is RunStatus.COMPLETED:
+        queue.deadlines.pop(job_of_run(run_id), None)  # its SLA is met
     if new.terminal:
         for runs in (queue.active, queue.run_program, queue.since, queue.holders, queue.leases):
             runs.pop(run_id, None)  # type: ignore[attr-defined]
@@ -203,6 +217,51 @@ def apply_status(
     if program is not None and program != queue.program:
         queue.run_program[run_id] = program
     return Verdict.ACCEPTED, ""
+
+
+def job_of_run(run_id: str) -> str:
+    """The job a run is an attempt of (run ids: the job id, `~<attempt>` from the second attempt on)."""
+    return run_id.split("~", 1)[0]
+
+
+@dataclass(frozen=True)
+class DeadlineMissed:
+    """A job whose run had not completed by its SLA deadline."""
+
+    job_id: str
+    schedule: str
+    program: str
+    due_by: int
+    reason: str
+
+
+def missed_deadlines(queue: ProgramQueue, now: int) -> list[DeadlineMissed]:
+    """The jobs of the queue past their SLA deadline (launched, or still waiting) with no run COMPLETED:
+    each once — its deadline is dropped, and the miss is kept among the queue's recent outcomes."""
+    missed = []
+    for job_id, d in list(queue.deadlines.items()):
+        if d["at"] > now:
+            continue
+        del queue.deadlines[job_id]
+        waiting = next((j for j in queue.jobs if j.job_id == job_id), None)
+        where = (
+            f"still waiting ({waiting.blocked_by or 'to launch'})"
+            if waiting is not None
+            else "its run had not completed"
+        )
+        reason = f"not completed by its deadline ({d['withinMs'] / 1000:g} s after its trigger): {where}"
+        missed.append(DeadlineMissed(job_id, d["schedule"], d["program"], d["at"], reason))
+        queue.outcomes.append(
+            {
+                "jobId": job_id,
+                "schedule": d["schedule"],
+                "outcome": "DEADLINE_MISSED",
+                "reason": reason,
+                "at": now,
+            }
+        )
+        del queue.outcomes[:-MAX_OUTCOMES_REMEMBERED]
+    return missed
 
 
 def _retry(queue: ProgramQueue, job: Job, ended: RunStatus, at: int) -> None:
@@ -413,7 +472,16 @@ def _started(queue: ProgramQueue, at: int) -> None:
     del queue.recent_starts[:-MAX_RECENT_STARTS]
 
 
+def note_outcome(queue: ProgramQueue, outcome: dict[str, Any]) -> None:
+    """Keep something that happened to one of the queue's schedules among its recent outcomes (once)."""
+    if outcome in queue.outcomes:
+        return  # (a message handled again)
+    queue.outcomes.append(outcome)
+    del queue.outcomes[:-MAX_OUTCOMES_REMEMBERED]
+
+
 def _remember(queue: ProgramQueue, job: Job, outcome: str, reason: str, now: int) -> None:
+    queue.deadlines.pop(job.job_id, None)  # dropped on purpose (skipped, discarded, cancelled): not a miss
     queue.outcomes.append(
         {"jobId": job.job_id, "schedule": job.schedule, "outcome": outcome, "reason": reason, "at": now}
     )

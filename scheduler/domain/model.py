@@ -174,6 +174,8 @@ class Schedule:
     spread_ms: int | None = None  # its time instants move by a stable offset in [0, spread_ms)
     jitter_ms: int | None = None  # each instant moves by [0, jitter_ms], derived from key and instant
     priority: int = 0  # its jobs' order in their job queue (a program's or a pool's): higher first
+    complete_within_ms: int | None = None  # SLA: each job's run completes within this of its trigger
+    fire_at_least_every_ms: int | None = None  # SLA: a job at least once per this
 
     def within_bounds(self, now: int) -> bool:
         """Whether `now` is inside [notBefore, notAfter] (an event then counts toward its trigger)."""
@@ -232,6 +234,12 @@ class Schedule:
                 raise InvalidSchedule("program", "retry and timeLimitMs need a program to launch")
             if self.priority:
                 raise InvalidSchedule("priority", "orders the jobs of a program: this schedule has none")
+            for name, value in (
+                ("completeWithinMs", self.complete_within_ms),
+                ("fireAtLeastEveryMs", self.fire_at_least_every_ms),
+            ):
+                if value is not None:
+                    raise InvalidSchedule(name, "an SLA on the runs of a program: this schedule has none")
             if not isinstance(self.trigger, CronTrigger | FrequencyTrigger | OnceTrigger):
                 raise InvalidSchedule("program", "an event or composite trigger needs a program to launch")
         elif self.output is not OutputFormat.FIRED_TASK:
@@ -255,6 +263,12 @@ class Schedule:
         if self.time_limit_ms is not None and not 1_000 <= self.time_limit_ms <= MAX_TIME_LIMIT_MS:
             raise InvalidSchedule("timeLimitMs", f"must be between 1000 and {MAX_TIME_LIMIT_MS}")
         self._validate_shaping()
+        for name, value in (
+            ("completeWithinMs", self.complete_within_ms),
+            ("fireAtLeastEveryMs", self.fire_at_least_every_ms),
+        ):
+            if value is not None and not 1_000 <= value <= MAX_CATCH_UP_WINDOW_MS:
+                raise InvalidSchedule(name, f"must be between 1000 and {MAX_CATCH_UP_WINDOW_MS}")
         if not -MAX_PRIORITY <= self.priority <= MAX_PRIORITY:
             raise InvalidSchedule("priority", f"must be between -{MAX_PRIORITY} and {MAX_PRIORITY}")
 

@@ -126,6 +126,15 @@ class ScheduleBody(_In):
         le=_LONG_MAX,
         description="each time instant moves by [0, jitterMs], from the key and the instant",
     )
+    completeWithinMs: int | None = Field(
+        None,
+        ge=0,
+        le=_LONG_MAX,
+        description="SLA: each job's run completes within this of its trigger, or an alert",
+    )
+    fireAtLeastEveryMs: int | None = Field(
+        None, ge=0, le=_LONG_MAX, description="SLA: a job at least once per this, or an alert"
+    )
     priority: int = Field(
         0,
         ge=-MAX_PRIORITY,
@@ -161,6 +170,8 @@ class ScheduleBody(_In):
             spread_ms=self.spreadMs,
             jitter_ms=self.jitterMs,
             priority=self.priority,
+            complete_within_ms=self.completeWithinMs,
+            fire_at_least_every_ms=self.fireAtLeastEveryMs,
         )
 
 
@@ -257,6 +268,8 @@ def schedule_json(state: ScheduleState, next_fire_at: int | None, finished: bool
         "spreadMs": s.spread_ms,
         "jitterMs": s.jitter_ms,
         "priority": s.priority,
+        "completeWithinMs": s.complete_within_ms,
+        "fireAtLeastEveryMs": s.fire_at_least_every_ms,
         "finished": finished,
         "nextFireAt": next_fire_at,
     }

@@ -92,6 +92,8 @@ class Schedule(Answer):
     spreadMs: int | None = None
     jitterMs: int | None = None
     priority: int = 0
+    completeWithinMs: int | None = None
+    fireAtLeastEveryMs: int | None = None
     finished: bool = Field(
         False,
         description="past its end (notAfter passed, or a one-shot whose instant passed): kept, fires no more",
@@ -187,6 +189,7 @@ class Job(Answer):
     attempt: int | None = Field(None, description="1; 2 and on: a retry of a job whose run FAILED")
     runId: str | None = Field(None, description="the run it will be: its job id, `~<attempt>` for a retry")
     priority: int | None = Field(None, description="its schedule's: its queue checks higher first")
+    deadlineAt: Ms | None = Field(None, description="SLA: its run must complete by then (completeWithinMs)")
 
 
 class Jobs(Answer):

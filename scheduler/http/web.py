@@ -893,4 +893,5 @@ def _job_json(job: Job) -> dict[str, Any]:
         "attempt": job.attempt,
         "runId": job.run_id,
         "priority": job.priority,
+        "deadlineAt": job.deadline_at,
     }

@@ -37,6 +37,7 @@ ENV_VARS = {
     "SCHEDULER_COMMANDS_TOPIC": "commands_topic",
     "SCHEDULER_LIGHT_TOPIC": "light_topic",
     "SCHEDULER_DEAD_LETTER_TOPIC": "dead_letter_topic",
+    "SCHEDULER_ALERTS_TOPIC": "alerts_topic",
     "SCHEDULER_EVENTS_TOPIC": "events_topic",
     "SCHEDULER_LAUNCH_TOPIC": "launch_topic",
     "SCHEDULER_PROGRAMS_FILE": "programs_file",
@@ -80,6 +81,7 @@ class Settings(BaseModel):
     commands_topic: str = ""
     light_topic: str = "light-scheduler"
     dead_letter_topic: str = ""
+    alerts_topic: str = ""  # SLA misses (Avro Alert); default <app>-alerts
     events_topic: str = ""
     launch_topic: str = ""
     programs_file: Path | None = None
@@ -133,6 +135,8 @@ class Settings(BaseModel):
             self.events_topic = f"{self.app_id}-events"
         if not self.dead_letter_topic:
             self.dead_letter_topic = f"{self.app_id}-dead-letters"
+        if not self.alerts_topic:
+            self.alerts_topic = f"{self.app_id}-alerts"
 
     @property
     def transactional(self) -> bool:
@@ -180,6 +184,7 @@ class Settings(BaseModel):
         return {
             self.commands_topic: {},
             self.dead_letter_topic: {},
+            self.alerts_topic: {},
             self.events_topic: {},
             # the hops between agents (Faust's agents create them too; with transactions there are none)
             self.index_topic: {},

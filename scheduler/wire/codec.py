@@ -270,6 +270,8 @@ def schedule_to_avro(s: Schedule) -> dict[str, Any]:
         "spreadMs": s.spread_ms,
         "jitterMs": s.jitter_ms,
         "priority": s.priority,
+        "completeWithinMs": s.complete_within_ms,
+        "fireAtLeastEveryMs": s.fire_at_least_every_ms,
     }
 
 
@@ -294,6 +296,8 @@ def schedule_from_avro(rec: dict[str, Any]) -> Schedule:
         spread_ms=rec.get("spreadMs"),
         jitter_ms=rec.get("jitterMs"),
         priority=rec.get("priority") or 0,
+        complete_within_ms=rec.get("completeWithinMs"),
+        fire_at_least_every_ms=rec.get("fireAtLeastEveryMs"),
     )
 
 
@@ -462,8 +466,9 @@ def _read_time_command(data: bytes | None) -> tuple[ScheduleCommand, bytes | Non
             if r.long() or r.long() or r.long() or r.long() or r.long():
                 raise _Defer
             output = sym.outputs[r.index(len(sym.outputs))]
-            # notBefore, notAfter, spreadMs, jitterMs (null), priority (0)
-            if r.long() or r.long() or r.long() or r.long() or r.long():
+            # notBefore, notAfter, spreadMs, jitterMs (null), priority (0), completeWithinMs,
+            # fireAtLeastEveryMs (null)
+            if any(r.long() for _ in range(7)):
                 raise _Defer
             end = r.pos
             same = tenant == key.tenant and name == key.name

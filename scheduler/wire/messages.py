@@ -303,7 +303,15 @@ class CheckConstraints:
     """A waiting job's next check instant came: check the queue's constraints again."""
 
 
-JobQueueMessage = JobTriggered | RunStatusChanged | CancelJobs | AdoptQueue | CheckConstraints
+@dataclass(frozen=True, slots=True)
+class NoteOutcome:
+    """Something that happened to a schedule of the queue, kept among its recent outcomes (an SLA alert
+    raised by the schedule's trigger agent): {"jobId", "schedule", "outcome", "reason", "at"}."""
+
+    outcome: dict[str, Any]
+
+
+JobQueueMessage = JobTriggered | RunStatusChanged | CancelJobs | AdoptQueue | CheckConstraints | NoteOutcome
 
 #: what a status event's payload may say of its job, kept with the run's record
 RUN_DETAILS = (
@@ -333,6 +341,8 @@ def encode_job_queue_message(m: JobQueueMessage) -> bytes:
         )
     if isinstance(m, AdoptQueue):
         return encode_json({"type": "adopt", "queue": m.queue})
+    if isinstance(m, NoteOutcome):
+        return encode_json({"type": "note", "outcome": m.outcome})
     return encode_json({"type": "check"})
 
 
@@ -351,4 +361,6 @@ def decode_job_queue_message(value: bytes | None) -> JobQueueMessage | None:
         return AdoptQueue(d["queue"])
     if kind == "check":
         return CheckConstraints()
+    if kind == "note":
+        return NoteOutcome(d["outcome"])
     return None

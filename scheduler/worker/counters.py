@@ -142,6 +142,7 @@ class WorkerCounts:
         self.fires = FireCounts()  # the punctuator's
         #: events applied, launches, triggers ignored, invalid run transitions, manual fires, ...
         self.events: Counter[str] = Counter()
+        self.alerts: Counter[str] = Counter()  # SLA misses raised, by kind
         self.commands: Counter[tuple[str, str]] = Counter()  # (action, result)
         self.dead_letters: Counter[tuple[str, str]] = Counter()  # (source topic, reason class)
         self.runs: Counter[str] = Counter()  # run status reached (accepted transitions)

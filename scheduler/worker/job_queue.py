@@ -31,7 +31,9 @@ from scheduler.domain.jobs import (
     check,
     legacy_group,
     lost_runs,
+    missed_deadlines,
     next_lease_check,
+    note_outcome,
     split_legacy_group,
 )
 from scheduler.domain.model import GROUP_QUEUE_PREFIX, ProgramId, ScheduleKey
@@ -43,6 +45,7 @@ from scheduler.wire.messages import (
     CancelJobs,
     CheckConstraints,
     JobTriggered,
+    NoteOutcome,
     RunStatusChanged,
     decode_job_queue_message,
     encode_job_queue_message,
@@ -113,6 +116,26 @@ def _launched(
         "arguments": arguments,
         "triggeredAt": triggered_at,
     }
+
+
+async def raise_alert(
+    worker: Any, kind: str, schedule: str, program: str | None, job_id: str | None, due_by: int, reason: str
+) -> None:
+    """An SLA miss: an Alert on the alerts topic (keyed by schedule), counted, and logged."""
+    alert = {
+        "kind": kind,
+        "schedule": schedule,
+        "program": program,
+        "jobId": job_id,
+        "dueBy": due_by,
+        "raisedAt": worker.clock(),
+        "reason": reason,
+    }
+    worker.counts.alerts[kind] += 1
+    log.warning("SLA %s of %s%s: %s", kind, schedule, f" (job {job_id})" if job_id else "", reason)
+    await worker.send_keyed(
+        worker.settings.alerts_topic, schedule.encode(), encode("Alert", alert), partition=None
+    )
 
 
 class CheckTimer:
@@ -222,6 +245,8 @@ class JobQueueAgent:
             cancel(queue, command.schedule, command.below_version, command.reason, now)
         elif isinstance(command, AdoptQueue):
             adopt(queue, ProgramQueue.from_json(command.queue))
+        elif isinstance(command, NoteOutcome):
+            note_outcome(queue, command.outcome)
         if legacy_group(queue.program) is not None:
             await self._hand_over(msg.partition, key, queue, had_entry=raw is not None)
             return
@@ -232,6 +257,16 @@ class JobQueueAgent:
             worker.counts.events["launches"] += 1
             await worker.send_keyed(launch.job.topic, key, launch_request(launch), partition=None)
             await self._announce(launch)
+        for missed in missed_deadlines(queue, now):
+            await raise_alert(
+                worker,
+                "DEADLINE_MISSED",
+                missed.schedule,
+                missed.program,
+                missed.job_id,
+                missed.due_by,
+                missed.reason,
+            )
         worker.job_queue[key] = encode_json(queue.to_json())
         worker.counts.job_queue_changed(msg.partition, key, queue)
         self.checker.schedule(msg.partition, key, self._next_check(msg.partition, key, queue))

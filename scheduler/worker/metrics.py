@@ -247,6 +247,12 @@ class WorkerCollector(Collector):
             counts.events["invalidTransitions"],
         )
         yield _counter("scheduler_events", "Events applied by the event agent", counts.events["events"])
+        alerts = CounterMetricFamily(
+            "scheduler_alerts", "SLA misses raised (Alert records on the alerts topic)", labels=["kind"]
+        )
+        for kind in ("DEADLINE_MISSED", "NOT_FIRED"):
+            alerts.add_metric([kind], counts.alerts[kind])
+        yield alerts
         yield _counter(
             "scheduler_events_unwatched",
             "Events of an event key no schedule watched when they came (kept a while for one that will)",

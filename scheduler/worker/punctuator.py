@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from scheduler.domain.model import ElapsedTrigger, ScheduleState, TimeUnit, trigger_leaves
 from scheduler.domain.triggers import plan_catch_up
 from scheduler.domain.triggers.base import TimeTrigger
+from scheduler.domain.triggers.progress import SLA_PATH
 from scheduler.kafka.partitioner import kafka_partition
 from scheduler.kafka.transactions import PartitionGone, owned_by
 from scheduler.wire.codec import fire_bytes, zigzag_long
@@ -104,6 +105,8 @@ def compile_schedule(state: ScheduleState, key: bytes | None = None) -> _Compile
     s = state.schedule
     leaves = tuple(state.time_leaves())
     elapsed = tuple(p for p, t in trigger_leaves(s.trigger) if isinstance(t, ElapsedTrigger))
+    if s.fire_at_least_every_ms is not None:
+        elapsed += (SLA_PATH,)  # its watchdog: armed by the trigger agent, checked there
     if s.program is None and [p for p, _ in leaves] == ["0"]:
         fired = fire_bytes(s, key)
         return _Compiled(s.topic, leaves, elapsed, fired.encode, None, fired.parts)

@@ -9,16 +9,26 @@ position it applied, and a job's id comes from (schedule, version, job sequence)
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from scheduler.domain.events import InvalidEvent, parse
 from scheduler.domain.jobs import Job
 from scheduler.domain.model import CompositeTrigger, ElapsedTrigger, ScheduleState, job_id, trigger_leaves
-from scheduler.domain.triggers.progress import TriggerProgress, apply, elapsed_due, reset, satisfied
+from scheduler.domain.triggers.progress import (
+    SLA_PATH,
+    TriggerProgress,
+    apply,
+    elapsed_due,
+    reset,
+    satisfied,
+    sla_due,
+)
 from scheduler.wire.codec import decode_json, decode_state, encode_json
-from scheduler.wire.messages import JobTriggered, TriggerFired, encode_job_queue_message
+from scheduler.wire.messages import JobTriggered, NoteOutcome, TriggerFired, encode_job_queue_message
 from scheduler.worker.event_routing import notification_from_json
 from scheduler.worker.hops import safely
+from scheduler.worker.job_queue import raise_alert
 
 if TYPE_CHECKING:
     from faust.types import EventT
@@ -77,6 +87,7 @@ def new_job(
         retry=s.retry,
         time_limit_ms=s.time_limit_ms,
         priority=s.priority,
+        deadline_at=None if s.complete_within_ms is None else now + s.complete_within_ms,
     )
 
 
@@ -87,6 +98,10 @@ async def submit_job(worker: Outbox, state: ScheduleState, job: Job) -> None:
         state.schedule.queue_key.encode(),
         encode_job_queue_message(JobTriggered(job.to_json())),
     )
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class TriggerAgent:
@@ -120,6 +135,10 @@ class TriggerAgent:
                 parsed = parse(notification)
             except InvalidEvent:
                 return
+        if fired.path == SLA_PATH:
+            if state.version == fired.version and fired.due is not None:
+                await self._watchdog(event.message.partition, key, state, fired.due)
+            return
         if state.version != fired.version:
             # routed by another version: one that is gone, or the one before this (the index had not caught
             # up with it yet: the index update of this version hands it the event again, event_routing)
@@ -161,10 +180,48 @@ class TriggerAgent:
         worker.trigger_progress[key] = progress_record(progress, worker.generation())
         self.arm_elapsed(event.message.partition, key, state, progress)
 
+    async def _watchdog(self, partition: int, key: bytes, state: ScheduleState, due: int) -> None:
+        """The schedule's "fire at least every" timer came due: an alert if it made no job since, and the
+        timer armed again a period on (an alert per late period; after a restart one may come twice)."""
+        every = state.schedule.fire_at_least_every_ms
+        if every is None:
+            return
+        progress = self.load_progress(key, state)
+        due_by = sla_due(progress, state.active_since, every)
+        if due_by <= due:
+            since = progress.last_job_at
+            reason = f"no job for {every / 1000:g} s (fireAtLeastEveryMs): " + (
+                f"the last at {_iso(since)}" if since else "none since it became active"
+            )
+            s = state.schedule
+            assert s.program is not None  # (an SLA needs a program)
+            await raise_alert(self.worker, "NOT_FIRED", s.key.id, s.program.id, None, due, reason)
+            # kept among its queue's recent outcomes: `jobs why` and the admin page show it
+            outcome = {
+                "jobId": "",
+                "schedule": s.key.id,
+                "outcome": "NOT_FIRED",
+                "reason": reason,
+                "at": due,
+            }
+            await self.worker.send_keyed(
+                self.worker.settings.jobs_topic,
+                s.queue_key.encode(),
+                encode_job_queue_message(NoteOutcome(outcome)),
+            )
+            due_by = due + every
+        self.worker.punctuator.arm(partition, key, SLA_PATH, due_by)
+
     def arm_elapsed(
         self, partition: int, key: bytes, state: ScheduleState, progress: TriggerProgress | None = None
     ) -> None:
-        """Tell the punctuator when each elapsed trigger of the schedule comes due now."""
+        """Tell the punctuator when each elapsed trigger of the schedule comes due now, and its "fire at
+        least every" watchdog."""
+        every = state.schedule.fire_at_least_every_ms
+        if every is not None and state.schedule.enabled:
+            if progress is None:
+                progress = self.load_progress(key, state)
+            self.worker.punctuator.arm(partition, key, SLA_PATH, sla_due(progress, state.active_since, every))
         if not isinstance(state.schedule.trigger, ElapsedTrigger | CompositeTrigger):
             return  # (the common case, without the walk)
         leaves = [(p, t) for p, t in trigger_leaves(state.schedule.trigger) if isinstance(t, ElapsedTrigger)]

@@ -203,6 +203,8 @@ def test_schedule_json_shape() -> None:
         "spreadMs": None,
         "jitterMs": None,
         "priority": 0,
+        "completeWithinMs": None,
+        "fireAtLeastEveryMs": None,
         "finished": False,
         "nextFireAt": T0 + 60_000,
     }

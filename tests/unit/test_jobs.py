@@ -616,3 +616,57 @@ def test_a_deferred_job_past_its_pending_timeout_runs_anyway_or_is_dropped_as_it
     launched = check(q, T0 + MINUTE)
     assert [(x.job.job_id, x.forced) for x in launched] == [("anyway", True)]
     assert [(o["jobId"], o["outcome"]) for o in q.outcomes] == [("dropped", "DISCARD")]
+
+
+# --- SLA: a job's run must complete within its schedule's completeWithinMs ----------------------------
+
+
+def sla_job(job_id: str, schedule: str = SCHEDULE, **kw: Any) -> Job:
+    return replace(job(job_id, schedule=schedule, **kw), deadline_at=T0 + HOUR)
+
+
+def test_a_run_completed_before_its_deadline_raises_nothing_and_one_not_completed_raises_one_alert() -> None:
+    from scheduler.domain.jobs import missed_deadlines
+
+    q = queue()
+    add_job(q, sla_job("on-time"))
+    add_job(q, sla_job("late", schedule="acme/other"))
+    assert q.next_check == T0 + HOUR
+    launched = {x.job.job_id: x.job.run_id for x in check(q, T0)}
+    apply_status(q, launched["on-time"], "RUNNING", T0 + 1)
+    apply_status(q, launched["on-time"], "COMPLETED", T0 + HOUR - 1)
+    apply_status(q, launched["late"], "RUNNING", T0 + 1)
+    assert missed_deadlines(q, T0 + HOUR - 1) == []
+    [missed] = missed_deadlines(q, T0 + HOUR)
+    assert (missed.job_id, missed.schedule, missed.due_by) == ("late", "acme/other", T0 + HOUR)
+    assert "its run had not completed" in missed.reason
+    assert missed_deadlines(q, T0 + 2 * HOUR) == []  # once
+    assert q.outcomes[-1]["outcome"] == "DEADLINE_MISSED" and q.next_check is None
+
+
+def test_a_job_still_waiting_past_its_deadline_is_a_miss_and_a_skipped_one_is_not() -> None:
+    from scheduler.domain.jobs import missed_deadlines
+
+    q = queue()
+    add_job(q, sla_job("held", constraints=(DelayConstraint(2 * HOUR),)))
+    add_job(
+        q,
+        sla_job("skipped", schedule="acme/s", constraints=(LastRunConstraint(HOUR, UnmetAction.SKIP),)),
+    )
+    q.last_start = T0
+    check(q, T0 + 1)
+    [missed] = missed_deadlines(q, T0 + HOUR)
+    assert missed.job_id == "held" and "still waiting (DelayConstraint)" in missed.reason
+
+
+def test_a_retried_job_meets_its_deadline_when_a_later_attempt_completes_in_time() -> None:
+    from scheduler.domain.jobs import missed_deadlines
+
+    q = queue()
+    add_job(q, replace(sla_job("flaky"), retry=RetryPolicy(3, 1_000, 1.0, 1_000)))
+    [first] = check(q, T0)
+    apply_status(q, first.job.run_id, "FAILED", T0 + 10)
+    [second] = check(q, T0 + 2_000)
+    assert second.job.attempt == 2 and second.job.deadline_at == T0 + HOUR
+    apply_status(q, second.job.run_id, "COMPLETED", T0 + 3_000)
+    assert missed_deadlines(q, T0 + HOUR) == [] and q.deadlines == {}

@@ -123,6 +123,16 @@ def describe(trigger: Trigger, progress: TriggerProgress, path: str = "0") -> di
     return out
 
 
+#: the path of a schedule's "fire at least every" watchdog in the punctuator's timers (not a tree path)
+SLA_PATH = "sla"
+
+
+def sla_due(progress: TriggerProgress, active_since: int, every_ms: int) -> int:
+    """When a schedule that must make a job at least every `every_ms` is late: that long after its last
+    job, or after it became active if it made none yet."""
+    return since_job(progress, active_since) + every_ms
+
+
 def reset(progress: TriggerProgress, now: int = 0) -> None:
     """After a job was created: everything seen so far belongs to that job."""
     progress.leaves.clear()
