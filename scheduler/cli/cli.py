@@ -494,6 +494,52 @@ async def cmd_schedules_rollback(client: Client, args: argparse.Namespace) -> No
     _print(args, answer, text)
 
 
+def _calendar_text(c: dict[str, Any]) -> str:
+    days = [*c["dates"], *(f"{r['from']}..{r['to']}" for r in c["ranges"]), *c["weekdays"]]
+    return f"{c['tenant']}/{c['name']} ({c['timezone']}): {', '.join(days) or 'no day'}"
+
+
+async def cmd_calendars_put(client: Client, args: argparse.Namespace) -> None:
+    from scheduler.cli.client import UsageError, load_document, parse_list, parse_schedule_ref
+
+    tenant, name = parse_schedule_ref(args.calendar)
+    body: dict[str, Any] = dict(load_document(args.file)) if args.file else {}
+    if args.timezone:
+        body["timezone"] = args.timezone
+    if args.dates:
+        body["dates"] = parse_list(args.dates)
+    for text in args.ranges:
+        start, sep, end = text.partition("..")
+        if not sep:
+            raise UsageError(f"--range {text!r}: expected FROM..TO")
+        body.setdefault("ranges", []).append({"from": start, "to": end})
+    if args.weekdays:
+        body["weekdays"] = [w.upper() for w in parse_list(args.weekdays)]
+    answer = await client.request("PUT", f"/calendars/{tenant}/{name}", body=body)
+    _print(args, answer, f"{tenant}/{name}: PUT accepted")
+
+
+async def cmd_calendars_list(client: Client, args: argparse.Namespace) -> None:
+    answer = await client.request("GET", "/calendars", params={"tenant": args.tenant})
+    _print(args, answer, "\n".join(_calendar_text(c) for c in answer["calendars"]) or "no calendars")
+
+
+async def cmd_calendars_get(client: Client, args: argparse.Namespace) -> None:
+    from scheduler.cli.client import parse_schedule_ref
+
+    tenant, name = parse_schedule_ref(args.calendar)
+    answer = await client.request("GET", f"/calendars/{tenant}/{name}")
+    _print(args, answer, _calendar_text(answer))
+
+
+async def cmd_calendars_delete(client: Client, args: argparse.Namespace) -> None:
+    from scheduler.cli.client import parse_schedule_ref
+
+    tenant, name = parse_schedule_ref(args.calendar)
+    answer = await client.request("DELETE", f"/calendars/{tenant}/{name}")
+    _print(args, answer, f"{tenant}/{name}: DELETE accepted")
+
+
 async def cmd_schedules_run(client: Client, args: argparse.Namespace) -> None:
     from scheduler.cli.client import parse_instant, parse_payload, parse_schedule_ref
 
@@ -810,6 +856,34 @@ def _add_client_commands(sub: Any) -> None:
         p = leaf(group, action, cmd_runs_control, what)
         program(p)
         p.add_argument("run_id", metavar="RUN_ID")
+
+    calendars = sub.add_parser(
+        "calendars", help="exclusion calendars: holidays, freezes, weekends (HTTP API)"
+    )
+    group = calendars.add_subparsers(dest="subcommand", required=True)
+    p = leaf(
+        group, "put", cmd_calendars_put, "create or replace a calendar (schedules that exclude it follow)"
+    )
+    p.add_argument("calendar", metavar="TENANT/NAME")
+    p.add_argument("-f", "--file", help="the calendar as YAML/JSON: timezone, dates, ranges, weekdays")
+    p.add_argument("--timezone", help="the zone its days are local to (default UTC)")
+    p.add_argument("--dates", help="YYYY-MM-DD,YYYY-MM-DD,...")
+    p.add_argument(
+        "--range",
+        dest="ranges",
+        action="append",
+        default=[],
+        metavar="FROM..TO",
+        help="days FROM to TO, both included; repeat it",
+    )
+    p.add_argument("--weekdays", help="MON,...,SUN")
+    p = leaf(group, "list", cmd_calendars_list, "the calendars")
+    p.add_argument("--tenant")
+    for name, command, what in (
+        ("get", cmd_calendars_get, "a calendar"),
+        ("delete", cmd_calendars_delete, "delete a calendar"),
+    ):
+        leaf(group, name, command, what).add_argument("calendar", metavar="TENANT/NAME")
 
     events = sub.add_parser("events", help="publish events (HTTP API)")
     group = events.add_subparsers(dest="subcommand", required=True)

@@ -19,7 +19,7 @@ import httpx
 DEFAULT_URL = "http://127.0.0.1:6066"
 #: fields GET /schedules adds to a schedule; dropped from files so a listing can be imported again
 OUTPUT_ONLY = frozenset(
-    {"key", "createdAt", "updatedAt", "activeSince", "version", "nextFireAt", "triggerText"}
+    {"key", "createdAt", "updatedAt", "activeSince", "version", "nextFireAt", "triggerText", "finished"}
 )
 MAX_RETRY_AFTER_S = 30.0
 

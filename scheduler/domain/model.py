@@ -74,6 +74,7 @@ MAX_DATA_BYTES = 64 * 1024
 MAX_CATCH_UP_WINDOW_MS = MAX_SPAN_MS
 MAX_INSTANT_MS = 7_258_118_400_000  # 2200-01-01
 MAX_PRIORITY = 1_000
+MAX_CALENDARS = 16  # calendars one schedule may exclude
 #: the patterns validation applies, defined once (the HTTP models and the OpenAPI document use them too)
 TOPIC_PATTERN = r"[A-Za-z0-9._-]{1,249}"
 _TOPIC_RE = re.compile(TOPIC_PATTERN, re.ASCII)
@@ -176,6 +177,7 @@ class Schedule:
     priority: int = 0  # its jobs' order in their job queue (a program's or a pool's): higher first
     complete_within_ms: int | None = None  # SLA: each job's run completes within this of its trigger
     fire_at_least_every_ms: int | None = None  # SLA: a job at least once per this
+    exclude_calendars: tuple[str, ...] = ()  # its tenant's calendars: their days' instants do not fire
 
     def within_bounds(self, now: int) -> bool:
         """Whether `now` is inside [notBefore, notAfter] (an event then counts toward its trigger)."""
@@ -269,6 +271,20 @@ class Schedule:
         ):
             if value is not None and not 1_000 <= value <= MAX_CATCH_UP_WINDOW_MS:
                 raise InvalidSchedule(name, f"must be between 1000 and {MAX_CATCH_UP_WINDOW_MS}")
+        if self.exclude_calendars:
+            from scheduler.domain.calendars import CALENDAR_NAME_RE
+
+            if len(self.exclude_calendars) > MAX_CALENDARS:
+                raise InvalidSchedule("excludeCalendars", f"more than {MAX_CALENDARS} calendars")
+            for i, name in enumerate(self.exclude_calendars):
+                if not CALENDAR_NAME_RE.fullmatch(name):
+                    raise InvalidSchedule(
+                        f"excludeCalendars.{i}", "must be 1-128 characters of [A-Za-z0-9._-]"
+                    )
+            if not any(leaf.evaluator() is not None for _, leaf in trigger_leaves(self.trigger)):
+                raise InvalidSchedule(
+                    "excludeCalendars", "excludes instants of time triggers: this schedule has none"
+                )
         if not -MAX_PRIORITY <= self.priority <= MAX_PRIORITY:
             raise InvalidSchedule("priority", f"must be between -{MAX_PRIORITY} and {MAX_PRIORITY}")
 

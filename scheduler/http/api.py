@@ -135,6 +135,11 @@ class ScheduleBody(_In):
     fireAtLeastEveryMs: int | None = Field(
         None, ge=0, le=_LONG_MAX, description="SLA: a job at least once per this, or an alert"
     )
+    excludeCalendars: list[str] = Field(
+        default_factory=list,
+        max_length=16,
+        description="names of the tenant's calendars: an instant whose local date one holds does not fire",
+    )
     priority: int = Field(
         0,
         ge=-MAX_PRIORITY,
@@ -172,6 +177,7 @@ class ScheduleBody(_In):
             priority=self.priority,
             complete_within_ms=self.completeWithinMs,
             fire_at_least_every_ms=self.fireAtLeastEveryMs,
+            exclude_calendars=tuple(self.excludeCalendars),
         )
 
 
@@ -270,6 +276,7 @@ def schedule_json(state: ScheduleState, next_fire_at: int | None, finished: bool
         "priority": s.priority,
         "completeWithinMs": s.complete_within_ms,
         "fireAtLeastEveryMs": s.fire_at_least_every_ms,
+        "excludeCalendars": list(s.exclude_calendars),
         "finished": finished,
         "nextFireAt": next_fire_at,
     }

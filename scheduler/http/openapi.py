@@ -16,6 +16,7 @@ from faust.web import Request, Response, View
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from scheduler.domain.calendars import CalendarIn
 from scheduler.domain.events import EventType
 from scheduler.domain.model import (
     MAX_CATCH_UP_WINDOW_MS,
@@ -43,6 +44,7 @@ _BODY_MODELS: tuple[type[BaseModel], ...] = (
     TaskDefinitionIn,
     EventIn,
     ProgramSpec,
+    CalendarIn,
 )
 
 
@@ -88,6 +90,12 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "payload": {"datasetId": "acme.clicks", "partitionKeys": '["2026-11-22"]', "bytes": "1048576"},
     },
     "ProgramSpec": {"kind": "pyspark", "target": "scheduler.examples.pipelines:transform"},
+    "CalendarIn": {
+        "timezone": "Europe/Paris",
+        "dates": ["2026-12-25", "2027-01-01"],
+        "ranges": [{"from": "2026-08-01", "to": "2026-08-15"}],
+        "weekdays": ["SAT", "SUN"],
+    },
     "RunIn": {"at": 1_795_307_000_000},
     "BackfillIn": {"from": 1_795_300_000_000, "to": 1_795_307_000_000},
 }
@@ -137,6 +145,10 @@ def _query(name: str, description: str, required: bool = False, **schema: Any) -
 _SCHEDULE_KEY = [
     _path("tenant", "the schedule's tenant", "acme", **_TENANT_RULES),
     _path("name", "the schedule's name", "heartbeat", **_NAME_RULES),
+]
+_CALENDAR_KEY = [
+    _path("tenant", "the calendar's tenant", "acme", **_TENANT_RULES),
+    _path("name", "the calendar's name", "holidays", maxLength=128, pattern="^[A-Za-z0-9._-]+$"),
 ]
 _PROGRAM_ID = [
     _path(part, f"program id part ({part})", example, maxLength=128, pattern=_KEY_PART)
@@ -370,6 +382,37 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
         },
         "/programs": {
             "get": _op("Registered programs", {200: _json(_ref("Programs"), "program id -> definition")})
+        },
+        "/calendars": {
+            "get": _op(
+                "Exclusion calendars (of the caller's tenants)",
+                {200: _json(_ref("Calendars"), "the calendars")},
+                (),
+                [_query("tenant", "only this tenant's")],
+            )
+        },
+        "/calendars/{tenant}/{name}": {
+            "put": _op(
+                "Create or replace an exclusion calendar (every schedule that excludes it follows at once)",
+                {202: _json(_ref("CalendarAccepted"), "the calendar is on the calendars topic")},
+                (400,),
+                _CALENDAR_KEY,
+                body="CalendarIn",
+                scope=WRITE,
+            ),
+            "get": _op(
+                "An exclusion calendar",
+                {200: _json(_ref("CalendarOut"), "the calendar")},
+                (404,),
+                _CALENDAR_KEY,
+            ),
+            "delete": _op(
+                "Delete an exclusion calendar (schedules that exclude it then exclude nothing by it)",
+                {202: _json(_ref("CalendarAccepted"), "the deletion is on the calendars topic")},
+                (404,),
+                _CALENDAR_KEY,
+                scope=WRITE,
+            ),
         },
         "/programs/{namespace}/{application}/{type}/{name}": {
             "put": _op(

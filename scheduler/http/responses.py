@@ -94,6 +94,7 @@ class Schedule(Answer):
     priority: int = 0
     completeWithinMs: int | None = None
     fireAtLeastEveryMs: int | None = None
+    excludeCalendars: list[str] = Field(default_factory=list)
     finished: bool = Field(
         False,
         description="past its end (notAfter passed, or a one-shot whose instant passed): kept, fires no more",
@@ -110,6 +111,10 @@ class NextFires(Answer):
     key: str
     enabled: bool
     next: list[Ms]
+    excluded: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="instants among them that calendars the schedule excludes hold: {at, calendar}; not fired",
+    )
 
 
 class TaskFrequency(Answer):
@@ -139,6 +144,25 @@ class TriggerProgress(Answer):
     trigger: dict[str, Any] = Field(
         description="the trigger tree: each node `path`, `satisfied`, its kind's counts and `text`"
     )
+
+
+class CalendarAccepted(Answer):
+    calendar: str = Field(description="tenant/name")
+    action: str = Field(description="PUT or DELETE")
+
+
+class CalendarOut(Answer):
+    tenant: str
+    name: str
+    timezone: str
+    dates: list[str] = Field(description="YYYY-MM-DD")
+    ranges: list[dict[str, str]] = Field(description="{from, to}: YYYY-MM-DD, both included")
+    weekdays: list[str] = Field(description="MON … SUN")
+    description: str = ""
+
+
+class Calendars(Answer):
+    calendars: list[CalendarOut]
 
 
 class HistoryVersion(Answer):
@@ -280,4 +304,9 @@ MODELS: tuple[type[BaseModel], ...] = (
     ProgramStatus,
     RunActionAccepted,
     Health,
+    ScheduleHistory,
+    HistoryVersion,
+    CalendarAccepted,
+    CalendarOut,
+    Calendars,
 )

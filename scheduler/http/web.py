@@ -21,6 +21,7 @@ from faust.web import Request, Response, View
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
 
+from scheduler.domain.calendars import Calendar, CalendarIn, calendar_key
 from scheduler.domain.commands import CommandRejected, manual_fires_yielding, validate_command
 from scheduler.domain.events import InvalidEvent, Notification, event_key
 from scheduler.domain.events import parse as parse_event
@@ -80,6 +81,7 @@ __all__ = ["ROUTED_HEADER", "ROUTES", "answer", "register_views"]
 
 MAX_LIST = 10_000
 MAX_NEXT = 1_000
+MAX_EXCLUDED_LOOKAHEAD = 10_000  # instants /next looks past when calendars exclude them
 #: a write's own timeout (ms), counted from when the worker took it: its command is not produced after it
 TIMEOUT_HEADER = "X-Request-Timeout-Ms"
 #: a write's deadline (epoch ms, by the client's clock): its command is not produced after it
@@ -337,6 +339,14 @@ class Handlers:
             await self.worker.registry.start()
             if self.worker.registry.get(program) is None:
                 return call.field_error("program", f"unknown program {program} (register it first)")
+        if schedule is not None and schedule.exclude_calendars:
+            await self.worker.calendars.start()
+            for i, name in enumerate(schedule.exclude_calendars):
+                if self.worker.calendars.get(calendar_key(cmd.key.tenant, name)) is None:
+                    return call.field_error(
+                        f"excludeCalendars.{i}",
+                        f"unknown calendar {name} of {cmd.key.tenant} (create it first)",
+                    )
         try:
             validate_command(cmd)
         except (InvalidSchedule, CommandRejected) as exc:
@@ -359,7 +369,10 @@ class Handlers:
             return call.error(412, error="precondition failed", reason=reason, version=found)
         if cmd.action in (Action.RUN, Action.BACKFILL) and current is not None:
             try:
-                fires = len(await manual_fires_yielding(state_from_json(current), cmd))
+                state = state_from_json(current)
+                instants = await manual_fires_yielding(state, cmd)
+                excluded = self._excluded(state) if cmd.action is Action.BACKFILL else None
+                fires = len([d for d in instants if excluded is None or excluded(d) is None])
             except CommandRejected as exc:
                 return call.field_error("to" if cmd.action is Action.BACKFILL else "body", str(exc))
             if (late := self._past(call, deadline)) is not None:
@@ -527,10 +540,20 @@ class Handlers:
         if current is None:
             return call.error(404, error="not found", key=call.key.id)
         state = state_from_json(current)
-        fires = next_time_fires(state, self.worker.clock(), n)
+        skipped: list[dict[str, Any]] = []
+        fires = next_time_fires(state, self.worker.clock(), n, self._excluded(state), skipped)
         return call.answer(
-            out.NextFires, {"key": call.key.id, "enabled": state.schedule.enabled, "next": fires}
+            out.NextFires,
+            {"key": call.key.id, "enabled": state.schedule.enabled, "next": fires, "excluded": skipped},
         )
+
+    def _excluded(self, state: ScheduleState) -> Callable[[int], str | None] | None:
+        """instant -> the calendar of the schedule's that holds its day (None when it excludes none)."""
+        s = state.schedule
+        if not s.exclude_calendars:
+            return None
+        calendars = self.worker.calendars
+        return lambda instant: calendars.excluding(s.key.tenant, s.exclude_calendars, instant)
 
     async def trigger_progress(self, call: Call) -> Response:
         kb = key_bytes(call.key)
@@ -647,6 +670,50 @@ class Handlers:
             },
         )
 
+    # --- calendars ---------------------------------------------------------------------------------
+
+    async def put_calendar(self, call: Call) -> Response:
+        """Create or replace an exclusion calendar: on the calendars topic, which every worker follows."""
+        body: CalendarIn = call.body
+        tenant, name = call.params["tenant"], call.params["name"]
+        calendar = Calendar.from_body(tenant, name, body)
+        try:
+            ScheduleKey(tenant, "x").validate()
+            calendar.validate()
+        except InvalidSchedule as exc:
+            return call.field_error(exc.field, exc.message)
+        value = json.dumps(calendar.to_json()).encode()
+        await self.worker.send_keyed(
+            self.worker.settings.calendars_topic, calendar.id.encode(), value, partition=None
+        )
+        return call.answer(out.CalendarAccepted, {"calendar": calendar.id, "action": "PUT"}, 202)
+
+    async def delete_calendar(self, call: Call) -> Response:
+        key = calendar_key(call.params["tenant"], call.params["name"])
+        await self.worker.calendars.start()
+        if self.worker.calendars.get(key) is None:
+            return call.error(404, error="not found", calendar=key)
+        await self.worker.tombstone(self.worker.settings.calendars_topic, key.encode())
+        return call.answer(out.CalendarAccepted, {"calendar": key, "action": "DELETE"}, 202)
+
+    async def get_calendar(self, call: Call) -> Response:
+        await self.worker.calendars.start()
+        calendar = self.worker.calendars.get(calendar_key(call.params["tenant"], call.params["name"]))
+        if calendar is None:
+            return call.error(404, error="not found")
+        return call.answer(out.CalendarOut, calendar.to_json())
+
+    async def list_calendars(self, call: Call) -> Response:
+        await self.worker.calendars.start()
+        who = auth.principal_of(call.request)
+        tenant = call.request.query.get("tenant")
+        calendars = [
+            c.to_json()
+            for _, c in sorted(self.worker.calendars.all().items())
+            if who.sees(c.tenant) and (tenant is None or c.tenant == tenant)
+        ]
+        return call.answer(out.Calendars, {"calendars": calendars})
+
     async def list_programs(self, call: Call) -> Response:
         await self.worker.registry.start()
         who = auth.principal_of(call.request)
@@ -674,6 +741,7 @@ class Handlers:
                 # ready: not rebalancing nor recovering, so queries are answered (not 503)
                 "ready": not app.rebalancing and not getattr(app, "in_recovery", False),
                 "fires": worker.counts.fires.fires,
+                "excludedFires": worker.counts.fires.excluded,
                 "catchUpFires": worker.counts.fires.catch_up_fires,
                 "commandsApplied": worker.counts.commands_applied,
                 "deadLetters": worker.counts.dead_letters_total,
@@ -686,7 +754,7 @@ class Handlers:
     def _next_fire(self, state: ScheduleState) -> int | None:
         if not state.schedule.enabled:
             return None
-        nxt = next_time_fires(state, self.worker.clock(), 1)
+        nxt = next_time_fires(state, self.worker.clock(), 1, self._excluded(state))
         return nxt[0] if nxt else None
 
     def _local_json(self, state: ScheduleState) -> dict[str, Any]:
@@ -826,6 +894,7 @@ class Handlers:
 H = Handlers
 _PROGRAM = "/programs/{namespace}/{application}/{type}/{name}"
 _SCHEDULE = "/schedules/{tenant}/{name}"
+_CALENDAR = "/calendars/{tenant}/{name}"
 
 #: every route, in the order aiohttp matches them
 ROUTES: list[Route] = [
@@ -847,6 +916,10 @@ ROUTES: list[Route] = [
     Route("GET", "/triggers", H.index_entry),
     Route("GET", "/jobs", H.list_jobs),
     Route("GET", "/programs", H.list_programs),
+    Route("GET", "/calendars", H.list_calendars),
+    Route("PUT", _CALENDAR, H.put_calendar, guard="tenant", body=CalendarIn),
+    Route("GET", _CALENDAR, H.get_calendar, guard="tenant"),
+    Route("DELETE", _CALENDAR, H.delete_calendar, guard="tenant"),
     Route("PUT", _PROGRAM, H.register_program, guard="namespace"),
     Route("GET", _PROGRAM, H.get_program, guard="namespace"),
     Route("GET", f"{_PROGRAM}/status", H.program_status, guard="namespace"),
@@ -860,20 +933,36 @@ ROUTES: list[Route] = [
 ]
 
 
-def next_time_fires(state: ScheduleState, now: int, n: int) -> list[int]:
-    """The next `n` instants any time trigger of the schedule comes due (none for event-only triggers)."""
+def next_time_fires(
+    state: ScheduleState,
+    now: int,
+    n: int,
+    excluded: Callable[[int], str | None] | None = None,
+    skipped: list[dict[str, Any]] | None = None,
+) -> list[int]:
+    """The next `n` instants any time trigger of the schedule comes due (none for event-only triggers).
+    `excluded`: instant -> the calendar that holds its day; such instants are left out, and listed in
+    `skipped` (as {"at", "calendar"}, at most MAX_NEXT of them) when it is given."""
     leaves = [t for _, t in state.time_leaves()]
     after = max(now, state.active_since) - 1
     cursors = [t.next_due(after) for t in leaves]
     dues: list[int] = []
-    while len(dues) < n:
+    looked = 0
+    while len(dues) < n and looked < n + MAX_EXCLUDED_LOOKAHEAD:
         live = [(due, i) for i, due in enumerate(cursors) if due is not None]
         if not live:
             break
         due, i = min(live)
-        if not dues or due != dues[-1]:
-            dues.append(due)
         cursors[i] = leaves[i].next_due(due)
+        if dues and due == dues[-1]:
+            continue
+        looked += 1
+        calendar = excluded(due) if excluded is not None else None
+        if calendar is not None:
+            if skipped is not None and len(skipped) < MAX_NEXT and (not skipped or skipped[-1]["at"] != due):
+                skipped.append({"at": due, "calendar": calendar})
+            continue
+        dues.append(due)
     return dues
 
 

@@ -169,6 +169,11 @@ class Settings(BaseModel):
         return f"{self.app_id}-programs"
 
     @property
+    def calendars_topic(self) -> str:
+        """Exclusion calendars, keyed `tenant/name` (JSON; the latest wins, null deletes)."""
+        return f"{self.app_id}-calendars"
+
+    @property
     def launcher_control_topic(self) -> str:
         return f"{self.app_id}-launcher-control"
 
@@ -196,6 +201,7 @@ class Settings(BaseModel):
             self.launcher_control_topic: {"cleanup.policy": "compact,delete", "retention.ms": "86400000"},
             # program definitions: the latest per program id wins, so older ones may go
             self.programs_topic: {"cleanup.policy": "compact"},
+            self.calendars_topic: {"cleanup.policy": "compact"},
         }
 
     @property

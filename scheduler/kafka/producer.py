@@ -126,7 +126,7 @@ class BatchedProducer:
         self,
         topic: str,
         key: bytes | None,
-        value: bytes,
+        value: bytes | None,
         partition: int | None = None,
         headers: list[tuple[str, bytes]] | None = None,
     ) -> asyncio.Future[object]:

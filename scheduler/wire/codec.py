@@ -272,6 +272,7 @@ def schedule_to_avro(s: Schedule) -> dict[str, Any]:
         "priority": s.priority,
         "completeWithinMs": s.complete_within_ms,
         "fireAtLeastEveryMs": s.fire_at_least_every_ms,
+        "excludeCalendars": list(s.exclude_calendars),
     }
 
 
@@ -298,6 +299,7 @@ def schedule_from_avro(rec: dict[str, Any]) -> Schedule:
         priority=rec.get("priority") or 0,
         complete_within_ms=rec.get("completeWithinMs"),
         fire_at_least_every_ms=rec.get("fireAtLeastEveryMs"),
+        exclude_calendars=tuple(rec.get("excludeCalendars") or ()),
     )
 
 
@@ -467,8 +469,8 @@ def _read_time_command(data: bytes | None) -> tuple[ScheduleCommand, bytes | Non
                 raise _Defer
             output = sym.outputs[r.index(len(sym.outputs))]
             # notBefore, notAfter, spreadMs, jitterMs (null), priority (0), completeWithinMs,
-            # fireAtLeastEveryMs (null)
-            if any(r.long() for _ in range(7)):
+            # fireAtLeastEveryMs (null), excludeCalendars (an empty array)
+            if any(r.long() for _ in range(8)):
                 raise _Defer
             end = r.pos
             same = tenant == key.tenant and name == key.name

@@ -18,6 +18,7 @@ import faust
 from faust.types import TP, EventT
 from mode import Service
 
+from scheduler.domain.calendars import calendar_key
 from scheduler.domain.commands import (
     CommandRejected,
     apply_command,
@@ -62,6 +63,7 @@ from scheduler.wire.codec import (
 from scheduler.wire.command_headers import command_by, command_conditions, command_headers, condition_headers
 from scheduler.wire.dead_letters import dead_letter_record, moved_headers, origin
 from scheduler.wire.messages import HistoryEntry, add_history
+from scheduler.worker.calendars import CalendarRegistry
 from scheduler.worker.counters import WorkerCounts
 from scheduler.worker.event_routing import EventRouting
 from scheduler.worker.freeze import FreezeGuard
@@ -155,6 +157,7 @@ class Worker:
         self.registry = ProgramRegistry(
             settings.bootstrap_servers, settings.programs_topic, settings.programs_file
         )
+        self.calendars = CalendarRegistry(settings.bootstrap_servers, settings.calendars_topic)
         self._tenant_counts: dict[int, Counter[str]] = {}  # partition -> schedules per tenant (lazy)
         self.producer = BatchedProducer(settings.bootstrap_servers)  # what is not in a transaction
         # a transaction per partition (Kafka): what a partition's work produces commits with its progress
@@ -194,6 +197,7 @@ class Worker:
             transactional=self.txns is not None,
             work=self._work,
             hold=self.may_work if self.freeze is not None else None,
+            excluded=self.calendars.excluding,
         )
         self._fenced_late: set[int] = set()  # partitions of this rebalance fenced after their restore began
         self._owned: set[int] = set()  # the partitions of the last assignment restored
@@ -316,6 +320,14 @@ class Worker:
                     raise InvalidSchedule(
                         "program", f"unknown program {cmd.schedule.program.id} (register it first)"
                     )
+            if cmd.schedule is not None and cmd.schedule.exclude_calendars:
+                await self.calendars.start()
+                for name in cmd.schedule.exclude_calendars:
+                    if self.calendars.get(calendar_key(cmd.key.tenant, name)) is None:
+                        raise InvalidSchedule(
+                            "excludeCalendars",
+                            f"unknown calendar {name} of {cmd.key.tenant} (create it first)",
+                        )
         except (InvalidSchedule, CommandRejected) as exc:
             self.counts.command(cmd.action.value, "rejected")
             await self.dead_letter(event, f"{cmd.action.value} {cmd.key.id}: {exc}")
@@ -441,6 +453,10 @@ class Worker:
         except CommandRejected as exc:
             await self.dead_letter(event, f"{cmd.action.value} {cmd.key.id}: {exc}")
             return False
+        if backfill and s.exclude_calendars:  # (a RUN fires at its instant, whatever the calendars say)
+            instants = [
+                d for d in instants if self.calendars.excluding(s.key.tenant, s.exclude_calendars, d) is None
+            ]
         if s.program is None:
             encode_fired = fire_bytes(replace(s, data={**s.data, **cmd.arguments})).encode
             for due in instants:
@@ -477,6 +493,10 @@ class Worker:
         if self.txns is None or owner is None:
             return await self.producer.send(topic, key, value, partition=partition, headers=headers)
         return await self.txns.send(owner, topic, key, value, partition, headers)
+
+    async def tombstone(self, topic: str, key: bytes) -> None:
+        """A null value for `key` on a compacted topic (outside any transaction): the key is deleted."""
+        await self.producer.send(topic, key, None)
 
     async def _send_batch(
         self, topic: str, records: list[tuple[bytes, bytes, int]]
@@ -859,6 +879,7 @@ class Worker:
             await self._await_progress_sent()
         await self.producer.stop()
         await self.registry.stop()
+        await self.calendars.stop()
         if self.journal is not None:
             self.journal.close()
 
@@ -885,6 +906,7 @@ class _Timers(Service):
             self.add_future(txns.run())
         self.add_future(self.worker.jobs.checker.run())
         self.add_future(self.worker.registry.start())
+        self.add_future(self.worker.calendars.start())
         self.add_future(self.worker.ingest.run())
         self.add_future(watch_recovery(self.worker.faust_app))
         if self.worker.settings.launcher == "embedded":

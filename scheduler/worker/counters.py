@@ -117,6 +117,7 @@ class FireCounts:
     lateness: Histogram = field(default_factory=Histogram)  # ms, of scheduled fires
     failed_sends: int = 0
     clock_jumps: Counter[str] = field(default_factory=Counter)  # "forward" / "backward"
+    excluded: int = 0  # due instants not fired: a calendar its schedule excludes held their day
 
     @property
     def catch_up_fires(self) -> int:

@@ -193,6 +193,11 @@ class WorkerCollector(Collector):
         yield _counter(
             "scheduler_fire_send_failures", "Fires the producer gave up on (re-sent)", stats.failed_sends
         )
+        yield _counter(
+            "scheduler_excluded_fires",
+            "Due instants not fired: an exclusion calendar of their schedule held their day",
+            stats.excluded,
+        )
         jumps = CounterMetricFamily(
             "scheduler_clock_jumps",
             "Steps of the wall clock against the monotonic clock over 1 s (forward: the dues passed over "

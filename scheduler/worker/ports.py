@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from scheduler.domain.model import ScheduleCommand, ScheduleState
     from scheduler.domain.triggers.progress import TriggerProgress
     from scheduler.kafka.config import Settings
+    from scheduler.worker.calendars import CalendarRegistry
     from scheduler.worker.counters import WorkerCounts
     from scheduler.worker.programs import ProgramRegistry
 
@@ -109,9 +110,10 @@ class QueueReader(Protocol):
 
 
 class WebPort(Outbox, MetricsPort, Protocol):
-    """The HTTP views: local reads of every table, commands out, the program registry."""
+    """The HTTP views: local reads of every table, commands out, the program and calendar registries."""
 
     registry: ProgramRegistry
+    calendars: CalendarRegistry
 
     @property
     def triggers(self) -> ProgressReader: ...
@@ -120,6 +122,8 @@ class WebPort(Outbox, MetricsPort, Protocol):
     def jobs(self) -> QueueReader: ...
 
     def tenant_full(self, partition: int, tenant: str) -> bool: ...
+
+    async def tombstone(self, topic: str, key: bytes) -> None: ...
 
     def local_state(self, key: bytes) -> ScheduleState | None: ...
 

@@ -17,12 +17,13 @@ import contextlib
 import json
 import logging
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from aiokafka import AIOKafkaConsumer
 from pydantic import BaseModel, ConfigDict, Field
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class ProgramSpec(BaseModel):
@@ -56,37 +57,41 @@ class ProgramSpec(BaseModel):
         return []
 
 
-class ProgramRegistry:
-    """Programs by id: from a file, then the programs topic, read from the beginning and followed."""
+class TopicMap(Generic[T]):
+    """A compacted topic read from the beginning into memory and followed: key -> the latest value (a
+    null value deletes its key). Every worker (and launcher) holds the whole map: for what is small and
+    needed on every partition (programs, calendars)."""
 
-    def __init__(self, bootstrap_servers: str, topic: str, file: Path | None = None) -> None:
+    what = "entry"
+
+    def __init__(self, bootstrap_servers: str, topic: str) -> None:
         self._bootstrap = bootstrap_servers
         self._topic = topic
-        self._programs: dict[str, ProgramSpec] = {}
+        self._items: dict[str, T] = {}
         self._task: asyncio.Task[None] | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._caught_up = asyncio.Event()
-        if file is not None and file.exists():
-            for program_id, spec in json.loads(file.read_text()).items():
-                self._programs[program_id] = ProgramSpec.model_validate(spec)
 
-    def get(self, program_id: str) -> ProgramSpec | None:
-        return self._programs.get(program_id)
+    def parse(self, key: str, value: bytes) -> T:
+        raise NotImplementedError
 
-    def all(self) -> dict[str, ProgramSpec]:
-        return dict(self._programs)
+    def get(self, key: str) -> T | None:
+        return self._items.get(key)
+
+    def all(self) -> dict[str, T]:
+        return dict(self._items)
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
         if key is None:
             return
-        program_id = key.decode(errors="replace")
+        name = key.decode(errors="replace")
         if value is None:
-            self._programs.pop(program_id, None)
+            self._items.pop(name, None)
             return
         try:
-            self._programs[program_id] = ProgramSpec.model_validate_json(value)
+            self._items[name] = self.parse(name, value)
         except ValueError:
-            log.error("undecodable program definition for %s ignored", program_id)
+            log.error("undecodable %s definition for %s ignored", self.what, name)
 
     async def start(self, wait_s: float = 5.0) -> None:
         if self._task is None:
@@ -119,7 +124,7 @@ class ProgramRegistry:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("program registry consumer failed; retrying")
+                log.exception("%s registry consumer failed; retrying", self.what)
                 await asyncio.sleep(1)
 
     async def stop(self) -> None:
@@ -128,6 +133,21 @@ class ProgramRegistry:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
             self._task = None
+
+
+class ProgramRegistry(TopicMap[ProgramSpec]):
+    """Programs by id: from a file, then the programs topic, read from the beginning and followed."""
+
+    what = "program"
+
+    def __init__(self, bootstrap_servers: str, topic: str, file: Path | None = None) -> None:
+        super().__init__(bootstrap_servers, topic)
+        if file is not None and file.exists():
+            for program_id, spec in json.loads(file.read_text()).items():
+                self._items[program_id] = ProgramSpec.model_validate(spec)
+
+    def parse(self, key: str, value: bytes) -> ProgramSpec:
+        return ProgramSpec.model_validate_json(value)
 
 
 def program_env(spec: ProgramSpec, extra: dict[str, Any]) -> dict[str, str]:

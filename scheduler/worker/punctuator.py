@@ -50,6 +50,7 @@ PartitionCount = Callable[[str], "int | None"]
 Load = Callable[[int, bytes], "ScheduleState | None"]
 #: (partition, unit, fired_up_to_ms) -> persist the watermark
 SaveProgress = Callable[[int, TimeUnit, int], None]
+Excluded = Callable[[str, tuple[str, ...], int], "str | None"]  # (tenant, calendars, instant) -> calendar
 
 
 #: how long before an instant comes due its fires are prepared (see the module doc)
@@ -92,6 +93,7 @@ class _Compiled:
     # fast path, staged: due -> (head, tail): the value is head + firedAt's bytes + tail (tail None: head)
     parts: Callable[[int], tuple[bytes, bytes | None]] | None = None
     kafka_partition: tuple[int, int] | None = None  # (partition count, partition) of its key on its topic
+    calendars: tuple[str, ...] = ()  # (tenant, *calendar names) it excludes, if any
 
     def leaf(self, path: str) -> TimeTrigger | None:
         for p, t in self.leaves:
@@ -107,10 +109,11 @@ def compile_schedule(state: ScheduleState, key: bytes | None = None) -> _Compile
     elapsed = tuple(p for p, t in trigger_leaves(s.trigger) if isinstance(t, ElapsedTrigger))
     if s.fire_at_least_every_ms is not None:
         elapsed += (SLA_PATH,)  # its watchdog: armed by the trigger agent, checked there
+    calendars = (s.key.tenant, *s.exclude_calendars) if s.exclude_calendars else ()
     if s.program is None and [p for p, _ in leaves] == ["0"]:
         fired = fire_bytes(s, key)
-        return _Compiled(s.topic, leaves, elapsed, fired.encode, None, fired.parts)
-    return _Compiled(s.topic, leaves, elapsed, None, state)
+        return _Compiled(s.topic, leaves, elapsed, fired.encode, None, fired.parts, calendars=calendars)
+    return _Compiled(s.topic, leaves, elapsed, None, state, calendars=calendars)
 
 
 @dataclass
@@ -167,13 +170,16 @@ class Punctuator:
         transactional: bool = False,
         work: Callable[[], contextlib.AbstractAsyncContextManager[None]] | None = None,
         hold: Callable[[], Awaitable[bool]] | None = None,
+        excluded: Excluded | None = None,
     ) -> None:
         """`monotonic`: a clock that never jumps, to tell a jump of `clock` from lateness (None: not told).
         `stats`: where the fires are counted (the worker's registry, WorkerCounts.fires).
         `transactional`: each send names its schedule partition (kafka.transactions.owned_by), batches are
         per partition, and the watermarks commit with the fires (pending_marks, committed), not by
         flush_progress. `hold`: asked before each tick's work and each progress flush; False drops it (the
-        worker froze past its session: see freeze.py)."""
+        worker froze past its session: see freeze.py). `excluded`: (tenant, calendar names, instant) -> the
+        calendar that holds the instant's day, if one does: such an instant is not fired (counted)."""
+        self._excluded = excluded
         self._send = send
         self._send_batch = send_batch
         self._partition_count = partition_count
@@ -231,6 +237,8 @@ class Punctuator:
                     trigger, state.schedule.catch_up, since, now, state.schedule.catch_up_window_ms
                 )
                 for due, missed in plan.fires:
+                    if self.is_excluded(entry, due):
+                        continue
                     fut = await self._fire(
                         partition, key, entry, path, due, now, missed=missed, catch_up=True
                     )
@@ -246,6 +254,16 @@ class Punctuator:
                 part.inflight[unit].append((now, futures))
         for unit in TimeUnit:
             self._wakeup[unit].set()
+
+    def is_excluded(self, entry: _Compiled, due: int) -> bool:
+        """An instant a calendar its schedule excludes holds (counted: it is not fired)."""
+        if not entry.calendars or self._excluded is None:
+            return False
+        tenant, *names = entry.calendars
+        if self._excluded(tenant, tuple(names), due) is None:
+            return False
+        self.stats.excluded += 1
+        return True
 
     def compiled_count(self, partition: int) -> int:
         part = self._parts.get(partition)
@@ -382,6 +400,10 @@ class Punctuator:
             nxt = None if trigger is None else trigger.next_due(due)  # an elapsed trigger is re-armed
             if nxt is not None:
                 self._push(part, unit, key, path, nxt)
+            if trigger is not None and self.is_excluded(entry, due):
+                if nxt is None and (live := part.live.get(key)) and live.get(path) == seq:
+                    live.pop(path, None)
+                continue
             head, tail = entry.parts(due) if entry.parts is not None else (None, None)
             item = _Staged(partition, part, key, path, entry, seq, trigger is None, nxt is None, head, tail)
             at_due = by_due.get(due)

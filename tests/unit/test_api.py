@@ -205,6 +205,7 @@ def test_schedule_json_shape() -> None:
         "priority": 0,
         "completeWithinMs": None,
         "fireAtLeastEveryMs": None,
+        "excludeCalendars": [],
         "finished": False,
         "nextFireAt": T0 + 60_000,
     }

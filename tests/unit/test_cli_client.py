@@ -379,3 +379,12 @@ async def test_an_unreachable_server_is_an_api_error_naming_the_url() -> None:
     async with Client("http://127.0.0.1:9", retries=0) as client:
         with pytest.raises(ApiError, match=r"cannot reach http://127.0.0.1:9"):
             await client.schedules()
+
+
+def test_the_fields_only_answers_carry_are_every_field_of_a_schedule_answer_a_body_refuses() -> None:
+    """A schedule as GET answers it, saved to a file, is a body POST takes (schedule_body drops the rest)."""
+    from scheduler.cli.client import OUTPUT_ONLY
+    from scheduler.http import responses
+    from scheduler.http.api import ScheduleIn
+
+    assert set(responses.Schedule.model_fields) - set(ScheduleIn.model_fields) == OUTPUT_ONLY

@@ -10,6 +10,7 @@ import jsonschema_rs
 import pytest
 import schemathesis
 
+from scheduler.domain.calendars import CalendarIn
 from scheduler.domain.jobs import Job
 from scheduler.domain.model import ScheduleState
 from scheduler.domain.runs import RunRecord
@@ -93,6 +94,7 @@ def test_request_bodies_are_the_models_schemas_and_their_examples_validate():
         "TaskDefinitionIn": TaskDefinitionIn,
         "EventIn": EventIn,
         "ProgramSpec": ProgramSpec,
+        "CalendarIn": CalendarIn,
     }
     seen = set()
     for ops in SPEC["paths"].values():
