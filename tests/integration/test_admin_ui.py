@@ -205,3 +205,31 @@ async def test_with_auth_on_the_page_asks_for_a_token_and_says_when_one_is_refus
         await expect(message).to_contain_text("needs a bearer token")
         await expect(page.locator("#schedules tbody tr.empty")).to_have_text("Not authorized.")
         assert page.problems == []  # type: ignore[attr-defined]
+
+
+async def test_the_page_shows_a_finished_schedule_and_an_sla_alert_among_the_outcomes(worker, app_id):
+    async with Api(worker.url) as api:
+        past = int(datetime.now(UTC).timestamp() * 1000) - 60_000
+        once = {"type": "once", "at": past}
+        await api.create({"tenant": "acme", "name": "one-shot", "trigger": once, "topic": f"{app_id}-fires"})
+        await api.create(
+            {
+                "tenant": "acme",
+                "name": "stale-feed",
+                "trigger": {"type": "partition", "dataset": "acme.stale"},
+                "program": ETL,
+                "topic": f"{app_id}-launches",
+                "fireAtLeastEveryMs": 1_000,
+            }
+        )
+        await api.wait_jobs(
+            lambda j: any(o["outcome"] == "NOT_FIRED" for o in j["recent"]), schedule="acme/stale-feed"
+        )
+
+    async with browser_page() as page:
+        await page.goto(f"{worker.url}/ui")
+        finished = page.locator('#schedules tr[data-key="acme/one-shot"]')
+        await expect(finished.locator("td.enabled")).to_have_text("finished")
+        alert = page.locator("#outcomes tbody tr", has_text="NOT_FIRED").first
+        await expect(alert).to_contain_text("acme/stale-feed")
+        await expect(alert).to_contain_text("no job for 1 s")

@@ -142,13 +142,13 @@
       const next = s.enabled ? s.nextFireAt : null;
       return el(
         "tr",
-        { data: { key: s.key }, class: s.enabled ? "" : "disabled" },
+        { data: { key: s.key }, class: s.enabled && !s.finished ? "" : "disabled" },
         el("td", { class: "tenant" }, s.tenant),
         el("td", { class: "name" }, s.name),
         el("td", { class: "trigger" }, s.triggerText || s.trigger.type),
         el("td", { class: "program" }, s.program || ""),
-        el("td", { class: "enabled" }, s.enabled ? "yes" : "no"),
-        ...timeCells(next, s.enabled ? "on events" : "disabled"),
+        el("td", { class: "enabled" }, s.finished ? "finished" : s.enabled ? "yes" : "no"),
+        ...timeCells(next, s.finished ? "finished" : s.enabled ? "on events" : "disabled"),
       );
     });
     fill("schedules", rows, tenant ? `No schedules of tenant ${tenant}.` : "No schedules.");
