@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 # defined in basics and in the trigger kinds (which the records import), and imported from here as ever
 from scheduler.domain.basics import DATASET_RE as DATASET_RE
@@ -178,6 +178,21 @@ class Schedule:
     complete_within_ms: int | None = None  # SLA: each job's run completes within this of its trigger
     fire_at_least_every_ms: int | None = None  # SLA: a job at least once per this
     exclude_calendars: tuple[str, ...] = ()  # its tenant's calendars: their days' instants do not fire
+
+    def plain_fields(self) -> dict[str, Any]:
+        """The fields whose HTTP JSON and Avro forms are the same (scalars and lists of strings)."""
+        return {
+            "timeLimitMs": self.time_limit_ms,
+            "output": self.output.value,
+            "notBefore": self.not_before,
+            "notAfter": self.not_after,
+            "spreadMs": self.spread_ms,
+            "jitterMs": self.jitter_ms,
+            "priority": self.priority,
+            "completeWithinMs": self.complete_within_ms,
+            "fireAtLeastEveryMs": self.fire_at_least_every_ms,
+            "excludeCalendars": list(self.exclude_calendars),
+        }
 
     def within_bounds(self, now: int) -> bool:
         """Whether `now` is inside [notBefore, notAfter] (an event then counts toward its trigger)."""

@@ -263,16 +263,7 @@ def schedule_to_avro(s: Schedule) -> dict[str, Any]:
         "constraints": [c.to_avro() for c in s.constraints],
         "timeout": None if s.timeout is None else s.timeout.to_json(),
         "retry": None if s.retry is None else s.retry.to_json(),
-        "timeLimitMs": s.time_limit_ms,
-        "output": s.output.value,
-        "notBefore": s.not_before,
-        "notAfter": s.not_after,
-        "spreadMs": s.spread_ms,
-        "jitterMs": s.jitter_ms,
-        "priority": s.priority,
-        "completeWithinMs": s.complete_within_ms,
-        "fireAtLeastEveryMs": s.fire_at_least_every_ms,
-        "excludeCalendars": list(s.exclude_calendars),
+        **s.plain_fields(),
     }
 
 

@@ -90,6 +90,17 @@ FENCE_BEFORE_RESTORE_S = 5.0
 PROGRESS_TABLE = "fire-progress"
 
 
+#: the tables the agents write: with transactions, held per partition and written in its transaction
+STAGED_TABLES = (
+    "trigger_index",
+    "trigger_progress",
+    "job_queue",
+    "run_records",
+    "recent_events",
+    "schedule_history",
+)
+
+
 class Worker:
     """Everything one worker process runs; `faust_app` is what `faust.Worker` drives."""
 
@@ -203,23 +214,10 @@ class Worker:
         self._owned: set[int] = set()  # the partitions of the last assignment restored
         self._staged: list[StagedTable] = []  # with transactions: the agents' tables, written in them
         if self.txns is not None:
-            tables = (
-                self.trigger_index,
-                self.trigger_progress,
-                self.job_queue,
-                self.run_records,
-                self.recent_events,
-                self.schedule_history,
-            )
-            self._staged = [StagedTable(t, self.txns) for t in tables]
-            (
-                self.trigger_index,
-                self.trigger_progress,
-                self.job_queue,
-                self.run_records,
-                self.recent_events,
-                self.schedule_history,
-            ) = self._staged
+            for name in STAGED_TABLES:
+                staged = StagedTable(getattr(self, name), self.txns)
+                self._staged.append(staged)
+                setattr(self, name, staged)
         self.routing = EventRouting(self)
         self.triggers = TriggerAgent(self)
         self.jobs = JobQueueAgent(self)

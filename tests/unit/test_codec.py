@@ -27,60 +27,15 @@ from scheduler.domain.model import (
 )
 from scheduler.domain.runs import RetryPolicy
 from scheduler.wire import codec
+from tests.helpers import light_decode, light_encode
 
 pytestmark = pytest.mark.unit
 
+# light-scheduler's own schemas, as seed 001 gives them, are parsed in tests.helpers (LIGHT_SCHEMAS), so the
+# compatibility checks do not go through scheduler.wire.codec's copies.
+
 KEY = ScheduleKey("acme", "nightly-report")
 T0 = 1_704_067_200_000
-
-# light-scheduler's own schemas (networknt/light-scheduler src/main/resources/schemas), written out here
-# so the compatibility checks do not go through scheduler.wire.codec's copies.
-SEED_TASK_DEFINITION_KEY = {
-    "namespace": "com.networknt.scheduler",
-    "type": "record",
-    "name": "TaskDefinitionKey",
-    "fields": [{"name": "host", "type": "string"}, {"name": "name", "type": "string"}],
-}
-SEED_TIME_UNIT = {
-    "namespace": "com.networknt.scheduler",
-    "type": "enum",
-    "name": "TimeUnit",
-    "symbols": ["MILLISECONDS", "SECONDS", "MINUTES", "HOURS", "DAYS"],
-}
-SEED_TASK_DEFINITION = {
-    "namespace": "com.networknt.scheduler",
-    "type": "record",
-    "name": "TaskDefinition",
-    "fields": [
-        {"name": "host", "type": "string"},
-        {"name": "name", "type": "string"},
-        {
-            "name": "action",
-            "type": {
-                "type": "enum",
-                "name": "DefinitionAction",
-                "namespace": "com.networknt.scheduler",
-                "symbols": ["INSERT", "UPDATE", "DELETE"],
-            },
-        },
-        {
-            "name": "frequency",
-            "type": [
-                "null",
-                {
-                    "type": "record",
-                    "name": "TaskFrequency",
-                    "namespace": "com.networknt.scheduler",
-                    "fields": [{"name": "timeUnit", "type": SEED_TIME_UNIT}, {"name": "time", "type": "int"}],
-                },
-            ],
-            "default": None,
-        },
-        {"name": "topic", "type": "string"},
-        {"name": "start", "type": ["null", "long"], "default": None},
-        {"name": "data", "type": ["null", {"type": "map", "values": "string"}], "default": None},
-    ],
-}
 
 
 def seed_encode(schema: dict, record: dict) -> bytes:
@@ -100,7 +55,7 @@ def task_definition(action: str, **fields: Any) -> bytes:
         "data": None,
     }
     record.update(fields)
-    return seed_encode(SEED_TASK_DEFINITION, record)
+    return light_encode("TaskDefinition", record)
 
 
 CRON_SCHEDULE = Schedule(
@@ -191,7 +146,7 @@ def test_job_id_is_deterministic_per_schedule_and_due_instant() -> None:
     ],
 )
 def test_schedule_key_bytes_are_identical_to_light_scheduler_task_definition_key(key: ScheduleKey) -> None:
-    seed = seed_encode(SEED_TASK_DEFINITION_KEY, {"host": key.tenant, "name": key.name})
+    seed = light_encode("TaskDefinitionKey", {"host": key.tenant, "name": key.name})
     assert codec.key_bytes(key) == seed
     assert codec.key_from_bytes(seed) == key
 
@@ -264,7 +219,7 @@ def test_task_definition_view_of_a_frequency_schedule_is_what_light_scheduler_re
         "data": {"customer": "42"},
     }
     # encodable with light-scheduler's schema, and read back as the same schedule
-    raw = seed_encode(SEED_TASK_DEFINITION, view)
+    raw = light_encode("TaskDefinition", view)
     assert codec.command_from_task_definition(raw).schedule == schedule
 
 
@@ -346,7 +301,7 @@ def test_confluent_framed_light_scheduler_records_decode() -> None:
     assert codec.command_from_task_definition(b"\x00\x00\x00\x00\x07" + raw) == ScheduleCommand(
         KEY, Action.DELETE
     )
-    key_raw = seed_encode(SEED_TASK_DEFINITION_KEY, {"host": "acme", "name": "nightly-report"})
+    key_raw = light_encode("TaskDefinitionKey", {"host": "acme", "name": "nightly-report"})
     assert codec.key_from_bytes(b"\x00\x00\x00\x00\x07" + key_raw) == KEY
 
 
@@ -446,8 +401,6 @@ def test_a_schedule_with_retries_and_a_time_limit_round_trips() -> None:
     ids=["frequency-with-data", "frequency-without-data", "cron"],
 )
 def test_a_task_definition_fire_is_what_light_schedulers_own_schema_writes(schedule: Schedule) -> None:
-    from tests.helpers import light_decode, light_encode
-
     schedule = replace(schedule, output=OutputFormat.TASK_DEFINITION)
     encoder = codec.fire_bytes(schedule)
     due = T0 + 300_000
