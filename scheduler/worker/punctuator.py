@@ -400,7 +400,7 @@ class Punctuator:
             nxt = None if trigger is None else trigger.next_due(due)  # an elapsed trigger is re-armed
             if nxt is not None:
                 self._push(part, unit, key, path, nxt)
-            if trigger is not None and self.is_excluded(entry, due):
+            if entry.calendars and trigger is not None and self.is_excluded(entry, due):
                 if nxt is None and (live := part.live.get(key)) and live.get(path) == seq:
                     live.pop(path, None)
                 continue
