@@ -369,7 +369,10 @@ async def cmd_schedules_create(client: Client, args: argparse.Namespace) -> int:
 async def cmd_schedules_list(client: Client, args: argparse.Namespace) -> None:
     from scheduler.cli.render import iso, table, trigger_summary
 
-    answer = await client.schedules(args.tenant, args.limit)
+    if args.all:
+        answer = {"schedules": [s async for s in client.all_schedules(args.tenant, args.limit)]}
+    else:
+        answer = await client.schedules(args.tenant, args.limit, args.cursor)
     schedules = answer["schedules"]
     rows = [
         (
@@ -382,8 +385,11 @@ async def cmd_schedules_list(client: Client, args: argparse.Namespace) -> None:
         for s in schedules
     ]
     _print(args, answer, table(["KEY", "ENABLED", "TRIGGER", "NEXT FIRE (UTC)", "PROGRAM / TOPIC"], rows))
-    if not args.json and answer.get("total", len(schedules)) > len(schedules):
-        print(f"({len(schedules)} of {answer['total']}; raise --limit for more)", file=sys.stderr)
+    if not args.json and answer.get("next"):
+        print(
+            f"({len(schedules)} of {answer['total']}; the next page: --cursor {answer['next']}, all: --all)",
+            file=sys.stderr,
+        )
 
 
 async def cmd_schedules_get(client: Client, args: argparse.Namespace) -> None:
@@ -803,6 +809,8 @@ def _add_client_commands(sub: Any) -> None:
     p = leaf(group, "list", cmd_schedules_list, "list schedules")
     p.add_argument("--tenant")
     p.add_argument("--limit", type=int, help="at most this many (server default 1000, max 10000)")
+    p.add_argument("--cursor", help="the page after this cursor (the `next` of the page before)")
+    p.add_argument("--all", action="store_true", help="every page, one after the other (--limit: per page)")
     ref(leaf(group, "get", cmd_schedules_get, "show one schedule"))
     p = leaf(group, "update", cmd_schedules_update, "replace a schedule's definition (PUT)")
     ref(p)

@@ -7,7 +7,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -206,8 +206,23 @@ class Client:
         result.failures.sort(key=lambda f: f[0])
         return result
 
-    async def schedules(self, tenant: str | None = None, limit: int | None = None) -> Any:
-        return await self.request("GET", "/schedules", params={"tenant": tenant, "limit": limit})
+    async def schedules(
+        self, tenant: str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> Any:
+        """A page of the schedules (`next`: the cursor of the page after it, None on the last)."""
+        params = {"tenant": tenant, "limit": limit, "cursor": cursor}
+        return await self.request("GET", "/schedules", params=params)
+
+    async def all_schedules(self, tenant: str | None = None, limit: int | None = None) -> AsyncIterator[Any]:
+        """Every schedule (of `tenant`), a page after the other."""
+        cursor = None
+        while True:
+            page = await self.schedules(tenant, limit, cursor)
+            for schedule in page["schedules"]:
+                yield schedule
+            cursor = page.get("next")
+            if not cursor:
+                return
 
     async def schedule(self, tenant: str, name: str, what: str = "", **params: Any) -> Any:
         return await self.request("GET", schedule_path(tenant, name, what), params=params)

@@ -82,12 +82,20 @@ class Cluster:
     ) -> list[Any]:
         """`local` plus what every other worker answers for `path?local=1`; Unavailable unless every
         partition answered."""
+        bodies = await self.fan_out_bodies(request, path, query, {field: local})
+        return [item for body in bodies for item in body[field]]
+
+    async def fan_out_bodies(
+        self, request: Request, path: str, query: dict[str, str], local: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """`local` (this worker's answer) and every other worker's answer to `path?local=1`; Unavailable
+        unless every partition answered. With `local` in the request: `local` alone."""
         self._moving()
         if request.query.get("local"):
-            return local
+            return [local]
         topic = self.worker.schedules.changelog_topic.get_topic_name()
         covered = set(self.worker.active_partitions())
-        results = list(local)
+        results = [local]
         for host, topics in self.worker.changelog_distribution().items():
             partitions = set(topics.get(topic, ()))
             if not partitions or same_url(host, self.worker.settings.web_url):
@@ -97,7 +105,7 @@ class Cluster:
             )
             if status != 200:
                 raise Unavailable(f"worker {host} answered {status}")
-            results.extend(body[field])
+            results.append(body)
             covered |= partitions
         if covered != set(range(self.worker.settings.partitions)):
             raise Unavailable("not every partition has an owner right now (rebalancing)")

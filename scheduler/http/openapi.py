@@ -189,6 +189,16 @@ _RUN_ID = _path("run_id", "the run id (= its job id; may contain '/')", "acme/cl
 _LOCAL = _query("local", "internal: answer from this worker only (how workers fan a list out)")
 
 
+def _PAGE(default: int) -> list[dict[str, Any]]:  # noqa: N802 (reads as the constants beside it)
+    """A list's paging parameters: `limit` (`default` when absent) and `cursor`."""
+    return [
+        _query(
+            "limit", f"at most this many (default {default:,})", type="integer", minimum=1, maximum=10_000
+        ),
+        _query("cursor", "the `next` of the previous page: the page after it (keys in order, none repeated)"),
+    ]
+
+
 # --- operations --------------------------------------------------------------------------------
 
 
@@ -253,11 +263,11 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
             ),
             "get": _op(
                 "List schedules, from every worker",
-                {200: _json(_ref("ScheduleList"), "the schedules, sorted by key")},
+                {200: _json(_ref("ScheduleList"), "a page of the schedules, in key order")},
                 (400, 503),
                 [
                     _query("tenant", "only this tenant's"),
-                    _query("limit", "at most this many", type="integer", minimum=1, maximum=10_000),
+                    *_PAGE(1000),
                     _LOCAL,
                 ],
             ),
@@ -340,12 +350,18 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
             ),
             "get": _op(
                 "light-scheduler's view: TaskDefinitions of the frequency schedules",
-                {200: _json(_ref("TaskDefinitions"), "TaskDefinitions")},
+                {
+                    200: _json(
+                        _ref("TaskDefinitions"),
+                        "a page of TaskDefinitions; the next page's cursor in the X-Next-Cursor header",
+                    )
+                },
                 (400, 503),
                 [
                     _query("host", "the tenant"),
                     _query("name", "the schedule's name"),
                     _query("unit", "the frequency's time unit", enum=[u.value for u in TimeUnit]),
+                    *_PAGE(10_000),
                 ],
             ),
         },

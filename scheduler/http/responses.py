@@ -104,7 +104,12 @@ class Schedule(Answer):
 
 class ScheduleList(Answer):
     schedules: list[Schedule]
-    total: int | None = Field(None, description="how many match (before `limit`); absent with `local`")
+    total: int | None = Field(
+        None, description="how many match in all (exact: the tenant quota's counts of each partition)"
+    )
+    next: str | None = Field(
+        None, description="the cursor of the next page (`?cursor=`); null on the last page"
+    )
 
 
 class NextFires(Answer):

@@ -10,9 +10,13 @@ model (scheduler.http.responses), which the OpenAPI document is generated from.
 
 from __future__ import annotations
 
+import base64
+import heapq
+import itertools
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
@@ -67,8 +71,10 @@ from scheduler.wire.codec import (
     decode_schedule,
     encode,
     key_bytes,
+    key_from_bytes,
     notification_to_avro,
     task_definition_from_schedule,
+    tenant_prefix,
 )
 from scheduler.wire.command_headers import command_headers
 from scheduler.wire.messages import IndexEntry, RunStatusChanged, decode_history, encode_job_queue_message
@@ -80,6 +86,8 @@ if TYPE_CHECKING:
 __all__ = ["ROUTED_HEADER", "ROUTES", "answer", "register_views"]
 
 MAX_LIST = 10_000
+#: the response header of GET /schedulers (a bare list) that holds the next page's cursor
+NEXT_CURSOR_HEADER = "X-Next-Cursor"
 MAX_NEXT = 1_000
 MAX_EXCLUDED_LOOKAHEAD = 10_000  # instants /next looks past when calendars exclude them
 #: a write's own timeout (ms), counted from when the worker took it: its command is not produced after it
@@ -782,40 +790,75 @@ class Handlers:
             raise Unavailable(f"owner answered {status}")
         return dict(body), False
 
-    async def _all_schedules(self, request: Request, tenant: str | None) -> list[dict[str, Any]]:
-        """Every schedule (of `tenant`) the request's token may see, from every worker."""
+    async def _schedule_page(
+        self, request: Request, tenant: str | None, limit: int, cursor: bytes | None
+    ) -> tuple[list[dict[str, Any]], int, bytes | None]:
+        """A page of the schedules (of `tenant`) the request's token may see, from every worker: at most
+        `limit`, in key order, after the key `cursor`; how many there are in all; the cursor of the next
+        page (None: this is the last). Each worker reads a RocksDB seek and `limit` + 1 entries per owned
+        partition (merged in key order): the cost is the page's, not the table's."""
         who = auth.principal_of(request)
-        local = [
-            self._local_json(state)
-            for partition in sorted(self.worker.active_partitions())
-            for _, state in self.worker.local_states(partition)
-            if (tenant is None or state.schedule.key.tenant == tenant) and who.sees(state.schedule.key.tenant)
-        ]
-        query = {"tenant": tenant} if tenant else {}
-        results = await self.cluster.fan_out(request, "/schedules", query, local, "schedules")
-        results.sort(key=lambda s: s["key"])
-        return results
+        tenants = [tenant] if tenant is not None else None if who.all_tenants else sorted(who.tenants or ())
+        prefixes = [b""] if tenants is None else sorted(tenant_prefix(t) for t in tenants)
+        active = sorted(self.worker.active_partitions())
+        merged = heapq.merge(
+            *(self.worker.states_from(p, prefixes, cursor) for p in active), key=itemgetter(0)
+        )
+        local = {
+            "schedules": [self._local_json(state) for _, state in itertools.islice(merged, limit + 1)],
+            "total": sum(self.worker.schedule_count(p, tenants) for p in active),
+        }
+        query = {"limit": str(limit)}
+        if tenant is not None:
+            query["tenant"] = tenant
+        if cursor is not None:
+            query["cursor"] = cursor_text(cursor)
+        bodies = await self.cluster.fan_out_bodies(request, "/schedules", query, local)
+        found = heapq.merge(*(b["schedules"] for b in bodies), key=_schedule_order)
+        page = list(itertools.islice(found, limit + 1))
+        more = len(page) > limit or any(b.get("next") for b in bodies[1:])  # (a worker's page is cut too)
+        after = _schedule_order(page[limit - 1]) if more and len(page) >= limit else None
+        return page[:limit], sum(b.get("total") or 0 for b in bodies), after
 
     # --- list queries: fanned out to every worker ---------------------------------------------
+
+    def _page_query(self, call: Call, default: int) -> tuple[int, bytes | None] | Response:
+        """`limit` and `cursor` of a list query, or the 400 naming the bad one."""
+        request = call.request
+        try:
+            limit = int(request.query.get("limit", str(default)))
+            if not 1 <= limit <= MAX_LIST:
+                raise ValueError
+        except ValueError:
+            return call.field_error("limit", f"must be an integer between 1 and {MAX_LIST}")
+        raw = request.query.get("cursor") or None
+        if raw is None:
+            return limit, None
+        try:
+            cursor = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
+            key_from_bytes(cursor)
+        except Exception:  # not what a `next` held
+            return call.field_error(
+                "cursor", "not a cursor this API gave (use the `next` of the previous page)"
+            )
+        return limit, cursor
 
     async def list_schedules(self, call: Call) -> Response:
         request = call.request
         tenant = request.query.get("tenant") or None
         if tenant is not None and (denied := deny_tenants(call.view, request, tenant)):
             return denied
+        paging = self._page_query(call, 1000)
+        if not isinstance(paging, tuple):
+            return paging
         try:
-            limit = int(request.query.get("limit", "1000"))
-            if not 1 <= limit <= MAX_LIST:
-                raise ValueError
-        except ValueError:
-            return call.field_error("limit", f"must be an integer between 1 and {MAX_LIST}")
-        try:
-            schedules = await self._all_schedules(request, tenant)
+            schedules, total, after = await self._schedule_page(request, tenant, *paging)
         except Unavailable as exc:
             return call.unavailable(str(exc))
-        if request.query.get("local"):
-            return call.answer(out.ScheduleList, {"schedules": schedules})
-        return call.answer(out.ScheduleList, {"schedules": schedules[:limit], "total": len(schedules)})
+        return call.answer(
+            out.ScheduleList,
+            {"schedules": schedules, "total": total, "next": None if after is None else cursor_text(after)},
+        )
 
     async def list_task_definitions(self, call: Call) -> Response:
         """light-scheduler's GET /schedulers: the schedules a TaskDefinition can express."""
@@ -825,12 +868,15 @@ class Handlers:
             return call.field_error("unit", f"must be one of {', '.join(TimeUnit.__members__)}")
         if host is not None and (denied := deny_tenants(call.view, request, host)):
             return denied
+        paging = self._page_query(call, MAX_LIST)
+        if not isinstance(paging, tuple):
+            return paging
         try:
             if host and name:
                 one = await self.fetch(ScheduleKey(host, name), request)
-                schedules = [one] if one else []
+                schedules, after = [one] if one else [], None
             else:
-                schedules = await self._all_schedules(request, host)
+                schedules, _, after = await self._schedule_page(request, host, *paging)
         except Unavailable as exc:
             return call.unavailable(str(exc))
         definitions = []
@@ -841,7 +887,10 @@ class Handlers:
             if unit and td["frequency"]["timeUnit"] != unit:
                 continue
             definitions.append(td)
-        return call.answer(out.TaskDefinitions, definitions)
+        answer = call.answer(out.TaskDefinitions, definitions)
+        if after is not None:  # (light-scheduler's answer is a bare list: the next page's cursor is a header)
+            answer.headers[NEXT_CURSOR_HEADER] = cursor_text(after)
+        return answer
 
     async def list_jobs(self, call: Call) -> Response:
         """Pending jobs (and recent outcomes) of every program, filtered by schedule, program or state."""
@@ -889,6 +938,17 @@ class Handlers:
                 ],
             },
         )
+
+
+def _schedule_order(schedule: dict[str, Any]) -> bytes:
+    """Where a schedule's JSON comes in a list: its key's bytes (RocksDB's order: within a tenant, shorter
+    names first, then by bytes)."""
+    return key_bytes(ScheduleKey(schedule["tenant"], schedule["name"]))
+
+
+def cursor_text(key: bytes) -> str:
+    """A list's `next`: the last key of the page, base64url (opaque to clients)."""
+    return base64.urlsafe_b64encode(key).decode().rstrip("=")
 
 
 H = Handlers

@@ -93,6 +93,21 @@ def partition_items(table: Any, partition: int) -> Iterator[tuple[bytes, bytes]]
     yield from store._visible_items(store._db_for_partition(partition))
 
 
+def partition_items_from(
+    table: Any, partition: int, prefix: bytes, after: bytes | None = None
+) -> Iterator[tuple[bytes, bytes]]:
+    """The entries of one partition whose key starts with `prefix`, in key order, from the first key after
+    `after` (a cursor: exclusive): a RocksDB seek and as many steps as are read, whatever the table holds."""
+    db = partition_db(table, partition)
+    start = prefix if after is None or after < prefix else after + b"\0"  # the least key above `after`
+    offset_key = table.data.offset_key
+    for key, value in db.items(from_key=start):
+        if not key.startswith(prefix):
+            return
+        if key != offset_key:
+            yield key, value
+
+
 def write_local(table: Any, partition: int, writes: dict[bytes, bytes | None]) -> None:
     """Writes (None: a delete) into one partition's RocksDB database as one write batch."""
     if not writes:

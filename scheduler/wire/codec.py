@@ -244,6 +244,11 @@ def key_bytes(key: ScheduleKey) -> bytes:
     return _avro_string(key.tenant) + _avro_string(key.name)
 
 
+def tenant_prefix(tenant: str) -> bytes:
+    """What every key of the tenant's schedules starts with (key_bytes: the tenant comes first)."""
+    return _avro_string(tenant)
+
+
 def key_from_bytes(data: bytes) -> ScheduleKey:
     rec = decode("ScheduleKey", data)
     return ScheduleKey(rec["tenant"], rec["name"])

@@ -10,7 +10,7 @@ import logging
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any, cast
 
@@ -41,6 +41,7 @@ from scheduler.kafka.tables import (
     last_offsets,
     partition_db,
     partition_items,
+    partition_items_from,
     raw_table,
     write_local,
 )
@@ -842,6 +843,25 @@ class Worker:
                 yield key, decode_state(raw)
             except DecodeError:
                 log.error("undecodable schedule state in partition %d; ignored", partition)
+
+    def states_from(
+        self, partition: int, prefixes: list[bytes], after: bytes | None
+    ) -> Iterator[tuple[bytes, ScheduleState]]:
+        """The partition's schedules whose keys start with one of `prefixes` (sorted, none a prefix of
+        another), in key order, after the key `after`: what a page of a list reads (O(page), not O(table))."""
+        self.write_local()
+        for prefix in prefixes:
+            for key, raw in partition_items_from(self.schedules, partition, prefix, after):
+                try:
+                    yield key, decode_state(raw)
+                except DecodeError:
+                    log.error("undecodable schedule state in partition %d; ignored", partition)
+
+    def schedule_count(self, partition: int, tenants: Iterable[str] | None) -> int:
+        """How many schedules the partition holds (of `tenants`): the tenant quota's counts."""
+        self.tenant_full(partition, "")  # (counts them once per assignment)
+        counts = self._tenant_counts[partition]
+        return sum(counts.values()) if tenants is None else sum(counts[t] for t in tenants)
 
     def local_state(self, key: bytes) -> ScheduleState | None:
         """A schedule's state as HTTP reads it. With transactions, what committed: never the open

@@ -8,7 +8,7 @@ unit test hands a service a small fake that has just these members.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -128,6 +128,12 @@ class WebPort(Outbox, MetricsPort, Protocol):
     def local_state(self, key: bytes) -> ScheduleState | None: ...
 
     def local_states(self, partition: int) -> Iterator[tuple[bytes, ScheduleState]]: ...
+
+    def states_from(
+        self, partition: int, prefixes: list[bytes], after: bytes | None
+    ) -> Iterator[tuple[bytes, ScheduleState]]: ...
+
+    def schedule_count(self, partition: int, tenants: Iterable[str] | None) -> int: ...
 
     def changelog_distribution(self) -> dict[Any, dict[str, list[int]]]: ...
 
