@@ -353,7 +353,7 @@ def load_document(path: str, stdin_text: Callable[[], str] | None = None) -> Any
 
 def objects_of(doc: Any, plural: str, path: str = "file") -> list[dict[str, Any]]:
     """One object, a list of them, or {plural: [...]} (what GET /schedules answers)."""
-    if isinstance(doc, dict) and set(doc) <= {plural, "total"} and isinstance(doc.get(plural), list):
+    if isinstance(doc, dict) and set(doc) <= {plural, "total", "next"} and isinstance(doc.get(plural), list):
         doc = doc[plural]
     items = doc if isinstance(doc, list) else [doc]
     if not items:
