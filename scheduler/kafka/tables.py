@@ -87,10 +87,18 @@ def opened_partition_db(table: Any, partition: int) -> Any | None:
     return table.data._dbs.get(partition)
 
 
+#: keys from this byte on are no table's entries: the schedules table's due-time index (kafka.due_index)
+LOCAL_KEYS = b"\xff"
+
+
 def partition_items(table: Any, partition: int) -> Iterator[tuple[bytes, bytes]]:
-    """The entries of one partition of a table, without Faust's offset bookkeeping."""
-    store = table.data
-    yield from store._visible_items(store._db_for_partition(partition))
+    """The entries of one partition of a table, without Faust's offset bookkeeping nor the local keys."""
+    yield from partition_items_from(table, partition, b"")
+
+
+def fresh_partition(table: Any, partition: int) -> bool:
+    """Whether the partition's database has never held a restored or written offset (created empty)."""
+    return partition_db(table, partition).get(table.data.offset_key) is None
 
 
 def partition_items_from(
@@ -102,7 +110,7 @@ def partition_items_from(
     start = prefix if after is None or after < prefix else after + b"\0"  # the least key above `after`
     offset_key = table.data.offset_key
     for key, value in db.items(from_key=start):
-        if not key.startswith(prefix):
+        if not key.startswith(prefix) or key >= LOCAL_KEYS:
             return
         if key != offset_key:
             yield key, value

@@ -29,6 +29,7 @@ from scheduler.domain.commands import (
 from scheduler.domain.model import Action, InvalidSchedule, ScheduleCommand, ScheduleState, TimeUnit
 from scheduler.domain.tenancy import partition_share
 from scheduler.kafka.config import Settings, apply_consumer_profile, apply_transport_fixes, broker_profile
+from scheduler.kafka.due_index import COMPLETE, DueIndex, elapsed_key
 from scheduler.kafka.group import recovery_is_current, request_rejoin, track_recovery_generation
 from scheduler.kafka.partitioner import kafka_partition as partition_for
 from scheduler.kafka.producer import BatchedProducer, TopicCreator
@@ -37,6 +38,7 @@ from scheduler.kafka.staged import StagedTable
 from scheduler.kafka.tables import (
     done_offsets,
     forget_persisted_offset,
+    fresh_partition,
     keep_newest_generation,
     last_offsets,
     partition_db,
@@ -73,7 +75,7 @@ from scheduler.worker.ingest import CommandIngest, freeze_long_lived, offset_rec
 from scheduler.worker.job_queue import JobQueueAgent
 from scheduler.worker.journal import Journal
 from scheduler.worker.programs import ProgramRegistry
-from scheduler.worker.punctuator import Punctuator, monotonic_ms, wall_clock_ms
+from scheduler.worker.punctuator import Punctuator, index_writes, monotonic_ms, wall_clock_ms
 from scheduler.worker.trigger_agent import (
     TriggerAgent,
     job_arguments,
@@ -162,6 +164,9 @@ class Worker:
         keep_newest_generation(self.trigger_progress, progress_generation)
         if not settings.transactional:  # (nor an update applied meanwhile: see freeze.py)
             keep_newest_generation(self.schedules, state_version, stamp="version")
+        # every schedule's next dues, in the schedules table's RocksDB (kafka.due_index)
+        self.due_index = DueIndex(lambda partition: partition_db(self.schedules, partition))
+        self._index_restored_states()
         self.job_queue: Any = raw_table(app, "job-queue", settings.partitions)
         self.run_records: Any = raw_table(app, "run-records", settings.partitions)
         self.recent_events: Any = raw_table(app, "recent-events", settings.partitions)
@@ -210,6 +215,8 @@ class Worker:
             work=self._work,
             hold=self.may_work if self.freeze is not None else None,
             excluded=self.calendars.excluding,
+            index=self.due_index,
+            index_put=self._write_index,
         )
         self._fenced_late: set[int] = set()  # partitions of this rebalance fenced after their restore began
         self._owned: set[int] = set()  # the partitions of the last assignment restored
@@ -592,6 +599,44 @@ class Worker:
         held[key] = value
         self._writes.setdefault(partition, []).append((key, value, partition))
 
+    def _write_index(self, partition: int, writes: list[tuple[bytes, bytes | None]]) -> None:
+        """Due-time index writes held with the schedule writes: in their write batch (and transaction), never
+        in the changelog."""
+        if writes:
+            self._unwritten.setdefault(partition, {}).update(writes)
+
+    def _index_restored_states(self) -> None:
+        """A restored (or standby-replicated) schedule state is indexed before Faust applies it: a crash in
+        between restores it again. A partition whose database was created empty gets every state this way:
+        its index is complete (no rebuild on assignment)."""
+        table = self.schedules
+        apply = table.apply_changelog_batch
+
+        def index_then_apply(batch: Any) -> None:
+            events = list(batch)
+            writes: dict[int, list[tuple[bytes, bytes | None]]] = {}
+            marks: dict[int, dict[TimeUnit, int]] = {}
+            for event in events:
+                msg = event.message
+                partition, key = msg.partition, bytes(msg.key)
+                out = writes.get(partition)
+                if out is None:
+                    out = writes[partition] = [(COMPLETE, b"")] if fresh_partition(table, partition) else []
+                    marks[partition] = self._fired_up_to(partition)
+                if msg.value is None:
+                    out.append((elapsed_key(key), None))
+                    continue
+                try:
+                    state = decode_state(msg.value)
+                except DecodeError:
+                    continue
+                out += index_writes(key, state, marks[partition].get)
+            for partition, batch_writes in writes.items():
+                self.due_index.write(partition, batch_writes)
+            apply(events)
+
+        table.apply_changelog_batch = index_then_apply
+
     def schedule_bytes(self, partition: int, key: bytes) -> bytes | None:
         """A schedule's state as stored: held by _write_schedule, else RocksDB's."""
         held = self._unwritten.get(partition)
@@ -795,8 +840,11 @@ class Worker:
                 self._drop_held(partition)  # (a new ownership starts from what committed, nothing else)
             try:
                 async with self._work():
+                    complete = self.due_index.complete(partition)  # (else built from the table, once)
                     await self.punctuator.assign(
-                        partition, self.local_states(partition), self._fired_up_to(partition)
+                        partition,
+                        None if complete else self.local_states(partition),
+                        self._fired_up_to(partition),
                     )
                 self.jobs.checker.assign(partition, self.jobs.local_queues(partition))
                 for key, state in self.punctuator.elapsed_schedules(partition):
@@ -809,7 +857,7 @@ class Worker:
                 self.jobs.checker.revoke(partition)
                 continue
             log.info(
-                "partition %d assigned in %.3fs (%d schedules with time triggers, fired up to %s)",
+                "partition %d assigned in %.3fs (%d schedules due within the horizon, fired up to %s)",
                 partition,
                 time.monotonic() - started,
                 self.punctuator.compiled_count(partition),

@@ -1,18 +1,23 @@
 """The punctuator: per-time-unit timers that fire due time triggers of the partitions this worker owns.
 
-Each owned partition has one due-time heap per time unit (ms, s, min, h, day), rebuilt from the
-schedules table when the partition is assigned and dropped when it is revoked: a tick costs
-O(due schedules). The heaps are derived state; the table is the truth.
+Every enabled schedule's next due per time trigger is in the due-time index (kafka.due_index: RocksDB,
+keyed by the instant, next to the schedules table); in memory, per owned partition and time unit, only a
+heap of what comes due within HORIZON_MS, loaded from the index a chunk at a time ahead of it, with the
+compiled schedules those entries need. Memory grows with the fires of the next few seconds, not with the
+number of schedules; a tick costs O(due schedules); an assignment reads the entries due at or before now
+(to catch them up), not every schedule.
 
 Fires are prepared ahead: up to STAGE_AHEAD_MS before an instant comes due, its entries are taken off the
-heaps, their next dues pushed and their FiredTask bytes built but for `firedAt`; at the instant only
-`firedAt` is written and the record handed to the producer. A burst of 10k schedules due at the same
-second then costs a few microseconds per fire at the due instant instead of the whole per-fire work.
-A staged fire whose schedule changed (or whose partition moved) before its instant is dropped.
+heaps, their next dues written to the index (and pushed, if within the horizon) and their FiredTask bytes
+built but for `firedAt`; at the instant only `firedAt` is written and the record handed to the producer.
+A burst of 10k schedules due at the same second then costs a few microseconds per fire at the due instant
+instead of the whole per-fire work. A staged fire whose schedule changed (or whose partition moved)
+before its instant is dropped.
 
 Progress is a watermark per (partition, unit), "every fire due at or before T has been produced and
-acknowledged", written to the fire-progress table once per progress interval, not once per fire. A new
-owner treats dues after the watermark as missed and applies each schedule's catch-up policy.
+acknowledged", written to the fire-progress table once per progress interval, not once per fire. A fired
+entry leaves the index once the watermark covers it, never before; a new owner treats dues after the
+watermark as missed and applies each schedule's catch-up policy.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from scheduler.domain.model import ElapsedTrigger, ScheduleState, TimeUnit, trig
 from scheduler.domain.triggers import plan_catch_up
 from scheduler.domain.triggers.base import TimeTrigger
 from scheduler.domain.triggers.progress import SLA_PATH
+from scheduler.kafka.due_index import COMPLETE, Due, DueIndex, bound, due_key, elapsed_key
 from scheduler.kafka.partitioner import kafka_partition
 from scheduler.kafka.transactions import PartitionGone, owned_by
 from scheduler.wire.codec import fire_bytes, zigzag_long
@@ -55,6 +61,13 @@ Excluded = Callable[[str, tuple[str, ...], int], "str | None"]  # (tenant, calen
 
 #: how long before an instant comes due its fires are prepared (see the module doc)
 STAGE_AHEAD_MS = 500
+#: how far ahead of now the due-time index is held in memory (loaded again when less than half is left)
+HORIZON_MS = 10_000
+#: index entries loaded per step before the rest of the worker runs again
+LOAD_CHUNK = 1000
+#: a schedule written by a command is held in memory at once when it comes due within this much past the
+#: horizon (its index entry may wait for its transaction's commit: the loader must not pass it unseen)
+UPSERT_MARGIN_MS = 60_000
 #: staged per step before checking whether something is due (bounds how long emission can wait)
 STAGE_CHUNK = 500
 
@@ -90,6 +103,7 @@ class _Compiled:
     elapsed: tuple[str, ...]
     encode: Callable[[int, int, int, bool], bytes] | None  # fast path
     state: ScheduleState | None  # slow path: the trigger agent decides
+    version: int
     # fast path, staged: due -> (head, tail): the value is head + firedAt's bytes + tail (tail None: head)
     parts: Callable[[int], tuple[bytes, bytes | None]] | None = None
     kafka_partition: tuple[int, int] | None = None  # (partition count, partition) of its key on its topic
@@ -112,8 +126,37 @@ def compile_schedule(state: ScheduleState, key: bytes | None = None) -> _Compile
     calendars = (s.key.tenant, *s.exclude_calendars) if s.exclude_calendars else ()
     if s.program is None and [p for p, _ in leaves] == ["0"]:
         fired = fire_bytes(s, key)
-        return _Compiled(s.topic, leaves, elapsed, fired.encode, None, fired.parts, calendars=calendars)
-    return _Compiled(s.topic, leaves, elapsed, None, state, calendars=calendars)
+        return _Compiled(
+            s.topic, leaves, elapsed, fired.encode, None, state.version, fired.parts, calendars=calendars
+        )
+    return _Compiled(s.topic, leaves, elapsed, None, state, state.version, calendars=calendars)
+
+
+def has_elapsed(state: ScheduleState) -> bool:
+    """Whether the schedule has timers the trigger agent arms (elapsed triggers, an SLA watchdog)."""
+    s = state.schedule
+    return s.fire_at_least_every_ms is not None or any(
+        isinstance(t, ElapsedTrigger) for _, t in trigger_leaves(s.trigger)
+    )
+
+
+def index_writes(
+    key: bytes, state: ScheduleState, since: Callable[[TimeUnit], int | None]
+) -> list[tuple[bytes, bytes | None]]:
+    """A schedule's due-time index entries: per time trigger its next due after `since(unit)` (None: from its
+    activation), and its elapsed mark (put or deleted)."""
+    writes: list[tuple[bytes, bytes | None]] = []
+    if not state.schedule.enabled:
+        return [(elapsed_key(key), None)]
+    for path, trigger in state.time_leaves():
+        after = since(trigger.unit)
+        nxt = trigger.next_due(
+            state.active_since - 1 if after is None else max(after, state.active_since - 1)
+        )
+        if nxt is not None:
+            writes.append((due_key(trigger.unit, nxt, key, path, state.version), b""))
+    writes.append((elapsed_key(key), b"" if has_elapsed(state) else None))
+    return writes
 
 
 @dataclass
@@ -121,9 +164,15 @@ class _Partition:
     heaps: dict[TimeUnit, list[tuple[int, int, bytes, str]]] = field(
         default_factory=lambda: {u: [] for u in TimeUnit}
     )
-    # schedule key -> time-trigger path -> seq of its valid heap entry
-    live: dict[bytes, dict[str, int]] = field(default_factory=dict)
-    compiled: dict[bytes, _Compiled] = field(default_factory=dict)  # enabled schedules with time triggers
+    # schedule key -> time-trigger path -> (seq, due) of its valid heap entry (what is in memory)
+    live: dict[bytes, dict[str, tuple[int, int]]] = field(default_factory=dict)
+    compiled: dict[bytes, _Compiled] = field(default_factory=dict)  # the schedules of the entries in memory
+    # per unit: every index key below it has been loaded into the heap
+    loaded: dict[TimeUnit, bytes] = field(default_factory=dict)
+    # per unit: fired entries to delete from the index once the watermark reaches their due: (due, key)
+    fired: dict[TimeUnit, deque[tuple[int, bytes]]] = field(
+        default_factory=lambda: {u: deque() for u in TimeUnit}
+    )
     inflight: dict[TimeUnit, deque[tuple[int, list[_Sent]]]] = field(
         default_factory=lambda: {u: deque() for u in TimeUnit}
     )
@@ -155,6 +204,30 @@ class _Staged:
     tail: bytes | None  # ... and after
 
 
+def _seq_of(part: _Partition, key: bytes, path: str) -> int | None:
+    """The seq of the heap entry of (schedule, path) that counts, if one is in memory."""
+    live = part.live.get(key)
+    entry = None if live is None else live.get(path)
+    return None if entry is None else entry[0]
+
+
+def _forget(part: _Partition, key: bytes, path: str, seq: int | None) -> None:
+    """(schedule, path) leaves memory (its heap entry `seq` was the last): and the schedule with its last."""
+    live = part.live.get(key)
+    if live is None or (entry := live.get(path)) is None or entry[0] != seq:
+        return
+    del live[path]
+    if not live:
+        del part.live[key]
+        part.compiled.pop(key, None)
+
+
+def _loaded_until(loaded: bytes) -> int:
+    """The instant up to which an index whose keys below `loaded` are in memory is (every due before the
+    one `loaded` names)."""
+    return int.from_bytes(loaded[2:10], "big") - 1
+
+
 class Punctuator:
     def __init__(
         self,
@@ -171,6 +244,8 @@ class Punctuator:
         work: Callable[[], contextlib.AbstractAsyncContextManager[None]] | None = None,
         hold: Callable[[], Awaitable[bool]] | None = None,
         excluded: Excluded | None = None,
+        index: DueIndex | None = None,
+        index_put: Callable[[int, list[tuple[bytes, bytes | None]]], None] | None = None,
     ) -> None:
         """`monotonic`: a clock that never jumps, to tell a jump of `clock` from lateness (None: not told).
         `stats`: where the fires are counted (the worker's registry, WorkerCounts.fires).
@@ -178,8 +253,13 @@ class Punctuator:
         per partition, and the watermarks commit with the fires (pending_marks, committed), not by
         flush_progress. `hold`: asked before each tick's work and each progress flush; False drops it (the
         worker froze past its session: see freeze.py). `excluded`: (tenant, calendar names, instant) -> the
-        calendar that holds the instant's day, if one does: such an instant is not fired (counted)."""
+        calendar that holds the instant's day, if one does: such an instant is not fired (counted).
+        `index`: the due-time index (default: in memory). `index_put`: how the index writes of a command (a
+        schedule's new entries) and of a stale entry's removal are written: with the schedule writes, in
+        their write batch and transaction (default: straight into the index)."""
         self._excluded = excluded
+        self.index = index if index is not None else DueIndex()
+        self._index_put = index_put or self.index.write
         self._send = send
         self._send_batch = send_batch
         self._partition_count = partition_count
@@ -195,6 +275,7 @@ class Punctuator:
         self._seq = itertools.count()
         self._wakeup = {u: asyncio.Event() for u in TimeUnit}
         self._planned_wake: dict[TimeUnit, int | None] = {u: None for u in TimeUnit}
+        self._load_target: dict[TimeUnit, int] = {u: 0 for u in TimeUnit}  # the horizon being loaded
         # per unit: fires taken off the partition heaps ahead of time: a heap of their distinct dues, and
         # due -> the fires due then (a burst of 10k at one instant is one heap entry, not 10k)
         self._staged: dict[TimeUnit, tuple[list[int], dict[int, list[_Staged]]]] = {
@@ -215,45 +296,93 @@ class Punctuator:
     async def assign(
         self,
         partition: int,
-        states: Iterable[tuple[bytes, ScheduleState]],
+        states: Iterable[tuple[bytes, ScheduleState]] | None,
         fired_up_to: dict[TimeUnit, int],
     ) -> None:
-        """Take over a partition: rebuild its heaps and catch up what was missed since its watermark."""
+        """Take over a partition: catch up what its index holds due since its watermark (`states`: every
+        schedule of the partition, when its index is not complete and must be built from them first)."""
+        if states is not None:
+            await self.build_index(partition, states, fired_up_to)
         part = self._parts[partition] = _Partition(high=dict(fired_up_to))
         now = self._clock()
         catch_up: dict[TimeUnit, list[_Sent]] = {u: [] for u in TimeUnit}
-        for n, (key, state) in enumerate(states):
-            if not state.schedule.enabled:
-                continue
-            entry = compile_schedule(state, key)
-            if entry.leaves or entry.elapsed:
-                part.compiled[key] = entry
-            for path, trigger in entry.leaves:
-                watermark = fired_up_to.get(trigger.unit)
-                since = (
-                    state.active_since - 1 if watermark is None else max(watermark, state.active_since - 1)
-                )
-                plan = plan_catch_up(
-                    trigger, state.schedule.catch_up, since, now, state.schedule.catch_up_window_ms
-                )
-                for due, missed in plan.fires:
-                    if self.is_excluded(entry, due):
-                        continue
-                    fut = await self._fire(
-                        partition, key, entry, path, due, now, missed=missed, catch_up=True
-                    )
-                    catch_up[trigger.unit].append(fut)
-                count_missed(self.stats.missed, state.schedule.catch_up, plan)
-                if plan.next_due is not None:
-                    self._push(part, trigger.unit, key, path, plan.next_due)
-            if n % 1000 == 999:
-                await asyncio.sleep(0)  # keep the event loop (heartbeats, web) responsive
+        for unit in TimeUnit:
+            await self._catch_up_scan(partition, part, unit, now, fired_up_to.get(unit), catch_up[unit])
+            part.loaded[unit] = bound(unit, now + 1)
         for unit, futures in catch_up.items():
             self.stats.catch_up_by_unit[unit] += len(futures)
             if futures:
                 part.inflight[unit].append((now, futures))
         for unit in TimeUnit:
             self._wakeup[unit].set()
+
+    async def build_index(
+        self, partition: int, states: Iterable[tuple[bytes, ScheduleState]], fired_up_to: dict[TimeUnit, int]
+    ) -> None:
+        """Index every schedule of the partition (its next dues after the watermarks) and mark the index
+        complete: a data dir from before the index, or one whose index may have lost writes."""
+        writes: list[tuple[bytes, bytes | None]] = []
+        for n, (key, state) in enumerate(states):
+            writes += index_writes(key, state, fired_up_to.get)
+            if n % 1000 == 999:
+                self.index.write(partition, writes)
+                writes = []
+                await asyncio.sleep(0)  # keep the event loop (heartbeats, web) responsive
+        writes.append((COMPLETE, b""))
+        self.index.write(partition, writes)
+
+    async def _catch_up_scan(
+        self,
+        partition: int,
+        part: _Partition,
+        unit: TimeUnit,
+        now: int,
+        watermark: int | None,
+        out: list[_Sent],
+    ) -> None:
+        """The partition's index entries of `unit` due at or before now: each live one is caught up from the
+        watermark by its schedule's policy and moved to its next due; the stale ones (another version,
+        disabled, deleted) and the leftovers (a fired entry the watermark had not covered yet when the
+        previous owner stopped) are deleted."""
+        handled: dict[tuple[bytes, str], int | None] = {}  # (schedule, path) -> its next due
+        writes: list[tuple[bytes, bytes | None]] = []
+        for n, e in enumerate(self.index.scan(partition, unit, b"", now)):
+            if n % 1000 == 999:
+                self.index.write(partition, writes)
+                writes = []
+                await asyncio.sleep(0)
+            where = (e.key, e.path)
+            if where in handled:
+                if handled[where] != e.due:
+                    writes.append((e.raw, None))
+                continue
+            state = self._loaded(partition, e.key)
+            if state is None or not state.schedule.enabled or state.version != e.version:
+                writes.append((e.raw, None))
+                continue
+            entry = part.compiled.get(e.key)
+            if entry is None or entry.version != state.version:
+                entry = compile_schedule(state, e.key)
+            trigger = entry.leaf(e.path)
+            if trigger is None:
+                writes.append((e.raw, None))
+                continue
+            since = state.active_since - 1 if watermark is None else max(watermark, state.active_since - 1)
+            plan = plan_catch_up(
+                trigger, state.schedule.catch_up, since, now, state.schedule.catch_up_window_ms
+            )
+            for due, missed in plan.fires:
+                if self.is_excluded(entry, due):
+                    continue
+                out.append(
+                    await self._fire(partition, e.key, entry, e.path, due, now, missed=missed, catch_up=True)
+                )
+            count_missed(self.stats.missed, state.schedule.catch_up, plan)
+            handled[where] = plan.next_due
+            if plan.next_due is not None:
+                writes.append((due_key(unit, plan.next_due, e.key, e.path, e.version), b""))
+            part.fired[unit].append((now, e.raw))  # (gone once the watermark covers the catch-up's fires)
+        self.index.write(partition, writes)
 
     def is_excluded(self, entry: _Compiled, due: int) -> bool:
         """An instant a calendar its schedule excludes holds (counted: it is not fired)."""
@@ -266,6 +395,7 @@ class Punctuator:
         return True
 
     def compiled_count(self, partition: int) -> int:
+        """How many schedules of the partition are held in memory (those due within the horizon)."""
         part = self._parts.get(partition)
         return 0 if part is None else len(part.compiled)
 
@@ -278,28 +408,42 @@ class Punctuator:
     # --- changes from the commands ingest (same partition, same process) --------------------------
 
     def upsert(self, partition: int, key: bytes, state: ScheduleState) -> None:
+        """A command wrote the schedule: its index entries go with the write (index_put); those due within
+        the horizon (or just past it) are held in memory at once."""
         part = self._parts.get(partition)
+        now = self._clock()
+        high = {} if part is None else part.high
+
+        def since(unit: TimeUnit) -> int:
+            after = max(now, state.active_since) - 1
+            return max(after, high.get(unit, after))
+
+        writes = index_writes(key, state, since)
+        self._index_put(partition, writes)
         if part is None:
-            return  # not (yet) ours: assign() will read it from the table
+            return  # not (yet) ours: assign() reads the index
         part.live.pop(key, None)
         part.compiled.pop(key, None)
         if not state.schedule.enabled:
             return
         entry = compile_schedule(state, key)
-        if entry.leaves or entry.elapsed:
-            part.compiled[key] = entry
         for path, trigger in entry.leaves:
-            since = max(self._clock(), state.active_since) - 1
-            nxt = trigger.next_due(max(since, part.high.get(trigger.unit, since)))
-            if nxt is not None:
+            nxt = trigger.next_due(since(trigger.unit))
+            if nxt is None:
+                continue
+            loaded = part.loaded.get(trigger.unit)
+            if loaded is not None and nxt <= _loaded_until(loaded) + UPSERT_MARGIN_MS:
+                part.compiled[key] = entry
                 self._push(part, trigger.unit, key, path, nxt)
 
     def elapsed_schedules(self, partition: int) -> list[tuple[bytes, ScheduleState]]:
-        """The partition's enabled schedules with elapsed triggers (compiled at assignment: no table read)."""
-        part = self._parts.get(partition)
-        if part is None:
-            return []
-        return [(k, e.state) for k, e in part.compiled.items() if e.elapsed and e.state is not None]
+        """The partition's enabled schedules with elapsed triggers or an SLA watchdog (marked in the index)."""
+        out = []
+        for key in self.index.elapsed(partition):
+            state = self._load(partition, key)
+            if state is not None and state.schedule.enabled and has_elapsed(state):
+                out.append((key, state))
+        return out
 
     def arm(self, partition: int, key: bytes, path: str, due: int) -> None:
         """Make the elapsed trigger at `path` come due at `due` (replacing what was armed before)."""
@@ -308,6 +452,8 @@ class Punctuator:
             self._push(part, TimeUnit.SECONDS, key, path, due)
 
     def remove(self, partition: int, key: bytes) -> None:
+        """The schedule was deleted (its index entries are dropped when reached)."""
+        self._index_put(partition, [(elapsed_key(key), None)])
         part = self._parts.get(partition)
         if part is not None:
             part.live.pop(key, None)
@@ -315,7 +461,7 @@ class Punctuator:
 
     def _push(self, part: _Partition, unit: TimeUnit, key: bytes, path: str, due: int) -> None:
         seq = next(self._seq)
-        part.live.setdefault(key, {})[path] = seq
+        part.live.setdefault(key, {})[path] = (seq, due)
         heapq.heappush(part.heaps[unit], (due, seq, key, path))
         planned = self._planned_wake[unit]
         if planned is None or due < planned:
@@ -366,13 +512,28 @@ class Punctuator:
         """Fire every schedule of `unit` due at or before now, in every owned partition."""
         now = self._clock()
         self._look_at_clock(now)
+        await self._fill(unit, now + HORIZON_MS)
         async with self._work():
             await self._stage(unit, now, None)
             await self._emit(unit, now)
 
     async def _stage(self, unit: TimeUnit, until: int, limit: int | None) -> int:
         """Take up to `limit` (None: all) entries due at or before `until` off the heaps, earliest first:
-        push each one's next due, build its bytes but for firedAt. Returns how many were taken."""
+        index (and push) each one's next due, build its bytes but for firedAt. Returns how many were taken."""
+        writes: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        try:
+            return await self._stage_into(unit, until, limit, writes)
+        finally:  # (what was taken is staged: its next dues must be in the index whatever happens next)
+            for partition, batch in writes.items():
+                self.index.write(partition, batch)
+
+    async def _stage_into(
+        self,
+        unit: TimeUnit,
+        until: int,
+        limit: int | None,
+        writes: dict[int, list[tuple[bytes, bytes | None]]],
+    ) -> int:
         dues, by_due = self._staged[unit]
         taken = 0
         jump = self._jumps.get(unit)
@@ -387,7 +548,7 @@ class Punctuator:
             heap, partition, part = best
             due, seq, key, path = heapq.heappop(heap)
             taken += 1
-            if part.live.get(key, {}).get(path) != seq:
+            if _seq_of(part, key, path) != seq:
                 continue  # superseded by an update, disabled or deleted
             entry = part.compiled.get(key) or self._compile_loaded(part, partition, key)
             trigger = None if entry is None else entry.leaf(path)
@@ -395,17 +556,22 @@ class Punctuator:
                 part.live.pop(key, None)
                 continue
             if jump is not None and trigger is not None and jump[0] < due <= jump[1]:
-                await self._jumped_over(unit, partition, part, key, path, entry, trigger, due, jump[1])
+                await self._jumped_over(
+                    unit, partition, part, key, path, entry, trigger, due, jump[1], writes
+                )
                 continue
-            nxt = None if trigger is None else trigger.next_due(due)  # an elapsed trigger is re-armed
-            if nxt is not None:
-                self._push(part, unit, key, path, nxt)
+            stays = False  # its next due is held in memory too (an elapsed trigger is re-armed by its agent)
+            if trigger is not None:  # its index entry moves on: the next due now, this one once fired
+                part.fired[unit].append((due, due_key(unit, due, key, path, entry.version)))
+                nxt = trigger.next_due(due)
+                if nxt is not None:
+                    stays = self._moved(partition, part, unit, key, path, entry.version, nxt, writes)
             if entry.calendars and trigger is not None and self.is_excluded(entry, due):
-                if nxt is None and (live := part.live.get(key)) and live.get(path) == seq:
-                    live.pop(path, None)
+                if not stays:
+                    _forget(part, key, path, seq)
                 continue
             head, tail = entry.parts(due) if entry.parts is not None else (None, None)
-            item = _Staged(partition, part, key, path, entry, seq, trigger is None, nxt is None, head, tail)
+            item = _Staged(partition, part, key, path, entry, seq, trigger is None, not stays, head, tail)
             at_due = by_due.get(due)
             if at_due is None:
                 at_due = by_due[due] = []
@@ -414,6 +580,26 @@ class Punctuator:
         if jump is not None and limit is None and until >= jump[1]:
             del self._jumps[unit]  # every due of the span was taken
         return taken
+
+    def _moved(
+        self,
+        partition: int,
+        part: _Partition,
+        unit: TimeUnit,
+        key: bytes,
+        path: str,
+        version: int,
+        nxt: int,
+        writes: dict[int, list[tuple[bytes, bytes | None]]],
+    ) -> bool:
+        """A time trigger's next due: into the index (written at the end of the stage), and into memory when
+        the horizon holds it already. Returns whether it is in memory."""
+        raw = due_key(unit, nxt, key, path, version)
+        writes.setdefault(partition, []).append((raw, b""))
+        if raw < part.loaded[unit]:
+            self._push(part, unit, key, path, nxt)
+            return True
+        return False
 
     def _look_at_clock(self, now: int) -> None:
         """Tell a jump of the wall clock from lateness, against the monotonic clock. Forward: the dues the
@@ -449,12 +635,14 @@ class Punctuator:
         trigger: TimeTrigger,
         due: int,
         now: int,
+        writes: dict[int, list[tuple[bytes, bytes | None]]],
     ) -> None:
         """A forward clock jump passed `due`: plan it and what follows up to `now` as a catch-up."""
         state = entry.state or self._load(partition, key)
         if state is None:
             part.live.pop(key, None)
             return
+        part.fired[unit].append((now, due_key(unit, due, key, path, entry.version)))
         s = state.schedule
         plan = plan_catch_up(trigger, s.catch_up, due - 1, now, s.catch_up_window_ms)
         futures = [
@@ -465,10 +653,11 @@ class Punctuator:
         self.stats.catch_up_by_unit[unit] += len(futures)
         if futures:  # moves no watermark by itself: the next recorded tick covers it
             part.inflight[unit].append((part.high.get(unit, due - 1), futures))
-        if plan.next_due is not None:
-            self._push(part, unit, key, path, plan.next_due)
-        elif (live := part.live.get(key)) is not None:
-            live.pop(path, None)
+        seq = _seq_of(part, key, path)
+        if plan.next_due is None or not self._moved(
+            partition, part, unit, key, path, entry.version, plan.next_due, writes
+        ):
+            _forget(part, key, path, seq)
 
     async def _emit(self, unit: TimeUnit, now: int) -> None:
         """Fire every staged entry due at or before `now`; record them for the watermark per partition."""
@@ -505,7 +694,7 @@ class Punctuator:
                 if (
                     parts.get(item.partition) is not part
                     or part.compiled.get(item.key) is not item.entry
-                    or (item.elapsed and part.live.get(item.key, {}).get(item.path) != item.seq)
+                    or (item.elapsed and _seq_of(part, item.key, item.path) != item.seq)
                 ):
                     handled.append(item)  # changed, re-armed or moved since it was staged: not owed any more
                     continue
@@ -570,8 +759,8 @@ class Punctuator:
     @staticmethod
     def _sent_one(item: _Staged, one: _Sent, sent: dict[int, tuple[_Partition, list[_Sent]]]) -> None:
         part = item.part
-        if item.final and (live := part.live.get(item.key)) and live.get(item.path) == item.seq:
-            live.pop(item.path, None)
+        if item.final:
+            _forget(part, item.key, item.path, item.seq)
         bucket = sent.get(item.partition)
         if bucket is None:
             bucket = sent[item.partition] = (part, [])
@@ -600,6 +789,15 @@ class Punctuator:
             inflight.clear()
         for unit, tick in marks.items():
             part.saved[unit] = max(tick, part.saved.get(unit, -1))
+            self._drop_fired(partition, part, unit, tick)
+
+    def _drop_fired(self, partition: int, part: _Partition, unit: TimeUnit, watermark: int) -> None:
+        """The watermark reached these fired entries: out of the index."""
+        fired = part.fired[unit]
+        gone: list[tuple[bytes, bytes | None]] = []
+        while fired and fired[0][0] <= watermark:
+            gone.append((fired.popleft()[1], None))
+        self.index.write(partition, gone)
 
     def _record(self, unit: TimeUnit, sent: dict[int, tuple[_Partition, list[_Sent]]], tick_ms: int) -> None:
         for part, futures in sent.values():
@@ -609,13 +807,80 @@ class Punctuator:
                 part.high[unit] = tick_ms
         sent.clear()
 
+    def _loaded(self, partition: int, key: bytes) -> ScheduleState | None:
+        """The schedule an index entry names, from the table (None: gone, or undecodable: never fired)."""
+        try:
+            return self._load(partition, key)
+        except Exception:
+            log.exception("the schedule state of an index entry of partition %d is unreadable", partition)
+            return None
+
     def _compile_loaded(self, part: _Partition, partition: int, key: bytes) -> _Compiled | None:
-        """A schedule not compiled yet (should not happen: assign and upsert compile): read it from the table."""
+        """A schedule not in memory yet (an elapsed trigger its agent armed): read it from the table."""
         state = self._load(partition, key)
         if state is None or not state.schedule.enabled:
             return None
         entry = part.compiled[key] = compile_schedule(state, key)
         return entry
+
+    # --- the horizon: the index loaded into memory ahead of now -----------------------------------
+
+    def _lowest_loaded(self, unit: TimeUnit) -> int | None:
+        """The least instant up to which every owned partition's index of `unit` is in memory."""
+        loaded = [_loaded_until(part.loaded[unit]) for part in self._parts.values() if unit in part.loaded]
+        return min(loaded) if loaded else None
+
+    def _load_horizon(self, unit: TimeUnit, until: int) -> bool:
+        """Load up to LOAD_CHUNK index entries of `unit` due at or before `until` into the heaps. Returns
+        whether some are left to load."""
+        budget = LOAD_CHUNK
+        stop = bound(unit, until + 1)
+        for partition, part in list(self._parts.items()):
+            start = part.loaded.get(unit)
+            if start is None or start >= stop:
+                continue
+            stale: list[tuple[bytes, bytes | None]] = []
+            last = None
+            for e in self.index.scan(partition, unit, start, until):
+                last = e.raw
+                budget -= 1
+                self._load_entry(partition, part, unit, e, stale)
+                if budget <= 0:
+                    break
+            part.loaded[unit] = last + b"\x00" if budget <= 0 and last is not None else stop
+            if stale:
+                self._index_put(partition, stale)
+            if budget <= 0:
+                return True
+        return False
+
+    def _load_entry(
+        self,
+        partition: int,
+        part: _Partition,
+        unit: TimeUnit,
+        e: Due,
+        stale: list[tuple[bytes, bytes | None]],
+    ) -> None:
+        if (path_live := part.live.get(e.key)) and (held := path_live.get(e.path)) and held[1] == e.due:
+            return  # in memory already (a command's entry held at once, before its commit)
+        state = self._loaded(partition, e.key)
+        if state is None or not state.schedule.enabled or state.version != e.version:
+            stale.append((e.raw, None))  # (with the schedule writes: never ahead of an update's commit)
+            return
+        entry = part.compiled.get(e.key)
+        if entry is None or entry.version != state.version:
+            entry = compile_schedule(state, e.key)
+        if entry.leaf(e.path) is None:
+            stale.append((e.raw, None))
+            return
+        part.compiled[e.key] = entry
+        self._push(part, unit, e.key, e.path, e.due)
+
+    async def _fill(self, unit: TimeUnit, until: int) -> None:
+        """Load the horizon of `unit` up to `until`, a chunk at a time."""
+        while self._load_horizon(unit, until):
+            await asyncio.sleep(0)
 
     def _earliest(self, unit: TimeUnit) -> int | None:
         dues = [part.heaps[unit][0][0] for part in self._parts.values() if part.heaps[unit]]
@@ -632,6 +897,15 @@ class Punctuator:
             now = self._clock()
             self._look_at_clock(now)
             try:
+                lowest = self._lowest_loaded(unit)
+                if lowest is not None:
+                    if lowest < now + HORIZON_MS // 2:  # half the horizon left: load it whole again
+                        self._load_target[unit] = max(self._load_target[unit], now + HORIZON_MS)
+                    if lowest < self._load_target[unit]:
+                        self._load_horizon(unit, self._load_target[unit])
+                        await asyncio.sleep(0)
+                        if lowest < now:  # (behind: a clock jump, a stall) load before firing
+                            continue
                 if (
                     staged
                     and staged[0] <= now
@@ -659,6 +933,8 @@ class Punctuator:
             wake_at = [staged[0]] if staged else []
             if earliest is not None:
                 wake_at.append(earliest - STAGE_AHEAD_MS)
+            if (lowest := self._lowest_loaded(unit)) is not None:
+                wake_at.append(lowest - HORIZON_MS // 2)
             timeout = idle_s if not wake_at else max(0.0, min(idle_s, (min(wake_at) - now) / 1000))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wakeup.wait(), timeout)
@@ -688,6 +964,7 @@ class Punctuator:
                 if acked is not None and acked > part.saved.get(unit, -1):
                     part.saved[unit] = acked
                     self._save_progress(partition, unit, acked)
+                    self._drop_fired(partition, part, unit, acked)
 
     async def drain(self, timeout_s: float = 5.0) -> None:
         """Wait (bounded) until every fire produced so far is acknowledged, then persist the watermarks:

@@ -105,9 +105,10 @@ def dir_mb(path: Path) -> float:
 
 
 async def core(n: int, duration_s: float) -> dict[str, Any]:
-    from rocksdict import Rdict
+    from rocksdict import Options, Rdict
 
     from scheduler.domain.model import TimeUnit
+    from scheduler.kafka.due_index import DueIndex
     from scheduler.wire.codec import decode_state
     from scheduler.worker.punctuator import Punctuator
 
@@ -130,8 +131,12 @@ async def core(n: int, duration_s: float) -> dict[str, Any]:
         sunk.append((value, now_ms()))
         return done
 
-    p = Punctuator(null_send, lambda part, k: decode_state(db[k]), lambda *a: None)
     partitions = 8
+    indexes = [
+        Rdict(str(work / f"due-index-{part}.db"), Options(raw_mode=True)) for part in range(partitions)
+    ]
+    index = DueIndex(lambda part: indexes[part])
+    p = Punctuator(null_send, lambda part, k: decode_state(db[k]), lambda *a: None, index=index)
     t0 = time.monotonic()
     for part in range(partitions):
         await p.assign(part, ((k, decode_state(db[k])) for k in keys[part::partitions]), {})
@@ -165,6 +170,8 @@ async def core(n: int, duration_s: float) -> dict[str, Any]:
         "state_mb": round(dir_mb(work), 1),
     }
     db.close()
+    for idx in indexes:
+        idx.close()
     shutil.rmtree(work, ignore_errors=True)
     return result
 

@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.domain.model import CronTrigger, FiredTask, FrequencyTrigger, ProgramId, ScheduleKey
 from scheduler.wire.codec import FiredTaskBytes, decode_fired, encode_fired, zigzag_long
-from scheduler.worker.punctuator import STAGE_AHEAD_MS, kafka_partition
+from scheduler.worker.punctuator import HORIZON_MS, STAGE_AHEAD_MS, kafka_partition
 from tests.unit.test_punctuator import T0, Harness, S, state
 
 pytestmark = pytest.mark.unit
@@ -26,8 +26,10 @@ def test_fired_task_parts_around_fired_at_are_byte_identical_to_encode_fired(dat
 
 
 async def _stage(h: Harness, now: int) -> None:
-    """What the timer does STAGE_AHEAD_MS before an instant: take its fires off the heaps."""
+    """What the timer does STAGE_AHEAD_MS before an instant: take its fires off the heaps (loaded from the
+    index ahead of it)."""
     h.clock.now = now
+    await h.punctuator._fill(S, now + HORIZON_MS)
     await h.punctuator._stage(S, now + STAGE_AHEAD_MS, None)
 
 
@@ -47,19 +49,18 @@ async def test_a_schedule_updated_deleted_or_disabled_after_staging_does_not_fir
     a, b, c = state("a"), state("b"), state("c")
     await h.assign(0, [a, b, c], {S: T0 - 1})
     await _stage(h, T0 - 200)
-    kb_a, kb_b, kb_c = (h.put(0, s) for s in (a, b, c))
-    # a: updated to fire at other instants; b: deleted; c: disabled
-    h.punctuator.upsert(
-        0,
-        kb_a,
-        dataclasses.replace(
-            a, schedule=dataclasses.replace(a.schedule, trigger=FrequencyTrigger(S, 7, T0 + 3))
-        ),
+    # a: updated to fire at other instants; b: deleted; c: disabled (each a new version in the table first,
+    # as the ingest writes it)
+    a2 = dataclasses.replace(
+        a, schedule=dataclasses.replace(a.schedule, trigger=FrequencyTrigger(S, 7, T0 + 3)), version=2
     )
+    c2 = dataclasses.replace(c, schedule=dataclasses.replace(c.schedule, enabled=False), version=2)
+    kb_a, kb_c = h.put(0, a2), h.put(0, c2)
+    kb_b = h.put(0, b)
+    del h.table[(0, kb_b)]
+    h.punctuator.upsert(0, kb_a, a2)
     h.punctuator.remove(0, kb_b)
-    h.punctuator.upsert(
-        0, kb_c, dataclasses.replace(c, schedule=dataclasses.replace(c.schedule, enabled=False))
-    )
+    h.punctuator.upsert(0, kb_c, c2)
     assert await h.tick_at(T0 + 1) == []
     assert [(f.key.name, f.due_at) for f in await h.tick_at(T0 + 3)] == [("a", T0 + 3)]
 
@@ -85,17 +86,10 @@ async def test_staging_takes_every_instant_of_a_fast_schedule_within_the_lead_in
     await h.assign(0, [every_100ms, cron], {S: T0 - 1})
     await _stage(h, T0 - STAGE_AHEAD_MS + 1)
     fires = await h.tick_at(T0 + 2_000)
-    assert [(f.key.name, f.due_at) for f in fires] == sorted(
-        [
-            ("fast", T0),
-            ("cron", T0),
-            ("fast", T0 + 1000),
-            ("cron", T0 + 1000),
-            ("fast", T0 + 2000),
-            ("cron", T0 + 2000),
-        ],
-        key=lambda x: x[1],
-    )
+    assert [f.due_at for f in fires] == sorted(f.due_at for f in fires)  # instants in order
+    assert sorted((f.due_at, f.key.name) for f in fires) == [
+        (T0 + d, name) for d in (0, 1000, 2000) for name in ("cron", "fast")
+    ]
     assert all(decode_fired(v).fired_at == T0 + 2_000 for _, _, v in h.sent)
 
 

@@ -1,0 +1,192 @@
+"""The due-time index: every enabled schedule's next due instant per time trigger, in RocksDB, keyed by the
+instant, so the punctuator holds in memory only what comes due within its horizon and a worker's memory
+does not grow with the number of schedules.
+
+It lives in the schedules table's own RocksDB database of each partition, under keys no schedule key can
+have (a schedule key is the Avro ScheduleKey: its first byte is a zigzag length, never 0xff), so an
+index write goes into the same write batch as the schedule write it follows (both land or neither does).
+The index is local derived state: never in a changelog. It is written
+
+- by the commands ingest, next to each schedule write (the next due of the new version);
+- by the punctuator as it fires: the next due at once, the fired entry deleted once the fire-progress
+  watermark covers it (a crash in between leaves the fired entry, which the next assignment finds at or
+  before the watermark and drops; never a fire lost because the index ran ahead of the watermark);
+- by the restore of the schedules changelog (a new owner, a standby), from each restored state.
+
+An entry names its schedule's version; one whose schedule has another version, is disabled or deleted,
+is dropped when the punctuator reaches it (a schedule update does not look for its old entries).
+
+Key: 0xff, unit (1 byte), due (8 bytes, big-endian), the schedule key, the trigger path, 0x00, version
+(8 bytes). Other keys under 0xff 0x00: the schedules with elapsed triggers or an SLA watchdog (0xff 0x00
+then the schedule key; re-armed from their progress on assignment) and the index's completeness marker.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from rocksdict import WriteBatch
+
+from scheduler.domain.basics import TimeUnit
+from scheduler.kafka.tables import LOCAL_KEYS
+
+PREFIX = LOCAL_KEYS
+#: 0xff 0x00 + schedule key: the schedule has elapsed triggers or an SLA watchdog
+ELAPSED = b"\xff\x00"
+#: the index holds an entry for every schedule of the partition's table (written when it was built whole,
+#: or when the database was created empty and every state came through the index)
+COMPLETE = b"\xff\x00\x00complete"
+_UNIT_BYTE = {unit: bytes([i + 1]) for i, unit in enumerate(TimeUnit)}
+_BYTE_UNIT = {b[0]: unit for unit, b in _UNIT_BYTE.items()}
+_MAX_DUE = 2**64 - 1
+
+
+def due_key(unit: TimeUnit, due: int, key: bytes, path: str, version: int) -> bytes:
+    return b"".join(
+        (PREFIX, _UNIT_BYTE[unit], min(max(due, 0), _MAX_DUE).to_bytes(8, "big"), key, path.encode(), b"\x00",
+         version.to_bytes(8, "big"))
+    )  # fmt: skip
+
+
+def bound(unit: TimeUnit, due: int) -> bytes:
+    """The least index key of `unit` due at `due` or later."""
+    return PREFIX + _UNIT_BYTE[unit] + min(max(due, 0), _MAX_DUE).to_bytes(8, "big")
+
+
+def elapsed_key(key: bytes) -> bytes:
+    return ELAPSED + key
+
+
+def _varint_end(buf: bytes, pos: int) -> tuple[int, int]:
+    """(zigzag-decoded value, position after it) of the Avro long at `pos`."""
+    shift = result = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+
+
+def _schedule_key_end(buf: bytes, pos: int) -> int:
+    """Where the schedule key (two Avro strings) that starts at `pos` ends."""
+    for _ in range(2):
+        length, pos = _varint_end(buf, pos)
+        pos += length
+    return pos
+
+
+@dataclass(frozen=True, slots=True)
+class Due:
+    unit: TimeUnit
+    due: int
+    key: bytes
+    path: str
+    version: int
+    raw: bytes  # the index key itself (to delete it)
+
+
+def parse(raw: bytes) -> Due:
+    unit = _BYTE_UNIT[raw[1]]
+    due = int.from_bytes(raw[2:10], "big")
+    end = _schedule_key_end(raw, 10)
+    path_end = raw.index(b"\x00", end)
+    return Due(
+        unit, due, raw[10:end], raw[end:path_end].decode(), int.from_bytes(raw[path_end + 1 :], "big"), raw
+    )
+
+
+class MemoryDB:
+    """What DueIndex needs of a RocksDB database, in memory (unit tests, the core bench without disk)."""
+
+    def __init__(self) -> None:
+        self._keys: list[bytes] = []
+        self._data: dict[bytes, bytes] = {}
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._data.get(key)
+
+    def put(self, key: bytes, value: bytes) -> None:
+        if key not in self._data:
+            bisect.insort(self._keys, key)
+        self._data[key] = value
+
+    def delete(self, key: bytes) -> None:
+        if self._data.pop(key, None) is not None:
+            del self._keys[bisect.bisect_left(self._keys, key)]
+
+    def items(self, from_key: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        i = bisect.bisect_left(self._keys, from_key)
+        while i < len(self._keys):
+            key = self._keys[i]
+            yield key, self._data[key]
+            if i < len(self._keys) and self._keys[i] == key:
+                i += 1
+            else:  # (deleted while iterating: the next key took its place)
+                i = bisect.bisect_left(self._keys, key)
+
+    def write(self, batch: list[tuple[bytes, bytes | None]]) -> None:
+        for key, value in batch:
+            if value is None:
+                self.delete(key)
+            else:
+                self.put(key, value)
+
+
+class DueIndex:
+    """The index of each partition, in the database `db_for(partition)` returns (a RocksDB one, or a
+    MemoryDB). Writes that must land with a schedule write go through the caller's batch (`entry`/`marker`
+    give the keys); the punctuator's own writes go straight in (`write`)."""
+
+    def __init__(self, db_for: Callable[[int], Any] | None = None) -> None:
+        self._memory: dict[int, MemoryDB] = {}
+        self._db_for = db_for or self._memory_db
+
+    def _memory_db(self, partition: int) -> MemoryDB:
+        db = self._memory.get(partition)
+        if db is None:
+            db = self._memory[partition] = MemoryDB()
+        return db
+
+    def scan(self, partition: int, unit: TimeUnit, start: bytes, until: int) -> Iterator[Due]:
+        """Entries of `unit` from the index key `start` (inclusive: see `bound`) to those due at `until`,
+        earliest first."""
+        db = self._db_for(partition)
+        stop = bound(unit, until + 1)
+        for raw, _ in db.items(from_key=max(start, bound(unit, 0))):
+            if raw >= stop:
+                return
+            yield parse(raw)
+
+    def elapsed(self, partition: int) -> Iterator[bytes]:
+        """The schedule keys marked as having elapsed triggers or an SLA watchdog."""
+        db = self._db_for(partition)
+        for raw, _ in db.items(
+            from_key=ELAPSED + b"\x01"
+        ):  # (past COMPLETE: a schedule key's first byte is >= 2)
+            if not raw.startswith(ELAPSED):
+                return
+            yield raw[len(ELAPSED) :]
+
+    def complete(self, partition: int) -> bool:
+        return self._db_for(partition).get(COMPLETE) is not None
+
+    def write(self, partition: int, writes: list[tuple[bytes, bytes | None]]) -> None:
+        """Puts (value bytes) and deletes (None), as one batch."""
+        if not writes:
+            return
+        db = self._db_for(partition)
+        if isinstance(db, MemoryDB):
+            db.write(writes)
+            return
+        batch = WriteBatch(raw_mode=True)
+        for key, value in writes:
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        db.write(batch)
