@@ -47,6 +47,7 @@ ENV_VARS = {
     "SCHEDULER_JOURNAL": "journal_path",
     "SCHEDULER_LOG_LEVEL": "log_level",
     "SCHEDULER_PROGRESS_INTERVAL_MS": "progress_interval_ms",
+    "SCHEDULER_ROCKSDB_CACHE_MB": "rocksdb_cache_mb",
     "SCHEDULER_SESSION_TIMEOUT_S": "session_timeout_s",
     "SCHEDULER_AUTH": "auth",
     "SCHEDULER_AUTH_TOKENS_FILE": "auth_tokens_file",
@@ -91,6 +92,9 @@ class Settings(BaseModel):
     journal_path: Path | None = None
     log_level: str = "info"
     progress_interval_ms: int = Field(1000, ge=10)
+    # RocksDB's block cache per table partition (Faust's default is 2 GiB each: at millions of schedules the
+    # cache, not the schedules, would take the memory)
+    rocksdb_cache_mb: int = Field(32, ge=1, le=4096)
     session_timeout_s: float | None = Field(None, ge=3, le=300)  # default: the broker profile's
     # HTTP auth: "on" (the default) needs tokens (a file, or JSON in SCHEDULER_AUTH_TOKENS); "off" is for
     # local development only and must be asked for explicitly. See scheduler/http/auth.py.

@@ -146,8 +146,8 @@ class Worker:
         self.light_topic = app.topic(
             settings.light_topic, partitions=settings.partitions, internal=True, **raw
         )
-        self.schedules = raw_table(app, SCHEDULES_TABLE, settings.partitions)
-        self.progress = raw_table(app, PROGRESS_TABLE, settings.partitions)
+        self.schedules = raw_table(app, SCHEDULES_TABLE, settings.partitions, settings.rocksdb_cache_mb)
+        self.progress = raw_table(app, PROGRESS_TABLE, settings.partitions, settings.rocksdb_cache_mb)
         events_topic, index_topic, trigger_topic, jobs_topic, status_topic = (
             app.topic(name, partitions=settings.partitions, internal=True, **raw)
             for name in (
@@ -158,8 +158,12 @@ class Worker:
                 settings.program_status_topic,
             )
         )
-        self.trigger_index: Any = raw_table(app, "trigger-index", settings.partitions)
-        self.trigger_progress: Any = raw_table(app, "trigger-progress", settings.partitions)
+        self.trigger_index: Any = raw_table(
+            app, "trigger-index", settings.partitions, settings.rocksdb_cache_mb
+        )
+        self.trigger_progress: Any = raw_table(
+            app, "trigger-progress", settings.partitions, settings.rocksdb_cache_mb
+        )
         # a frozen owner's late writes never replace the next owner's (its job numbers would go back)
         keep_newest_generation(self.trigger_progress, progress_generation)
         if not settings.transactional:  # (nor an update applied meanwhile: see freeze.py)
@@ -167,10 +171,14 @@ class Worker:
         # every schedule's next dues, in the schedules table's RocksDB (kafka.due_index)
         self.due_index = DueIndex(lambda partition: partition_db(self.schedules, partition))
         self._index_restored_states()
-        self.job_queue: Any = raw_table(app, "job-queue", settings.partitions)
-        self.run_records: Any = raw_table(app, "run-records", settings.partitions)
-        self.recent_events: Any = raw_table(app, "recent-events", settings.partitions)
-        self.schedule_history: Any = raw_table(app, "schedule-history", settings.partitions)
+        self.job_queue: Any = raw_table(app, "job-queue", settings.partitions, settings.rocksdb_cache_mb)
+        self.run_records: Any = raw_table(app, "run-records", settings.partitions, settings.rocksdb_cache_mb)
+        self.recent_events: Any = raw_table(
+            app, "recent-events", settings.partitions, settings.rocksdb_cache_mb
+        )
+        self.schedule_history: Any = raw_table(
+            app, "schedule-history", settings.partitions, settings.rocksdb_cache_mb
+        )
         self.registry = ProgramRegistry(
             settings.bootstrap_servers, settings.programs_topic, settings.programs_file
         )
