@@ -750,7 +750,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             print(f"{label} failed: {exc!r}", flush=True)
             results.setdefault("failed", []).append({"scenario": label, "error": repr(exc)[:300]})
 
-    for kind, sizes in (("core", args.core), ("peer", args.peer)):
+    for kind, sizes in (("core", args.core), ("peer", args.peer), ("celery", args.celery)):
         for n in sizes:
             await scenario("firing", f"{kind} {n}", isolated(kind, n, args.duration))
     external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
@@ -816,6 +816,9 @@ def main() -> None:
     )
     parser.add_argument("--core", type=int, nargs="*", default=[1_000, 10_000, 100_000, 1_000_000])
     parser.add_argument("--peer", type=int, nargs="*", default=[1_000, 10_000, 100_000])
+    parser.add_argument(
+        "--celery", type=int, nargs="*", default=[1_000, 10_000, 100_000], help="Celery beat + RedBeat"
+    )
     parser.add_argument("--e2e", type=int, nargs="*", default=[1_000, 10_000, 100_000])
     parser.add_argument("--events", type=int, nargs="*", default=[1_000, 100_000])
     parser.add_argument("--recovery", type=int, nargs="*", default=[10_000, 100_000])
@@ -837,6 +840,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.single:
         kind, n = args.single.split(":")
+        if kind == "celery":
+            from tests.bench import celery_peer
+
+            r = celery_peer.measure(int(n), args.duration, rss_mb, pct, expected_fires_per_s(int(n)))
+            print("RESULT " + json.dumps(r))
+            return
         scenario = core if kind == "core" else peer
         print("RESULT " + json.dumps(asyncio.run(scenario(int(n), args.duration))))
         return

@@ -3,6 +3,7 @@ HTTP and the CLI. Every schedule is listed once, in key order, whatever the page
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -32,13 +33,21 @@ def _order(tenant: str, name: str) -> bytes:
     return key_bytes(ScheduleKey(tenant, name))
 
 
+async def _get(client: httpx.AsyncClient, path: str, params: dict[str, str]) -> httpx.Response:
+    """GET, asked again while partitions move (503 with Retry-After: a list needs every partition's owner)."""
+    deadline = time.monotonic() + 30
+    while (r := await client.get(path, params=params)).status_code == 503 and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+    assert r.status_code == 200, r.text
+    return r
+
+
 async def _pages(client: httpx.AsyncClient, limit: int, **query: str) -> list[dict]:
     """Every page of GET /schedules, following `next`: each has at most `limit`, the same `total`."""
     pages, cursor = [], None
     while True:
         params = {**query, "limit": str(limit), **({"cursor": cursor} if cursor else {})}
-        r = await client.get("/schedules", params=params)
-        assert r.status_code == 200, r.text
+        r = await _get(client, "/schedules", params)
         page = r.json()
         assert len(page["schedules"]) <= limit
         pages.append(page)
@@ -89,8 +98,8 @@ async def test_pages_list_every_schedule_once_in_key_order_across_two_workers(st
             seen, cursor = [], None
             while True:
                 params = {"host": "pages", "limit": "8", **({"cursor": cursor} if cursor else {})}
-                r = await client.get("/schedulers", params=params)
-                assert r.status_code == 200 and len(r.json()) <= 8
+                r = await _get(client, "/schedulers", params)
+                assert len(r.json()) <= 8
                 seen += [td["name"] for td in r.json()]
                 cursor = r.headers.get("X-Next-Cursor")
                 if cursor is None:
