@@ -68,6 +68,10 @@ LOAD_CHUNK = 1000
 #: a schedule written by a command is held in memory at once when it comes due within this much past the
 #: horizon (its index entry may wait for its transaction's commit: the loader must not pass it unseen)
 UPSERT_MARGIN_MS = 60_000
+#: a schedule that fired stays in memory when its next due is within this much past the horizon: one that
+#: fires every minute or more often is not read and compiled again for each fire (memory then holds the
+#: schedules that fire within ~2 minutes: it grows with the fire rate, not with the number of schedules)
+KEEP_MS = 120_000
 #: staged per step before checking whether something is due (bounds how long emission can wait)
 STAGE_CHUNK = 500
 
@@ -596,7 +600,8 @@ class Punctuator:
         the horizon holds it already. Returns whether it is in memory."""
         raw = due_key(unit, nxt, key, path, version)
         writes.setdefault(partition, []).append((raw, b""))
-        if raw < part.loaded[unit]:
+        loaded = part.loaded[unit]
+        if raw < loaded or nxt <= _loaded_until(loaded) + KEEP_MS:  # (the loader skips it: same due)
             self._push(part, unit, key, path, nxt)
             return True
         return False
