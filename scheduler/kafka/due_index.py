@@ -8,9 +8,10 @@ index write goes into the same write batch as the schedule write it follows (bot
 The index is local derived state: never in a changelog. It is written
 
 - by the commands ingest, next to each schedule write (the next due of the new version);
-- by the punctuator as it fires: the next due at once, the fired entry deleted once the fire-progress
-  watermark covers it (a crash in between leaves the fired entry, which the next assignment finds at or
-  before the watermark and drops; never a fire lost because the index ran ahead of the watermark);
+- by the punctuator as it fires: the next due at once; every entry due at or before the fire-progress
+  watermark is deleted (one range delete) each time the watermark is saved — none of them is anyone's next
+  due any more. A crash in between leaves the fired entries, which the next assignment finds at or before
+  the watermark and drops; never a fire lost because the index ran ahead of the watermark;
 - by the restore of the schedules changelog (a new owner, a standby), from each restored state.
 
 An entry names its schedule's version; one whose schedule has another version, is disabled or deleted,
@@ -171,6 +172,15 @@ class DueIndex:
             if not raw.startswith(ELAPSED):
                 return
             yield raw[len(ELAPSED) :]
+
+    def drop_before(self, partition: int, unit: TimeUnit, due: int) -> None:
+        """Delete every entry of `unit` due at or before `due` (one range tombstone, not a delete each)."""
+        db = self._db_for(partition)
+        begin, end = bound(unit, 0), bound(unit, due + 1)
+        if isinstance(db, MemoryDB):
+            db.write([(raw, None) for raw, _ in db.items(from_key=begin) if raw < end])
+        else:
+            db.delete_range(begin, end)
 
     def complete(self, partition: int) -> bool:
         return self._db_for(partition).get(COMPLETE) is not None

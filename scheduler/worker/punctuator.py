@@ -173,10 +173,6 @@ class _Partition:
     compiled: dict[bytes, _Compiled] = field(default_factory=dict)  # the schedules of the entries in memory
     # per unit: every index key below it has been loaded into the heap
     loaded: dict[TimeUnit, bytes] = field(default_factory=dict)
-    # per unit: fired entries to delete from the index once the watermark reaches their due: (due, key)
-    fired: dict[TimeUnit, deque[tuple[int, bytes]]] = field(
-        default_factory=lambda: {u: deque() for u in TimeUnit}
-    )
     inflight: dict[TimeUnit, deque[tuple[int, list[_Sent]]]] = field(
         default_factory=lambda: {u: deque() for u in TimeUnit}
     )
@@ -385,7 +381,6 @@ class Punctuator:
             handled[where] = plan.next_due
             if plan.next_due is not None:
                 writes.append((due_key(unit, plan.next_due, e.key, e.path, e.version), b""))
-            part.fired[unit].append((now, e.raw))  # (gone once the watermark covers the catch-up's fires)
         self.index.write(partition, writes)
 
     def is_excluded(self, entry: _Compiled, due: int) -> bool:
@@ -565,8 +560,7 @@ class Punctuator:
                 )
                 continue
             stays = False  # its next due is held in memory too (an elapsed trigger is re-armed by its agent)
-            if trigger is not None:  # its index entry moves on: the next due now, this one once fired
-                part.fired[unit].append((due, due_key(unit, due, key, path, entry.version)))
+            if trigger is not None:  # its index entry moves on: the next due now (this one: see _drop_fired)
                 nxt = trigger.next_due(due)
                 if nxt is not None:
                     stays = self._moved(partition, part, unit, key, path, entry.version, nxt, writes)
@@ -647,7 +641,6 @@ class Punctuator:
         if state is None:
             part.live.pop(key, None)
             return
-        part.fired[unit].append((now, due_key(unit, due, key, path, entry.version)))
         s = state.schedule
         plan = plan_catch_up(trigger, s.catch_up, due - 1, now, s.catch_up_window_ms)
         futures = [
@@ -797,12 +790,10 @@ class Punctuator:
             self._drop_fired(partition, part, unit, tick)
 
     def _drop_fired(self, partition: int, part: _Partition, unit: TimeUnit, watermark: int) -> None:
-        """The watermark reached these fired entries: out of the index."""
-        fired = part.fired[unit]
-        gone: list[tuple[bytes, bytes | None]] = []
-        while fired and fired[0][0] <= watermark:
-            gone.append((fired.popleft()[1], None))
-        self.index.write(partition, gone)
+        """The watermark moved: every index entry due at or before it is out (fired, or caught up, and its
+        next due written; or stale). Nothing live is that early: a schedule's next due is written when it
+        fires, after the watermark, or by a command or a restore, after the watermark too."""
+        self.index.drop_before(partition, unit, watermark)
 
     def _record(self, unit: TimeUnit, sent: dict[int, tuple[_Partition, list[_Sent]]], tick_ms: int) -> None:
         for part, futures in sent.values():

@@ -117,13 +117,17 @@ async def core(n: int, duration_s: float) -> dict[str, Any]:
     from scheduler.worker.punctuator import Punctuator
 
     work = Path(tempfile.mkdtemp(prefix="bench-core-"))
-    db = Rdict(str(work / "schedules.db"))
+    partitions = 8
+    options = Options(raw_mode=True)
+    options.set_write_buffer_size(WRITE_BUFFER_BYTES)  # (as the worker's tables have it)
+    # a RocksDB per partition, the schedules and their due-time index in it, as the worker's table has them
+    dbs = [Rdict(str(work / f"schedules-{part}.db"), options) for part in range(partitions)]
     start = now_ms()
-    keys = []
-    for s in workload(n, "null"):
+    keys: list[list[bytes]] = [[] for _ in range(partitions)]
+    for i, s in enumerate(workload(n, "null")):
         kb = key_bytes(s.key)
-        db[kb] = encode_state(ScheduleState(s, start, start, start))
-        keys.append(kb)
+        dbs[i % partitions][kb] = encode_state(ScheduleState(s, start, start, start))
+        keys[i % partitions].append(kb)
     done: asyncio.Future[object] = asyncio.get_running_loop().create_future()
     done.set_result(None)
 
@@ -133,16 +137,12 @@ async def core(n: int, duration_s: float) -> dict[str, Any]:
         sunk.append((value, now_ms()))
         return done
 
-    partitions = 8
-    options = Options(raw_mode=True)
-    options.set_write_buffer_size(WRITE_BUFFER_BYTES)  # (as the worker's tables have it)
-    indexes = [Rdict(str(work / f"due-index-{part}.db"), options) for part in range(partitions)]
-    index = DueIndex(lambda part: indexes[part])
-    p = Punctuator(null_send, lambda part, k: decode_state(db[k]), lambda *a: None, index=index)
+    index = DueIndex(lambda part: dbs[part])
+    p = Punctuator(null_send, lambda part, k: decode_state(dbs[part][k]), lambda *a: None, index=index)
     # the due-time index, as the commands ingest (or a restore) writes it: before the partitions are taken
     t0 = time.monotonic()
     for part in range(partitions):
-        await p.build_index(part, ((k, decode_state(db[k])) for k in keys[part::partitions]), {})
+        await p.build_index(part, ((k, decode_state(dbs[part][k])) for k in keys[part]), {})
     index_s = time.monotonic() - t0
     del keys
     gc.collect()
@@ -157,8 +157,10 @@ async def core(n: int, duration_s: float) -> dict[str, Any]:
     await asyncio.sleep(CORE_WARM_UP_S)  # a minute: every schedule of the workload came into memory once
     sunk.clear()
     measured_from = time.monotonic()
+    cpu_from = sum(psutil.Process().cpu_times()[:2])
     await asyncio.sleep(duration_s)
     elapsed = time.monotonic() - measured_from
+    cpu_s = sum(psutil.Process().cpu_times()[:2]) - cpu_from
     window = list(sunk)
     fires = len(window)
     timer.cancel()
@@ -174,6 +176,7 @@ async def core(n: int, duration_s: float) -> dict[str, Any]:
         "lateness_p99_ms": pct(lateness, 0.99),
         "lateness_max_ms": max(lateness) if lateness else None,
         "missed": None,
+        "cpu_us_per_fire": round(cpu_s * 1e6 / fires, 1) if fires else None,
         "assign_s": round(assign_s, 2),
         "index_build_s": round(index_s, 1),
         "in_memory": sum(p.compiled_count(part) for part in range(partitions)),
@@ -181,9 +184,8 @@ async def core(n: int, duration_s: float) -> dict[str, Any]:
         "heap_rss_mb": round(rss_mb() - rss_before),
         "state_mb": round(dir_mb(work), 1),
     }
-    db.close()
-    for idx in indexes:
-        idx.close()
+    for db in dbs:
+        db.close()
     shutil.rmtree(work, ignore_errors=True)
     return result
 
@@ -338,6 +340,59 @@ async def firing(
         "live_after_s": round(live_s, 1),
         "rss_mb": round(rss) if rss else None,
         "state_mb": round(state, 1),
+    }
+
+
+async def lists(bootstrap: str, profile: str, n: int, requests: int = 200) -> dict[str, Any]:
+    """GET /schedules?tenant=bench&limit=50 with N schedules on the worker, 1,000 of them the tenant's: the
+    latency of the first page and of each page after it (following `next`), one request at a time, then
+    requests/s with 8 in flight. A page costs what it holds, so the figures should not grow with N."""
+    import httpx
+
+    work = Path(tempfile.mkdtemp(prefix="bench-lists-"))
+    app_id = f"bench{uuid.uuid4().hex[:6]}"
+    daily = CronTrigger("0 0 3 * * *")  # (nothing fires meanwhile)
+    schedules = [
+        Schedule(ScheduleKey("bench" if i < 1_000 else "other", f"s{i:07d}"), daily, f"{app_id}-out")
+        for i in range(n)
+    ]
+    records = insert_records(schedules)
+    with Worker(bootstrap, profile, app_id, work) as w:
+        await produce_keyed(bootstrap, f"{app_id}-commands", records)
+        if math.isnan(await asyncio.to_thread(wait_applied, w, n, 900)):
+            raise TimeoutError(f"{n} INSERTs not all applied in 900 s")
+        async with httpx.AsyncClient(base_url=w.proc.url, timeout=30) as client:
+            params = {"tenant": "bench", "limit": "50"}
+            await client.get("/schedules", params=params)  # (the tenant counts, once per assignment)
+            first, after = [], []
+            for _ in range(requests // 20):
+                cursor = None
+                for page in range(20):
+                    t0 = time.perf_counter()
+                    r = await client.get(
+                        "/schedules", params={**params, **({"cursor": cursor} if cursor else {})}
+                    )
+                    (first if page == 0 else after).append(round((time.perf_counter() - t0) * 1000, 1))
+                    r.raise_for_status()
+                    cursor = r.json()["next"]
+            done = [0]
+
+            async def load(until: float) -> None:
+                while time.monotonic() < until:
+                    (await client.get("/schedules", params=params)).raise_for_status()
+                    done[0] += 1
+
+            until = time.monotonic() + 5
+            await asyncio.gather(*(load(until) for _ in range(8)))
+    shutil.rmtree(work, ignore_errors=True)
+    return {
+        "schedules": n,
+        "tenant_schedules": 1_000,
+        "first_page_p50_ms": pct(first, 0.5),  # type: ignore[arg-type]
+        "first_page_p99_ms": pct(first, 0.99),  # type: ignore[arg-type]
+        "next_pages_p50_ms": pct(after, 0.5),  # type: ignore[arg-type]
+        "next_pages_p99_ms": pct(after, 0.99),  # type: ignore[arg-type]
+        "requests_per_s_8_in_flight": round(done[0] / 5),
     }
 
 
@@ -664,7 +719,7 @@ def table(results: dict[str, Any]) -> str:
                 f"- commands{on}: {r['schedules']:,} INSERTs through the commands topic, {r['inserts_per_s']:,}/s, "
                 f"all live after {r['live_after_s']} s"
             )
-    for name in ("events", "recovery", "failed"):
+    for name in ("events", "lists", "recovery", "failed"):
         for r in results.get(name, []):
             lines.append(f"- {name}: " + ", ".join(f"{k} {v}" for k, v in r.items()))
     return "\n".join(lines) + "\n"
@@ -795,6 +850,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         firing(bootstrap, profile, n, args.duration, transactions=False),
                         name,
                     )
+            for n in args.lists if i == 0 else []:
+                await scenario("lists", f"lists {n} on {description}", lists(bootstrap, profile, n), name)
             for n in args.events:
                 await scenario(
                     "events", f"events {n} on {description}", events(bootstrap, profile, n, 100), name
@@ -833,6 +890,9 @@ def main() -> None:
     )
     parser.add_argument("--e2e", type=int, nargs="*", default=[1_000, 10_000, 100_000])
     parser.add_argument("--events", type=int, nargs="*", default=[1_000, 100_000])
+    parser.add_argument(
+        "--lists", type=int, nargs="*", default=[1_000, 100_000], help="GET /schedules pages (first broker)"
+    )
     parser.add_argument("--recovery", type=int, nargs="*", default=[10_000, 100_000])
     # a changelog written directly (seed_changelog), no standby: 1M INSERTs through commands take ~20 min
     parser.add_argument("--recovery-seeded", type=int, nargs="*", default=[1_000_000])
