@@ -849,11 +849,13 @@ class Worker:
             try:
                 async with self._work():
                     complete = self.due_index.complete(partition)  # (else built from the table, once)
-                    await self.punctuator.assign(
+                    built = await self.punctuator.assign(
                         partition,
                         None if complete else self.local_states(partition),
                         self._fired_up_to(partition),
                     )
+                if built:  # a data dir from before the index (a restored partition is indexed as restored)
+                    self.counts.events["dueIndexBuilds"] += 1
                 self.jobs.checker.assign(partition, self.jobs.local_queues(partition))
                 for key, state in self.punctuator.elapsed_schedules(partition):
                     self.triggers.arm_elapsed(partition, key, state)

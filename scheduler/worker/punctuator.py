@@ -298,11 +298,11 @@ class Punctuator:
         partition: int,
         states: Iterable[tuple[bytes, ScheduleState]] | None,
         fired_up_to: dict[TimeUnit, int],
-    ) -> None:
+    ) -> int:
         """Take over a partition: catch up what its index holds due since its watermark (`states`: every
-        schedule of the partition, when its index is not complete and must be built from them first)."""
-        if states is not None:
-            await self.build_index(partition, states, fired_up_to)
+        schedule of the partition, when its index is not complete and must be built from them first).
+        Returns how many schedules the index was built from (0: it was complete)."""
+        built = 0 if states is None else await self.build_index(partition, states, fired_up_to)
         part = self._parts[partition] = _Partition(high=dict(fired_up_to))
         now = self._clock()
         catch_up: dict[TimeUnit, list[_Sent]] = {u: [] for u in TimeUnit}
@@ -315,21 +315,25 @@ class Punctuator:
                 part.inflight[unit].append((now, futures))
         for unit in TimeUnit:
             self._wakeup[unit].set()
+        return built
 
     async def build_index(
         self, partition: int, states: Iterable[tuple[bytes, ScheduleState]], fired_up_to: dict[TimeUnit, int]
-    ) -> None:
+    ) -> int:
         """Index every schedule of the partition (its next dues after the watermarks) and mark the index
-        complete: a data dir from before the index, or one whose index may have lost writes."""
+        complete: a data dir from before the index, or one whose index may have lost writes. Returns how
+        many schedules it read."""
         writes: list[tuple[bytes, bytes | None]] = []
-        for n, (key, state) in enumerate(states):
+        n = 0
+        for n, (key, state) in enumerate(states, 1):
             writes += index_writes(key, state, fired_up_to.get)
-            if n % 1000 == 999:
+            if n % 1000 == 0:
                 self.index.write(partition, writes)
                 writes = []
                 await asyncio.sleep(0)  # keep the event loop (heartbeats, web) responsive
         writes.append((COMPLETE, b""))
         self.index.write(partition, writes)
+        return n
 
     async def _catch_up_scan(
         self,

@@ -72,8 +72,12 @@ async def test_a_worker_restores_every_schedule_from_batched_changelogs(
 
     fresh = start_worker(SCHEDULER_DATA_DIR=str(tmp_path / "fresh"))  # everything from the changelogs
     await holds(fresh.url, n)
+    # each restored state was put in the due-time index as it was restored: no partition's index was built
+    # from its whole table on assignment
+    assert fresh.health().get("dueIndexBuilds", 0) == 0
     fresh.stop()
 
     again = start_worker()  # the first one's data dir: local RocksDB state plus the changelog tail
     await holds(again.url, n)
     assert "ConsistencyError" not in again.log_tail(10_000)
+    assert again.health().get("dueIndexBuilds", 0) == 0  # (its index was kept, complete, with its data)
