@@ -204,6 +204,10 @@ class _Staged:
     tail: bytes | None  # ... and after
 
 
+#: the due a staged fire that leaves memory shows the loader (its next due, found in the index, is loaded)
+_LEAVING = 2**63
+
+
 def _seq_of(part: _Partition, key: bytes, path: str) -> int | None:
     """The seq of the heap entry of (schedule, path) that counts, if one is in memory."""
     live = part.live.get(key)
@@ -572,6 +576,8 @@ class Punctuator:
                 if not stays:
                     _forget(part, key, path, seq)
                 continue
+            if not stays and trigger is not None:  # leaves memory once fired: the loader takes its next due
+                part.live[key][path] = (seq, _LEAVING)
             head, tail = entry.parts(due) if entry.parts is not None else (None, None)
             item = _Staged(partition, part, key, path, entry, seq, trigger is None, not stays, head, tail)
             at_due = by_due.get(due)
@@ -862,8 +868,11 @@ class Punctuator:
         e: Due,
         stale: list[tuple[bytes, bytes | None]],
     ) -> None:
-        if (path_live := part.live.get(e.key)) and (held := path_live.get(e.path)) and held[1] == e.due:
-            return  # in memory already (a command's entry held at once, before its commit)
+        if (path_live := part.live.get(e.key)) and (held := path_live.get(e.path)) and held[1] <= e.due:
+            # in memory already, due then or earlier: this entry is its own copy (a command's entry held at
+            # once, before its commit), or a successor written by an owner that staged the earlier one and
+            # lost the partition before firing it (the earlier one writes it again when it fires)
+            return
         state = self._loaded(partition, e.key)
         if state is None or not state.schedule.enabled or state.version != e.version:
             stale.append((e.raw, None))  # (with the schedule writes: never ahead of an update's commit)

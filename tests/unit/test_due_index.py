@@ -154,3 +154,17 @@ async def test_after_a_long_stall_the_horizon_is_loaded_before_it_fires() -> Non
     await h.assign(0, [state("a")], {S: T0 - 1})
     fires = await h.tick_at(T0 + 3 * HORIZON_MS)  # nothing ran for three horizons: every due fires, late
     assert [d for _, d in dues_by_name(fires)][0] == 0 and len(fires) >= 1
+
+
+async def test_an_instant_staged_by_an_owner_that_lost_the_partition_fires_once_when_it_comes_back() -> None:
+    # staged ahead (its next due already in the index), then the partition is revoked before the instant and
+    # assigned again: both entries are ahead of the watermark; the earlier one fires, then the next, once each
+    h = Harness(T0 - 300)
+    await h.assign(0, [state("a")], {S: T0 - 1_000})
+    await h.punctuator._fill(S, T0 - 300 + HORIZON_MS)
+    await h.punctuator._stage(S, T0 + 200, None)
+    h.punctuator.revoke(0)
+    h.clock.now = T0 - 100
+    await h.punctuator.assign(0, None, {S: T0 - 1_000})
+    fires = [*await h.tick_at(T0), *await h.tick_at(T0 + 10_000), *await h.tick_at(T0 + 19_999)]
+    assert dues_by_name(fires) == [("a", 0), ("a", 10_000)]
