@@ -24,7 +24,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
-from scheduler.kafka.tables import opened_partition_db
+from scheduler.kafka.tables import LOCAL_KEYS, opened_partition_db
 from scheduler.worker.counters import (
     LATENESS_BUCKETS_MS,
     MISSED_REASONS,
@@ -136,6 +136,8 @@ def _walk_keys(db: Any, offset_key: bytes, after: bytes | None, limit: int) -> t
     for key in db.keys(from_key=after) if after is not None else db.keys():
         if key == after:
             continue
+        if key >= LOCAL_KEYS:  # the due-time index: no table entries from there on
+            break
         seen += 1
         visible += key != offset_key
         last = key
