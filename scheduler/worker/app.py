@@ -28,7 +28,14 @@ from scheduler.domain.commands import (
 )
 from scheduler.domain.model import Action, InvalidSchedule, ScheduleCommand, ScheduleState, TimeUnit
 from scheduler.domain.tenancy import partition_share
-from scheduler.kafka.config import Settings, apply_consumer_profile, apply_transport_fixes, broker_profile
+from scheduler.kafka import bulk_restore
+from scheduler.kafka.config import (
+    Settings,
+    apply_consumer_profile,
+    apply_transport_fixes,
+    broker_profile,
+    consumer_options,
+)
 from scheduler.kafka.due_index import COMPLETE, DueIndex, elapsed_key
 from scheduler.kafka.group import recovery_is_current, request_rejoin, track_recovery_generation
 from scheduler.kafka.partitioner import kafka_partition as partition_for
@@ -171,6 +178,15 @@ class Worker:
         # every schedule's next dues, in the schedules table's RocksDB (kafka.due_index)
         self.due_index = DueIndex(lambda partition: partition_db(self.schedules, partition))
         self._index_restored_states()
+        # a partition far behind its changelog is restored in bulk first (then Faust's loop reads the tail)
+        bulk_restore.install(
+            app,
+            self.schedules,
+            settings.bootstrap_servers,
+            consumer_options(settings.broker_profile),
+            settings.bulk_restore_min_records,
+            self._bulk_restored,
+        )
         self.job_queue: Any = raw_table(app, "job-queue", settings.partitions, settings.rocksdb_cache_mb)
         self.run_records: Any = raw_table(app, "run-records", settings.partitions, settings.rocksdb_cache_mb)
         self.recent_events: Any = raw_table(
@@ -612,6 +628,9 @@ class Worker:
         in the changelog."""
         if writes:
             self._unwritten.setdefault(partition, {}).update(writes)
+
+    def _bulk_restored(self, records: int) -> None:
+        self.counts.events["bulkRestoredRecords"] += records
 
     def _index_restored_states(self) -> None:
         """A restored (or standby-replicated) schedule state is indexed before Faust applies it: a crash in

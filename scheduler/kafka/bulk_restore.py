@@ -1,0 +1,174 @@
+"""Bulk restore: an active changelog partition far behind its end is read by a consumer of its own, in
+large fetches, and applied a fetch at a time through the table's apply_changelog_batch (RocksDB write
+batches, the persisted offset, and the due-time index's restore hook) before Faust's recovery starts
+reading it. Faust's own loop, a record at a time through its changelog queue and recovery buffers, then
+reads only the tail. A restart that keeps its data dir has nothing to bulk-load.
+
+Safe to stop anywhere: each applied fetch moved the partition's persisted offset past what it wrote, and
+Faust's recovery reads on from there. Bounded in time (BUDGET_SHARE of Faust's broker request timeout,
+which bounds the step it runs in): past it, Faust's loop restores the rest.
+
+Reaches into Faust's recovery service (its private _build_offsets and highwaters): a kafka-layer module."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from faust.types import TP
+
+log = logging.getLogger(__name__)
+
+#: records applied per write batch (and the most a fetch returns)
+BATCH_RECORDS = 20_000
+#: per partition per fetch (aiokafka's default is 1 MiB)
+FETCH_BYTES = 16 * 2**20
+#: the share of Faust's broker request timeout a bulk load may take before leaving the rest to Faust
+BUDGET_SHARE = 0.5
+#: a bulk load that receives nothing for this long stops (Faust's loop then reads what is left)
+STALL_S = 10.0
+
+
+class _Message:
+    """What apply_changelog_batch reads of a changelog record (Faust's Message has these too)."""
+
+    __slots__ = ("tp", "topic", "partition", "offset", "key", "value")
+
+    def __init__(self, tp: TP, offset: int, key: bytes, value: bytes | None) -> None:
+        self.tp, self.topic, self.partition = tp, tp.topic, tp.partition
+        self.offset, self.key, self.value = offset, key, value
+
+
+class _Event:
+    __slots__ = ("message",)
+
+    def __init__(self, message: _Message) -> None:
+        self.message = message
+
+
+def behind(
+    starts: Mapping[TP, int | None], highwaters: Mapping[TP, int | None], min_records: int
+) -> dict[TP, int]:
+    """The partitions worth a bulk load (at least min_records to read): start = the last offset applied
+    (-1 or None: none), highwater = the offset of the last record to restore (Faust's: the end - 1).
+    -> {tp: the first offset to read}."""
+    out = {}
+    for tp, hw in highwaters.items():
+        start = starts.get(tp)
+        first = 0 if start is None or start < 0 else start + 1
+        if hw is not None and hw - first + 1 >= min_records:
+            out[tp] = first
+    return out
+
+
+async def load(
+    consumer_factory: Callable[[], Any],
+    firsts: Mapping[TP, int],
+    highwaters: Mapping[TP, int],
+    apply: Callable[[Iterable[_Event]], None],
+    budget_s: float,
+) -> tuple[dict[TP, int], int]:
+    """Read each partition from its first offset to its highwater (inclusive) and apply what was read, a
+    fetch at a time. -> ({tp: the last offset applied} for the partitions that applied anything, how many
+    records were applied)."""
+    consumer = consumer_factory()
+    await consumer.start()
+    applied: dict[TP, int] = {}
+    count = 0
+    try:
+        from aiokafka import TopicPartition
+
+        tps = {TopicPartition(tp.topic, tp.partition): tp for tp in firsts}
+        consumer.assign(list(tps))
+        for atp, tp in tps.items():
+            consumer.seek(atp, firsts[tp])
+        reading = set(tps)
+        started = last_record = time.monotonic()
+        while reading:
+            now = time.monotonic()
+            if now - started > budget_s or now - last_record > STALL_S:
+                log.warning(
+                    "bulk restore stopped after %.0fs with %d partition(s) left: the changelog restore "
+                    "reads the rest", now - started, len(reading),
+                )  # fmt: skip
+                break
+            batches = await consumer.getmany(*reading, timeout_ms=500, max_records=BATCH_RECORDS)
+            events = []
+            for atp, records in batches.items():
+                tp, hw = tps[atp], highwaters[tps[atp]]
+                for r in records:
+                    if r.offset > hw:
+                        break
+                    events.append(_Event(_Message(tp, r.offset, r.key, r.value)))
+                if records:
+                    last_record = time.monotonic()
+            if events:
+                apply(events)
+                count += len(events)
+                for e in events:
+                    applied[e.message.tp] = e.message.offset
+            for atp in list(reading):
+                tp = tps[atp]
+                position = await consumer.position(atp)
+                if applied.get(tp, -1) >= highwaters[tp] or position > highwaters[tp]:
+                    reading.discard(atp)  # (a position past it: only markers or aborted records were left)
+            await asyncio.sleep(0)
+    finally:
+        await consumer.stop()
+    return applied, count
+
+
+def install(
+    app: Any,
+    table: Any,
+    bootstrap_servers: str,
+    consumer_options: Mapping[str, Any],
+    min_records: int,
+    on_loaded: Callable[[int], None],
+) -> None:
+    """Bulk-load the table's active changelog partitions at least min_records behind, once Faust's
+    recovery has their start offsets and highwaters and before it seeks them (so it reads on from where
+    the load stopped). consumer_options: the broker profile's (read_committed on Kafka). on_loaded: how
+    many records each load applied."""
+    recovery = app.tables.recovery
+    original = recovery._build_offsets
+    if getattr(original, "_bulk", False):
+        return
+    topic = table.changelog_topic.get_topic_name()
+    budget_s = BUDGET_SHARE * float(app.conf.broker_request_timeout)
+
+    def consumer() -> Any:
+        from aiokafka import AIOKafkaConsumer
+
+        return AIOKafkaConsumer(
+            bootstrap_servers=bootstrap_servers,
+            enable_auto_commit=False,
+            max_partition_fetch_bytes=FETCH_BYTES,
+            fetch_max_bytes=4 * FETCH_BYTES,
+            **{"fetch_max_wait_ms": 100, **consumer_options},
+        )
+
+    async def build_offsets(consumer_: Any, tps: Any, destination: Any, title: str) -> None:
+        await original(consumer_, tps, destination, title)
+        if title != "active":
+            return
+        mine = {tp: destination.get(tp) for tp in tps if tp.topic == topic}
+        firsts = behind(mine, {tp: recovery.active_highwaters.get(tp) for tp in mine}, min_records)
+        if not firsts:
+            return
+        t0 = time.monotonic()
+        highwaters = {tp: recovery.active_highwaters[tp] for tp in firsts}
+        applied, records = await load(consumer, firsts, highwaters, table.apply_changelog_batch, budget_s)
+        for tp, offset in applied.items():
+            destination[tp] = max(destination.get(tp) or -1, offset)
+        on_loaded(records)
+        log.info(
+            "bulk restore: %d record(s) of %d partition(s) of %s in %.1fs",
+            records, len(firsts), topic, time.monotonic() - t0,
+        )  # fmt: skip
+
+    build_offsets._bulk = True  # type: ignore[attr-defined]
+    recovery._build_offsets = build_offsets
