@@ -384,20 +384,32 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
         },
         "/jobs": {
             "get": _op(
-                "Pending jobs and why they wait; recent outcomes (from every worker)",
-                {200: _json(_ref("Jobs"), "jobs and recent outcomes")},
-                (503,),
+                "Pending jobs and why they wait, in pages (by program, then queue order); recent outcomes "
+                "(from every worker)",
+                {200: _json(_ref("Jobs"), "a page of jobs, the recent outcomes (first page), `next`")},
+                (400, 503),
                 [
                     _query("schedule", "tenant/name"),
                     _query("program", "namespace/application/type/name"),
                     _query("state", "a job state or an outcome (SKIP, DISCARD, CANCELLED)"),
                     _query("jobId", "one job"),
+                    *_PAGE(1000),
                     _LOCAL,
                 ],
             )
         },
         "/programs": {
-            "get": _op("Registered programs", {200: _json(_ref("Programs"), "program id -> definition")})
+            "get": _op(
+                "Registered programs, by id",
+                {
+                    200: _json(
+                        _ref("Programs"),
+                        "program id -> definition, a page; the next page's cursor in the X-Next-Cursor header",
+                    )
+                },
+                (400,),
+                _PAGE(10_000),
+            )
         },
         "/calendars": {
             "get": _op(

@@ -223,8 +223,10 @@ class Job(Answer):
 
 class Jobs(Answer):
     jobs: list[Job] | None = None
-    recent: list[dict[str, Any]] | None = Field(None, description="SKIP, DISCARD, CANCELLED outcomes")
-    items: list[dict[str, Any]] | None = Field(None, description="with `local` only (fan-out)")
+    recent: list[dict[str, Any]] | None = Field(
+        None, description="SKIP, DISCARD, CANCELLED outcomes (a bounded list per program; first page only)"
+    )
+    next: str | None = Field(None, description="the cursor of the next page of jobs (null: the last page)")
 
 
 class Programs(RootModel[dict[str, ProgramSpec]]):

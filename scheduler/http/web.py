@@ -29,7 +29,7 @@ from scheduler.domain.calendars import Calendar, CalendarIn, calendar_key
 from scheduler.domain.commands import CommandRejected, manual_fires_yielding, validate_command
 from scheduler.domain.events import InvalidEvent, Notification, event_key
 from scheduler.domain.events import parse as parse_event
-from scheduler.domain.jobs import Job, by_priority
+from scheduler.domain.jobs import Job
 from scheduler.domain.model import (
     Action,
     InvalidSchedule,
@@ -70,6 +70,7 @@ from scheduler.wire.codec import (
     decode_json,
     decode_schedule,
     encode,
+    encode_json,
     key_bytes,
     key_from_bytes,
     notification_to_avro,
@@ -723,14 +724,25 @@ class Handlers:
         return call.answer(out.Calendars, {"calendars": calendars})
 
     async def list_programs(self, call: Call) -> Response:
+        """The registered programs by id, in pages of `limit` (default and most: 10,000); the answer stays
+        a map (as before pages), the next page's cursor in the X-Next-Cursor header."""
+        paging = self._page_query(call, MAX_LIST, lambda raw: raw.decode())
+        if not isinstance(paging, tuple):
+            return paging
+        limit, after = paging
         await self.worker.registry.start()
         who = auth.principal_of(call.request)
-        specs = {
-            pid: spec.model_dump()
+        start = "" if after is None else after.decode()
+        visible = (
+            (pid, spec)
             for pid, spec in sorted(self.worker.registry.all().items())
-            if who.sees(program_tenant(pid))
-        }
-        return call.answer(out.Programs, specs)
+            if pid > start and who.sees(program_tenant(pid))
+        )
+        page = list(itertools.islice(visible, limit + 1))
+        answer = call.answer(out.Programs, {pid: spec.model_dump() for pid, spec in page[:limit]})
+        if len(page) > limit:
+            answer.headers[NEXT_CURSOR_HEADER] = cursor_text(page[limit - 1][0].encode())
+        return answer
 
     async def get_program(self, call: Call) -> Response:
         await self.worker.registry.start()
@@ -822,8 +834,11 @@ class Handlers:
 
     # --- list queries: fanned out to every worker ---------------------------------------------
 
-    def _page_query(self, call: Call, default: int) -> tuple[int, bytes | None] | Response:
-        """`limit` and `cursor` of a list query, or the 400 naming the bad one."""
+    def _page_query(
+        self, call: Call, default: int, check: Callable[[bytes], Any] = key_from_bytes
+    ) -> tuple[int, bytes | None] | Response:
+        """`limit` and `cursor` of a list query, or the 400 naming the bad one (`check` raises on bytes
+        that are not a cursor of this list)."""
         request = call.request
         try:
             limit = int(request.query.get("limit", str(default)))
@@ -836,7 +851,7 @@ class Handlers:
             return limit, None
         try:
             cursor = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
-            key_from_bytes(cursor)
+            check(cursor)
         except Exception:  # not what a `next` held
             return call.field_error(
                 "cursor", "not a cursor this API gave (use the `next` of the previous page)"
@@ -893,32 +908,21 @@ class Handlers:
         return answer
 
     async def list_jobs(self, call: Call) -> Response:
-        """Pending jobs (and recent outcomes) of every program, filtered by schedule, program or state."""
+        """Pending jobs of every program in pages (by program, then queue order: highest priority first,
+        oldest trigger first; `next` is the cursor of the page after), filtered by schedule, program,
+        state or job id; and, on the first page, the recent outcomes (SKIP, DISCARD, CANCELLED: a bounded
+        list per program)."""
         request = call.request
         want = {k: request.query.get(k) or None for k in ("schedule", "program", "state", "jobId")}
         if denied := deny_tenants(
             call.view, request, *job_filter_tenants(want["schedule"], want["program"], want["jobId"])
         ):
             return denied
-        who = auth.principal_of(request)
-        local: list[dict[str, Any]] = []
-        for partition in sorted(self.worker.active_partitions()):
-            for _, queue in self.worker.jobs.local_queues(partition):
-                for job in by_priority(queue.jobs):
-                    if who.sees(schedule_id_tenant(job.schedule)):
-                        local.append({"kind": "job", **_job_json(job)})
-                for outcome in queue.outcomes:
-                    schedule = outcome.get("schedule")
-                    tenant = schedule_id_tenant(schedule) if schedule else program_tenant(queue.program)
-                    if who.sees(tenant):
-                        local.append({"kind": "outcome", "program": queue.program, **outcome})
-        query = {k: v for k, v in want.items() if v}
-        try:
-            items = await self.cluster.fan_out(request, "/jobs", query, local, "items")
-        except Unavailable as exc:
-            return call.unavailable(str(exc))
-        if request.query.get("local"):
-            return call.answer(out.Jobs, {"items": items})
+        paging = self._page_query(call, 1000, job_cursor)
+        if not isinstance(paging, tuple):
+            return paging
+        limit, raw_after = paging
+        after = None if raw_after is None else job_cursor(raw_after)
 
         def keep(item: dict[str, Any]) -> bool:
             return (
@@ -928,14 +932,42 @@ class Handlers:
                 and (want["state"] is None or item.get("state", item.get("outcome")) == want["state"])
             )
 
-        items = [i for i in items if keep(i)]
+        who = auth.principal_of(request)
+        jobs: list[dict[str, Any]] = []
+        recent: list[dict[str, Any]] = []
+        for partition in sorted(self.worker.active_partitions()):
+            for _, queue in self.worker.jobs.local_queues(partition):
+                for job in queue.jobs:
+                    item = _job_json(job)
+                    visible = who.sees(schedule_id_tenant(job.schedule)) and keep(item)
+                    if visible and (after is None or job_order(item) > after):
+                        jobs.append(item)
+                for outcome in queue.outcomes if after is None else ():
+                    schedule = outcome.get("schedule")
+                    tenant = schedule_id_tenant(schedule) if schedule else program_tenant(queue.program)
+                    item = {"program": queue.program, **outcome}
+                    if who.sees(tenant) and keep(item):
+                        recent.append(item)
+        jobs = heapq.nsmallest(limit + 1, jobs, key=job_order)
+        if request.query.get("local"):  # (a fan-out: limit + 1, so the asking worker sees there are more)
+            return call.answer(out.Jobs, {"jobs": jobs, "recent": recent})
+        query = {k: v for k, v in want.items() if v}
+        query |= {k: v for k in ("limit", "cursor") if (v := request.query.get(k))}
+        try:
+            bodies = await self.cluster.fan_out_bodies(
+                request, "/jobs", query, {"jobs": jobs, "recent": recent}
+            )
+        except Unavailable as exc:
+            return call.unavailable(str(exc))
+        merged = heapq.nsmallest(limit + 1, (j for b in bodies for j in b["jobs"]), key=job_order)
+        page, more = merged[:limit], len(merged) > limit
+        outcomes = sorted((o for b in bodies for o in b["recent"]), key=lambda o: o.get("at", 0))
         return call.answer(
             out.Jobs,
             {
-                "jobs": [{k: v for k, v in i.items() if k != "kind"} for i in items if i["kind"] == "job"],
-                "recent": [
-                    {k: v for k, v in i.items() if k != "kind"} for i in items if i["kind"] == "outcome"
-                ],
+                "jobs": page,
+                "recent": outcomes,
+                "next": cursor_text(encode_json(list(job_order(page[-1])))) if more else None,
             },
         )
 
@@ -944,6 +976,25 @@ def _schedule_order(schedule: dict[str, Any]) -> bytes:
     """Where a schedule's JSON comes in a list: its key's bytes (RocksDB's order: within a tenant, shorter
     names first, then by bytes)."""
     return key_bytes(ScheduleKey(schedule["tenant"], schedule["name"]))
+
+
+def job_order(item: dict[str, Any]) -> tuple[str, int, int, str]:
+    """A job's place in GET /jobs: its program, then its queue's order (by_priority), then its id."""
+    return (item["program"], -item["priority"], item["triggeredAt"], item["jobId"])
+
+
+def job_cursor(raw: bytes) -> tuple[str, int, int, str]:
+    """The job order a /jobs cursor holds (ValueError for anything else)."""
+    value = decode_json(raw)
+    if not (
+        isinstance(value, list)
+        and len(value) == 4
+        and isinstance(value[0], str)
+        and isinstance(value[3], str)
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value[1:3])
+    ):
+        raise ValueError("not a job cursor")
+    return (value[0], value[1], value[2], value[3])
 
 
 def cursor_text(key: bytes) -> str:

@@ -115,13 +115,13 @@ def dir_mb(path: Path) -> float:
 
 async def core(n: int, duration_s: float, hourly: bool = False) -> dict[str, Any]:
     """`hourly`: the sparse workload (hourly_cron_of) instead of the README's."""
-    from rocksdict import Options, Rdict
+    from rocksdict import Options, Rdict, WriteBatch
 
     from scheduler.domain.model import TimeUnit
-    from scheduler.kafka.due_index import DueIndex
+    from scheduler.kafka.due_index import COMPLETE, DueIndex
     from scheduler.kafka.tables import WRITE_BUFFER_BYTES
     from scheduler.wire.codec import decode_state
-    from scheduler.worker.punctuator import Punctuator
+    from scheduler.worker.punctuator import Punctuator, index_writes
 
     work = Path(tempfile.mkdtemp(prefix="bench-core-"))
     partitions = 8
@@ -130,16 +130,33 @@ async def core(n: int, duration_s: float, hourly: bool = False) -> dict[str, Any
     # a RocksDB per partition, the schedules and their due-time index in it, as the worker's table has them
     dbs = [Rdict(str(work / f"schedules-{part}.db"), options) for part in range(partitions)]
     start = now_ms()
-    keys: list[list[bytes]] = [[] for _ in range(partitions)]
-    schedules = workload(n, "null")
-    if hourly:
-        schedules = [
-            dataclasses.replace(s, trigger=CronTrigger(hourly_cron_of(i))) for i, s in enumerate(schedules)
-        ]
-    for i, s in enumerate(schedules):
-        kb = key_bytes(s.key)
-        dbs[i % partitions][kb] = encode_state(ScheduleState(s, start, start, start))
-        keys[i % partitions].append(kb)
+    # written as the commands ingest (or a restore) writes them, a schedule at a time and none held by the
+    # bench (10M of them would not fit): each state and its due-time index entries, in write batches
+    triggers: dict[str, CronTrigger] = {}
+    batches = [WriteBatch(raw_mode=True) for _ in range(partitions)]
+    index_s = 0.0
+    for i in range(n):
+        expression = hourly_cron_of(i) if hourly else cron_of(i)
+        trigger = triggers.get(expression) or triggers.setdefault(expression, CronTrigger(expression))
+        s = Schedule(
+            ScheduleKey("bench", f"s{i:07d}"), trigger, "null", enabled=True, catch_up=CatchUpPolicy.SKIP
+        )
+        kb, state = key_bytes(s.key), ScheduleState(s, start, start, start)
+        batch = batches[i % partitions]
+        batch.put(kb, encode_state(state))
+        t0 = time.perf_counter()
+        for key, value in index_writes(kb, state, lambda unit: None):
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        index_s += time.perf_counter() - t0
+        if i % 20_000 == 19_999 or i == n - 1:
+            for part, batch in enumerate(batches):
+                dbs[part].write(batch)
+            batches = [WriteBatch(raw_mode=True) for _ in range(partitions)]
+    for db in dbs:
+        db[COMPLETE] = b""
     done: asyncio.Future[object] = asyncio.get_running_loop().create_future()
     done.set_result(None)
 
@@ -151,12 +168,7 @@ async def core(n: int, duration_s: float, hourly: bool = False) -> dict[str, Any
 
     index = DueIndex(lambda part: dbs[part])
     p = Punctuator(null_send, lambda part, k: decode_state(dbs[part][k]), lambda *a: None, index=index)
-    # the due-time index, as the commands ingest (or a restore) writes it: before the partitions are taken
-    t0 = time.monotonic()
-    for part in range(partitions):
-        await p.build_index(part, ((k, decode_state(dbs[part][k])) for k in keys[part]), {})
-    index_s = time.monotonic() - t0
-    del keys, schedules  # (the bench's own: what remains is the scheduler's)
+    del triggers, batches
     gc.collect()
     rss_before = rss_mb()
     t0 = time.monotonic()
@@ -553,35 +565,66 @@ async def seed_changelog(bootstrap: str, app_id: str, schedules: list[Schedule])
     )
 
 
-async def recovery_seeded(bootstrap: str, profile: str, n: int, timeout_s: float = 900) -> dict[str, Any]:
+async def recovery_seeded(
+    bootstrap: str, profile: str, n: int, hourly: bool = False, timeout_s: float = 900
+) -> dict[str, Any]:
     """A worker starts (fresh data dir) on a changelog of n schedules written by seed_changelog: time from
-    its start to its first fire, and its RSS then."""
+    its start to ready (every partition restored and assigned) and to its first fire, its RSS then, and
+    how many records the bulk restore applied; then it is stopped and started again on the data dir it
+    kept: time to ready and to its first fire again. `hourly`: the sparse workload (each schedule once an hour)."""
     from tests.helpers import TopicReader, WorkerProcess
 
     work = Path(tempfile.mkdtemp(prefix="bench-rec-"))
     app_id = f"bench{uuid.uuid4().hex[:6]}"
     topic = f"{app_id}-out"
+    schedules = workload(n, topic)
+    if hourly:
+        schedules = [
+            dataclasses.replace(s, trigger=CronTrigger(hourly_cron_of(i))) for i, s in enumerate(schedules)
+        ]
     t0 = time.monotonic()
-    await seed_changelog(bootstrap, app_id, workload(n, topic))
+    await seed_changelog(bootstrap, app_id, schedules)
     seed_s = time.monotonic() - t0
     worker = Worker(bootstrap, profile, app_id, work / "a")
     proc: WorkerProcess = worker.proc
+
+    async def first_fire(reader: Any, since: int) -> tuple[float | None, float | None]:
+        """(s to the first fire produced after `since`, s to ready), from `since`."""
+        deadline = time.monotonic() + timeout_s
+        ready = None
+        while time.monotonic() < deadline:
+            h = proc.health() if ready is None else None
+            if h is not None and h.get("ready") and len(h.get("partitions", ())) >= proc.partitions:
+                ready = (now_ms() - since) / 1000
+            fired = [m.timestamp for m in reader.raw if m.timestamp >= since]
+            if fired and ready is not None:
+                return round((min(fired) - since) / 1000, 1), round(ready, 1)
+            await asyncio.sleep(0.1)
+        return None, None if ready is None else round(ready, 1)
+
     try:
         async with TopicReader(bootstrap, topic, start="latest", read_committed=profile == "kafka") as reader:
             started = now_ms()
             proc.start()
-            deadline = time.monotonic() + timeout_s
-            while time.monotonic() < deadline and not reader.raw:
-                await asyncio.sleep(0.1)
-            first_fire = min((m.timestamp for m in reader.raw), default=None)
+            fire_s, ready_s = await first_fire(reader, started)
             rss = rss_mb(proc.proc.pid) if proc.proc else None
+            bulk = (proc.health() or {}).get("bulkRestoredRecords")
+            proc.stop()  # a clean stop (a restart, a deploy): the group does not wait for its session
+            restarted = now_ms()
+            proc.start()  # the same data dir: its RocksDB state, its index, the changelog's tail
+            again_s, again_ready_s = await first_fire(reader, restarted)
         return {
             "schedules": n,
+            "workload": "hourly" if hourly else "README",
             "standby": False,
             "seeded_changelog": True,
             "seed_s": round(seed_s, 1),
-            "start_to_first_fire_s": None if first_fire is None else round((first_fire - started) / 1000, 1),
+            "start_to_ready_s": ready_s,
+            "start_to_first_fire_s": fire_s,
+            "bulk_restored": bulk,
             "rss_mb": round(rss) if rss else None,
+            "restart_to_ready_s": again_ready_s,
+            "restart_to_first_fire_s": again_s,
         }
     finally:
         worker.__exit__()
@@ -883,10 +926,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     )
             # the 1M changelog is restored on the first broker only (~5 min each)
             for n in args.recovery_seeded if i == 0 else []:
-                await scenario(
-                    "recovery", f"recovery {n} (seeded changelog) on {description}",
-                    recovery_seeded(bootstrap, profile, n), name,
-                )  # fmt: skip
+                for hourly in (False, True):
+                    await scenario(
+                        "recovery", f"recovery {n} (seeded changelog, hourly={hourly}) on {description}",
+                        recovery_seeded(bootstrap, profile, n, hourly), name,
+                    )  # fmt: skip
             for n in args.recovery:
                 for standby in (False, True):
                     await scenario(

@@ -12,6 +12,7 @@ import pytest
 
 from scheduler.domain.model import ScheduleKey
 from scheduler.wire.codec import key_bytes
+from tests.helpers import Api
 from tests.integration.test_cli import cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -116,3 +117,59 @@ async def test_pages_list_every_schedule_once_in_key_order_across_two_workers(st
     every = cli(second.url, "schedules", "list", "--json", "--tenant", "pages", "--limit", "7", "--all")
     assert every.returncode == 0, every.stderr
     assert [s["name"] for s in json.loads(every.stdout)["schedules"]] == [n for _, n in want]
+
+
+async def _job_pages(client: httpx.AsyncClient, limit: int) -> list[dict]:
+    """Every page of GET /jobs, following `next`."""
+    pages, cursor = [], None
+    while True:
+        params = {"limit": str(limit), **({"cursor": cursor} if cursor else {})}
+        page = (await _get(client, "/jobs", params)).json()
+        assert len(page["jobs"]) <= limit
+        pages.append(page)
+        cursor = page["next"]
+        if cursor is None:
+            return pages
+        assert len(page["jobs"]) == limit  # only the last page is short
+        assert len(pages) < 100, "the cursor does not move on"
+
+
+async def test_jobs_and_programs_come_in_pages_across_two_workers(start_worker, app_id):
+    """24 pending jobs of 6 programs (owned by both workers), priorities mixed: every page size lists each
+    job once, by program then queue order (highest priority first); /programs pages by id."""
+    first = start_worker()
+    second = start_worker(partitions=0)
+    deadline = time.monotonic() + 60
+    while not all((h := w.health()) and h["ready"] and h["partitions"] for w in (first, second)):
+        assert time.monotonic() < deadline, [w.health() for w in (first, second)]
+        await asyncio.sleep(0.2)
+    programs = [f"pages/app/workflow/p{i}" for i in range(6)]
+    async with Api(first.url) as api:
+        for i, program in enumerate(programs):
+            for j in range(4):
+                await api.create({
+                    "tenant": "pages", "name": f"job-{i}-{j}", "program": program,
+                    "trigger": {"type": "partition", "dataset": "pages.ds"}, "priority": (i + j) % 3 * 5,
+                    "constraints": [{"type": "delay", "delayMs": 3_600_000}],  # pending for an hour
+                })  # fmt: skip
+        await api.partitions("pages.ds", "p1")
+        everything = (await api.wait_jobs(lambda j: len(j["jobs"]) == 24, timeout_s=60))["jobs"]
+    owners = [set(w.health()["partitions"]) for w in (first, second)]
+    assert all(owners), owners
+    order = [(j["program"], -j["priority"], j["triggeredAt"], j["jobId"]) for j in everything]
+    assert order == sorted(order) and {j["program"] for j in everything} == set(programs)
+    for w in (first, second):
+        async with httpx.AsyncClient(base_url=w.url, timeout=10) as client:
+            for limit in (1, 5, 24, 1000):
+                pages = await _job_pages(client, limit)
+                assert [j["jobId"] for p in pages for j in p["jobs"]] == [j["jobId"] for j in everything]
+            r = await client.get("/jobs", params={"cursor": "bm90IGpzb24"})
+            assert r.status_code == 400 and r.json()["fields"][0]["field"] == "cursor", r.text
+            listed, cursor = [], None
+            while True:
+                r = await _get(client, "/programs", {"limit": "4", **({"cursor": cursor} if cursor else {})})
+                assert len(r.json()) <= 4
+                listed += list(r.json())
+                if (cursor := r.headers.get("X-Next-Cursor")) is None:
+                    break
+            assert listed == sorted(listed) and set(programs) <= set(listed), listed
