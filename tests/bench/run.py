@@ -757,14 +757,15 @@ def table(results: dict[str, Any]) -> str:
         f"Measured {results['date']} on {results['machine']} with `{results['command']}` "
         f"({results.get('duration_s', '?')} s per firing scenario); broker: {results['broker']}.",
         "",
-        "| layer | schedules | expected fires/s | fires/s | lateness p50 ms | p99 ms | max ms | missed | RSS MB | state on disk MB | assign s |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| layer | schedules | expected fires/s | fires/s | lateness p50 ms | p99 ms | max ms | missed | RSS MB | state on disk MB | assign s | CPU µs/fire |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         lines.append(
             f"| {r['layer']} | {r['schedules']:,} | {r['expected_fires_per_s']:,} | {r['fires_per_s']:,} | "
             f"{r['lateness_p50_ms']} | {r['lateness_p99_ms']} | {r['lateness_max_ms']} | {r.get('missed', '')} | "
-            f"{r.get('rss_mb', '')} | {r.get('state_mb', '')} | {r.get('assign_s', r.get('rebuild_s', ''))} |"
+            f"{r.get('rss_mb', '')} | {r.get('state_mb', '')} | {r.get('assign_s', r.get('rebuild_s', ''))} | "
+            f"{r.get('cpu_us_per_fire', '')} |"
         )
     lines.append("")
     for r in rows:
@@ -803,6 +804,34 @@ def plot(results: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("fire lateness p99, ms")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_scale(results: dict[str, Any], path: Path) -> None:
+    """RSS, state on disk and fires/s against the number of schedules, per layer that reports them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    panels = (("rss_mb", "RSS, MB"), ("state_mb", "state on disk, MB"), ("fires_per_s", "fires/s"))
+    layers = sorted({r["layer"] for r in results["firing"]})
+    for ax, (field, label) in zip(axes, panels, strict=True):
+        for i, layer in enumerate(layers):
+            rows = sorted((r for r in results["firing"] if r["layer"] == layer and r.get(field)),
+                          key=lambda r: r["schedules"])  # fmt: skip
+            if len(rows) > 1 or (rows and field != "fires_per_s"):
+                xs, ys = [r["schedules"] for r in rows], [r[field] for r in rows]
+                ax.plot(xs, ys, marker="o", label=layer, color=f"C{i % 10}")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("live schedules")
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -1014,8 +1043,14 @@ def main() -> None:
     (args.out / "results.json").write_text(json.dumps(results, indent=2))
     text = table(results)
     plot(results, args.out / "lateness.png")
+    plot_scale(results, args.out / "scale.png")
     (args.out / "results.md").write_text(text)
-    update_readme(args.readme, text + f"\n![lateness vs schedules]({args.out / 'lateness.png'})\n")
+    update_readme(
+        args.readme,
+        text
+        + f"\n![lateness vs schedules]({args.out / 'lateness.png'})\n"
+        + f"\n![RSS, state on disk and fires/s vs schedules]({args.out / 'scale.png'})\n",
+    )
     print(text)
 
 
