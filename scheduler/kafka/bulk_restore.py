@@ -4,9 +4,10 @@ batches, the persisted offset, and the due-time index's restore hook) before Fau
 reading it. Faust's own loop, a record at a time through its changelog queue and recovery buffers, then
 reads only the tail. A restart that keeps its data dir has nothing to bulk-load.
 
-Safe to stop anywhere: each applied fetch moved the partition's persisted offset past what it wrote, and
-Faust's recovery reads on from there. Bounded in time (BUDGET_SHARE of Faust's broker request timeout,
-which bounds the step it runs in): past it, Faust's loop restores the rest.
+Safe to stop anywhere (a rebalance cancels it): each applied fetch moved the partition's persisted offset
+past what it wrote, and Faust's recovery reads on from there. The step it runs in (building the active
+offsets) loses Faust's time limit (its broker request timeout, meant for the offset requests: 10M records
+take minutes); a load that receives nothing for STALL_S, or runs past MAX_S, leaves the rest to Faust.
 
 Reaches into Faust's recovery service (its private _build_offsets and highwaters): a kafka-layer module."""
 
@@ -26,8 +27,8 @@ log = logging.getLogger(__name__)
 BATCH_RECORDS = 20_000
 #: per partition per fetch (aiokafka's default is 1 MiB)
 FETCH_BYTES = 16 * 2**20
-#: the share of Faust's broker request timeout a bulk load may take before leaving the rest to Faust
-BUDGET_SHARE = 0.5
+#: the longest a bulk load runs before leaving the rest to Faust's loop
+MAX_S = 3600.0
 #: a bulk load that receives nothing for this long stops (Faust's loop then reads what is left)
 STALL_S = 10.0
 
@@ -137,8 +138,8 @@ def install(
     original = recovery._build_offsets
     if getattr(original, "_bulk", False):
         return
+    original_wait = recovery._wait
     topic = table.changelog_topic.get_topic_name()
-    budget_s = BUDGET_SHARE * float(app.conf.broker_request_timeout)
 
     def consumer() -> Any:
         from aiokafka import AIOKafkaConsumer
@@ -161,7 +162,7 @@ def install(
             return
         t0 = time.monotonic()
         highwaters = {tp: recovery.active_highwaters[tp] for tp in firsts}
-        applied, records = await load(consumer, firsts, highwaters, table.apply_changelog_batch, budget_s)
+        applied, records = await load(consumer, firsts, highwaters, table.apply_changelog_batch, MAX_S)
         for tp, offset in applied.items():
             destination[tp] = max(destination.get(tp) or -1, offset)
         on_loaded(records)
@@ -170,5 +171,11 @@ def install(
             records, len(firsts), topic, time.monotonic() - t0,
         )  # fmt: skip
 
+    async def wait(coro: Any, timeout: Any = None) -> None:
+        if getattr(coro, "cr_code", None) is build_offsets.__code__:
+            timeout = None  # (the bulk load: bounded by MAX_S and STALL_S, cancelled by a rebalance)
+        await original_wait(coro, timeout)
+
     build_offsets._bulk = True  # type: ignore[attr-defined]
     recovery._build_offsets = build_offsets
+    recovery._wait = wait
