@@ -384,7 +384,7 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
         },
         "/jobs": {
             "get": _op(
-                "Pending jobs and why they wait, in pages (by program, then queue order); recent outcomes "
+                "Pending jobs and why they wait, in pages (by queue, then queue order); recent outcomes "
                 "(from every worker)",
                 {200: _json(_ref("Jobs"), "a page of jobs, the recent outcomes (first page), `next`")},
                 (400, 503),

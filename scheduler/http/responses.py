@@ -208,6 +208,9 @@ class Job(Answer):
     jobId: str
     schedule: str
     program: str
+    queue: str | None = Field(
+        None, description="the job queue it waits in: its program's, or its concurrency group's (group:…)"
+    )
     state: str = Field(description="PENDING_CONSTRAINT or PENDING_LAUNCH")
     triggeredAt: Ms | None = None
     arguments: dict[str, str] | None = None

@@ -908,7 +908,7 @@ class Handlers:
         return answer
 
     async def list_jobs(self, call: Call) -> Response:
-        """Pending jobs of every program in pages (by program, then queue order: highest priority first,
+        """Pending jobs of every program in pages (by queue, then queue order: highest priority first,
         oldest trigger first; `next` is the cursor of the page after), filtered by schedule, program,
         state or job id; and, on the first page, the recent outcomes (SKIP, DISCARD, CANCELLED: a bounded
         list per program)."""
@@ -938,7 +938,7 @@ class Handlers:
         for partition in sorted(self.worker.active_partitions()):
             for _, queue in self.worker.jobs.local_queues(partition):
                 for job in queue.jobs:
-                    item = _job_json(job)
+                    item = {"queue": queue.program, **_job_json(job)}
                     visible = who.sees(schedule_id_tenant(job.schedule)) and keep(item)
                     if visible and (after is None or job_order(item) > after):
                         jobs.append(item)
@@ -979,8 +979,9 @@ def _schedule_order(schedule: dict[str, Any]) -> bytes:
 
 
 def job_order(item: dict[str, Any]) -> tuple[str, int, int, str]:
-    """A job's place in GET /jobs: its program, then its queue's order (by_priority), then its id."""
-    return (item["program"], -item["priority"], item["triggeredAt"], item["jobId"])
+    """A job's place in GET /jobs: its queue (its program's, or its concurrency group's), then the order
+    the queue checks its jobs in (by_priority), then its id."""
+    return (item["queue"], -item["priority"], item["triggeredAt"], item["jobId"])
 
 
 def job_cursor(raw: bytes) -> tuple[str, int, int, str]:

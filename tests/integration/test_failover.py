@@ -115,7 +115,7 @@ async def test_sigkill_of_the_owner_of_a_pending_delayed_job_launches_it_once_on
         job = (await api.wait_jobs(lambda j: len(j["jobs"]) == 1, schedule="acme/delayed"))["jobs"][0]
     owner = None
     for w in (one, two):
-        local = httpx.get(f"{w.url}/jobs", params={"local": "1"}).json()["items"]
+        local = httpx.get(f"{w.url}/jobs", params={"local": "1"}).json()["jobs"]  # (this worker's own)
         if any(i.get("jobId") == job["jobId"] for i in local):
             owner = w
     assert owner is not None

@@ -43,19 +43,20 @@ async def _get(client: httpx.AsyncClient, path: str, params: dict[str, str]) -> 
     return r
 
 
-async def _pages(client: httpx.AsyncClient, limit: int, **query: str) -> list[dict]:
-    """Every page of GET /schedules, following `next`: each has at most `limit`, the same `total`."""
+async def _pages(client: httpx.AsyncClient, limit: int, path: str = "/schedules", **query: str) -> list[dict]:
+    """Every page of a list (GET /schedules, /jobs), following `next`: each has at most `limit`."""
+    field = path.strip("/")
     pages, cursor = [], None
     while True:
         params = {**query, "limit": str(limit), **({"cursor": cursor} if cursor else {})}
-        r = await _get(client, "/schedules", params)
+        r = await _get(client, path, params)
         page = r.json()
-        assert len(page["schedules"]) <= limit
+        assert len(page[field]) <= limit
         pages.append(page)
         cursor = page["next"]
         if cursor is None:
             return pages
-        assert len(page["schedules"]) == limit  # only the last page is short
+        assert len(page[field]) == limit  # only the last page is short
         assert len(pages) < 100, "the cursor does not move on"
 
 
@@ -119,24 +120,9 @@ async def test_pages_list_every_schedule_once_in_key_order_across_two_workers(st
     assert [s["name"] for s in json.loads(every.stdout)["schedules"]] == [n for _, n in want]
 
 
-async def _job_pages(client: httpx.AsyncClient, limit: int) -> list[dict]:
-    """Every page of GET /jobs, following `next`."""
-    pages, cursor = [], None
-    while True:
-        params = {"limit": str(limit), **({"cursor": cursor} if cursor else {})}
-        page = (await _get(client, "/jobs", params)).json()
-        assert len(page["jobs"]) <= limit
-        pages.append(page)
-        cursor = page["next"]
-        if cursor is None:
-            return pages
-        assert len(page["jobs"]) == limit  # only the last page is short
-        assert len(pages) < 100, "the cursor does not move on"
-
-
 async def test_jobs_and_programs_come_in_pages_across_two_workers(start_worker, app_id):
     """24 pending jobs of 6 programs (owned by both workers), priorities mixed: every page size lists each
-    job once, by program then queue order (highest priority first); /programs pages by id."""
+    job once, by queue (here: each program's) then queue order (highest priority first); /programs pages by id."""
     first = start_worker()
     second = start_worker(partitions=0)
     deadline = time.monotonic() + 60
@@ -156,12 +142,12 @@ async def test_jobs_and_programs_come_in_pages_across_two_workers(start_worker, 
         everything = (await api.wait_jobs(lambda j: len(j["jobs"]) == 24, timeout_s=60))["jobs"]
     owners = [set(w.health()["partitions"]) for w in (first, second)]
     assert all(owners), owners
-    order = [(j["program"], -j["priority"], j["triggeredAt"], j["jobId"]) for j in everything]
+    order = [(j["queue"], -j["priority"], j["triggeredAt"], j["jobId"]) for j in everything]
     assert order == sorted(order) and {j["program"] for j in everything} == set(programs)
     for w in (first, second):
         async with httpx.AsyncClient(base_url=w.url, timeout=10) as client:
             for limit in (1, 5, 24, 1000):
-                pages = await _job_pages(client, limit)
+                pages = await _pages(client, limit, "/jobs")
                 assert [j["jobId"] for p in pages for j in p["jobs"]] == [j["jobId"] for j in everything]
             r = await client.get("/jobs", params={"cursor": "bm90IGpzb24"})
             assert r.status_code == 400 and r.json()["fields"][0]["field"] == "cursor", r.text
