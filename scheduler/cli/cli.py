@@ -576,7 +576,10 @@ async def cmd_schedules_backfill(client: Client, args: argparse.Namespace) -> No
 async def cmd_jobs_list(client: Client, args: argparse.Namespace) -> None:
     from scheduler.cli.render import iso, table
 
-    answer = await client.jobs(schedule=args.schedule, program=args.program, state=args.state)
+    limit = None if args.limit is None else str(args.limit)
+    answer = await client.jobs(
+        schedule=args.schedule, program=args.program, state=args.state, limit=limit, cursor=args.cursor
+    )
     jobs, recent = answer.get("jobs", []), answer.get("recent", [])
     text = (
         table(
@@ -602,6 +605,8 @@ async def cmd_jobs_list(client: Client, args: argparse.Namespace) -> None:
             [(iso(o.get("at")), o.get("jobId"), o.get("outcome"), o.get("reason")) for o in recent],
         )
     _print(args, answer, text)
+    if not args.json and answer.get("next"):
+        print(f"({len(jobs)} jobs; the next page: --cursor {answer['next']})", file=sys.stderr)
 
 
 async def cmd_jobs_why(client: Client, args: argparse.Namespace) -> None:
@@ -848,6 +853,8 @@ def _add_client_commands(sub: Any) -> None:
     p.add_argument("--schedule", metavar="TENANT/NAME")
     p.add_argument("--program", metavar="PROGRAM")
     p.add_argument("--state", help="PENDING_CONSTRAINT, PENDING_LAUNCH, or an outcome (SKIP, DISCARD, ...)")
+    p.add_argument("--limit", type=int, help="at most this many jobs (the API's default: 1,000)")
+    p.add_argument("--cursor", help="the page after this one (as the previous page printed it)")
     ref(leaf(group, "why", cmd_jobs_why, "why a schedule's program has not launched"))
 
     runs = sub.add_parser("runs", help="a program's runs (HTTP API)")

@@ -159,3 +159,10 @@ async def test_jobs_and_programs_come_in_pages_across_two_workers(start_worker, 
                 if (cursor := r.headers.get("X-Next-Cursor")) is None:
                     break
             assert listed == sorted(listed) and set(programs) <= set(listed), listed
+    # The CLI: a page of jobs says where the next one starts
+    page = cli(first.url, "jobs", "list", "--limit", "5")
+    assert page.returncode == 0, page.stderr
+    cursor = page.stderr.split("the next page: --cursor ")[1].split(")")[0]
+    after = cli(first.url, "jobs", "list", "--json", "--limit", "5", "--cursor", cursor)
+    assert after.returncode == 0, after.stderr
+    assert [j["jobId"] for j in json.loads(after.stdout)["jobs"]] == [j["jobId"] for j in everything[5:10]]
