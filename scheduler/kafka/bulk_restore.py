@@ -147,6 +147,7 @@ def install(
         return AIOKafkaConsumer(
             bootstrap_servers=bootstrap_servers,
             enable_auto_commit=False,
+            auto_offset_reset="earliest",  # (a first offset below the log start: from the start)
             max_partition_fetch_bytes=FETCH_BYTES,
             fetch_max_bytes=4 * FETCH_BYTES,
             **{"fetch_max_wait_ms": 100, **consumer_options},
