@@ -346,10 +346,15 @@ def cancel(queue: ProgramQueue, schedule: str, below_version: int | None, reason
     return len(dropped)
 
 
+def priority_order(priority: int, triggered_at: int) -> tuple[int, int]:
+    """A job's place in the order its queue checks jobs in: highest priority first, then oldest trigger."""
+    return (-priority, triggered_at)
+
+
 def by_priority(jobs: list[Job]) -> list[Job]:
     """The order a queue checks its jobs in: highest priority first; ties, oldest trigger first, then
     arrival."""
-    return sorted(jobs, key=lambda j: (-j.priority, j.triggered_at))
+    return sorted(jobs, key=lambda j: priority_order(j.priority, j.triggered_at))
 
 
 def check(queue: ProgramQueue, now: int) -> list[Launch]:

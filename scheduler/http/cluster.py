@@ -77,14 +77,6 @@ class Cluster:
             raise Unavailable(str(body.get("reason") if isinstance(body, dict) else "owner unavailable"))
         return status, body
 
-    async def fan_out(
-        self, request: Request, path: str, query: dict[str, str], local: list[Any], field: str
-    ) -> list[Any]:
-        """`local` plus what every other worker answers for `path?local=1`; Unavailable unless every
-        partition answered."""
-        bodies = await self.fan_out_bodies(request, path, query, {field: local})
-        return [item for body in bodies for item in body[field]]
-
     async def fan_out_bodies(
         self, request: Request, path: str, query: dict[str, str], local: dict[str, Any]
     ) -> list[dict[str, Any]]:

@@ -29,7 +29,7 @@ from scheduler.domain.calendars import Calendar, CalendarIn, calendar_key
 from scheduler.domain.commands import CommandRejected, manual_fires_yielding, validate_command
 from scheduler.domain.events import InvalidEvent, Notification, event_key
 from scheduler.domain.events import parse as parse_event
-from scheduler.domain.jobs import Job
+from scheduler.domain.jobs import Job, priority_order
 from scheduler.domain.model import (
     Action,
     InvalidSchedule,
@@ -981,7 +981,7 @@ def _schedule_order(schedule: dict[str, Any]) -> bytes:
 def job_order(item: dict[str, Any]) -> tuple[str, int, int, str]:
     """A job's place in GET /jobs: its queue (its program's, or its concurrency group's), then the order
     the queue checks its jobs in (by_priority), then its id."""
-    return (item["queue"], -item["priority"], item["triggeredAt"], item["jobId"])
+    return (item["queue"], *priority_order(item["priority"], item["triggeredAt"]), item["jobId"])
 
 
 def job_cursor(raw: bytes) -> tuple[str, int, int, str]:
