@@ -9,6 +9,7 @@ import base64
 import contextlib
 import importlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -21,7 +22,7 @@ from scheduler.kafka.config import Settings
 from scheduler.worker import logs
 
 if TYPE_CHECKING:
-    from scheduler.cli.client import Client
+    from scheduler.client.http import HttpClient
 
 
 def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
@@ -220,33 +221,26 @@ def _jsonable(value: Any) -> Any:
 
 
 async def _tail(args: argparse.Namespace) -> None:
-    from aiokafka import AIOKafkaConsumer
-
-    from scheduler.kafka.config import isolation
-    from scheduler.wire.codec import DecodeError, decode
+    from scheduler.client.kafka import RecordReader
 
     settings = _settings(args)
-    consumer = AIOKafkaConsumer(
+    reader = RecordReader(
+        settings.bootstrap_servers,
         args.topic,
-        bootstrap_servers=settings.bootstrap_servers,
-        auto_offset_reset="earliest" if args.from_beginning else "latest",
-        enable_auto_commit=False,
-        **isolation(settings.broker_profile),  # a fenced zombie's fires never show
+        schema=args.schema,
+        profile=settings.broker_profile,  # on Kafka, committed records only: a fenced zombie's fires never show
+        from_beginning=args.from_beginning,
     )
-    await consumer.start()
     shown = 0
-    try:
-        async for msg in consumer:
-            try:
-                record: Any = decode(args.schema, msg.value)
-            except DecodeError as exc:
-                record = {"undecodable": str(exc), "value": msg.value}
-            print(json.dumps(_jsonable(record), ensure_ascii=False), flush=True)
+    async with reader:
+        async for record in reader.records():
+            shown_value: Any = (
+                record.value if record.error is None else {"undecodable": record.error, "value": record.raw}
+            )
+            print(json.dumps(_jsonable(shown_value), ensure_ascii=False), flush=True)
             shown += 1
             if args.max and shown >= args.max:
                 break
-    finally:
-        await consumer.stop()
 
 
 def cmd_tail(args: argparse.Namespace) -> None:
@@ -256,20 +250,21 @@ def cmd_tail(args: argparse.Namespace) -> None:
 
 # --- client commands: the HTTP API from the command line -------------------------------------------
 
-ClientCommand = Callable[["Client", argparse.Namespace], Awaitable[int | None]]
+ClientCommand = Callable[["HttpClient", argparse.Namespace], Awaitable[int | None]]
 
 
 def _with_client(command: ClientCommand) -> Callable[[argparse.Namespace], int]:
     """Run `command` with a client of --url / $SCHEDULER_URL; exit 0 ok, 1 API error, 2 usage error."""
 
     def run(args: argparse.Namespace) -> int:
-        from scheduler.cli.client import DEFAULT_URL, ApiError, Client, UsageError
+        from scheduler.cli.client import UsageError
+        from scheduler.client.http import DEFAULT_URL, ApiError, HttpClient
 
         url = getattr(args, "url", None) or os.environ.get("SCHEDULER_URL") or DEFAULT_URL
         token = getattr(args, "token", None) or os.environ.get("SCHEDULER_TOKEN") or None
 
         async def go() -> int | None:
-            async with Client(
+            async with HttpClient(
                 url, token, timeout_s=args.timeout, concurrency=getattr(args, "concurrency", 1)
             ) as client:
                 return await command(client, args)
@@ -305,16 +300,16 @@ def _accepted(answer: Any, what: str) -> str:
     return f"{what}: {action or 'request'} accepted"
 
 
-async def cmd_schedules_create(client: Client, args: argparse.Namespace) -> int:
+async def cmd_schedules_create(client: HttpClient, args: argparse.Namespace) -> int:
     from scheduler.cli.client import (
         UsageError,
         load_document,
         objects_of,
         schedule_body,
-        schedule_label,
         validate_locally,
     )
     from scheduler.cli.render import ProgressLine
+    from scheduler.client.http import schedule_label
 
     if args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
@@ -366,7 +361,7 @@ async def cmd_schedules_create(client: Client, args: argparse.Namespace) -> int:
     return 1 if result.failures else 0
 
 
-async def cmd_schedules_list(client: Client, args: argparse.Namespace) -> None:
+async def cmd_schedules_list(client: HttpClient, args: argparse.Namespace) -> None:
     from scheduler.cli.render import iso, table, trigger_summary
 
     if args.all:
@@ -392,7 +387,7 @@ async def cmd_schedules_list(client: Client, args: argparse.Namespace) -> None:
         )
 
 
-async def cmd_schedules_get(client: Client, args: argparse.Namespace) -> None:
+async def cmd_schedules_get(client: HttpClient, args: argparse.Namespace) -> None:
     from scheduler.cli.client import parse_schedule_ref
     from scheduler.cli.render import fields_table
 
@@ -401,7 +396,7 @@ async def cmd_schedules_get(client: Client, args: argparse.Namespace) -> None:
     _print(args, answer, fields_table(answer, times))
 
 
-async def cmd_schedules_update(client: Client, args: argparse.Namespace) -> int:
+async def cmd_schedules_update(client: HttpClient, args: argparse.Namespace) -> int:
     from scheduler.cli.client import (
         UsageError,
         load_document,
@@ -437,7 +432,7 @@ async def cmd_schedules_update(client: Client, args: argparse.Namespace) -> int:
 
 
 def _schedule_action(action: str) -> ClientCommand:
-    async def command(client: Client, args: argparse.Namespace) -> None:
+    async def command(client: HttpClient, args: argparse.Namespace) -> None:
         from scheduler.cli.client import parse_schedule_ref
 
         tenant, name = parse_schedule_ref(args.schedule)
@@ -450,7 +445,7 @@ def _schedule_action(action: str) -> ClientCommand:
     return command
 
 
-async def cmd_schedules_next(client: Client, args: argparse.Namespace) -> None:
+async def cmd_schedules_next(client: HttpClient, args: argparse.Namespace) -> None:
     from scheduler.cli.client import UsageError, parse_schedule_ref
     from scheduler.cli.render import iso, table
 
@@ -469,7 +464,7 @@ async def cmd_schedules_next(client: Client, args: argparse.Namespace) -> None:
     _print(args, {**answer, "nextIso": [iso(t) for t in answer["next"]]}, text)
 
 
-async def cmd_schedules_history(client: Client, args: argparse.Namespace) -> None:
+async def cmd_schedules_history(client: HttpClient, args: argparse.Namespace) -> None:
     from scheduler.cli.client import parse_schedule_ref
     from scheduler.cli.render import iso, table
 
@@ -482,7 +477,7 @@ async def cmd_schedules_history(client: Client, args: argparse.Namespace) -> Non
     _print(args, answer, table(["VERSION", "AT (UTC)", "BY", "ACTION", "CHANGED"], rows))
 
 
-async def cmd_schedules_rollback(client: Client, args: argparse.Namespace) -> None:
+async def cmd_schedules_rollback(client: HttpClient, args: argparse.Namespace) -> None:
     """PUT the definition a version of the schedule had, over the version it is at now (If-Match)."""
     from scheduler.cli.client import UsageError, parse_schedule_ref
 
@@ -505,7 +500,7 @@ def _calendar_text(c: dict[str, Any]) -> str:
     return f"{c['tenant']}/{c['name']} ({c['timezone']}): {', '.join(days) or 'no day'}"
 
 
-async def cmd_calendars_put(client: Client, args: argparse.Namespace) -> None:
+async def cmd_calendars_put(client: HttpClient, args: argparse.Namespace) -> None:
     from scheduler.cli.client import UsageError, load_document, parse_list, parse_schedule_ref
 
     tenant, name = parse_schedule_ref(args.calendar)
@@ -525,12 +520,12 @@ async def cmd_calendars_put(client: Client, args: argparse.Namespace) -> None:
     _print(args, answer, f"{tenant}/{name}: PUT accepted")
 
 
-async def cmd_calendars_list(client: Client, args: argparse.Namespace) -> None:
+async def cmd_calendars_list(client: HttpClient, args: argparse.Namespace) -> None:
     answer = await client.request("GET", "/calendars", params={"tenant": args.tenant})
     _print(args, answer, "\n".join(_calendar_text(c) for c in answer["calendars"]) or "no calendars")
 
 
-async def cmd_calendars_get(client: Client, args: argparse.Namespace) -> None:
+async def cmd_calendars_get(client: HttpClient, args: argparse.Namespace) -> None:
     from scheduler.cli.client import parse_schedule_ref
 
     tenant, name = parse_schedule_ref(args.calendar)
@@ -538,7 +533,7 @@ async def cmd_calendars_get(client: Client, args: argparse.Namespace) -> None:
     _print(args, answer, _calendar_text(answer))
 
 
-async def cmd_calendars_delete(client: Client, args: argparse.Namespace) -> None:
+async def cmd_calendars_delete(client: HttpClient, args: argparse.Namespace) -> None:
     from scheduler.cli.client import parse_schedule_ref
 
     tenant, name = parse_schedule_ref(args.calendar)
@@ -546,7 +541,7 @@ async def cmd_calendars_delete(client: Client, args: argparse.Namespace) -> None
     _print(args, answer, f"{tenant}/{name}: DELETE accepted")
 
 
-async def cmd_schedules_run(client: Client, args: argparse.Namespace) -> None:
+async def cmd_schedules_run(client: HttpClient, args: argparse.Namespace) -> None:
     from scheduler.cli.client import parse_instant, parse_payload, parse_schedule_ref
 
     tenant, name = parse_schedule_ref(args.schedule)
@@ -557,7 +552,7 @@ async def cmd_schedules_run(client: Client, args: argparse.Namespace) -> None:
     _print(args, answer, _accepted(answer, args.schedule))
 
 
-async def cmd_schedules_backfill(client: Client, args: argparse.Namespace) -> None:
+async def cmd_schedules_backfill(client: HttpClient, args: argparse.Namespace) -> None:
     from scheduler.cli.client import UsageError, parse_instant, parse_schedule_ref
     from scheduler.cli.render import iso
 
@@ -573,7 +568,7 @@ async def cmd_schedules_backfill(client: Client, args: argparse.Namespace) -> No
     _print(args, answer, text)
 
 
-async def cmd_jobs_list(client: Client, args: argparse.Namespace) -> None:
+async def cmd_jobs_list(client: HttpClient, args: argparse.Namespace) -> None:
     from scheduler.cli.render import iso, table
 
     limit = None if args.limit is None else str(args.limit)
@@ -609,7 +604,7 @@ async def cmd_jobs_list(client: Client, args: argparse.Namespace) -> None:
         print(f"({len(jobs)} jobs; the next page: --cursor {answer['next']})", file=sys.stderr)
 
 
-async def cmd_jobs_why(client: Client, args: argparse.Namespace) -> None:
+async def cmd_jobs_why(client: HttpClient, args: argparse.Namespace) -> None:
     """Why a schedule's program has not launched: its trigger's progress and its pending jobs, in words."""
     import time
 
@@ -657,7 +652,7 @@ async def cmd_jobs_why(client: Client, args: argparse.Namespace) -> None:
     )
 
 
-async def cmd_runs_list(client: Client, args: argparse.Namespace) -> None:
+async def cmd_runs_list(client: HttpClient, args: argparse.Namespace) -> None:
     from scheduler.cli.client import parse_program
     from scheduler.cli.render import iso, table
 
@@ -678,7 +673,7 @@ async def cmd_runs_list(client: Client, args: argparse.Namespace) -> None:
     _print(args, answer, table(headers, rows) if rows else f"no runs of {args.program}")
 
 
-async def cmd_runs_status(client: Client, args: argparse.Namespace) -> None:
+async def cmd_runs_status(client: HttpClient, args: argparse.Namespace) -> None:
     from scheduler.cli.client import parse_program
     from scheduler.cli.render import iso
 
@@ -703,16 +698,15 @@ RUN_ACTION_WORDS = {
 }
 
 
-async def cmd_runs_control(client: Client, args: argparse.Namespace) -> None:
+async def cmd_runs_control(client: HttpClient, args: argparse.Namespace) -> None:
     from scheduler.cli.client import parse_program
 
     answer = await client.control_run(parse_program(args.program), args.run_id, args.subcommand)
     _print(args, answer, f"{args.run_id}: {RUN_ACTION_WORDS[args.subcommand]}")
 
 
-async def cmd_events_publish(client: Client, args: argparse.Namespace) -> None:
+async def cmd_events_publish(client: HttpClient, args: argparse.Namespace) -> None:
     from scheduler.cli.client import (
-        ApiError,
         UsageError,
         load_document,
         objects_of,
@@ -720,6 +714,7 @@ async def cmd_events_publish(client: Client, args: argparse.Namespace) -> None:
         parse_payload,
     )
     from scheduler.cli.render import iso, table
+    from scheduler.client.http import ApiError
 
     if args.file and (args.type or args.payload):
         raise UsageError("give either TYPE key=value... or -f FILE, not both")
@@ -983,12 +978,19 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--from-beginning", action="store_true")
     p.add_argument("--max", type=int, default=0, help="stop after this many records")
-    p.set_defaults(func=cmd_tail)
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="also log the Kafka client's INFO lines (stderr)"
+    )
+    # the records only: the Kafka client's INFO lines (connections, group joins) would interleave with them
+    p.set_defaults(func=cmd_tail, quiet=True)
 
     _add_client_commands(sub)
 
     args = parser.parse_args(argv)
-    logs.basic_config(os.environ.get("SCHEDULER_LOG_FORMAT", "text"))
+    quiet = getattr(args, "quiet", False) and not getattr(args, "verbose", False)
+    logs.basic_config(
+        os.environ.get("SCHEDULER_LOG_FORMAT", "text"), logging.WARNING if quiet else logging.INFO
+    )
     code = args.func(args)
     if code:
         sys.exit(code)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from scheduler.cli.client import BulkResult
+    from scheduler.client.http import BulkResult
 
 
 def iso(ms: int | None) -> str:

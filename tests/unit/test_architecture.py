@@ -114,9 +114,20 @@ def test_no_import_cycle() -> None:
 
 
 #: the layers of ARCHITECTURE.md, bottom up, each a folder of scheduler/: a module imports its own layer's
-#: and those below only (the worker and the launcher side by side; the examples are programs it launches)
-LAYERS = ["domain", "wire", "kafka", "worker", "launcher", "http", "cli"]
-RANK = {"domain": 0, "wire": 1, "kafka": 2, "worker": 3, "launcher": 3, "examples": 3, "http": 4, "cli": 5}
+#: and those below only (the worker, the launcher and the client library side by side; the examples are
+#: programs it launches)
+LAYERS = ["domain", "wire", "kafka", "worker", "launcher", "client", "http", "cli"]
+RANK = {
+    "domain": 0,
+    "wire": 1,
+    "kafka": 2,
+    "worker": 3,
+    "launcher": 3,
+    "client": 3,
+    "examples": 3,
+    "http": 4,
+    "cli": 5,
+}
 
 
 def layer_of(module: str) -> int:

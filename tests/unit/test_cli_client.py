@@ -12,8 +12,6 @@ import yaml
 
 from scheduler.cli import cli
 from scheduler.cli.client import (
-    ApiError,
-    Client,
     UsageError,
     load_document,
     objects_of,
@@ -33,6 +31,8 @@ from scheduler.cli.render import (
     table,
     trigger_summary,
 )
+from scheduler.client.http import ApiError
+from scheduler.client.http import HttpClient as Client
 from scheduler.domain.events import DataEvent, ProgramStatusEvent
 from scheduler.domain.model import ProgramId, Schedule, ScheduleKey, ScheduleState
 from scheduler.domain.triggers.kinds import trigger_from_json

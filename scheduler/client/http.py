@@ -1,0 +1,277 @@
+"""The scheduler's HTTP API from Python (what `scheduler`'s commands use): bearer auth, 503s (partitions
+moving between workers) retried after their Retry-After, each write with a deadline so a write its caller
+gave up on is never applied later, bulk creation, pages of schedules.
+
+    async with HttpClient("http://127.0.0.1:6066", token) as api:
+        await api.create({"tenant": "acme", "name": "nightly", "topic": "acme-fires",
+                          "trigger": {"type": "cron", "expression": "0 0 2 * * *"}})
+        async for schedule in api.all_schedules("acme"):
+            print(schedule["key"], schedule["nextFireAt"])
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+DEFAULT_URL = "http://127.0.0.1:6066"
+MAX_RETRY_AFTER_S = 30.0
+
+# httpx logs every request at INFO: a caller's output is its own.
+logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+class ApiError(Exception):
+    """The API refused (4xx/5xx) or could not be reached (status 0) (the CLI exits 1)."""
+
+    def __init__(
+        self,
+        status: int,
+        error: str,
+        reason: str = "",
+        fields: Sequence[dict[str, Any]] = (),
+        request: str = "",
+    ) -> None:
+        self.status = status
+        self.error = error
+        self.reason = reason
+        self.fields = list(fields)
+        self.request = request
+        super().__init__(self.summary())
+
+    @classmethod
+    def from_response(cls, response: httpx.Response) -> ApiError:
+        request = f"{response.request.method} {response.request.url.raw_path.decode()}"
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return cls(
+                response.status_code, response.reason_phrase or "error", response.text[:200], (), request
+            )
+        reason = body.get("reason") or ""
+        for extra in ("key", "runId"):  # the 404s name what was not found
+            if not reason and body.get(extra):
+                reason = str(body[extra])
+        fields = [f for f in body.get("fields") or [] if isinstance(f, dict)]
+        return cls(response.status_code, str(body.get("error") or "error"), str(reason), fields, request)
+
+    def summary(self) -> str:
+        head = f"{self.status} {self.error}" if self.status else self.error
+        return f"{head}: {self.reason}" if self.reason else head
+
+    def lines(self) -> list[str]:
+        """What the CLI prints: the status and message, then one line per offending field."""
+        where = f"{self.request}: " if self.request else ""
+        out = [where + self.summary()]
+        out += [f"  {f.get('field', 'body')}: {f.get('message', '')}" for f in self.fields]
+        if self.status == 401:
+            out.append("  (pass --token or set SCHEDULER_TOKEN)")
+        return out
+
+
+def _retry_after_s(response: httpx.Response) -> float:
+    try:
+        return min(max(float(response.headers.get("Retry-After", "1")), 0.0), MAX_RETRY_AFTER_S)
+    except ValueError:  # an HTTP date: not sent by the scheduler
+        return 1.0
+
+
+@dataclass
+class BulkResult:
+    total: int
+    done: int = 0
+    accepted: int = 0
+    failures: list[tuple[int, str, ApiError]] = field(default_factory=list)  # (index, key, error)
+    started: float = field(default_factory=time.monotonic)
+    seconds: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        elapsed = self.seconds or time.monotonic() - self.started
+        return self.done / elapsed if elapsed > 0 else 0.0
+
+
+class HttpClient:
+    """The scheduler's HTTP API. 503 (partitions moving between workers) is retried after Retry-After."""
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        token: str | None = None,
+        *,
+        timeout_s: float = 30.0,
+        retries: int = 5,
+        concurrency: int = 16,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.sleep = sleep
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.AsyncClient(
+            base_url=self.url,
+            headers=headers,
+            timeout=timeout_s,
+            transport=transport,
+            limits=httpx.Limits(max_connections=max(concurrency, 1), max_keepalive_connections=concurrency),
+        )
+
+    async def __aenter__(self) -> HttpClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._http.aclose()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        """The decoded JSON answer of a 2xx; ApiError otherwise (after the 503 retries)."""
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        for attempt in range(self.retries + 1):
+            try:
+                response = await self._http.request(
+                    method,
+                    path,
+                    params=query or None,
+                    json=body,
+                    headers={**(self._deadline(method) or {}), **(headers or {})} or None,
+                )
+            except httpx.TransportError as exc:
+                raise ApiError(0, f"cannot reach {self.url}", str(exc) or type(exc).__name__) from None
+            if response.status_code == 503 and attempt < self.retries:
+                await self.sleep(_retry_after_s(response))
+                continue
+            if response.status_code >= 400:
+                raise ApiError.from_response(response)
+            return response.json() if response.content else None
+        raise AssertionError("unreachable")
+
+    def _deadline(self, method: str) -> dict[str, str] | None:
+        """A write this client will have given up on is never produced, even by a worker that took it and
+        was then paused (it would apply it later, over a newer one): its deadline, a second before this
+        client's timeout (epoch ms, by this machine's clock)."""
+        if method == "GET":
+            return None
+        deadline = time.time_ns() // 1_000_000 + max(int(self.timeout_s * 1000) - 1000, 1)
+        return {"X-Request-Deadline": str(deadline)}
+
+    # --- schedules ----------------------------------------------------------------------------
+
+    async def create(self, body: dict[str, Any]) -> Any:
+        return await self.request("POST", "/schedules", body=body)
+
+    async def create_many(
+        self,
+        bodies: Sequence[dict[str, Any]],
+        concurrency: int = 16,
+        on_progress: Callable[[BulkResult], None] | None = None,
+    ) -> BulkResult:
+        """POST every body with `concurrency` requests in flight; failures are collected, not raised."""
+        result = BulkResult(total=len(bodies))
+        todo = iter(enumerate(bodies))
+
+        async def worker() -> None:
+            for i, body in todo:
+                try:
+                    await self.create(body)
+                    result.accepted += 1
+                except ApiError as exc:
+                    result.failures.append((i, schedule_label(body), exc))
+                result.done += 1
+                if on_progress is not None:
+                    on_progress(result)
+
+        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(bodies))))))
+        result.seconds = time.monotonic() - result.started
+        result.failures.sort(key=lambda f: f[0])
+        return result
+
+    async def schedules(
+        self, tenant: str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> Any:
+        """A page of the schedules (`next`: the cursor of the page after it, None on the last)."""
+        params = {"tenant": tenant, "limit": limit, "cursor": cursor}
+        return await self.request("GET", "/schedules", params=params)
+
+    async def all_schedules(self, tenant: str | None = None, limit: int | None = None) -> AsyncIterator[Any]:
+        """Every schedule (of `tenant`), a page after the other."""
+        cursor = None
+        while True:
+            page = await self.schedules(tenant, limit, cursor)
+            for schedule in page["schedules"]:
+                yield schedule
+            cursor = page.get("next")
+            if not cursor:
+                return
+
+    async def schedule(self, tenant: str, name: str, what: str = "", **params: Any) -> Any:
+        return await self.request("GET", schedule_path(tenant, name, what), params=params)
+
+    async def update(
+        self, tenant: str, name: str, body: dict[str, Any], if_version: int | None = None
+    ) -> Any:
+        """PUT the definition; with `if_version`, only over that version (If-Match: 412 otherwise)."""
+        headers = None if if_version is None else {"If-Match": f'"{if_version}"'}
+        return await self.request("PUT", schedule_path(tenant, name), body=body, headers=headers)
+
+    async def delete(self, tenant: str, name: str) -> Any:
+        return await self.request("DELETE", schedule_path(tenant, name))
+
+    async def action(self, tenant: str, name: str, action: str, body: Any = None) -> Any:
+        """POST /schedules/{tenant}/{name}/{enable|disable|run|backfill}."""
+        return await self.request("POST", schedule_path(tenant, name, action), body=body)
+
+    # --- jobs, runs, events -------------------------------------------------------------------
+
+    async def jobs(self, **query: str | None) -> Any:
+        return await self.request("GET", "/jobs", params=query)
+
+    async def runs(self, program: str, status: str | None = None) -> Any:
+        return await self.request("GET", f"/programs/{program}/runs", params={"status": status})
+
+    async def register_program(self, program: str, spec: dict[str, Any]) -> Any:
+        """PUT /programs/{namespace/application/type/name}: `kind` (pyspark, command, external), `target`
+        or `argv`, ... (see the README's "Programs and runs")."""
+        return await self.request("PUT", f"/programs/{program}", body=spec)
+
+    async def program(self, program: str) -> Any:
+        return await self.request("GET", f"/programs/{program}")
+
+    async def program_status(self, program: str) -> Any:
+        return await self.request("GET", f"/programs/{program}/status")
+
+    async def control_run(self, program: str, run_id: str, action: str) -> Any:
+        """Stop, suspend or resume a run."""
+        # run ids are job ids ("tenant/name@dueAt"): the route matches them with their slashes
+        return await self.request("POST", f"/programs/{program}/runs/{quote(run_id, safe='/@')}/{action}")
+
+    async def publish(self, event: dict[str, Any]) -> Any:
+        return await self.request("POST", "/events", body=event)
+
+
+def schedule_path(tenant: str, name: str, what: str = "") -> str:
+    path = f"/schedules/{quote(tenant, safe='')}/{quote(name, safe='')}"
+    return f"{path}/{what}" if what else path
+
+
+def schedule_label(body: Any) -> str:
+    if isinstance(body, dict) and isinstance(body.get("tenant"), str) and isinstance(body.get("name"), str):
+        return f"{body['tenant']}/{body['name']}"
+    return "?"
