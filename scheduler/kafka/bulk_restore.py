@@ -1,5 +1,5 @@
-"""Bulk restore: an active changelog partition far behind its end is read by a consumer of its own, in
-large fetches, and applied a fetch at a time through the table's apply_changelog_batch (RocksDB write
+"""Bulk restore: active changelog partitions far behind their end (together) are read by a consumer of
+its own, in large fetches, and applied a fetch at a time through the table's apply_changelog_batch (RocksDB write
 batches, the persisted offset, and the due-time index's restore hook) before Faust's recovery starts
 reading it. Faust's own loop, a record at a time through its changelog queue and recovery buffers, then
 reads only the tail. A restart that keeps its data dir has nothing to bulk-load.
@@ -53,16 +53,19 @@ class _Event:
 def behind(
     starts: Mapping[TP, int | None], highwaters: Mapping[TP, int | None], min_records: int
 ) -> dict[TP, int]:
-    """The partitions worth a bulk load (at least min_records to read): start = the last offset applied
-    (-1 or None: none), highwater = the offset of the last record to restore (Faust's: the end - 1).
+    """The partitions worth a bulk load: every one with records to read, when together they have at
+    least min_records (a takeover of several partitions of a few thousand records each is one bulk load,
+    not a record at a time through Faust's loop). start = the last offset applied (-1 or None: none),
+    highwater = the offset of the last record to restore (Faust's: the end - 1).
     -> {tp: the first offset to read}."""
-    out = {}
+    firsts, total = {}, 0
     for tp, hw in highwaters.items():
         start = starts.get(tp)
         first = 0 if start is None or start < 0 else start + 1
-        if hw is not None and hw - first + 1 >= min_records:
-            out[tp] = first
-    return out
+        if hw is not None and hw >= first:
+            firsts[tp] = first
+            total += hw - first + 1
+    return firsts if total >= min_records else {}
 
 
 async def load(

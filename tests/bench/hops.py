@@ -47,7 +47,7 @@ async def main(count: int, n: int) -> None:
         with Worker(bootstrap, "tansu", app_id, work) as w:
             async with Api(w.proc.url) as api:
                 await api.register("bench/apps/workflow/etl")
-                await insert_all(bootstrap, f"{app_id}-commands", partition_schedules(n, out))
+                await insert_all(bootstrap, app_id, partition_schedules(n, out))
                 await asyncio.to_thread(wait_applied, w, n, 900)
                 sent = []
                 async with TopicReader(bootstrap, out, decode_launch, read_committed=False) as launches:

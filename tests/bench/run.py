@@ -6,7 +6,13 @@ Scenarios (each bounded to a minute or two):
   decoded, fired task encoded — up to the producer call, with a null sink; N live cron schedules.
 - firing: end to end on the broker — one worker process, N schedules inserted through the commands topic,
   lateness measured at a consumer of the output topic.
-- commands: INSERTs per second through the commands topic, and the time until all are live.
+- commands: INSERTs per second through the commands topic, and the time until all are live (with the
+  firing rows); --commands N: N hourly INSERTs produced at once, with and without transactions (the
+  commands ceiling).
+- ceiling (--ceiling RATES): N schedules each firing every second, N raised in turn until a step is not
+  sustained (missed fires, p99 over a second, or lateness drifting): the knee of end-to-end fires/s.
+- workers (--workers 1 2 3): that many workers share the README workload of --workers-schedules; fires/s,
+  lateness, partitions and RSS per worker; then one stops and the time until its partitions fire again.
 - events: event -> launch request latency for a partition trigger without constraints, measured once the
   trigger index holds all N schedules.
 - recovery: worker start to first fire with N schedules in the changelog, with and without standby; with
@@ -225,7 +231,8 @@ class Worker:
         self.proc = WorkerProcess(
             {"KAFKA_BOOTSTRAP_SERVERS": bootstrap, "SCHEDULER_BROKER_PROFILE": profile, "SCHEDULER_APP_ID": app_id,
              "SCHEDULER_PARTITIONS": "8", "SCHEDULER_DATA_DIR": str(work / "data"), "SCHEDULER_LOG_LEVEL": "warning", "SCHEDULER_AUTH": "off",
-             **env},
+             # one tenant holds every bench schedule: past the default quota of 100,000
+             "SCHEDULER_MAX_SCHEDULES_PER_TENANT": "100000000", **env},
             work / f"worker-{uuid.uuid4().hex[:4]}.log",
         )  # fmt: skip
 
@@ -239,29 +246,17 @@ class Worker:
 
 
 async def produce_keyed(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes]]) -> float:
-    """Produce (key, value) records batched, each on the partition its key has among 8 (the bench's
-    partition count, as the worker's router puts it); seconds it took."""
+    """Produce (key, value) records in whole batches, each on its key's partition among 8 (the bench's
+    partition count, as the workers partition): the client library's batching; seconds it took."""
     from aiokafka import AIOKafkaProducer
 
-    from scheduler.worker.app import partition_for
+    from scheduler.client.kafka import produce_keyed as produce
 
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=512 * 1024)
     await producer.start()
     try:
         t0 = time.monotonic()
-        futures, batches = [], {}
-        for key, value in records:  # whole batches: the bench's producer leaves the CPU to the worker
-            partition = partition_for(key, 8)
-            if partition not in batches:
-                batches[partition] = producer.create_batch()
-            batch = batches[partition]
-            if batch.append(key=key, value=value, timestamp=None) is None:
-                futures.append(await producer.send_batch(batch, topic, partition=partition))
-                batch = batches[partition] = producer.create_batch()
-                batch.append(key=key, value=value, timestamp=None)
-        for partition, batch in batches.items():
-            futures.append(await producer.send_batch(batch, topic, partition=partition))
-        await asyncio.gather(*futures)
+        await produce(producer, topic, records, 8)  # whole batches: the bench leaves the CPU to the worker
         return time.monotonic() - t0
     finally:
         await producer.stop()
@@ -274,9 +269,19 @@ def insert_records(schedules: list[Schedule]) -> list[tuple[bytes, bytes]]:
     return [(key_bytes(s.key), encode_command(ScheduleCommand(s.key, Action.INSERT, s))) for s in schedules]
 
 
-async def insert_all(bootstrap: str, topic: str, schedules: list[Schedule]) -> float:
-    """Produce the INSERTs batched; seconds it took."""
-    return await produce_keyed(bootstrap, topic, insert_records(schedules))
+async def send_commands(bootstrap: str, app_id: str, records: Iterable[tuple[bytes, bytes]]) -> float:
+    """Encoded commands onto the app's commands topic with the client library; seconds it took."""
+    from scheduler.client import CommandProducer
+
+    async with CommandProducer(bootstrap, app_id=app_id, partitions=8) as producer:
+        t0 = time.monotonic()
+        await producer.send_encoded(records)
+        return time.monotonic() - t0
+
+
+async def insert_all(bootstrap: str, app_id: str, schedules: list[Schedule]) -> float:
+    """INSERT the schedules through the app's commands topic (batched); seconds it took."""
+    return await send_commands(bootstrap, app_id, insert_records(schedules))
 
 
 def wait_applied(worker: Worker, n: int, timeout_s: float) -> float:
@@ -289,30 +294,90 @@ def wait_applied(worker: Worker, n: int, timeout_s: float) -> float:
     return float("nan")
 
 
+def readme_period(i: int) -> tuple[int, int]:
+    """(step, offset) ms of the README workload's schedule i (`cron_of`)."""
+    return (5_000, 0) if i % 10 == 0 else (MINUTE_MS, (i % 60) * 1000)
+
+
+def every_second(n: int, topic: str) -> list[Schedule]:
+    """The ceiling's workload: n schedules that each fire every second (n fires/s, one burst a second)."""
+    return [dataclasses.replace(s, trigger=CronTrigger("* * * * * *")) for s in workload(n, topic)]
+
+
+def expected_in(n: int, period: Any, lo: int, hi: int) -> int:
+    """How many fires n schedules of `period` are due in [lo, hi]."""
+    expected = 0
+    for i in range(n):
+        step, offset = period(i)
+        first_due = ((lo - offset - 1) // step + 1) * step + offset
+        expected += (hi - first_due) // step + 1 if first_due <= hi else 0
+    return expected
+
+
+def wait_all_applied(workers: list[Worker], n: int, timeout_s: float) -> float:
+    """Seconds until the workers have applied n commands between them (NaN: not within timeout_s)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if sum((w.proc.health() or {}).get("commandsApplied", 0) for w in workers) >= n:
+            return time.monotonic() - t0
+        time.sleep(0.2)
+    return float("nan")
+
+
+def wait_spread(workers: list[Worker], timeout_s: float = 180) -> dict[int, list[int]]:
+    """Until every worker owns partitions and together they own all 8: {worker index: its partitions}."""
+    deadline = time.monotonic() + timeout_s
+    owned: dict[int, list[int]] = {}
+    while time.monotonic() < deadline:
+        owned = {i: list((w.proc.health() or {}).get("partitions", [])) for i, w in enumerate(workers)}
+        if all(owned.values()) and sum(len(p) for p in owned.values()) >= 8:
+            return owned
+        time.sleep(0.5)
+    raise TimeoutError(f"partitions not spread over {len(workers)} workers in {timeout_s} s: {owned}")
+
+
 async def firing(
-    bootstrap: str, profile: str, n: int, duration_s: float, transactions: bool = True
+    bootstrap: str,
+    profile: str,
+    n: int,
+    duration_s: float,
+    transactions: bool = True,
+    rate: bool = False,
+    workers: int = 1,
 ) -> dict[str, Any]:
-    """`transactions`: the worker's default (on Kafka: exactly-once by transactions); False: at-least-once
-    (SCHEDULER_TRANSACTIONS=off), to measure what transactions cost."""
+    """N schedules through the commands topic, then a window of `duration_s` read at a consumer of the output
+    topic. `transactions`: the worker's default (on Kafka: exactly-once by transactions); False: at-least-once
+    (SCHEDULER_TRANSACTIONS=off), to measure what transactions cost. `rate`: the ceiling's workload (n
+    schedules each firing every second) instead of the README's. `workers`: that many workers of one app
+    share the partitions; with more than one, one of them is then stopped and the takeover measured."""
     from tests.helpers import TopicReader
 
     work = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
     app_id = f"bench{uuid.uuid4().hex[:6]}"
     topic = f"{app_id}-out"
-    schedules = workload(n, topic)
+    schedules, period = (
+        (every_second(n, topic), lambda i: (1000, 0)) if rate else (workload(n, topic), readme_period)
+    )
     records = insert_records(schedules)  # encoded before the clock starts: the bench's work, not the worker's
+    del schedules
     env = {} if transactions else {"SCHEDULER_TRANSACTIONS": "off"}
-    with Worker(bootstrap, profile, app_id, work, **env) as w:
+    group = [Worker(bootstrap, profile, app_id, work / f"w{i}", **env) for i in range(workers)]
+    try:
+        for i, w in enumerate(group):
+            w.proc.start()
+            await asyncio.to_thread(w.proc.wait_ready, 180, 8 if i == 0 else 0)
+        owned = await asyncio.to_thread(wait_spread, group)
         started = time.monotonic()
-        await produce_keyed(bootstrap, f"{app_id}-commands", records)
-        if math.isnan(await asyncio.to_thread(wait_applied, w, n, 900)):
+        await send_commands(bootstrap, app_id, records)
+        del records
+        if math.isnan(await asyncio.to_thread(wait_all_applied, group, n, 900)):
             raise TimeoutError(f"{n} INSERTs not all applied in 900 s")
         live_s = time.monotonic() - started  # from the first INSERT produced until all are applied
         # from the end: what fired while the schedules were being inserted is not this measurement's backlog
         async with TopicReader(bootstrap, topic, start="latest", read_committed=profile == "kafka") as reader:
             await asyncio.sleep(3)
             t0 = now_ms()
-            first = len(reader.records)
+            first = len(reader.raw)
             # the reader keeps every record it got: the bench's own full collections would walk them all
             # and stamp a burst late (~100 ms at 100,000 schedules), a delay of the measure, not the broker
             gc.freeze()
@@ -326,45 +391,121 @@ async def firing(
             records = reader.records[first:]
             received = reader.received[first : first + len(records)]
             raw = reader.raw[first : first + len(records)]
-        in_window = [
-            (r, got, msg.timestamp)
-            for r, got, msg in zip(records, received, raw, strict=False)
-            if t0 + 2_000 <= r.due_at <= t1 - 5_000
-        ]
+            rss = [rss_mb(w.proc.proc.pid) if w.proc.proc else 0.0 for w in group]
+            takeover = await stop_one(group, reader, owned) if workers > 1 else {}
+        lo, hi = t0 + 2_000, t1 - 5_000
+        in_window = [(r, got, msg.timestamp) for r, got, msg in zip(records, received, raw, strict=False)
+                     if lo <= r.due_at <= hi]  # fmt: skip
         window = [r for r, _, _ in in_window]
         fired = {r.job_id for r in window}
-        expected = 0
-        for i, _s in enumerate(schedules):
-            step = 5_000 if i % 10 == 0 else MINUTE_MS
-            offset = 0 if i % 10 == 0 else (i % 60) * 1000
-            lo, hi = t0 + 2_000, t1 - 5_000
-            first_due = ((lo - offset - 1) // step + 1) * step + offset
-            expected += max(0, (hi - first_due) // step + 1) if first_due <= hi else 0
+        expected = expected_in(n, period, lo, hi)
         lateness = [got - r.due_at for r, got, _ in in_window]  # at the consumer of the output topic
         produce_lateness = [r.fired_at - r.due_at for r in window]  # the worker's clock when it produced
         # the record's CreateTime (the worker's producer) to its arrival here: what the broker and the
         # reader add
         delivery = [got - created for _, got, created in in_window]
-        rss = rss_mb(w.proc.proc.pid) if w.proc.proc else None
-        state = dir_mb(work / "data")
+        # lateness running away: the window's last third against its first
+        third = (hi - lo) // 3
+        early = [got - r.due_at for r, got, _ in in_window if r.due_at < lo + third]
+        late = [got - r.due_at for r, got, _ in in_window if r.due_at >= hi - third]
+        state = sum(dir_mb(work / f"w{i}" / "data") for i in range(workers))
+    finally:
+        for w in group:
+            w.__exit__()
     shutil.rmtree(work, ignore_errors=True)
-    return {
-        "layer": "end to end" if transactions or profile != "kafka" else "end to end, no transactions",
+    layer = "end to end" if transactions or profile != "kafka" else "end to end, no transactions"
+    result: dict[str, Any] = {
+        "layer": layer if workers == 1 else f"{layer}, {workers} workers",
         "schedules": n,
-        "expected_fires_per_s": round(expected_fires_per_s(n)),
+        "expected_fires_per_s": n if rate else round(expected_fires_per_s(n)),
         "fires_per_s": round(len(records) / ((t1 - t0) / 1000)),
         "lateness_p50_ms": pct(lateness, 0.5),
         "lateness_p99_ms": pct(lateness, 0.99),
         "lateness_max_ms": max(lateness) if lateness else None,
+        "lateness_drift_ms": (pct(late, 0.5) or 0) - (pct(early, 0.5) or 0),
         "produce_lateness_p99_ms": pct(produce_lateness, 0.99),
         "delivery_p50_ms": pct(delivery, 0.5),
         "delivery_p99_ms": pct(delivery, 0.99),
         "missed": max(0, expected - len(fired)),
         "inserts_per_s": round(n / live_s),
         "live_after_s": round(live_s, 1),
-        "rss_mb": round(rss) if rss else None,
+        "rss_mb": round(sum(rss)),
         "state_mb": round(state, 1),
     }
+    if workers > 1:
+        result.update({"workers": workers, "rss_mb_per_worker": [round(r) for r in rss],
+                       "partitions_per_worker": [len(p) for p in owned.values()], **takeover})  # fmt: skip
+    return result
+
+
+async def stop_one(group: list[Worker], reader: Any, owned: dict[int, list[int]]) -> dict[str, Any]:
+    """Stop the last worker cleanly (a deploy, a scale-in): seconds from the stop until every one of its
+    partitions fired again (the fire's CreateTime, by the schedule's partition), and until all 8 did."""
+    from scheduler.worker.app import partition_for
+
+    gone = set(owned[len(group) - 1])
+    first = len(reader.raw)
+    group[-1].proc.stop()
+    stopped = now_ms()
+    resumed: dict[int, int] = {}
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(resumed) < 8:
+        await asyncio.sleep(0.5)
+        for msg, r in zip(reader.raw[first:], reader.records[first:], strict=False):
+            partition = partition_for(key_bytes(r.key), 8)
+            if msg.timestamp > stopped and partition not in resumed:
+                resumed[partition] = msg.timestamp
+        first = len(reader.records)
+
+    def after(parts: set[int]) -> float | None:
+        return (
+            round((max(resumed[p] for p in parts) - stopped) / 1000, 1) if parts <= resumed.keys() else None
+        )
+
+    return {"takeover_s": after(gone), "all_partitions_firing_s": after(set(range(8)))}
+
+
+async def commands(bootstrap: str, profile: str, n: int, transactions: bool = True) -> dict[str, Any]:
+    """The commands ceiling: n INSERTs of hourly schedules (few fires meanwhile) produced at once as fast
+    as the bench can; INSERTs/s from the first produced to the last applied."""
+    work = Path(tempfile.mkdtemp(prefix="bench-cmd-"))
+    app_id = f"bench{uuid.uuid4().hex[:6]}"
+    schedules = [dataclasses.replace(s, trigger=CronTrigger(hourly_cron_of(i)))
+                 for i, s in enumerate(workload(n, f"{app_id}-out"))]  # fmt: skip
+    records = insert_records(schedules)
+    del schedules
+    env = {} if transactions else {"SCHEDULER_TRANSACTIONS": "off"}
+    try:
+        with Worker(bootstrap, profile, app_id, work, **env) as w:
+            started = time.monotonic()
+            produced_s = await send_commands(bootstrap, app_id, records)
+            if math.isnan(await asyncio.to_thread(wait_applied, w, n, 900)):
+                raise TimeoutError(f"{n} INSERTs not all applied in 900 s")
+            took = time.monotonic() - started
+            rss = rss_mb(w.proc.proc.pid) if w.proc.proc else None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {"inserts": n, "transactions": transactions and profile == "kafka",
+            "produced_in_s": round(produced_s, 1), "applied_in_s": round(took, 1),
+            "inserts_per_s": round(n / took), "rss_mb": round(rss) if rss else None}  # fmt: skip
+
+
+async def ceiling(bootstrap: str, profile: str, rates: list[int], duration_s: float) -> list[dict[str, Any]]:
+    """Raise the fire rate (n schedules each firing every second) until lateness runs away: a step is
+    sustained when nothing is missed, p99 stays under a second and the window's last third is not later
+    than its first by more than 250 ms at p50. Stops after the first step that is not."""
+    steps = []
+    for n in sorted(rates):
+        r = await firing(bootstrap, profile, n, duration_s, rate=True)
+        r["sustained"] = (
+            r["missed"] == 0 and (r["lateness_p99_ms"] or 0) <= 1000 and r["lateness_drift_ms"] <= 250
+        )
+        r["layer"] = "ceiling (every second)"
+        steps.append(r)
+        print(json.dumps(r), flush=True)
+        if not r["sustained"]:
+            break
+    return steps
 
 
 async def lists(bootstrap: str, profile: str, n: int, requests: int = 200) -> dict[str, Any]:
@@ -382,7 +523,7 @@ async def lists(bootstrap: str, profile: str, n: int, requests: int = 200) -> di
     ]
     records = insert_records(schedules)
     with Worker(bootstrap, profile, app_id, work) as w:
-        await produce_keyed(bootstrap, f"{app_id}-commands", records)
+        await send_commands(bootstrap, app_id, records)
         if math.isnan(await asyncio.to_thread(wait_applied, w, n, 900)):
             raise TimeoutError(f"{n} INSERTs not all applied in 900 s")
         async with httpx.AsyncClient(base_url=w.proc.url, timeout=30) as client:
@@ -448,7 +589,7 @@ async def events(
             await api.register("bench/apps/workflow/etl")
             schedules = partition_schedules(n, out)
             t0 = time.monotonic()
-            await insert_all(bootstrap, f"{app_id}-commands", schedules)  # through the commands topic
+            await insert_all(bootstrap, app_id, schedules)  # through the commands topic
             await asyncio.to_thread(wait_applied, w, n, 900)
             # measured once the trigger index holds every schedule: events, not index writes, are measured
             indexed_s = await index_complete(api, n, t0, 900)
@@ -497,7 +638,7 @@ async def recovery(bootstrap: str, profile: str, n: int, standby: bool) -> dict[
     first = Worker(bootstrap, profile, app_id, work / "a", **env).__enter__()
     helper = Worker(bootstrap, profile, app_id, work / "b", **env) if standby else None
     try:
-        await insert_all(bootstrap, f"{app_id}-commands", workload(n, topic))
+        await insert_all(bootstrap, app_id, workload(n, topic))
         await asyncio.to_thread(wait_applied, first, n, 900)
         if helper is not None:
             helper.proc.start()
@@ -775,6 +916,46 @@ def table(results: dict[str, Any]) -> str:
                 f"- commands{on}: {r['schedules']:,} INSERTs through the commands topic, {r['inserts_per_s']:,}/s, "
                 f"all live after {r['live_after_s']} s"
             )
+    if results.get("ceiling"):
+        lines += [
+            "",
+            "The ceiling, end to end (N schedules each firing every second: a burst of N a second; each step "
+            "a fresh worker; sustained: nothing missed, p99 ≤ 1 s, the window's last third not later than its "
+            "first by more than 250 ms at p50):",
+            "",
+            "| fires/s asked | fires/s | lateness p50 ms | p99 ms | max ms | drift ms | missed | produce p99 ms | delivery p99 ms | RSS MB | sustained |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in results["ceiling"]:
+            lines.append(
+                f"| {r['expected_fires_per_s']:,} | {r['fires_per_s']:,} | {r['lateness_p50_ms']} | "
+                f"{r['lateness_p99_ms']} | {r['lateness_max_ms']} | {r['lateness_drift_ms']} | {r['missed']} | "
+                f"{r['produce_lateness_p99_ms']} | {r['delivery_p99_ms']} | {r['rss_mb']} | "
+                f"{'yes' if r['sustained'] else 'no'} |"
+            )
+    if results.get("workers"):
+        lines += [
+            "",
+            "Workers sharing one app's schedules (the README workload; all on this machine's 2 cores with the "
+            "broker; then the last worker stops cleanly and the others take its partitions over):",
+            "",
+            "| workers | schedules | fires/s | lateness p50 ms | p99 ms | missed | partitions per worker | RSS MB per worker | takeover s | all partitions firing s |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in results["workers"]:
+            lines.append(
+                f"| {r.get('workers', 1)} | {r['schedules']:,} | {r['fires_per_s']:,} | {r['lateness_p50_ms']} | "
+                f"{r['lateness_p99_ms']} | {r['missed']} | {r.get('partitions_per_worker', [8])} | "
+                f"{r.get('rss_mb_per_worker', [r['rss_mb']])} | {r.get('takeover_s', '')} | "
+                f"{r.get('all_partitions_firing_s', '')} |"
+            )
+    lines.append("")
+    for r in results.get("commands", []):
+        lines.append(
+            f"- commands ceiling ({r.get('broker', '')}, transactions {'on' if r['transactions'] else 'off'}): "
+            f"{r['inserts']:,} INSERTs produced at once in {r['produced_in_s']} s, all applied after "
+            f"{r['applied_in_s']} s: {r['inserts_per_s']:,}/s (RSS {r['rss_mb']} MB)"
+        )
     for name in ("events", "lists", "recovery", "failed"):
         for r in results.get(name, []):
             lines.append(f"- {name}: " + ", ".join(f"{k} {v}" for k, v in r.items()))
@@ -891,12 +1072,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         """One scenario; a failure is recorded with its reason, and the others still run."""
         print(label, flush=True)
         try:
-            result = await measure
-            if broker is not None:
-                result = {**result, "broker": broker}
-                if section == "firing":
-                    result["layer"] = f"{result['layer']} ({broker})"
-            results.setdefault(section, []).append(result)
+            got = await measure
+            for result in got if isinstance(got, list) else [got]:
+                if broker is not None:
+                    result = {**result, "broker": broker}
+                    if section == "firing":
+                        result["layer"] = f"{result['layer']} ({broker})"
+                results.setdefault(section, []).append(result)
         except Exception as exc:  # noqa: BLE001 - a benchmark reports what went wrong and goes on
             print(f"{label} failed: {exc!r}", flush=True)
             results.setdefault("failed", []).append({"scenario": label, "error": repr(exc)[:300]})
@@ -953,6 +1135,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         events(bootstrap, profile, n, 100, transactions=False),
                         name,
                     )
+            for n in args.commands if i == 0 else []:
+                for tx in (True, False) if profile == "kafka" else (True,):
+                    await scenario(
+                        "commands", f"commands {n} (transactions={tx}) on {description}",
+                        commands(bootstrap, profile, n, tx), name,
+                    )  # fmt: skip
+            if args.ceiling and i == 0:
+                await scenario(
+                    "ceiling", f"ceiling {args.ceiling} on {description}",
+                    ceiling(bootstrap, profile, args.ceiling, args.duration), name,
+                )  # fmt: skip
+            for k in args.workers if i == 0 else []:
+                await scenario(
+                    "workers", f"{k} workers, {args.workers_schedules} schedules on {description}",
+                    firing(bootstrap, profile, args.workers_schedules, args.duration, workers=k), name,
+                )  # fmt: skip
             # the 1M changelog is restored on the first broker only (~5 min each)
             for n in args.recovery_seeded if i == 0 else []:
                 for hourly in (False, True):
@@ -992,6 +1190,24 @@ def main() -> None:
         "--lists", type=int, nargs="*", default=[1_000, 100_000], help="GET /schedules pages (first broker)"
     )
     parser.add_argument("--recovery", type=int, nargs="*", default=[10_000, 100_000])
+    parser.add_argument(
+        "--ceiling",
+        type=int,
+        nargs="*",
+        default=[5_000, 10_000, 20_000, 40_000],
+        help="fire rates tried in turn end to end (schedules firing every second; first broker) until one is not sustained",
+    )
+    parser.add_argument(
+        "--commands", type=int, nargs="*", default=[200_000], help="INSERTs produced at once (first broker)"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        nargs="*",
+        default=[1, 2, 3],
+        help="workers sharing the README workload of --workers-schedules (first broker); then one stops",
+    )
+    parser.add_argument("--workers-schedules", type=int, default=100_000)
     # a changelog written directly (seed_changelog), no standby: 1M INSERTs through commands take ~20 min
     parser.add_argument("--recovery-seeded", type=int, nargs="*", default=[1_000_000])
     parser.add_argument("--duration", type=float, default=60)
