@@ -38,9 +38,12 @@ class WorkerProcess:
         *,
         host: str = "127.0.0.1",
         prefix: Sequence[str] = (),
+        python: str = sys.executable,
+        cwd: Path | None = None,
     ) -> None:
         """`host`: the address it serves HTTP on; `prefix`: what runs the command (tests.netns: inside a
-        network namespace)."""
+        network namespace); `python`, `cwd`: another installation's interpreter, and where it runs."""
+        self.python, self.cwd = python, cwd
         self.port = port or free_port()
         self.host = host
         self.prefix = list(prefix)
@@ -57,7 +60,8 @@ class WorkerProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115
         self.proc = spawn(  # its own session (killed as a group), and dies with the test runner
             lambda: subprocess.Popen(
-                [*self.prefix, sys.executable, "-m", "scheduler", "worker"],
+                [*self.prefix, self.python, "-m", "scheduler", "worker"],
+                cwd=self.cwd,
                 env=self.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -468,3 +472,61 @@ def _event_keys(trigger: dict[str, Any]) -> list[str]:
     if trigger.get("program"):
         return [f"program:{trigger['program']}"]
     return []
+
+
+class RunProcess:
+    """`scheduler run` (what `make run` starts) on ports of its own; `app_id` None: its default app id."""
+
+    def __init__(self, data_dir: Path, log: Path, broker: str = "tansu", app_id: str | None = "demo") -> None:
+        self.web_port, self.broker_port = free_port(), free_port()
+        self.data_dir, self.log, self.broker, self.app_id = data_dir, log, broker, app_id
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> RunProcess:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SCHEDULER_", "KAFKA_"))}
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "scheduler",
+                    "run",
+                    "--web-port",
+                    str(self.web_port),
+                    "--broker",
+                    self.broker,
+                    "--broker-port",
+                    str(self.broker_port),
+                    "--data-dir",
+                    str(self.data_dir),
+                    *(["--app-id", self.app_id] if self.app_id else []),
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            try:
+                health = httpx.get(f"{self.url}/health", timeout=2).json()
+                if health["ready"] and len(health["partitions"]) == 8:
+                    return self
+            except (httpx.HTTPError, ValueError, KeyError):
+                pass
+            time.sleep(0.2)
+        raise AssertionError(self.log.read_text()[-3000:])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.web_port}"
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)

@@ -346,12 +346,12 @@ class Handlers:
             if not schedule.topic:
                 cmd = replace(cmd, schedule=replace(schedule, topic=self.worker.settings.launch_topic))
             await self.worker.registry.start()
-            if self.worker.registry.get(program) is None:
+            if await self.worker.registry.lookup(program) is None:
                 return call.field_error("program", f"unknown program {program} (register it first)")
         if schedule is not None and schedule.exclude_calendars:
             await self.worker.calendars.start()
             for i, name in enumerate(schedule.exclude_calendars):
-                if self.worker.calendars.get(calendar_key(cmd.key.tenant, name)) is None:
+                if await self.worker.calendars.lookup(calendar_key(cmd.key.tenant, name)) is None:
                     return call.field_error(
                         f"excludeCalendars.{i}",
                         f"unknown calendar {name} of {cmd.key.tenant} (create it first)",
@@ -661,7 +661,7 @@ class Handlers:
             return forwarded
         if not runs:
             await self.worker.registry.start()
-            if self.worker.registry.get(call.program) is None:
+            if await self.worker.registry.lookup(call.program) is None:
                 return call.error(404, error="not found", program=call.program)
         active = [r for r in runs if not RunStatus(r["status"]).terminal]
         latest = runs[-1] if runs else None
@@ -700,14 +700,16 @@ class Handlers:
     async def delete_calendar(self, call: Call) -> Response:
         key = calendar_key(call.params["tenant"], call.params["name"])
         await self.worker.calendars.start()
-        if self.worker.calendars.get(key) is None:
+        if await self.worker.calendars.lookup(key) is None:
             return call.error(404, error="not found", calendar=key)
         await self.worker.tombstone(self.worker.settings.calendars_topic, key.encode())
         return call.answer(out.CalendarAccepted, {"calendar": key, "action": "DELETE"}, 202)
 
     async def get_calendar(self, call: Call) -> Response:
         await self.worker.calendars.start()
-        calendar = self.worker.calendars.get(calendar_key(call.params["tenant"], call.params["name"]))
+        calendar = await self.worker.calendars.lookup(
+            calendar_key(call.params["tenant"], call.params["name"])
+        )
         if calendar is None:
             return call.error(404, error="not found")
         return call.answer(out.CalendarOut, calendar.to_json())
@@ -746,7 +748,7 @@ class Handlers:
 
     async def get_program(self, call: Call) -> Response:
         await self.worker.registry.start()
-        spec = self.worker.registry.get(call.program)
+        spec = await self.worker.registry.lookup(call.program)
         if spec is None:
             return call.error(404, error="not found")
         return call.answer(ProgramSpec, spec.model_dump())

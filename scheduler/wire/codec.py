@@ -51,7 +51,12 @@ class DecodeError(ValueError):
 
 
 def avro_dir() -> Path:
-    return Path(os.environ.get("SCHEDULER_AVRO_DIR") or Path(__file__).resolve().parents[2] / "avro")
+    """Where the schemas are: SCHEDULER_AVRO_DIR if set; else the copy an installed wheel carries
+    (`scheduler/avro`, see pyproject.toml); else the repository's avro/ (a checkout, an editable install)."""
+    if os.environ.get("SCHEDULER_AVRO_DIR"):
+        return Path(os.environ["SCHEDULER_AVRO_DIR"])
+    packaged = Path(__file__).resolve().parents[1] / "avro"
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / "avro"
 
 
 #: Largest input message (commands, light-scheduler, events) the worker decodes: a larger one is

@@ -16,10 +16,12 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
 from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaError
 from pydantic import BaseModel, ConfigDict, Field
 
 log = logging.getLogger(__name__)
@@ -80,6 +82,25 @@ class TopicMap(Generic[T]):
 
     def all(self) -> dict[str, T]:
         return dict(self._items)
+
+    async def lookup(self, key: str, wait_s: float = 3.0) -> T | None:
+        """The entry, read-your-writes: if absent, first read the topic up to its end as of now, so a
+        definition produced a moment ago (a PUT that answered 202, then a schedule naming it) is there.
+        At most `wait_s` more for an entry that does not exist."""
+        found = self._items.get(key)
+        consumer = self._consumer
+        if found is not None or consumer is None:
+            return found
+        deadline = time.monotonic() + wait_s
+        with contextlib.suppress(KafkaError, TimeoutError):
+            ends = await asyncio.wait_for(consumer.end_offsets(list(consumer.assignment())), wait_s)
+            for tp, end in ends.items():
+                while time.monotonic() < deadline:
+                    remaining = deadline - time.monotonic()
+                    if await asyncio.wait_for(consumer.position(tp), remaining) >= end:
+                        break  # records are applied as soon as a fetch returns them: they are in
+                    await asyncio.sleep(0.02)
+        return self._items.get(key)
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
         if key is None:

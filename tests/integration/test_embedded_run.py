@@ -16,66 +16,9 @@ import httpx
 import pytest
 
 from scheduler.kafka.broker import free_port
-from tests.helpers import TopicReader, dead_letter, produce
+from tests.helpers import RunProcess, TopicReader, dead_letter, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_broker, pytest.mark.timeout(240)]
-
-
-class RunProcess:
-    def __init__(self, data_dir: Path, log: Path, broker: str = "tansu") -> None:
-        self.web_port, self.broker_port = free_port(), free_port()
-        self.data_dir, self.log, self.broker = data_dir, log, broker
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> RunProcess:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SCHEDULER_", "KAFKA_"))}
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "scheduler",
-                    "run",
-                    "--web-port",
-                    str(self.web_port),
-                    "--broker",
-                    self.broker,
-                    "--broker-port",
-                    str(self.broker_port),
-                    "--data-dir",
-                    str(self.data_dir),
-                    "--app-id",
-                    "demo",
-                ],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()[-3000:]
-            try:
-                health = httpx.get(f"{self.url}/health", timeout=2).json()
-                if health["ready"] and len(health["partitions"]) == 8:
-                    return self
-            except (httpx.HTTPError, ValueError, KeyError):
-                pass
-            time.sleep(0.2)
-        raise AssertionError(self.log.read_text()[-3000:])
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.web_port}"
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
 
 
 @pytest.fixture

@@ -37,7 +37,10 @@ class FakeWorker:
         async def start() -> None:
             return None
 
-        self.registry = SimpleNamespace(start=start, get=programs.get, all=lambda: programs)
+        async def lookup(program: str) -> ProgramSpec | None:
+            return programs.get(program)
+
+        self.registry = SimpleNamespace(start=start, get=programs.get, lookup=lookup, all=lambda: programs)
 
     def clock(self) -> int:
         return 1_795_000_000_000
