@@ -150,6 +150,8 @@ class WorkerCounts:
         self.rebalances = 0
         self.commands_frozen = 0  # commands applied when what they built was last frozen (ingest.settle)
         self._jobs: dict[int, dict[bytes, Counter[tuple[str, str]]]] = {}
+        #: per owned partition and queue: (state, blocked_by) -> the oldest such job's triggered_at (ms)
+        self._oldest: dict[int, dict[bytes, dict[tuple[str, str], int]]] = {}
 
     def command(self, action: str, result: str) -> None:
         self.commands[(action, result)] += 1
@@ -167,21 +169,30 @@ class WorkerCounts:
 
     def jobs_assigned(self, partition: int, queues: Iterable[tuple[bytes, ProgramQueue]]) -> None:
         self._jobs[partition] = {}
+        self._oldest[partition] = {}
         for key, queue in queues:
             self.job_queue_changed(partition, key, queue)
 
     def jobs_revoked(self, partition: int) -> None:
         self._jobs.pop(partition, None)
+        self._oldest.pop(partition, None)
 
     def job_queue_changed(self, partition: int, key: bytes, queue: ProgramQueue) -> None:
         queues = self._jobs.get(partition)
         if queues is None:
             return  # not (yet) ours: counted on assignment
-        states = Counter((job.state, blocked_by_label(job.blocked_by)) for job in queue.jobs)
+        states: Counter[tuple[str, str]] = Counter()
+        oldest: dict[tuple[str, str], int] = {}
+        for job in queue.jobs:
+            label = (job.state, blocked_by_label(job.blocked_by))
+            states[label] += 1
+            oldest[label] = min(oldest.get(label, job.triggered_at), job.triggered_at)
         if states:
             queues[key] = states
+            self._oldest[partition][key] = oldest
         else:
             queues.pop(key, None)
+            self._oldest[partition].pop(key, None)
 
     def jobs_by_state(self) -> Counter[tuple[str, str]]:
         total: Counter[tuple[str, str]] = Counter()
@@ -189,3 +200,12 @@ class WorkerCounts:
             for states in queues.values():
                 total.update(states)
         return total
+
+    def jobs_oldest(self) -> dict[tuple[str, str], int]:
+        """(state, blocked_by) -> when the oldest waiting job of it was triggered (epoch ms)."""
+        oldest: dict[tuple[str, str], int] = {}
+        for queues in self._oldest.values():
+            for by_label in queues.values():
+                for label, at in by_label.items():
+                    oldest[label] = min(oldest.get(label, at), at)
+        return oldest

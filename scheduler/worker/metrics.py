@@ -237,6 +237,15 @@ class WorkerCollector(Collector):
         for (state, blocked_by), n in sorted(counts.jobs_by_state().items()):
             jobs.add_metric([state, blocked_by], n)
         yield jobs
+        oldest = GaugeMetricFamily(
+            "scheduler_jobs_oldest_triggered_timestamp_seconds",
+            "When the oldest job waiting in the owned job queues was triggered (Unix time), by state and "
+            "blocking constraint: time() minus it is how long that job has waited",
+            labels=["state", "blocked_by"],
+        )
+        for (state, blocked_by), at in sorted(counts.jobs_oldest().items()):
+            oldest.add_metric([state, blocked_by], at / 1000)
+        yield oldest
         yield _counter(
             "scheduler_launches", "Launch requests produced by the job queue", counts.events["launches"]
         )
@@ -274,6 +283,12 @@ class WorkerCollector(Collector):
         partitions = w.active_partitions()
         yield GaugeMetricFamily(
             "scheduler_partitions_owned", "Partitions this worker owns (active)", value=len(partitions)
+        )
+        yield GaugeMetricFamily(
+            "scheduler_partitions",
+            "Partitions of the app (SCHEDULER_PARTITIONS): with no worker down, the workers' "
+            "scheduler_partitions_owned add up to it",
+            value=w.settings.partitions,
         )
         yield GaugeMetricFamily(
             "scheduler_ready",

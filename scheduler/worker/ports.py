@@ -85,6 +85,7 @@ class MetricsPort(Protocol):
     """The /metrics collector: counters, and the tables whose sizes it counts."""
 
     faust_app: Any
+    settings: Settings
 
     @property
     def counts(self) -> WorkerCounts: ...

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import sys
@@ -300,6 +301,7 @@ def _fake_worker(stats: FireCounts, counts: WorkerCounts, partitions: set[int]) 
         counts=counts,
         active_partitions=lambda: partitions,
         faust_app=SimpleNamespace(rebalancing=False),
+        settings=SimpleNamespace(partitions=8),
     )
 
 
@@ -327,6 +329,9 @@ async def test_exposition_in_prometheus_text_format(tmp_path: Path) -> None:
     counts.runs["COMPLETED"] += 2
     counts.rebalances = 3
     counts.jobs_assigned(0, [(b"p", ProgramQueue("p", jobs=[_job("a", blocked_by="RateConstraint")]))])
+    # the oldest waiting job of a (state, constraint), over the queues of every owned partition
+    older = [dataclasses.replace(_job("b", blocked_by="RateConstraint"), triggered_at=-5_000)]
+    counts.jobs_assigned(1, [(b"q", ProgramQueue("q", jobs=older))])
     sizes = TableSizes({"schedules": _table(tmp_path, "s", {0: 4, 1: 6})})
     await sizes.refresh({0, 1})
     text = generate_latest(build_registry(_fake_worker(stats, counts, {0, 1}), sizes)).decode()
@@ -341,7 +346,13 @@ async def test_exposition_in_prometheus_text_format(tmp_path: Path) -> None:
     assert s[("scheduler_commands_total", (("action", "INSERT"), ("result", "applied")))] == 1
     assert s[("scheduler_commands_total", (("action", "unknown"), ("result", "dead_lettered")))] == 1
     assert s[("scheduler_dead_letters_total", (("reason", "undecodable"), ("topic", "app-commands")))] == 1
-    assert s[("scheduler_jobs", (("blocked_by", "rate"), ("state", "PENDING_CONSTRAINT")))] == 1
+    assert s[("scheduler_jobs", (("blocked_by", "rate"), ("state", "PENDING_CONSTRAINT")))] == 2
+    oldest = (
+        "scheduler_jobs_oldest_triggered_timestamp_seconds",
+        (("blocked_by", "rate"), ("state", "PENDING_CONSTRAINT")),
+    )
+    assert s[oldest] == -5.0
+    assert s[("scheduler_partitions", ())] == 8
     assert s[("scheduler_launches_total", ())] == 2
     assert s[("scheduler_runs_total", (("status", "COMPLETED"),))] == 2
     assert s[("scheduler_run_invalid_transitions_total", ())] == 1
