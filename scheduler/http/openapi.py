@@ -186,6 +186,13 @@ _WRITE_CONDITIONS = [
     },
 ]
 _RUN_ID = _path("run_id", "the run id (= its job id; may contain '/')", "acme/clicks-etl#v1.1")
+_DRY_RUN = _query(
+    "dryRun",
+    "true: validate the write as it would be and answer what it would do (200: the trigger in words and "
+    "its next fire times, or how many fires a run or backfill would make), producing nothing",
+    type="string",
+    enum=["true", "false"],
+)
 _LOCAL = _query("local", "internal: answer from this worker only (how workers fan a list out)")
 
 
@@ -525,6 +532,20 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
                 scope=None,
             )
         },
+        "/stats/fires": {
+            "get": _op(
+                "Fires and their lateness per minute over the last hour, from every worker (a token for "
+                "every tenant)",
+                {200: _json(_ref("FireStats"), "per minute: fires, lateness p50 and p99, per bucket")},
+                (400, 503),
+                [
+                    _query(
+                        "minutes", "how many minutes back (default 60)", type="integer", minimum=1, maximum=60
+                    ),
+                    _LOCAL,
+                ],
+            )
+        },
         "/health": {
             "get": _op(
                 "Liveness and readiness: partitions owned, counters",
@@ -562,6 +583,9 @@ def build_spec() -> dict[str, Any]:
             if path.startswith(("/schedules", "/schedulers")) and method != "get":  # a write: its conditions
                 op["parameters"] = [*op["parameters"], *_WRITE_CONDITIONS]
                 op["responses"].update({str(s): _ERRORS[s] for s in (408, 412)})
+            if path.startswith("/schedules") and method != "get":  # and a dry run
+                op["parameters"] = [*op["parameters"], _DRY_RUN]
+                op["responses"]["200"] = _json(_ref("DryRun"), "dryRun=true: what the write would do")
     one = paths["/schedules/{tenant}/{name}"]["get"]["responses"]["200"]
     one["headers"] = {"ETag": {"description": 'the schedule\'s version ("3"), for If-Match', "schema": _STR}}
     _link(paths, "post", "/schedules", {"tenant": "$request.body#/tenant", "name": "$request.body#/name"})

@@ -46,6 +46,37 @@ class Accepted(Answer):
     fires: int | None = Field(None, description="run, backfill: how many fires the command will produce")
 
 
+class DryRun(Answer):
+    """What a write would do (`?dryRun=true`): validated as the write itself, nothing produced."""
+
+    key: str = Field(description="tenant/name")
+    action: str
+    dryRun: bool = True
+    triggerText: str | None = Field(None, description="the trigger in words, as the write would leave it")
+    enabled: bool | None = None
+    fires: int | None = Field(None, description="run, backfill: how many fires the command would produce")
+    first: Ms | None = Field(None, description="run, backfill: the first instant it would fire")
+    last: Ms | None = Field(None, description="run, backfill: the last instant it would fire")
+    next: list[Ms] = Field(
+        default_factory=list,
+        description="the next fire times from now (a schedule's time triggers), or the first instants a "
+        "backfill would fire; at most 10",
+    )
+
+
+class FireMinute(Answer):
+    at: Ms = Field(description="the minute's start")
+    fires: int = Field(description="scheduled fires in that minute (catch-up fires are not counted)")
+    p50Ms: int | None = Field(description="lateness p50: the upper bound of its bucket, ms")
+    p99Ms: int | None = Field(description="lateness p99: the upper bound of its bucket, ms")
+    counts: list[int] = Field(description="fires per lateness bucket (bucketsMs, then over the last)")
+
+
+class FireStats(Answer):
+    bucketsMs: list[int] = Field(description="the lateness buckets' upper bounds, ms")
+    minutes: list[FireMinute] = Field(description="the minutes with fires, oldest first")
+
+
 class Trigger(Answer):
     type: str
 
@@ -297,6 +328,8 @@ MODELS: tuple[type[BaseModel], ...] = (
     Error,
     ValidationError,
     Accepted,
+    DryRun,
+    FireStats,
     Schedule,
     ScheduleList,
     NextFires,

@@ -79,6 +79,7 @@ from scheduler.wire.codec import (
 )
 from scheduler.wire.command_headers import command_headers
 from scheduler.wire.messages import IndexEntry, RunStatusChanged, decode_history, encode_job_queue_message
+from scheduler.worker.counters import quantile_ms
 from scheduler.worker.programs import ProgramSpec
 
 if TYPE_CHECKING:
@@ -90,6 +91,8 @@ MAX_LIST = 10_000
 #: the response header of GET /schedulers (a bare list) that holds the next page's cursor
 NEXT_CURSOR_HEADER = "X-Next-Cursor"
 MAX_NEXT = 1_000
+#: next fire times (or backfill instants) a dry run shows
+MAX_PREVIEW = 10
 MAX_EXCLUDED_LOOKAHEAD = 10_000  # instants /next looks past when calendars exclude them
 #: a write's own timeout (ms), counted from when the worker took it: its command is not produced after it
 TIMEOUT_HEADER = "X-Request-Timeout-Ms"
@@ -335,6 +338,9 @@ class Handlers:
         if not isinstance(conditions, tuple):
             return conditions  # a 400
         deadline, if_version = conditions
+        dry_run = call.request.query.get("dryRun", "false")
+        if dry_run not in ("true", "false"):
+            return call.field_error("dryRun", "must be true or false")
         by = auth.principal_of(call.request).name  # who sent it: the schedule's history shows it
         headers = command_headers(deadline_ms=deadline, if_version=if_version, by=by)
         schedule = cmd.schedule
@@ -384,6 +390,12 @@ class Handlers:
                 fires = len([d for d in instants if excluded is None or excluded(d) is None])
             except CommandRejected as exc:
                 return call.field_error("to" if cmd.action is Action.BACKFILL else "body", str(exc))
+            if dry_run == "true":  # what it would fire, nothing produced
+                kept = [d for d in instants if excluded is None or excluded(d) is None]
+                preview = {"key": cmd.key.id, "action": cmd.action.value, "dryRun": True, "fires": fires,
+                           "next": kept[:MAX_PREVIEW], "first": kept[0] if kept else None,
+                           "last": kept[-1] if kept else None}  # fmt: skip
+                return call.answer(out.DryRun, preview, 200)
             if (late := self._past(call, deadline)) is not None:
                 return late
             await self.worker.send_command(cmd, headers=headers)
@@ -395,10 +407,33 @@ class Handlers:
                 return call.error(409, error="conflict", reason=reason)
         elif cmd.action is not Action.INSERT and current is None:
             return call.error(404, error="not found", key=cmd.key.id)
+        if dry_run == "true":
+            return call.answer(out.DryRun, self._preview(cmd, current), 200)
         if (late := self._past(call, deadline)) is not None:
             return late
         await self.worker.send_command(cmd, headers=headers)
         return call.answer(out.Accepted, {"key": cmd.key.id, "action": cmd.action.value}, status)
+
+    def _preview(self, cmd: ScheduleCommand, current: dict[str, Any] | None) -> dict[str, Any]:
+        """What a valid write would leave (dryRun=true): the trigger in words and its next fire times, as
+        from now (an UPDATE restarts its timing now; an ENABLE resumes from now)."""
+        now = self.worker.clock()
+        preview: dict[str, Any] = {"key": cmd.key.id, "action": cmd.action.value, "dryRun": True}
+        if cmd.schedule is not None:
+            state: ScheduleState | None = ScheduleState(
+                cmd.schedule, created_at=now, updated_at=now, active_since=now
+            )
+        elif current is not None and cmd.action is not Action.DELETE:
+            state = replace(state_from_json(current), active_since=now)
+        else:
+            state = None
+        if state is not None:
+            preview["triggerText"] = state.schedule.trigger.describe()
+            preview["enabled"] = state.schedule.enabled if cmd.action is not Action.ENABLE else True
+            if cmd.action is Action.DISABLE:
+                preview["enabled"] = False
+            preview["next"] = next_time_fires(state, now, MAX_PREVIEW, self._excluded(state))
+        return preview
 
     def _past(self, call: Call, deadline: int) -> Response | None:
         """A 408 when the write's deadline passed before its command could be produced (this worker was
@@ -753,6 +788,38 @@ class Handlers:
             return call.error(404, error="not found")
         return call.answer(ProgramSpec, spec.model_dump())
 
+    async def fire_stats(self, call: Call) -> Response:
+        """Fires and their lateness per minute over the last `minutes` (1-60, default 60) and the current
+        one, from every worker (what the admin page draws): the scheduled fires each worker's punctuator
+        observed, per lateness bucket, summed, with p50 and p99 (a bucket's upper bound)."""
+        try:
+            minutes = int(call.request.query.get("minutes", "60"))
+            if not 1 <= minutes <= 60:
+                raise ValueError
+        except ValueError:
+            return call.field_error("minutes", "must be an integer between 1 and 60")
+        hist = self.worker.counts.fires.lateness
+        local = {
+            "bucketsMs": list(hist.bounds_ms),
+            "minutes": _minute_rows(hist.bounds_ms, hist.history(minutes)),
+        }
+        try:
+            bodies = await self.cluster.fan_out_bodies(
+                call.request, "/stats/fires", {"minutes": str(minutes)}, local
+            )
+        except Unavailable as exc:
+            return call.unavailable(str(exc))
+        merged: dict[int, list[int]] = {}
+        for body in bodies:
+            for row in body["minutes"]:
+                counts = merged.setdefault(row["at"], [0] * (len(hist.bounds_ms) + 1))
+                for i, n in enumerate(row["counts"]):
+                    counts[i] += n
+        return call.answer(
+            out.FireStats,
+            {"bucketsMs": list(hist.bounds_ms), "minutes": _minute_rows(hist.bounds_ms, merged)},
+        )
+
     async def health(self, call: Call) -> Response:
         worker, app = self.worker, self.worker.faust_app
         return call.answer(
@@ -1000,6 +1067,14 @@ def job_cursor(raw: bytes) -> tuple[str, int, int, str]:
     return (value[0], value[1], value[2], value[3])
 
 
+def _minute_rows(bounds_ms: tuple[int, ...], history: dict[int, list[int]]) -> list[dict[str, Any]]:
+    return [
+        {"at": at, "fires": sum(counts), "p50Ms": quantile_ms(bounds_ms, counts, 0.5),
+         "p99Ms": quantile_ms(bounds_ms, counts, 0.99), "counts": counts}
+        for at, counts in sorted(history.items())
+    ]  # fmt: skip
+
+
 def cursor_text(key: bytes) -> str:
     """A list's `next`: the last key of the page, base64url (opaque to clients)."""
     return base64.urlsafe_b64encode(key).decode().rstrip("=")
@@ -1043,6 +1118,7 @@ ROUTES: list[Route] = [
     Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/suspend", H.suspend_run, guard="namespace"),
     Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/resume", H.resume_run, guard="namespace"),
     Route("GET", f"{_PROGRAM}/runs/{{run_id:.+}}", H.one_run, guard="namespace"),
+    Route("GET", "/stats/fires", H.fire_stats),
     Route("GET", "/health", H.health),
 ]
 

@@ -79,11 +79,12 @@ async def call(
     path: str,
     body: Any = None,
     tenants: frozenset[str] | None = None,
+    query: str = "",
     **params: str,
 ) -> Any:
     route = next(r for r in ROUTES if r.method == method and r.path == path)
     raw = b"" if body is None else json.dumps(body).encode()
-    request = make_mocked_request(method, path, payload=None)
+    request = make_mocked_request(method, f"{path}?{query}" if query else path, payload=None)
     request._read_bytes = raw  # what request.read() / request.json() answer
     request[PRINCIPAL] = Principal("t", frozenset({"sched:r", "sched:w"}), tenants)
     return await _view_method(Handlers(worker), route)(FakeView(), request, **params)  # type: ignore[arg-type]
@@ -142,3 +143,26 @@ async def test_every_route_has_one_handler_and_the_stop_route_comes_before_the_r
     stop = next(i for i, p in enumerate(paths) if p.endswith("/stop"))
     one_run = next(i for i, p in enumerate(paths) if p.endswith("{run_id:.+}"))
     assert stop < one_run
+
+
+async def test_a_dry_run_validates_as_the_write_and_answers_what_it_would_do_producing_nothing(
+    worker: FakeWorker,
+) -> None:
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    paris = {**CRON, "trigger": {"type": "cron", "expression": "0 30 9 * * *", "timezone": "Europe/Paris"}}
+    answer = await call(worker, "POST", "/schedules", paris, query="dryRun=true")
+    assert answer.status == 200, answer.body
+    assert answer.body["dryRun"] is True and answer.body["key"] == "acme/a" and answer.body["triggerText"]
+    nexts = [datetime.fromtimestamp(t / 1000, ZoneInfo("Europe/Paris")) for t in answer.body["next"]]
+    assert len(nexts) == 10 and all((d.hour, d.minute) == (9, 30) for d in nexts)
+    assert nexts[0].timestamp() * 1000 > worker.clock()
+    bad = {**CRON, "trigger": {"type": "cron", "expression": "0 61 9 * * *"}}
+    refused = await call(worker, "POST", "/schedules", bad, query="dryRun=true")
+    assert refused.status == 400 and refused.body["fields"][0]["field"].startswith("trigger")
+    odd = await call(worker, "POST", "/schedules", paris, query="dryRun=maybe")
+    assert odd.status == 400 and odd.body["fields"][0]["field"] == "dryRun"
+    assert worker.commands == []  # nothing produced by any of them
+    assert (await call(worker, "POST", "/schedules", paris, query="dryRun=false")).status == 202
+    assert len(worker.commands) == 1

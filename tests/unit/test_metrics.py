@@ -440,3 +440,25 @@ def test_a_quiet_log_level_does_not_turn_the_root_logger_to_debug(tmp_path: Path
 def test_punctuator_stats_start_at_zero() -> None:
     p = Punctuator(lambda *a: None, lambda *a: None, lambda *a: None)  # type: ignore[arg-type,return-value]
     assert (p.stats.fires, p.stats.catch_up_fires, p.stats.skipped, p.stats.lateness.count) == (0, 0, 0, 0)
+
+
+def test_the_lateness_histogram_keeps_the_last_hour_per_minute() -> None:
+    from scheduler.worker.counters import LATENESS_BUCKETS_MS, MinuteHistogram, quantile_ms
+
+    now = [1_795_000_000_000]
+    hist = MinuteHistogram(wall_ms=lambda: now[0])
+    hist.observe(3, 98)
+    hist.observe(400, 2)
+    now[0] += 60_000
+    hist.observe(40)
+    minute = 1_795_000_000_000 // 60_000 * 60_000
+    history = hist.history(60)
+    assert sorted(history) == [minute, minute + 60_000]
+    assert sum(history[minute]) == 100 and sum(history[minute + 60_000]) == 1
+    assert quantile_ms(LATENESS_BUCKETS_MS, history[minute], 0.5) == 5  # 3 ms is in the (2, 5] bucket
+    assert quantile_ms(LATENESS_BUCKETS_MS, history[minute], 0.99) == 500
+    assert quantile_ms(LATENESS_BUCKETS_MS, [0] * len(history[minute]), 0.5) is None
+    assert hist.count == 101  # the whole histogram as before
+    now[0] += 61 * 60_000  # an hour later: the old minutes are gone, their slots reused
+    hist.observe(1)
+    assert sorted(hist.history(60)) == [(now[0] // 60_000) * 60_000]
