@@ -92,7 +92,23 @@ def released_schemas() -> list[tuple[str, dict[str, Any]]]:
 
 
 def _parse_schemas(directory: Path, reader: bool) -> dict[str, Any]:
-    """Every schema of `directory`, each parsed once the types it names are (a file may name any other)."""
+    """Every schema of `directory`; `reader`: CompositeTrigger unrolled (see _composite_levels)."""
+
+    def parse(name: str, raw: dict[str, Any], named: dict[str, Any]) -> Any:
+        if reader and name == "CompositeTrigger":
+            *deeper, raw = _composite_levels(raw, READER_TRIGGER_DEPTH)
+            for level in deeper:
+                fastavro.parse_schema(level, named_schemas=named)
+        return fastavro.parse_schema(raw, named_schemas=named)
+
+    return parse_schema_files(directory, parse)[0]
+
+
+def parse_schema_files(
+    directory: Path, parse: Callable[[str, dict[str, Any], dict[str, Any]], Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every schema of `directory`, each parsed (`parse(file stem, its JSON, the named types so far)`) once
+    the types it names are: a file may name any other. -> (file stem -> parsed, full name -> named type)."""
     named: dict[str, Any] = {}
     parsed: dict[str, Any] = {}
     pending = {p.stem: json.loads(p.read_text()) for p in sorted(directory.glob("*.avsc"))}
@@ -101,18 +117,14 @@ def _parse_schemas(directory: Path, reader: bool) -> dict[str, Any]:
         for name, raw in list(pending.items()):
             trial = dict(named)  # a failed parse may have named some types already
             try:
-                if reader and name == "CompositeTrigger":
-                    *deeper, raw = _composite_levels(raw, READER_TRIGGER_DEPTH)
-                    for level in deeper:
-                        fastavro.parse_schema(level, named_schemas=trial)
-                schema = fastavro.parse_schema(raw, named_schemas=trial)
+                schema = parse(name, raw, trial)
             except fastavro.schema.UnknownType:
                 continue
             named, parsed[name] = trial, schema
             del pending[name]
         if len(pending) == before:
             raise ValueError(f"{directory}: {sorted(pending)} name types no schema defines")
-    return parsed
+    return parsed, named
 
 
 #: in place of AND/OR below the deepest level the reader follows: a union of no branch, which no

@@ -9,11 +9,12 @@ named types they define (full names)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import fastavro
+
+from scheduler.wire.codec import parse_schema_files
 
 #: writer type -> the reader types it may be read as (the specification's promotions)
 PROMOTIONS = {
@@ -27,23 +28,10 @@ PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "str
 
 
 def load(directory: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(file stem -> its parsed schema, full name -> every named type the files define)."""
-    named: dict[str, Any] = {}
-    parsed: dict[str, Any] = {}
-    pending = {p.stem: json.loads(p.read_text()) for p in sorted(directory.glob("*.avsc"))}
-    while pending:
-        before = len(pending)
-        for stem, raw in list(pending.items()):
-            trial = dict(named)
-            try:
-                parsed[stem] = fastavro.parse_schema(raw, named_schemas=trial, _write_hint=False)
-            except fastavro.schema.UnknownType:
-                continue
-            named = trial
-            del pending[stem]
-        if len(pending) == before:
-            raise ValueError(f"{directory}: {sorted(pending)} name types no schema defines")
-    return parsed, named
+    """(file stem -> its parsed schema, full name -> every named type the files define), as written."""
+    return parse_schema_files(
+        directory, lambda _, raw, named: fastavro.parse_schema(raw, named_schemas=named, _write_hint=False)
+    )
 
 
 def _type(schema: Any, names: dict[str, Any]) -> Any:

@@ -377,17 +377,22 @@
     return fields.length ? fields : [body.reason || body.error || JSON.stringify(body)];
   }
 
+  // the request the dialog's fields make, or null (what is wrong with them said in the preview)
+  function built(state) {
+    try {
+      return state.build();
+    } catch (e) {
+      $("dialog-preview").replaceChildren(el("p", { class: "bad" }, e.message));
+      return null;
+    }
+  }
+
   async function previewDialog() {
     const state = dialogState;
     if (!state || !state.preview || state.done) return;
-    let built;
-    try {
-      built = state.build();
-    } catch (e) {
-      $("dialog-preview").replaceChildren(el("p", { class: "bad" }, e.message));
-      return;
-    }
-    const [method, path, body] = built;
+    const request = built(state);
+    if (!request) return;
+    const [method, path, body] = request;
     const answer = await send(method, `${path}${path.includes("?") ? "&" : "?"}dryRun=true`, body);
     if (state !== dialogState) return;
     markFields(answer.status === 200 ? [] : answer.body && answer.body.fields);
@@ -401,15 +406,10 @@
   async function confirmDialog() {
     const state = dialogState;
     if (!state || state.done) return;
-    let built;
-    try {
-      built = state.build();
-    } catch (e) {
-      $("dialog-preview").replaceChildren(el("p", { class: "bad" }, e.message));
-      return;
-    }
+    const request = built(state);
+    if (!request) return;
     $("dialog-confirm").disabled = true;
-    const [method, path, body] = built;
+    const [method, path, body] = request;
     const answer = await send(method, path, body);
     if (state !== dialogState) return;
     const ok = answer.status >= 200 && answer.status < 300;
