@@ -717,8 +717,8 @@
     const total = minutes.reduce((n, m) => n + m.fires, 0);
     const last = [...minutes].reverse().find((m) => m.fires);
     $("fires-summary").textContent = total
-      ? `${total} fires in the last hour; latest minute with fires ${localTime(last.at).slice(11, 16)}: ` +
-        `${last.fires} fires, lateness p99 ≤ ${last.p99Ms} ms. Bars: fires per minute; line: lateness p99 (log scale, right).`
+      ? `${total} fire${total === 1 ? "" : "s"} in the last hour; latest minute with fires ${localTime(last.at).slice(11, 16)}: ` +
+        `${last.fires} fire${last.fires === 1 ? "" : "s"}, lateness p99 ≤ ${last.p99Ms} ms. Bars: fires per minute; line: lateness p99 (log scale, right).`
       : "No scheduled fires in the last hour.";
   }
 
