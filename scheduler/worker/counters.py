@@ -54,33 +54,47 @@ class Histogram:
         return out
 
 
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
 class MinuteHistogram(Histogram):
     """The lateness histogram, and the same per wall-clock minute for the last HISTORY_MINUTES (what the
-    admin page draws: fires per minute and lateness over the last hour). `observe` adds a clock read
-    (~50 ns) to Histogram's; a minute's slot is reset when the ring comes back to it."""
+    admin page draws: fires per minute and lateness over the last hour). `observe` adds a clock read and a
+    comparison to Histogram's (~0.16 µs, once per 32 fires on the batched path); a minute's slot is reset
+    when the ring comes back to it."""
 
-    __slots__ = ("minutes", "minute_counts", "wall_ms")
+    __slots__ = ("minutes", "minute_counts", "wall_ms", "_current", "_ends")
 
     HISTORY_MINUTES = 61  # the last hour and the current minute
 
     def __init__(
-        self, bounds_ms: tuple[int, ...] = LATENESS_BUCKETS_MS, wall_ms: Callable[[], int] | None = None
+        self, bounds_ms: tuple[int, ...] = LATENESS_BUCKETS_MS, wall_ms: Callable[[], int] = _wall_ms
     ) -> None:
         super().__init__(bounds_ms)
-        self.wall_ms = wall_ms or (lambda: time.time_ns() // 1_000_000)
+        self.wall_ms = wall_ms
         self.minutes = [-1] * self.HISTORY_MINUTES  # the minute (epoch ms // 60,000) each slot holds
         self.minute_counts = [[0] * (len(bounds_ms) + 1) for _ in range(self.HISTORY_MINUTES)]
+        self._current = self.minute_counts[0]  # the slot of the minute that ends at _ends
+        self._ends = 0
 
     def observe(self, ms: int, n: int = 1) -> None:
         bucket = bisect_left(self.bounds_ms, ms)
         self.counts[bucket] += n
         self.sum_ms += ms * n
-        minute = self.wall_ms() // 60_000
+        now = self.wall_ms()
+        if now >= self._ends or now < self._ends - 60_000:  # another minute (or the clock stepped back)
+            self._roll(now)
+        self._current[bucket] += n
+
+    def _roll(self, now: int) -> None:
+        minute = now // 60_000
         slot = minute % self.HISTORY_MINUTES
         if self.minutes[slot] != minute:
             self.minutes[slot] = minute
             self.minute_counts[slot] = [0] * len(self.counts)
-        self.minute_counts[slot][bucket] += n
+        self._current = self.minute_counts[slot]
+        self._ends = (minute + 1) * 60_000
 
     def history(self, minutes: int = 60) -> dict[int, list[int]]:
         """{minute start (epoch ms): bucket counts} of the last `minutes` whole minutes and the current one,
