@@ -387,11 +387,11 @@ class Handlers:
                 state = state_from_json(current)
                 instants = await manual_fires_yielding(state, cmd)
                 excluded = self._excluded(state) if cmd.action is Action.BACKFILL else None
-                fires = len([d for d in instants if excluded is None or excluded(d) is None])
+                kept = [d for d in instants if excluded is None or excluded(d) is None]
+                fires = len(kept)
             except CommandRejected as exc:
                 return call.field_error("to" if cmd.action is Action.BACKFILL else "body", str(exc))
             if dry_run == "true":  # what it would fire, nothing produced
-                kept = [d for d in instants if excluded is None or excluded(d) is None]
                 preview = {"key": cmd.key.id, "action": cmd.action.value, "dryRun": True, "fires": fires,
                            "next": kept[:MAX_PREVIEW], "first": kept[0] if kept else None,
                            "last": kept[-1] if kept else None}  # fmt: skip
@@ -429,9 +429,9 @@ class Handlers:
             state = None
         if state is not None:
             preview["triggerText"] = state.schedule.trigger.describe()
-            preview["enabled"] = state.schedule.enabled if cmd.action is not Action.ENABLE else True
-            if cmd.action is Action.DISABLE:
-                preview["enabled"] = False
+            preview["enabled"] = {Action.ENABLE: True, Action.DISABLE: False}.get(
+                cmd.action, state.schedule.enabled
+            )
             preview["next"] = next_time_fires(state, now, MAX_PREVIEW, self._excluded(state))
         return preview
 
