@@ -20,8 +20,8 @@ run: install          ## a broker (Apache Kafka where java and mvn are, else Tan
 test: install         ## the whole suite: unit + integration on Apache Kafka from its jars (see Brokers)
 	$(BIN)/pytest
 
-test-embedded: install  ## the integration tests again, on the embedded Tansu broker (the quick start's)
-	SCHEDULER_TEST_BROKER=tansu $(BIN)/pytest -m "integration and not own_broker"
+test-embedded: install  ## the tests marked `embedded` again, on the embedded Tansu broker (what differs there)
+	SCHEDULER_TEST_BROKER=tansu $(BIN)/pytest -m "embedded and not own_broker"
 
 kafka-jars: install   ## fetch the pinned Apache Kafka's jars into the cache (mvn; once)
 	$(BIN)/python -c "from scheduler.kafka.kafka_server import classpath; print(classpath())"
@@ -29,8 +29,9 @@ kafka-jars: install   ## fetch the pinned Apache Kafka's jars into the cache (mv
 demo: install         ## ingest -> transform -> report on the embedded broker with Spark local
 	$(BIN)/scheduler demo
 
-chaos: install        ## 3 workers, 2000 every-second schedules, SIGKILLs, SIGSTOP pauses, network cuts and broker SIGKILLs for 3 min: 0 missed, 0 repeated on Kafka
+chaos: install        ## 3 workers, 2000 every-second schedules, SIGKILLs, SIGSTOP pauses, network cuts and broker SIGKILLs for 3 min: 0 missed, 0 repeated on Kafka; then the `long` tests (CI runs a bounded form of each fault)
 	$(BIN)/python -m tests.chaos --workers 3 --schedules 2000 --duration 180
+	SCHEDULER_TEST_BROKER=kafka $(BIN)/pytest -m long
 
 bench: install        ## benchmarks (report, never assert): results in tests/bench/results/ and the README
 	$(BIN)/python -m tests.bench.run

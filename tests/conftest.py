@@ -144,9 +144,90 @@ def app_id() -> str:
     return f"t{uuid.uuid4().hex[:10]}"
 
 
+@pytest.fixture(autouse=True)
+def _delete_the_tests_topics(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test with an app id of its own (and after every worker it started is stopped: an autouse
+    fixture is torn down last), its topics are deleted from the session's Kafka broker (helpers.
+    delete_topics_of says why). Tansu is left alone: it is restarted by nobody and forgets all at exit."""
+    if "app_id" not in request.fixturenames or request.node.get_closest_marker("own_broker"):
+        yield
+        return
+    app: str = request.getfixturevalue("app_id")
+    if app in _SHARED_APP_IDS or "shared_worker" in request.fixturenames:
+        _USED_WITH_SHARED.setdefault(request.module.__name__, []).append(app)
+        yield  # (the module's shared worker deletes them when the module ends)
+        return
+    session_broker: Broker = request.getfixturevalue("broker")
+    yield
+    if session_broker.profile == "kafka":
+        import asyncio
+
+        from tests.helpers import delete_topics_of
+
+        try:
+            asyncio.run(delete_topics_of(session_broker.bootstrap_servers, app))
+        except Exception as exc:  # noqa: BLE001 - a leftover topic costs time, not correctness
+            sys.stderr.write(f"could not delete the topics of {app}: {exc!r}\n")
+
+
+#: app ids of the workers shared by the tests of a module: their topics go when the module ends
+_SHARED_APP_IDS: set[str] = set()
+#: module -> the app ids of its tests that used its shared worker: their topics go when the module ends too
+#: (the worker still fires into them: a deleted output topic fails its partition's transactions)
+_USED_WITH_SHARED: dict[str, list[str]] = {}
+
+
+@pytest.fixture(scope="module")
+def shared_app_id() -> str:
+    app = f"t{uuid.uuid4().hex[:10]}"
+    _SHARED_APP_IDS.add(app)
+    return app
+
+
+@pytest.fixture(scope="module")
+def shared_worker(
+    request: pytest.FixtureRequest,
+    broker: Broker,
+    shared_app_id: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[WorkerProcess]:
+    """One worker for the tests of a module that need nothing of their own but names (a tenant, a topic,
+    a program of their own): started once, it saves each of them a worker's start and first rebalance.
+    A test that kills, pauses, cuts or restarts a worker, or configures one, starts its own
+    (start_worker). A module may override `shared_worker_settings` (the environment it adds)."""
+    tmp = tmp_path_factory.mktemp("shared-worker")
+    extra: dict[str, str] = request.getfixturevalue("shared_worker_settings")
+    w = WorkerProcess({**_worker_env(broker, shared_app_id, tmp), **extra}, log_path=tmp / "worker.log")
+    try:
+        w.start()
+        w.wait_ready()
+        yield w
+    finally:
+        w.kill()
+        if broker.profile == "kafka":
+            import asyncio
+
+            from tests.helpers import delete_topics_of
+
+            used = _USED_WITH_SHARED.pop(request.module.__name__, [])
+            with contextlib.suppress(Exception):
+                asyncio.run(delete_topics_of(broker.bootstrap_servers, shared_app_id, *used))
+
+
+@pytest.fixture(scope="module")
+def shared_worker_settings() -> dict[str, str]:
+    """What a module's shared worker adds to the environment every test worker gets."""
+    return {}
+
+
 @pytest.fixture
-def worker_env(broker: Broker, app_id: str, tmp_path: Path) -> dict[str, str]:
-    """Environment for this test's workers: its own app id, topics, data dir."""
+def tenant() -> str:
+    """A tenant of this test's own: what isolates tests that share a worker (their schedules, programs,
+    datasets and groups are all named within it)."""
+    return f"n{uuid.uuid4().hex[:8]}"
+
+
+def _worker_env(broker: Broker, app_id: str, tmp_path: Path) -> dict[str, str]:
     return {
         "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
         "SCHEDULER_BROKER_PROFILE": broker.profile,
@@ -161,6 +242,23 @@ def worker_env(broker: Broker, app_id: str, tmp_path: Path) -> dict[str, str]:
         # tests of auth turn it on with their own tokens (tests/integration/test_auth.py)
         "SCHEDULER_AUTH": "off",
     }
+
+
+@pytest.fixture
+def worker_env(broker: Broker, app_id: str, tmp_path: Path) -> dict[str, str]:
+    """Environment for this test's workers: its own app id, topics, data dir."""
+    return _worker_env(broker, app_id, tmp_path)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `long` (minutes of faults) run only when a -m expression names them (`make chaos`);
+    `make test` deselects them, and says how many, while CI keeps a bounded form of each kind of fault."""
+    if "long" in (config.getoption("markexpr") or ""):
+        return
+    long = [item for item in items if item.get_closest_marker("long")]
+    if long:
+        config.hook.pytest_deselected(items=long)
+        items[:] = [item for item in items if not item.get_closest_marker("long")]
 
 
 #: past its own timeout, how long a test (setup, call and teardown) may still run before the watchdog ends

@@ -56,6 +56,10 @@ class WorkerProcess:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
+    def topic(self, name: str) -> str:
+        """One of its app's own topics by its suffix: "commands", "events", "dead-letters" …"""
+        return f"{self.env['SCHEDULER_APP_ID']}-{name}"
+
     def start(self) -> None:
         log = open(self.log_path, "ab")  # noqa: SIM115
         self.proc = spawn(  # its own session (killed as a group), and dies with the test runner
@@ -129,6 +133,30 @@ class WorkerProcess:
                 self.proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def owned(w: WorkerProcess) -> set[int]:
+    h = w.health()
+    return set(h["partitions"]) if h and h["ready"] else set()
+
+
+def wait_split(
+    *workers: WorkerProcess, total: int = 4, timeout_s: float = 60, every_one: bool = True
+) -> None:
+    """Until the workers own disjoint sets of partitions covering all of them (each non-empty, unless
+    not `every_one`: with standby replicas Faust may leave a worker only standbys)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        sets = [owned(w) for w in workers]
+        if (
+            (all(sets) or not every_one)
+            and all(w.health() is not None for w in workers)
+            and sum(len(s) for s in sets) == total
+            and set().union(*sets) == set(range(total))
+        ):
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"partitions not split: {[owned(w) for w in workers]}")
 
 
 async def started_consumer(*topics: str, attempts: int = 5, **config: Any) -> AIOKafkaConsumer:
@@ -313,6 +341,23 @@ async def ensure_topic(
     """Create the topic unless it exists, as a producer or consumer does on a cluster that does not
     create topics on first use (Apache Kafka as the tests run it)."""
     await TopicCreator(bootstrap, partitions, replication).ensure(topic)
+
+
+async def delete_topics_of(bootstrap: str, *app_ids: str, timeout_s: float = 15) -> None:
+    """Delete every topic of these app ids (their workers' and the tests' own, all named `<app id>-…`), so
+    that the session's broker does not grow with every test: with thousands of topics on one node, topic
+    creation, metadata and a worker's start slow down for every test after."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout_s * 1000))
+    await admin.start()
+    try:
+        prefixes = tuple(f"{app}-" for app in app_ids)
+        mine = [t for t in await admin.list_topics() if t in app_ids or t.startswith(prefixes)]
+        if mine:
+            await admin.delete_topics(mine, timeout_ms=int(timeout_s * 1000))
+    finally:
+        await admin.close()
 
 
 async def produce(

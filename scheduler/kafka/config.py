@@ -536,11 +536,12 @@ def broker_profile(profile: BrokerProfile) -> dict[str, Any]:
     Tansu (the embedded broker) reports a wrong end offset for a partition whose last batch holds more
     than one record; the consumer profile reads the right one (tansu_end_offsets), so changelogs batch.
     It also holds a group join for half the session timeout, so a short session with a 1 s heartbeat
-    keeps worker start and takeover to seconds.
+    keeps worker start and takeover to seconds: 6 s holds a first join 3 s (8 s held it 4 s), and five
+    heartbeats can still be lost before the session is.
     """
     if profile == "tansu":
         return {
-            "broker_session_timeout": 8.0,
+            "broker_session_timeout": 6.0,
             "broker_heartbeat_interval": 1.0,
         }
     return {

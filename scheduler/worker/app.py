@@ -43,6 +43,7 @@ from scheduler.kafka.producer import BatchedProducer, TopicCreator
 from scheduler.kafka.recovery import keep_changelog_events_on_resume, watch_recovery
 from scheduler.kafka.staged import StagedTable
 from scheduler.kafka.tables import (
+    collect_only_what_was_closed,
     done_offsets,
     forget_persisted_offset,
     fresh_partition,
@@ -52,6 +53,7 @@ from scheduler.kafka.tables import (
     partition_items,
     partition_items_from,
     raw_table,
+    start_tables_at_once,
     write_local,
 )
 from scheduler.kafka.transactions import OWNER, PartitionGone, Transactions
@@ -144,6 +146,8 @@ class Worker:
             },
         )
         keep_changelog_events_on_resume(app)
+        start_tables_at_once(app)
+        collect_only_what_was_closed()
         raw: dict[str, Any] = {
             "key_type": bytes,
             "value_type": bytes,

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from scheduler.http.auth import hash_token
-from tests.helpers import Api
+from tests.helpers import Api, wait_split
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -196,7 +196,7 @@ async def test_forwarded_and_fanned_out_queries_keep_the_token(start_worker, aut
     """With two workers, queries hop to the owner: the hop carries the caller's token, not a master key."""
     first = start_worker(**auth_env)
     second = start_worker(partitions=0, **auth_env)
-    first.wait_ready(partitions=None)
+    wait_split(first, second)  # (a write while the group rebalances would be a 503)
     out = f"{app_id}-out"
     names = [f"s{i:02d}" for i in range(12)]
     async with Api(first.url, TOKENS["admin"][0]) as admin:

@@ -20,6 +20,7 @@ from tests.helpers import Api, TopicReader, send_commands
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 
+@pytest.mark.embedded
 async def test_the_end_offset_counts_every_record_of_a_multi_record_last_batch(broker, app_id):
     topic = f"{app_id}-batched"
     admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
@@ -62,6 +63,7 @@ async def holds(url: str, n: int) -> None:
         )
 
 
+@pytest.mark.embedded
 async def test_a_worker_restores_every_schedule_from_batched_changelogs(
     broker, start_worker, app_id, tmp_path
 ):
@@ -109,6 +111,7 @@ async def _abort_then_commit(
         await producer.stop()
 
 
+@pytest.mark.embedded
 async def test_a_fresh_worker_restores_a_long_changelog_in_bulk_and_fires_from_it(
     broker, start_worker, app_id, tmp_path
 ):

@@ -1,4 +1,5 @@
-"""The chaos test in a bounded form (make chaos runs it for minutes, with thousands of schedules)."""
+"""The chaos test in a bounded form: one fault of each kind a worker can suffer (a pause and a kill; a
+network cut), each checked as make chaos checks its minutes of faults with thousands of schedules."""
 
 from __future__ import annotations
 
@@ -18,19 +19,19 @@ pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(48
 async def test_workers_killed_and_paused_at_random_miss_no_due_instant_and_repeat_none_on_kafka(
     broker, tmp_path
 ):
-    """Faults in turn: SIGKILL + restart, SIGSTOP past the session timeout + SIGCONT (a zombie owner);
+    """One SIGSTOP past the session timeout + SIGCONT (a zombie owner), then one SIGKILL + restart;
     meanwhile updates over HTTP. 0 missed; on Kafka 0 repeated for a read_committed reader; no
     acknowledged update lost."""
     report = await run_chaos(
-        broker.bootstrap_servers, broker.profile, workers=3, schedules=200, duration_s=75, kill_every_s=18,
+        broker.bootstrap_servers, broker.profile, workers=3, schedules=200, duration_s=40, kill_every_s=18,
         down_s=3, partitions=6, settle_s=30, work_dir=tmp_path, faults=("pause", "kill"), updated=20,
     )  # fmt: skip
     (tmp_path / "report.json").write_text(json.dumps(report, indent=2))
     summary = json.dumps({k: v for k, v in report.items() if k != "missedExamples"}, indent=2)
     print(summary)
-    assert {k["kind"] for k in report["kills"]} == {"pause", "kill"}, summary
+    assert [k["kind"] for k in report["kills"]] == ["pause", "kill"], summary
     assert report["missed"] == 0, json.dumps(report, indent=2)
-    assert report["dueInstantsChecked"] > 200 * 40
+    assert report["dueInstantsChecked"] > 200 * 30
     assert report["lostUpdates"] == 0 and report["lastFiresNotCarryingTheLastUpdate"] == 0, summary
     assert report["updatesAcknowledged"] > 0, summary
     if on_kafka():
@@ -65,15 +66,15 @@ async def test_workers_cut_off_from_the_network_are_fenced_and_repeat_nothing(cu
     when cut: one that was still recovering had nothing.)"""
     lab, cluster = cut_lab
     report = await run_chaos(
-        cluster.bootstrap_servers, "kafka", workers=3, schedules=200, duration_s=60, kill_every_s=20,
+        cluster.bootstrap_servers, "kafka", workers=3, schedules=200, duration_s=35, kill_every_s=20,
         partitions=6, settle_s=30, work_dir=tmp_path, faults=("cut",), updated=20, lab=lab,
     )  # fmt: skip
     (tmp_path / "report.json").write_text(json.dumps(report, indent=2))
     summary = json.dumps({k: v for k, v in report.items() if k != "missedExamples"}, indent=2)
     print(summary)
-    assert [k["kind"] for k in report["kills"]] == ["cut", "cut"], summary
+    assert [k["kind"] for k in report["kills"]] == ["cut"], summary
     assert report["missed"] == 0, json.dumps(report, indent=2)
     assert report["duplicates"] == 0, summary
-    assert report["dueInstantsChecked"] > 200 * 40
+    assert report["dueInstantsChecked"] > 200 * 25
     assert report["lostUpdates"] == 0 and report["lastFiresNotCarryingTheLastUpdate"] == 0, summary
     assert report["updatesAcknowledged"] > 0, summary

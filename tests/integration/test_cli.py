@@ -9,8 +9,7 @@ import os
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -67,37 +66,6 @@ def as_json(r: subprocess.CompletedProcess[str]) -> Any:
 
 def got(url: str, ref: str) -> Callable[[], subprocess.CompletedProcess[str]]:
     return lambda: cli(url, "schedules", "get", ref, "--json")
-
-
-@pytest.fixture(scope="module")
-def shared_app_id() -> str:
-    return f"t{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture(scope="module")
-def shared_worker(
-    broker: Broker, shared_app_id: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[WorkerProcess]:
-    """One worker for the module's tests (auth off), as the start_worker fixture configures them."""
-    tmp = tmp_path_factory.mktemp("cli-worker")
-    env = {
-        "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
-        "SCHEDULER_BROKER_PROFILE": broker.profile,
-        "SCHEDULER_APP_ID": shared_app_id,
-        "SCHEDULER_PARTITIONS": "4",
-        "SCHEDULER_DATA_DIR": str(tmp / "data"),
-        "SCHEDULER_LIGHT_TOPIC": f"{shared_app_id}-light-scheduler",
-        "SCHEDULER_LOG_LEVEL": "info",
-        "SCHEDULER_PROGRESS_INTERVAL_MS": "500",
-        "SCHEDULER_AUTH": "off",
-    }
-    w = WorkerProcess(env, log_path=tmp / "worker.log")
-    try:
-        w.start()
-        w.wait_ready()
-        yield w
-    finally:
-        w.kill()
 
 
 def test_bulk_import_of_300_schedules_from_yaml_then_every_one_is_listed(

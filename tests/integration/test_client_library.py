@@ -48,6 +48,7 @@ async def until(call: Callable[[], Any], ok: Callable[[Any], bool], timeout_s: f
         await asyncio.sleep(0.2)
 
 
+@pytest.mark.embedded
 async def test_typed_commands_events_fires_and_launch_requests_round_trip(
     broker: Broker, worker: WorkerProcess, app_id: str
 ) -> None:

@@ -35,6 +35,7 @@ async def _applied(url: str, n: int, timeout_s: float = 30) -> None:
     raise AssertionError(f"{url}: fewer than {n} commands applied after {timeout_s}s")
 
 
+@pytest.mark.embedded
 async def test_a_command_is_applied_once_across_a_restart(broker, start_worker, workers, app_id, tmp_path):
     commands, out = f"{app_id}-commands", f"{app_id}-out"
     key = ScheduleKey("acme", "yearly")
@@ -66,6 +67,7 @@ async def test_a_command_is_applied_once_across_a_restart(broker, start_worker, 
         assert health is not None and health["commandsApplied"] == 1, health
 
 
+@pytest.mark.embedded
 async def test_a_worker_starts_where_the_apps_consumer_group_left_the_commands(broker, start_worker, app_id):
     """An upgrade from the per-message agent: a partition without a stored offset starts at the offset
     the app's consumer group committed, not at the beginning."""
@@ -109,6 +111,7 @@ async def _frozen(client: httpx.AsyncClient) -> float:
     return float(found.group(1))
 
 
+@pytest.mark.embedded
 async def test_what_applied_commands_built_is_frozen_once_the_topic_is_quiet(broker, start_worker, app_id):
     """Without it every full collection walks every schedule (~110 ms at 100,000, fires late behind it).
     (The number of frozen objects is no measure: transient objects frozen with them die meanwhile.)"""

@@ -25,6 +25,7 @@ from tests.helpers import TopicReader, dead_letter, fires_of, light_decode, ligh
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 
+@pytest.mark.embedded
 async def test_light_scheduler_task_definition_produced_as_raw_avro_is_scheduled_and_fires_what_light_scheduler_sends(
     broker, worker, app_id
 ):
@@ -92,6 +93,7 @@ def _raw_insert(name: str, trigger: tuple[str, dict], topic: str) -> bytes:
     )
 
 
+@pytest.mark.embedded
 async def test_each_kind_of_bad_command_is_dead_lettered_and_good_commands_still_apply(
     broker, worker, app_id
 ):

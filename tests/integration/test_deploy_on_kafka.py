@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from scheduler.kafka.broker import free_port
-from tests.chaos import analyse
+from tests.chaos import all_fired, analyse
 from tests.helpers import TopicReader, WorkerProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_broker, pytest.mark.timeout(420)]
@@ -98,7 +98,9 @@ async def test_workers_with_deploys_environment_fire_and_fail_over_on_a_3_node_k
             await asyncio.to_thread(workers[1].wait_ready, 120)
             await asyncio.sleep(5)
             window_end = time.time_ns() // 1_000_000
-            await asyncio.sleep(10)
+            settled = time.monotonic() + 10  # the takeover's late fires arrive
+            while time.monotonic() < settled and not all_fired(reader.records, 20, window_start, window_end):
+                await asyncio.sleep(0.5)
             report = analyse(list(reader.records), 20, window_start, window_end, [{"killedAt": killed_at}])
         assert report["missed"] == 0, report["missedExamples"]
         print(

@@ -35,7 +35,7 @@ from scheduler.domain.model import (
 from scheduler.kafka.partitioner import kafka_partition
 from scheduler.wire.codec import encode, encode_command, key_bytes
 from scheduler.wire.command_headers import command_headers
-from tests.helpers import Api, TopicReader, dead_letter, decode_launch, on_kafka, produce
+from tests.helpers import Api, TopicReader, dead_letter, decode_launch, on_kafka, owned, produce
 
 pytestmark = [pytest.mark.integration]
 
@@ -74,6 +74,7 @@ async def _wait_status(
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.embedded
 async def test_if_match_and_deadlines_refuse_stale_writes(broker, worker, app_id):
     out = f"{app_id}-out"
     async with httpx.AsyncClient(base_url=worker.url, timeout=10) as client:
@@ -120,6 +121,7 @@ async def test_if_match_and_deadlines_refuse_stale_writes(broker, worker, app_id
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.embedded
 async def test_a_paused_worker_that_wakes_after_its_partitions_moved_fires_nothing_twice(
     broker, start_worker, app_id, tmp_path
 ):
@@ -156,7 +158,8 @@ async def test_a_paused_worker_that_wakes_after_its_partitions_moved_fires_nothi
                 headers={"X-Request-Deadline": str(_now() + 3_000)}, timeout=4,
             )
         )  # fmt: skip
-        await asyncio.sleep(16)  # > the session timeout: B owns everything, and has caught up
+        # past the session timeout: B owns everything
+        await _until(lambda: len(owned(b)) == 4, "B never took A's partitions over", timeout_s=60)
         async with httpx.AsyncClient(base_url=b.url, timeout=10) as client:
             deadline = time.monotonic() + 30
             while (r := await client.put("/schedules/acme/s000", json=_put(out, "newer"))).status_code == 503:
@@ -167,9 +170,19 @@ async def test_a_paused_worker_that_wakes_after_its_partitions_moved_fires_nothi
         resumed_at = _now()
         with pytest.raises(httpx.TimeoutException):
             await stale  # its client gave up while A was frozen
-        await asyncio.sleep(15)  # A wakes, is fenced, rejoins; the group settles
-        window_end = _now() - 2_000
-        await asyncio.sleep(8)
+        # A wakes, is fenced, rejoins; the group settles with both
+        await _until(
+            lambda: (
+                len(owned(a)) + len(owned(b)) == 4 and len(owned(a)) > 0 and (_fenced(a) or not on_kafka())
+            ),
+            "A never rejoined after it woke",
+            timeout_s=60,
+        )
+        window_end = _now()
+        expected = range((window_start // 1000 + 1) * 1000, window_end, 1000)
+        # every due instant of the window arrives (late ones of the handovers too), then a moment for repeats
+        await reader.wait_for(lambda r: len(_fired(r, expected)) == schedules * len(expected), timeout_s=30)
+        await asyncio.sleep(3)
         records = list(reader.records)
 
     async with httpx.AsyncClient(base_url=b.url, timeout=10) as client:
@@ -177,7 +190,6 @@ async def test_a_paused_worker_that_wakes_after_its_partitions_moved_fires_nothi
         assert r.json()["data"] == {"v": "newer"}, "an acknowledged update was overwritten by an older one"
     assert a.health() is not None, "A did not come back to life"
 
-    expected = range((window_start // 1000 + 1) * 1000, window_end, 1000)
     seen = Counter((x.key.name, x.due_at) for x in records if x.due_at in expected)
     missed = [
         (f"s{i:03d}", due) for i in range(schedules) for due in expected if (f"s{i:03d}", due) not in seen
@@ -193,9 +205,23 @@ async def test_a_paused_worker_that_wakes_after_its_partitions_moved_fires_nothi
         assert all(jobs[k] == f"acme/{k[0]}@{k[1]}" for k in repeated)
     newer = [x for x in records if x.key.name == "s000" and x.data == {"v": "newer"}]
     assert newer and not [x for x in records if x.data == {"v": "stale"}], "the stale write was applied"
-    assert "fenced" in a.log_path.read_text(errors="replace") or not on_kafka(), (
-        "A never noticed it was fenced"
-    )
+    assert _fenced(a) or not on_kafka(), "A never noticed it was fenced"
+
+
+def _fenced(worker: Any) -> bool:
+    return "fenced" in worker.log_path.read_text(errors="replace")
+
+
+def _fired(records: list[Any], expected: range) -> set[tuple[str, int]]:
+    return {(x.key.name, x.due_at) for x in records if x.due_at in expected}
+
+
+async def _until(condition: Any, failure: str, timeout_s: float) -> None:
+    """Until `condition()` (run in a thread: it may ask a worker over HTTP) holds, else fail saying why."""
+    deadline = time.monotonic() + timeout_s
+    while not await asyncio.to_thread(condition):
+        assert time.monotonic() < deadline, failure
+        await asyncio.sleep(0.5)
 
 
 def _launched_events(records: list[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
@@ -221,6 +247,7 @@ def _partition_event(dataset: str, n: int) -> tuple[bytes, bytes]:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.embedded
 async def test_a_paused_worker_that_wakes_mid_flow_of_events_launches_each_job_once(
     broker, start_worker, app_id, tmp_path
 ):

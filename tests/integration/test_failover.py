@@ -21,7 +21,7 @@ from scheduler.domain.model import (
     ScheduleKey,
     TimeUnit,
 )
-from tests.helpers import Api, TopicReader, WorkerProcess, decode_launch, send_commands
+from tests.helpers import Api, TopicReader, WorkerProcess, decode_launch, owned, send_commands, wait_split
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -30,30 +30,6 @@ def every_second(i: int, topic: str) -> ScheduleCommand:
     s = Schedule(ScheduleKey("acme", f"s{i:03d}"), FrequencyTrigger(TimeUnit.SECONDS, 1), topic, enabled=True,
                  catch_up=CatchUpPolicy.EACH)  # fmt: skip
     return ScheduleCommand(s.key, Action.INSERT, s)
-
-
-def owned(w: WorkerProcess) -> set[int]:
-    h = w.health()
-    return set(h["partitions"]) if h and h["ready"] else set()
-
-
-def wait_split(
-    *workers: WorkerProcess, total: int = 4, timeout_s: float = 60, every_one: bool = True
-) -> None:
-    """Until the workers own disjoint sets of partitions covering all of them (each non-empty, unless
-    not `every_one`: with standby replicas Faust may leave a worker only standbys)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        sets = [owned(w) for w in workers]
-        if (
-            (all(sets) or not every_one)
-            and all(w.health() is not None for w in workers)
-            and sum(len(s) for s in sets) == total
-            and set().union(*sets) == set(range(total))
-        ):
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"partitions not split: {[owned(w) for w in workers]}")
 
 
 def check_fires(records: list[Any], names: set[str]) -> dict[str, Any]:
@@ -73,6 +49,7 @@ def check_fires(records: list[Any], names: set[str]) -> dict[str, Any]:
     }
 
 
+@pytest.mark.embedded
 async def test_two_workers_split_the_schedules_and_a_clean_stop_and_restart_lose_and_repeat_nothing(
     broker, start_worker, app_id, tmp_path
 ):

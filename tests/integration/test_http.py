@@ -17,6 +17,13 @@ from tests.helpers import TopicReader, light_decode
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 
+@pytest.fixture
+def worker(shared_worker):  # type: ignore[no-untyped-def]
+    """The module's worker: its tests name their schedules apart (the first, which lists them all, starts
+    its own)."""
+    return shared_worker
+
+
 def _cron_body(name: str, topic: str, expression: str = "0 */7 * * * *", tz: str = "Asia/Kolkata") -> dict:
     return {
         "tenant": "acme",
@@ -39,7 +46,9 @@ async def _eventually(
         await asyncio.sleep(0.1)
 
 
-async def test_create_get_list_update_delete_with_their_status_codes(worker, app_id):
+@pytest.mark.embedded
+async def test_create_get_list_update_delete_with_their_status_codes(start_worker, app_id):
+    worker = start_worker()
     out = f"{app_id}-out"
     async with httpx.AsyncClient(base_url=worker.url, timeout=10) as client:
         r = await client.post("/schedules", json=_cron_body("nightly", out))

@@ -12,7 +12,7 @@ import pytest
 
 from scheduler.domain.model import ScheduleKey
 from scheduler.wire.codec import key_bytes
-from tests.helpers import Api
+from tests.helpers import Api, wait_split
 from tests.integration.test_cli import cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -63,7 +63,7 @@ async def _pages(client: httpx.AsyncClient, limit: int, path: str = "/schedules"
 async def test_pages_list_every_schedule_once_in_key_order_across_two_workers(start_worker, app_id):
     first = start_worker()
     second = start_worker(partitions=0)
-    first.wait_ready(partitions=None)
+    wait_split(first, second)  # (a write while the group rebalances would be a 503)
     out = f"{app_id}-out"
     async with httpx.AsyncClient(base_url=first.url, timeout=10) as client:
         for name in NAMES:

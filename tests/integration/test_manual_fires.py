@@ -16,6 +16,7 @@ MINUTE = 60_000
 T0 = 1_767_225_600_000
 
 
+@pytest.mark.embedded
 async def test_run_now_and_backfill_fire_a_time_schedule(broker, worker, app_id):
     out = f"{app_id}-out"
     async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out) as reader:

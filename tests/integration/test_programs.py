@@ -118,6 +118,7 @@ async def test_user_story_5_a_spark_job_launched_by_a_schedule_is_running_only_a
     assert len(written) == 1
 
 
+@pytest.mark.embedded
 async def test_a_failing_job_ends_failed_and_fires_the_failed_schedule_not_the_succeeded_one(
     launching_worker, broker, app_id
 ):
@@ -232,6 +233,7 @@ async def test_a_spark_write_of_three_partitions_fires_a_three_partition_schedul
     assert keys.count("day=") == 3
 
 
+@pytest.mark.embedded
 async def test_user_story_2_a_run_stopped_by_a_user_ends_stopped_not_killed_or_failed(
     launching_worker, app_id
 ):

@@ -17,6 +17,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 DAY = 86_400_000
 
 
+@pytest.fixture
+def worker(shared_worker):  # type: ignore[no-untyped-def]
+    """The module's worker: each test names its schedules apart and reads a topic of its own."""
+    return shared_worker
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 

@@ -22,6 +22,13 @@ from tests.helpers import TopicReader, fires_of, send_commands
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 
+@pytest.fixture
+def worker(shared_worker):  # type: ignore[no-untyped-def]
+    """The module's worker: each test names its schedules apart and reads a topic of its own (the restart
+    test starts workers of its own)."""
+    return shared_worker
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -36,6 +43,7 @@ def insert(s: Schedule) -> ScheduleCommand:
     return ScheduleCommand(s.key, Action.INSERT, s)
 
 
+@pytest.mark.embedded
 async def test_every_second_frequency_and_six_field_cron_fire_on_their_due_times(broker, worker, app_id):
     out = f"{app_id}-out"
     start = (now_ms() // 1000 + 3) * 1000 + 250
@@ -48,7 +56,7 @@ async def test_every_second_frequency_and_six_field_cron_fire_on_their_due_times
     )
     cron = Schedule(ScheduleKey("acme", "cron"), CronTrigger("*/2 * * * * *", "UTC"), out, enabled=True)
     async with TopicReader(broker.bootstrap_servers, out) as reader:
-        await send_commands(broker.bootstrap_servers, f"{app_id}-commands", insert(freq), insert(cron))
+        await send_commands(broker.bootstrap_servers, worker.topic("commands"), insert(freq), insert(cron))
         await reader.wait_for(lambda r: len(fires_of(r, "freq")) >= 4 and len(fires_of(r, "cron")) >= 4)
     f = fires_of(reader.records, "freq")
     assert [x.due_at for x in f[:4]] == [start + i * 1000 for i in range(4)]
@@ -63,11 +71,11 @@ async def test_update_changes_the_cadence(broker, worker, app_id):
     out = f"{app_id}-out"
     s = every_second("u", out, data={"v": "1"})
     async with TopicReader(broker.bootstrap_servers, out) as reader:
-        await send_commands(broker.bootstrap_servers, f"{app_id}-commands", insert(s))
+        await send_commands(broker.bootstrap_servers, worker.topic("commands"), insert(s))
         await reader.wait_for(lambda r: len(r) >= 2)
         updated = Schedule(s.key, FrequencyTrigger(TimeUnit.SECONDS, 3), out, {"v": "2"}, enabled=True)
         await send_commands(
-            broker.bootstrap_servers, f"{app_id}-commands", ScheduleCommand(s.key, Action.UPDATE, updated)
+            broker.bootstrap_servers, worker.topic("commands"), ScheduleCommand(s.key, Action.UPDATE, updated)
         )
         await reader.wait_for(lambda r: len([x for x in r if x.data == {"v": "2"}]) >= 3, timeout_s=40)
     v2 = [x for x in reader.records if x.data == {"v": "2"}]
@@ -82,10 +90,10 @@ async def test_delete_stops_fires(broker, worker, app_id):
     out = f"{app_id}-out"
     s = every_second("d", out)
     async with TopicReader(broker.bootstrap_servers, out) as reader:
-        await send_commands(broker.bootstrap_servers, f"{app_id}-commands", insert(s))
+        await send_commands(broker.bootstrap_servers, worker.topic("commands"), insert(s))
         await reader.wait_for(lambda r: len(r) >= 2)
         await send_commands(
-            broker.bootstrap_servers, f"{app_id}-commands", ScheduleCommand(s.key, Action.DELETE)
+            broker.bootstrap_servers, worker.topic("commands"), ScheduleCommand(s.key, Action.DELETE)
         )
         await asyncio.sleep(1.5)
         count = len(reader.records)
@@ -96,7 +104,7 @@ async def test_delete_stops_fires(broker, worker, app_id):
 async def test_disable_pauses_and_enable_resumes_without_catching_up(broker, worker, app_id):
     out = f"{app_id}-out"
     s = every_second("p", out)
-    commands = f"{app_id}-commands"
+    commands = worker.topic("commands")
     async with TopicReader(broker.bootstrap_servers, out) as reader:
         await send_commands(broker.bootstrap_servers, commands, insert(s))
         await reader.wait_for(lambda r: len(r) >= 2)
@@ -112,6 +120,7 @@ async def test_disable_pauses_and_enable_resumes_without_catching_up(broker, wor
     assert resumed[0].due_at > paused_at + 3000, "a fire due while disabled was caught up"
 
 
+@pytest.mark.embedded
 async def test_sigkill_restart_restores_the_table_and_catches_up_by_policy(
     broker, start_worker, app_id, tmp_path
 ):
