@@ -35,7 +35,7 @@ from scheduler.kafka.kafka_server import KafkaCluster
 from tests.chaos import analyse
 from tests.helpers import TopicReader, WorkerProcess, send_commands
 
-pytestmark = [pytest.mark.integration, pytest.mark.own_broker, pytest.mark.timeout(480)]
+pytestmark = [pytest.mark.integration, pytest.mark.own_broker, pytest.mark.timeout(480), pytest.mark.serial]
 
 SCHEDULES = 1000
 DOWN_S = 8

@@ -13,7 +13,7 @@ from tests.chaos import run_chaos
 from tests.helpers import on_kafka
 from tests.netns import BROKER_HOST, Lab, missing
 
-pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(480)]
+pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(480), pytest.mark.serial]
 
 
 async def test_workers_killed_and_paused_at_random_miss_no_due_instant_and_repeat_none_on_kafka(

@@ -19,7 +19,7 @@ from scheduler.kafka.broker import free_port
 from tests.chaos import all_fired, analyse
 from tests.helpers import TopicReader, WorkerProcess
 
-pytestmark = [pytest.mark.integration, pytest.mark.own_broker, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.integration, pytest.mark.own_broker, pytest.mark.timeout(420), pytest.mark.serial]
 
 DEPLOY = Path(__file__).parents[2] / "deploy"
 TOKEN = "deploy-test-token-0123456789abcdef"

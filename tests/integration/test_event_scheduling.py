@@ -580,6 +580,7 @@ async def test_an_event_of_a_dataset_nobody_watches_is_counted_not_dead_lettered
 
 
 @pytest.mark.embedded
+@pytest.mark.serial
 async def test_a_worker_killed_while_a_job_waits_on_its_delay_launches_it_once_after_restart(
     broker, start_worker, app_id, tmp_path
 ):

@@ -37,7 +37,7 @@ from scheduler.wire.codec import encode, encode_command, key_bytes
 from scheduler.wire.command_headers import command_headers
 from tests.helpers import Api, TopicReader, dead_letter, decode_launch, on_kafka, owned, produce
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 
 def _now() -> int:

@@ -23,7 +23,7 @@ from scheduler.domain.model import (
 )
 from tests.helpers import Api, TopicReader, WorkerProcess, decode_launch, owned, send_commands, wait_split
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300), pytest.mark.serial]
 
 
 def every_second(i: int, topic: str) -> ScheduleCommand:

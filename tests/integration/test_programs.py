@@ -295,6 +295,7 @@ async def test_a_reordered_running_after_completed_leaves_the_slot_free(launchin
     assert launching_worker.health()["invalidTransitions"] == 1
 
 
+@pytest.mark.serial
 async def test_a_run_whose_only_launcher_is_sigkilled_ends_failed_by_its_lease_and_the_next_run_starts(
     start_worker, worker_env, tmp_path
 ):
@@ -416,6 +417,7 @@ def transition(value: bytes) -> dict[str, Any]:
     return {**n["payload"], "timestamp": n["timestamp"]}
 
 
+@pytest.mark.serial
 async def test_two_launchers_and_one_killed_between_receiving_and_starting_every_launch_runs_exactly_once(
     start_worker, worker_env, broker, app_id, tmp_path
 ):
@@ -484,6 +486,7 @@ async def test_two_launchers_and_one_killed_between_receiving_and_starting_every
     )
 
 
+@pytest.mark.serial
 async def test_sigterm_of_a_standalone_launcher_lets_its_run_finish_and_takes_no_more_launches(
     start_worker, worker_env, tmp_path
 ):

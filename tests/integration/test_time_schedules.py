@@ -121,6 +121,7 @@ async def test_disable_pauses_and_enable_resumes_without_catching_up(broker, wor
 
 
 @pytest.mark.embedded
+@pytest.mark.serial
 async def test_sigkill_restart_restores_the_table_and_catches_up_by_policy(
     broker, start_worker, app_id, tmp_path
 ):
