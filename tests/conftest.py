@@ -45,10 +45,13 @@ BROKERS = ("kafka", "docker", "tansu")
 def _kafka_from_jars(base: Path) -> Iterator[Broker]:
     from scheduler.kafka.kafka_server import KAFKA_VERSION, KafkaCluster
 
-    with KafkaCluster(base) as cluster:
+    cluster = KafkaCluster(base).start()
+    try:
         yield Broker(
             cluster.bootstrap_servers, "kafka", f"Apache Kafka {KAFKA_VERSION} from its jars (KRaft, 1 node)"
         )
+    finally:
+        cluster.stop(timeout_s=0)  # (its data goes with the session: no controlled shutdown to wait for)
 
 
 @contextlib.contextmanager
@@ -136,7 +139,7 @@ def kafka3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     try:
         yield cluster
     finally:
-        cluster.stop()
+        cluster.stop(timeout_s=0)  # (its data goes with the session: no controlled shutdown to wait for)
 
 
 @pytest.fixture

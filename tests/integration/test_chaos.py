@@ -54,7 +54,7 @@ def cut_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Any
         try:
             yield lab, cluster
         finally:
-            cluster.stop()
+            cluster.stop(timeout_s=0)  # (thrown away: no controlled shutdown to wait for)
 
 
 @pytest.mark.own_broker

@@ -17,7 +17,7 @@ import yaml
 
 from scheduler.kafka.broker import free_port
 from tests.chaos import all_fired, analyse
-from tests.helpers import TopicReader, WorkerProcess
+from tests.helpers import TopicReader, WorkerProcess, wait_split
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_broker, pytest.mark.timeout(420), pytest.mark.serial]
 
@@ -72,10 +72,12 @@ async def test_workers_with_deploys_environment_fire_and_fail_over_on_a_3_node_k
     headers = {"Authorization": f"Bearer {TOKEN}"}
     out = f"deploy-{time.time_ns()}-out"
     try:
-        workers[0].start()
-        await asyncio.to_thread(workers[0].wait_ready, 180)
-        workers[1].start()
-        await asyncio.to_thread(workers[1].wait_ready, 180, 0)
+        for w in workers:  # together, as compose starts them
+            w.start()
+        # (each with some of the partitions: a write while the group rebalances would be a 503)
+        await asyncio.to_thread(
+            wait_split, *workers, total=int(envs[0]["SCHEDULER_PARTITIONS"]), timeout_s=180
+        )
         async with (
             httpx.AsyncClient(base_url=workers[0].url, timeout=30, headers=headers) as api,
             TopicReader(kafka3.bootstrap_servers, out) as reader,

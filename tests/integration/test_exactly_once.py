@@ -37,7 +37,7 @@ from scheduler.wire.codec import encode, encode_command, key_bytes
 from scheduler.wire.command_headers import command_headers
 from tests.helpers import Api, TopicReader, dead_letter, decode_launch, on_kafka, owned, produce
 
-pytestmark = [pytest.mark.integration, pytest.mark.serial]
+pytestmark = [pytest.mark.integration]
 
 
 def _now() -> int:
@@ -120,6 +120,7 @@ async def test_if_match_and_deadlines_refuse_stale_writes(broker, worker, app_id
         assert r.json()["data"] == {"v": "2"} and r.headers["ETag"] == '"2"'
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(300)
 @pytest.mark.embedded
 async def test_a_paused_worker_that_wakes_after_its_partitions_moved_fires_nothing_twice(
@@ -246,6 +247,7 @@ def _partition_event(dataset: str, n: int) -> tuple[bytes, bytes]:
     return f"partition:{dataset}".encode(), value
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(300)
 @pytest.mark.embedded
 async def test_a_paused_worker_that_wakes_mid_flow_of_events_launches_each_job_once(

@@ -69,6 +69,30 @@ def test_a_cluster_never_takes_one_port_twice_when_the_os_hands_it_out_again(tmp
     assert sorted(ports) == [40001, 40002, 40003, 40004, 40005, 40006]
 
 
+def test_a_restarted_node_is_ready_only_once_it_accepts_clients_on_its_port(tmp_path, monkeypatch):
+    """The others list a restarted node from its registration on, seconds before it opens its port to
+    clients: a test that went on then was refused by it (CI, 2026-11-27)."""
+    cluster = KafkaCluster(tmp_path / "k", nodes=3)
+    restarted = cluster.nodes[0].port
+    opened_after = iter([3, 2, 1, 0])  # the restarted node's port opens on the fourth look
+    listening = {"open": False}
+
+    def is_listening(host: str, port: int) -> bool:
+        if port == restarted and not listening["open"]:
+            listening["open"] = next(opened_after) == 0
+            return listening["open"]
+        return True
+
+    async def every_node_listed(bootstrap: str) -> set[int]:
+        return {1, 2, 3}
+
+    monkeypatch.setattr(kafka_server, "_listening", is_listening)
+    monkeypatch.setattr(kafka_server, "_broker_ids", every_node_listed)
+    monkeypatch.setattr(kafka_server.time, "sleep", lambda s: None)
+    cluster.wait_ready(timeout_s=5)
+    assert listening["open"], "ready before the restarted node accepted clients"
+
+
 def test_a_single_node_holds_one_replica_of_everything(tmp_path):
     cluster = KafkaCluster(tmp_path / "k", nodes=1, port=19999)
     cluster._write_config(cluster.nodes[0])

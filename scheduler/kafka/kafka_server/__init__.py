@@ -451,7 +451,9 @@ class KafkaCluster:
         (n.dir / "pid").write_text(str(n.process.pid))
 
     def wait_ready(self, timeout_s: float = 120.0, nodes: int | None = None) -> None:
-        """Until a metadata request lists every node as a broker (an open port is not enough)."""
+        """Until a metadata request lists every node as a broker (an open port is not enough), and every
+        node accepts clients on its port (a restarted node is listed from its registration on, seconds
+        before it opens its port to clients)."""
         want = {n.node_id for n in self.nodes} if nodes is None else None
         deadline = time.monotonic() + timeout_s
         while True:
@@ -463,7 +465,9 @@ class KafkaCluster:
                     )
             listening = [n for n in self.nodes if _listening(self.host, n.port)]
             ids = _run_coroutine(_broker_ids(self.bootstrap_servers)) if listening else set()
-            if (want is not None and want <= ids) or (nodes is not None and len(ids) >= nodes):
+            if (want is not None and want <= ids and len(listening) == len(self.nodes)) or (
+                nodes is not None and len(ids) >= nodes
+            ):
                 return
             if time.monotonic() > deadline:
                 raise KafkaUnavailable(
