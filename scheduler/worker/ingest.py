@@ -26,6 +26,7 @@ transaction (Worker.stage_commit); the hop topics' records are handled by their 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gc
 import logging
@@ -57,6 +58,15 @@ def freeze_long_lived() -> None:
     garbage in the oldest generation would stay for good."""
     gc.collect(1)
     gc.freeze()
+
+
+def coordination_died(consumer: AIOKafkaConsumer) -> bool:
+    """Whether the consumer's group coordination task has ended: it never restarts, and every fetch raises
+    its error again. aiokafka's ends on an AssertionError when the assignment changes while it looks its
+    coordinator up (a 3-node cluster's first rebalance: the group's coordinator moves as the worker's
+    partitions do), and the worker stayed ready for minutes while applying no command."""
+    task = getattr(getattr(consumer, "_coordinator", None), "_coordination_task", None)
+    return task is not None and task.done()
 
 
 def offset_key(partition: int, topic: str | None = None) -> bytes:
@@ -214,6 +224,8 @@ class CommandIngest:
                 fetched = await self._consumer.getmany(timeout_ms=200, max_records=self.max_records)
             except Exception:  # the broker went away, an assignment changed under the fetch: retry
                 log.warning("commands fetch failed; retrying", exc_info=True)
+                if coordination_died(self._consumer):
+                    await self._replace_consumer()
                 await asyncio.sleep(0.5)
                 continue
             if fetched:
@@ -221,6 +233,34 @@ class CommandIngest:
                     if generation == self._generation:  # else fetched before a revoke or a new seek
                         await self._applied_safely(fetched)
             self.settle(quiet=not fetched)
+
+    async def _replace_consumer(self) -> None:
+        """A new consumer for one whose group coordination died, at the same positions: the partitions
+        it held, each from the offset after the last record applied (else from its stored offset)."""
+        async with self._lock:
+            old, self._consumer = self._consumer, None
+            if old is None or self._stopped:
+                return
+            log.warning("the commands consumer's group coordination died; replacing the consumer")
+            self._generation += 1  # (a fetch of the old one is never applied)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(old.stop(), 10)
+            try:
+                consumer = await self._started()
+            except Exception:  # the broker cannot be reached: the run loop takes the partitions again
+                log.warning("could not start a new commands consumer; retrying", exc_info=True)
+                if self._wanted is None:
+                    self._wanted = set(self._active)
+                return
+            tps = self._tps(self._active)
+            if tps:
+                consumer.assign(tps)
+            for tp in tps:
+                offset = self._next.get(tp, self.stored_offset(tp.partition, tp.topic))
+                if offset is not None:
+                    consumer.seek(tp, offset)
+            for p in self._paused:
+                consumer.pause(TopicPartition(self.topic, p))
 
     async def _applied_safely(self, fetched: dict[TopicPartition, list[Any]]) -> None:
         """Apply a fetch; the consumer never dies of it. With transactions, the partitions a failure left

@@ -132,3 +132,80 @@ async def test_what_applied_commands_built_is_frozen_once_the_topic_is_quiet(bro
                 break
             await asyncio.sleep(0.1)
         assert await _frozen(client) >= n, await _frozen(client)
+
+
+async def test_a_commands_consumer_whose_group_coordination_died_is_replaced_and_reads_on(
+    broker, app_id
+) -> None:
+    """aiokafka's group coordination ends for good on an AssertionError when the assignment changes while
+    it looks its coordinator up (on a 3-node cluster at the first rebalance, or whenever the coordinator
+    moves): every fetch raises again and the worker applied nothing, forever, while it said it was ready.
+    Here the coordinator is marked dead as aiokafka marks it (NOT_COORDINATOR, a lost connection) and a
+    partition is revoked during the lookup; the commands after that are applied all the same, on the
+    partitions kept, from where the old consumer stopped (none twice)."""
+    from aiokafka import AIOKafkaProducer
+
+    from scheduler.kafka.config import Settings
+    from scheduler.kafka.producer import TopicCreator
+    from scheduler.worker.counters import WorkerCounts
+    from scheduler.worker.ingest import CommandIngest, coordination_died
+    from tests.unit.test_ingest import FlakyChangelogWorker
+
+    topic = f"{app_id}-commands"
+    worker = FlakyChangelogWorker(failures={})
+    worker.settings = Settings(
+        app_id=app_id, bootstrap_servers=broker.bootstrap_servers, commands_topic=topic,
+        broker_profile=broker.profile,
+    )  # fmt: skip
+    worker.topics = TopicCreator(broker.bootstrap_servers, 4, 1)  # type: ignore[attr-defined]
+    worker.progress_db = lambda partition: {}  # type: ignore[attr-defined]
+    worker.counts = WorkerCounts()  # type: ignore[attr-defined]
+    applied: list[tuple[bytes, int]] = []
+    handle = worker.handle_command
+
+    async def handle_and_note(event: object) -> None:
+        applied.append((event.message.key, event.message.partition))  # type: ignore[attr-defined]
+        await handle(event)
+
+    worker.handle_command = handle_and_note  # type: ignore[method-assign]
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+    ingest = CommandIngest(worker)
+    run = asyncio.ensure_future(ingest.run())
+
+    async def until_applied(n: int) -> None:
+        for _ in range(300):
+            if len(applied) >= n:
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"{len(applied)} of {n} commands applied after 30 s: {applied}")
+
+    try:
+        await ingest.assign({0, 1, 2, 3})
+        await producer.start()
+        for p in range(4):
+            await producer.send_and_wait(topic, b"v", key=f"before-{p}".encode(), partition=p)
+        await until_applied(4)
+        consumer = ingest._consumer
+        assert consumer is not None
+        consumer._coordinator.coordinator_dead()  # (as aiokafka does on NOT_COORDINATOR or a lost connection)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # its coordination task is looking the coordinator up now
+        assert await ingest.revoke({3})
+        for _ in range(50):
+            if coordination_died(consumer):
+                break
+            await asyncio.sleep(0.1)
+        assert coordination_died(consumer), "the fault was not injected: aiokafka's coordination lived on"
+        for p in range(3):
+            await producer.send_and_wait(topic, b"v", key=f"after-{p}".encode(), partition=p)
+        await until_applied(7)
+        assert ingest._consumer is not consumer
+        await asyncio.sleep(1)  # (nothing more comes: none applied twice)
+        assert sorted(applied) == sorted(
+            [(f"before-{p}".encode(), p) for p in range(4)] + [(f"after-{p}".encode(), p) for p in range(3)]
+        )
+        assert not run.done(), run
+    finally:
+        await producer.stop()
+        await ingest.stop()
+        await asyncio.wait_for(run, 10)

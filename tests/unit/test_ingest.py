@@ -66,7 +66,7 @@ class _Record:
         self.key, self.value, self.headers = f"k{partition}-{offset}".encode(), b"v", ()
 
 
-class _FlakyChangelogWorker:
+class FlakyChangelogWorker:
     """Applies every command as one schedule write on its partition; the changelog of some partitions
     fails a number of times (its leader is away), or never answers."""
 
@@ -136,7 +136,7 @@ def _fetch(**by_partition: range) -> dict[object, list[_Record]]:
 async def test_a_changelog_write_that_fails_on_one_partition_is_retried_while_the_others_go_on() -> None:
     """Acceptance finding 8: one failed changelog write (NotLeaderForPartitionError) held the whole ingest
     for 41 s, and asyncio logged "Future exception was never retrieved"."""
-    worker = _FlakyChangelogWorker(failures={1: 2})
+    worker = FlakyChangelogWorker(failures={1: 2})
     ingest = CommandIngest(worker)
     ingest._consumer = _FakeConsumer()  # type: ignore[assignment]
     ingest._active = {0, 1}
@@ -166,7 +166,7 @@ async def test_a_revocation_drops_a_flush_that_cannot_finish_and_stores_no_offse
     import scheduler.worker.ingest as ingest_module
 
     monkeypatch.setattr(ingest_module, "REVOKE_WAIT_S", 0.2)
-    worker = _FlakyChangelogWorker(failures={}, hang={1})
+    worker = FlakyChangelogWorker(failures={}, hang={1})
     ingest = CommandIngest(worker)
     ingest._active = {0, 1}
     await ingest._apply(_fetch(p0=range(0, 2), p1=range(0, 2)))
