@@ -18,11 +18,11 @@ run: install          ## a broker (Apache Kafka where java and mvn are, else Tan
 	$(BIN)/scheduler run
 
 test: install         ## the whole suite: unit + integration on Apache Kafka from its jars (see Brokers and Tests)
-	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=25 -m "not serial"  # two at a time: tests that share nothing
+	$(BIN)/pytest -n 2 --dist loadfile --durations=25 -m "not serial"  # two at a time: tests that share nothing
 	$(BIN)/pytest --durations=25 -m serial  # then, one at a time, those that kill or time
 
 test-embedded: install  ## the tests marked `embedded` again, on the embedded Tansu broker (what differs there)
-	SCHEDULER_TEST_BROKER=tansu $(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=25 -m "embedded and not own_broker and not serial"
+	SCHEDULER_TEST_BROKER=tansu $(BIN)/pytest -n 2 --dist loadfile --durations=25 -m "embedded and not own_broker and not serial"
 	SCHEDULER_TEST_BROKER=tansu $(BIN)/pytest --durations=25 -m "embedded and not own_broker and serial"
 
 kafka-jars: install   ## fetch the pinned Apache Kafka's jars into the cache (mvn; once)

@@ -19,6 +19,14 @@ import pytest
 
 from tests.helpers import WorkerProcess
 
+#: every JVM the tests start (Apache Kafka's nodes, Spark's drivers and spark-submit's launcher, in this
+#: process and in the workers, launchers and demos it starts) gets the client compiler only and the serial
+#: collector: these JVMs live seconds to minutes on 2 cores, where C2's compiler threads and G1's workers
+#: cost more CPU than they give back (a Spark session's start and first job, measured during a test run on
+#: this machine: 31-41 s with the defaults, 17-19 s so). The tests' environment only: the product's JVMs
+#: keep the JDK's defaults. (kafka_server.jvm_flags leaves its G1 flags out when a collector is chosen here.)
+os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+
 
 @dataclass(frozen=True)
 class Broker:
@@ -253,27 +261,15 @@ def worker_env(broker: Broker, app_id: str, tmp_path: Path) -> dict[str, str]:
     return _worker_env(broker, app_id, tmp_path)
 
 
-#: the modules that take longest (seconds in `make test`'s first phase, 2 cores, 2026-11-27: 281, 230,
-#: 116, 104, 101, 97), run first: with `--no-loadscope-reorder` (the Makefile) xdist hands modules out in
-#: this order, so its two processes end together; by default it hands out the modules with the most tests
-#: first, which left the one-test demo for the end, four minutes with the other process idle
-LONGEST_FIRST = (
-    "test_programs.py", "test_demo.py", "test_schemathesis.py", "test_compaction.py", "test_cli.py",
-    "test_event_scheduling.py",
-)  # fmt: skip
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked `long` (minutes of faults) run only when a -m expression names them (`make chaos`);
-    `make test` deselects them, and says how many, while CI keeps a bounded form of each kind of fault.
-    The longest modules come first (LONGEST_FIRST), the others keep their order."""
-    if "long" not in (config.getoption("markexpr") or ""):
-        long = [item for item in items if item.get_closest_marker("long")]
-        if long:
-            config.hook.pytest_deselected(items=long)
-            items[:] = [item for item in items if not item.get_closest_marker("long")]
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    `make test` deselects them, and says how many, while CI keeps a bounded form of each kind of fault."""
+    if "long" in (config.getoption("markexpr") or ""):
+        return
+    long = [item for item in items if item.get_closest_marker("long")]
+    if long:
+        config.hook.pytest_deselected(items=long)
+        items[:] = [item for item in items if not item.get_closest_marker("long")]
 
 
 #: past its own timeout, how long a test (setup, call and teardown) may still run before the watchdog ends

@@ -30,8 +30,10 @@ SLEEPER = "demo/tools/command/sleep"
 AFTER = "demo/tools/workflow/after"
 
 
-def soon(seconds: float = 1.5) -> dict[str, Any]:
-    """A frequency trigger whose first fire is `seconds` from now, then hourly."""
+def soon(seconds: float = 2.0) -> dict[str, Any]:
+    """A frequency trigger whose first fire is `seconds` from now, then hourly. (A schedule is active from
+    when a worker applies it: a start already past by then fires an hour later. With 0.5 s, a loaded
+    machine's apply came after it and the test waited in vain.)"""
     return {"type": "frequency", "timeUnit": "HOURS", "time": 1, "start": int((time.time() + seconds) * 1000)}
 
 
@@ -239,7 +241,7 @@ async def test_user_story_2_a_run_stopped_by_a_user_ends_stopped_not_killed_or_f
 ):
     async with Api(launching_worker.url) as api:
         await api.register(SLEEPER, command(sys.executable, "-c", "import time; time.sleep(60)"))
-        await api.create({"tenant": "demo", "name": "long", "trigger": soon(0.5), "program": SLEEPER})
+        await api.create({"tenant": "demo", "name": "long", "trigger": soon(), "program": SLEEPER})
         runs = await wait_run(api, SLEEPER, lambda runs: bool(runs) and runs[-1]["status"] == "RUNNING")
         run_id = runs[-1]["run_id"]
         r = await api.client.post(f"/programs/{SLEEPER}/runs/{run_id}/stop")
@@ -259,7 +261,7 @@ async def test_user_story_4_a_run_killed_from_outside_the_scheduler_shows_killed
     program = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
     async with Api(launching_worker.url) as api:
         await api.register(SLEEPER, command(sys.executable, "-c", program))
-        await api.create({"tenant": "demo", "name": "long", "trigger": soon(0.5), "program": SLEEPER})
+        await api.create({"tenant": "demo", "name": "long", "trigger": soon(), "program": SLEEPER})
         await wait_run(api, SLEEPER, lambda runs: bool(runs) and runs[-1]["status"] == "RUNNING")
         deadline = time.monotonic() + 30
         while not pid_file.exists() or not pid_file.read_text():
@@ -347,7 +349,7 @@ async def test_a_stop_of_a_pending_run_cancels_it_and_no_launcher_that_comes_lat
     try:
         async with Api(worker.url) as api:
             await api.register(SH_OK, command(sys.executable, "-c", program))
-            await api.create({"tenant": "demo", "name": "first", "trigger": soon(0.5), "program": SH_OK})
+            await api.create({"tenant": "demo", "name": "first", "trigger": soon(), "program": SH_OK})
             [pending] = await wait_run(api, SH_OK, lambda runs: bool(runs))
             assert pending["status"] == "PENDING"
             r = await api.client.post(f"/programs/{SH_OK}/runs/{pending['run_id']}/stop")
@@ -356,7 +358,7 @@ async def test_a_stop_of_a_pending_run_cancels_it_and_no_launcher_that_comes_lat
             launcher = launcher_process(
                 {**worker_env, "SCHEDULER_DATA_DIR": str(tmp_path / "l")}, tmp_path / "l.log"
             )
-            await api.create({"tenant": "demo", "name": "second", "trigger": soon(0.5), "program": SH_OK})
+            await api.create({"tenant": "demo", "name": "second", "trigger": soon(), "program": SH_OK})
             runs = await wait_run(api, SH_OK, lambda runs: len(runs) == 2 and ended(runs), timeout_s=90)
     finally:
         kill_group(launcher)
@@ -500,7 +502,7 @@ async def test_sigterm_of_a_standalone_launcher_lets_its_run_finish_and_takes_no
     try:
         async with Api(worker.url) as api:
             await api.register(SLEEPER, command(sys.executable, "-c", "import time; time.sleep(4)"))
-            await api.create({"tenant": "demo", "name": "long", "trigger": soon(0.5), "program": SLEEPER})
+            await api.create({"tenant": "demo", "name": "long", "trigger": soon(), "program": SLEEPER})
             await wait_run(api, SLEEPER, lambda runs: bool(runs) and runs[-1]["status"] == "RUNNING")
             launcher.send_signal(signal.SIGTERM)
             runs = await wait_run(api, SLEEPER, ended, timeout_s=60)
@@ -541,7 +543,7 @@ async def test_a_pyspark_run_suspended_over_http_makes_no_progress_until_resumed
             {
                 "tenant": "demo",
                 "name": "tick",
-                "trigger": soon(0.5),
+                "trigger": soon(),
                 "program": INGEST,
                 "data": {"out": str(ticks)},
             }
@@ -580,9 +582,9 @@ async def test_a_run_over_its_time_limit_is_stopped_and_ends_killed(launching_wo
     async with Api(launching_worker.url) as api:
         await api.register(SLEEPER, {**sleep, "timeLimitMs": 2_000})
         await api.register(SH_OK, {**sleep, "timeLimitMs": 600_000})
-        await api.create({"tenant": "demo", "name": "long", "trigger": soon(0.5), "program": SLEEPER})
+        await api.create({"tenant": "demo", "name": "long", "trigger": soon(), "program": SLEEPER})
         await api.create(
-            {"tenant": "demo", "name": "capped", "trigger": soon(0.5), "program": SH_OK, "timeLimitMs": 3_000}
+            {"tenant": "demo", "name": "capped", "trigger": soon(), "program": SH_OK, "timeLimitMs": 3_000}
         )
         [by_program] = await wait_run(api, SLEEPER, ended, timeout_s=60)
         [by_schedule] = await wait_run(api, SH_OK, ended, timeout_s=60)
@@ -600,7 +602,7 @@ async def test_a_failing_program_is_retried_with_backoff_then_given_up(launching
             {
                 "tenant": "demo",
                 "name": "flaky",
-                "trigger": soon(0.5),
+                "trigger": soon(),
                 "program": SH_FAIL,
                 "retry": {"maxAttempts": 3, "initialDelayMs": 1_000, "multiplier": 2},
             }
@@ -691,7 +693,7 @@ async def test_user_story_3_a_service_is_running_only_once_it_answers_requests(l
     )
     async with Api(launching_worker.url) as api:
         await api.register(SLEEPER, {**command(sys.executable, "-c", service), "reportsRunning": True})
-        await api.create({"tenant": "demo", "name": "svc", "trigger": soon(0.5), "program": SLEEPER})
+        await api.create({"tenant": "demo", "name": "svc", "trigger": soon(), "program": SLEEPER})
         [starting] = await wait_run(api, SLEEPER, lambda r: bool(r) and r[-1]["status"] == "STARTING", 60)
         [running] = await wait_run(api, SLEEPER, lambda r: r[-1]["status"] == "RUNNING", 60)
         async with httpx.AsyncClient() as client:

@@ -200,3 +200,13 @@ def test_a_broker_left_by_an_earlier_run_is_found_by_its_pid_file_and_stopped(tm
         for p in (orphan, other):
             p.kill()
             p.wait(timeout=10)
+
+
+def test_a_collector_chosen_in_jdk_java_options_replaces_g1_instead_of_stopping_the_jvm():
+    from scheduler.kafka.kafka_server import JVM_FLAGS, jvm_flags
+
+    assert jvm_flags({}) == JVM_FLAGS and "-XX:+UseG1GC" in JVM_FLAGS
+    assert jvm_flags({"JDK_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1"}) == JVM_FLAGS
+    chosen = jvm_flags({"JDK_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"})
+    assert "-XX:+UseG1GC" not in chosen and "-XX:MaxGCPauseMillis=20" not in chosen
+    assert "-XX:+ExitOnOutOfMemoryError" in chosen

@@ -39,6 +39,16 @@ JVM_FLAGS = [
     "-XX:+ExitOnOutOfMemoryError",
     "-Djava.awt.headless=true",
 ]
+#: the collector flags above, left out when JDK_JAVA_OPTIONS (which every `java` reads) chose a collector:
+#: a JVM given two refuses to start ("Conflicting collector combinations")
+G1_FLAGS = ("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20")
+
+
+def jvm_flags(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """JVM_FLAGS, without its collector where the environment's JDK_JAVA_OPTIONS names one."""
+    chosen = re.search(r"-XX:\+Use\w+GC\b", environ.get("JDK_JAVA_OPTIONS", ""))
+    return [f for f in JVM_FLAGS if not (chosen and f in G1_FLAGS)]
+
 
 #: Broker settings every cluster started here gets, each for a reason:
 BASE_CONFIG = {
@@ -411,7 +421,7 @@ class KafkaCluster:
             raise KafkaUnavailable(
                 "Apache Kafka needs java on PATH (Debian: apt-get install openjdk-17-jre-headless)"
             )
-        memory = [f"-Xms{self.heap_mb}m", f"-Xmx{self.heap_mb}m", *JVM_FLAGS] if heap else ["-Xmx256m"]
+        memory = [f"-Xms{self.heap_mb}m", f"-Xmx{self.heap_mb}m", *jvm_flags()] if heap else ["-Xmx256m"]
         log4j = f"-Dlog4j2.configurationFile={self.base_dir / 'log4j2.properties'}"
         return [java, *memory, log4j, "-cp", f"{lib}/*", main, *args]
 
