@@ -238,9 +238,9 @@ class CommandIngest:
         """A new consumer for one whose group coordination died, at the same positions: the partitions
         it held, each from the offset after the last record applied (else from its stored offset)."""
         async with self._lock:
-            old, self._consumer = self._consumer, None
-            if old is None or self._stopped:
+            if self._consumer is None or self._stopped:  # (stop() closes it)
                 return
+            old, self._consumer = self._consumer, None
             log.warning("the commands consumer's group coordination died; replacing the consumer")
             self._generation += 1  # (a fetch of the old one is never applied)
             with contextlib.suppress(Exception):
