@@ -46,13 +46,22 @@ def run_worker(settings: Settings) -> None:
     except AuthConfigError as exc:
         print(f"scheduler: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    faust_runner(worker.faust_app, settings).execute_from_commandline()
+    try:
+        faust_runner(worker.faust_app, settings).execute_from_commandline()
+    except SystemExit:
+        if worker.liveness.left is not None:  # (a loop stayed stalled: start me again)
+            from scheduler.worker.liveness import LEFT_EXIT_CODE
+
+            print(f"scheduler: the worker left: {worker.liveness.left}", file=sys.stderr)
+            raise SystemExit(LEFT_EXIT_CODE) from None
+        raise
 
 
 def faust_runner(app: Any, settings: Settings) -> Any:
     """The faust.Worker that runs a worker's app, in the configured log format and level."""
     import faust
 
+    logs.quiet_transients()
     runner = faust.Worker(app, **logs.worker_options(settings.log_format, settings.log_level))
     # Faust's terminal spinner: at a level of WARNING or above it sets the root logger to DEBUG (to spin
     # on every record), so every library's debug call builds a LogRecord — ~8 % of a worker's CPU.
@@ -126,6 +135,8 @@ def cmd_run(args: argparse.Namespace) -> None:
         broker_profile=choice,
         launcher="off" if args.no_launcher else "embedded",
         auth=None if configured else "off",
+        # one worker and its broker in one process: no other worker to take its partitions over
+        leave_after_s=None if os.environ.get("SCHEDULER_LEAVE_AFTER_S") else 0,
     )
     if settings.auth == "off":
         print("scheduler: HTTP auth is OFF (local development; set SCHEDULER_AUTH_TOKENS_FILE to turn it on)")
@@ -265,7 +276,11 @@ def _with_client(command: ClientCommand) -> Callable[[argparse.Namespace], int]:
 
         async def go() -> int | None:
             async with HttpClient(
-                url, token, timeout_s=args.timeout, concurrency=getattr(args, "concurrency", 1)
+                url,
+                token,
+                timeout_s=args.timeout,
+                concurrency=getattr(args, "concurrency", 1),
+                wait_applied=not getattr(args, "no_wait", False),
             ) as client:
                 return await command(client, args)
 
@@ -297,6 +312,9 @@ def _print(args: argparse.Namespace, data: Any, text: str | None) -> None:
 
 def _accepted(answer: Any, what: str) -> str:
     action = answer.get("action") if isinstance(answer, dict) else None
+    if isinstance(answer, dict) and answer.get("applied"):
+        version = answer.get("version") if action not in ("RUN", "BACKFILL") else None
+        return f"{what}: {action} applied" + (f" (version {version})" if version is not None else "")
     return f"{what}: {action or 'request'} accepted"
 
 
@@ -347,10 +365,16 @@ async def cmd_schedules_create(client: HttpClient, args: argparse.Namespace) -> 
     ]
     _print(
         args,
-        {"total": result.total, "accepted": result.accepted, "failed": failed, "seconds": result.seconds},
+        {"total": result.total, "accepted": result.accepted, "applied": result.applied, "failed": failed,
+         "seconds": result.seconds},
         f"accepted {result.accepted} of {result.total} schedules in {result.seconds:.1f} s "
-        f"({result.rate:,.0f}/s)" + (f", {len(failed)} failed" if failed else ""),
-    )
+        f"({result.rate:,.0f}/s)"
+        + {True: ", all applied", False: f", not all applied within {args.timeout:g} s", None: ""}[result.applied]
+        + (f", {len(failed)} failed" if failed else ""),
+    )  # fmt: skip
+    if result.applied is False:
+        print("scheduler: the writes are accepted and will be applied; reads may not show them yet",
+              file=sys.stderr)  # fmt: skip
     if result.failures:
         print(f"scheduler: {len(result.failures)} of {result.total} failed:", file=sys.stderr)
         for i, key, exc in result.failures:
@@ -358,7 +382,7 @@ async def cmd_schedules_create(client: HttpClient, args: argparse.Namespace) -> 
             print(f"  #{i} {key}: {lines[0]}", file=sys.stderr)
             for line in lines[1:]:
                 print(f"  {line}", file=sys.stderr)
-    return 1 if result.failures else 0
+    return 1 if result.failures or result.applied is False else 0
 
 
 async def cmd_schedules_list(client: HttpClient, args: argparse.Namespace) -> None:
@@ -786,6 +810,12 @@ def _add_client_commands(sub: Any) -> None:
     client.add_argument("--token", help="bearer token (default: $SCHEDULER_TOKEN)")
     client.add_argument("--json", action="store_true", help="machine-readable JSON output")
     client.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
+    client.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="a schedule write returns once its command is on the commands topic (202), not once the "
+        "worker owning it has applied it",
+    )
 
     def leaf(group: Any, name: str, command: ClientCommand, help: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = group.add_parser(name, parents=[client], help=help, description=help)

@@ -2,6 +2,11 @@
 moving between workers) retried after their Retry-After, each write with a deadline so a write its caller
 gave up on is never applied later, bulk creation, pages of schedules.
 
+Every schedule write waits until the worker that owns its key has applied it (`?wait=applied`: a read
+right after it shows it), unless the client is made with `wait_applied=False` (answered once the command
+is on the commands topic: 202). A bulk creation waits once, at its end, for the last command of every
+partition it wrote.
+
     async with HttpClient("http://127.0.0.1:6066", token) as api:
         await api.create({"tenant": "acme", "name": "nightly", "topic": "acme-fires",
                           "trigger": {"type": "cron", "expression": "0 0 2 * * *"}})
@@ -93,6 +98,9 @@ class BulkResult:
     failures: list[tuple[int, str, ApiError]] = field(default_factory=list)  # (index, key, error)
     started: float = field(default_factory=time.monotonic)
     seconds: float = 0.0
+    applied: bool | None = None  # every accepted write applied by its owner (None: not waited for)
+    # partition -> (the last offset accepted, a key of that partition): what the end waits for
+    last: dict[int, tuple[int, str, str]] = field(default_factory=dict)
 
     @property
     def rate(self) -> float:
@@ -113,8 +121,10 @@ class HttpClient:
         concurrency: int = 16,
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        wait_applied: bool = True,
     ) -> None:
         self.url = url.rstrip("/")
+        self.wait_applied = wait_applied
         self.timeout_s = timeout_s
         self.retries = retries
         self.sleep = sleep
@@ -174,8 +184,20 @@ class HttpClient:
 
     # --- schedules ----------------------------------------------------------------------------
 
+    def _wait(self) -> dict[str, Any] | None:
+        """A schedule write's query: answered once applied, within this client's timeout."""
+        if not self.wait_applied:
+            return None
+        return {"wait": "applied", "waitMs": min(max(int(self.timeout_s * 1000) - 2000, 0), 15_000)}
+
     async def create(self, body: dict[str, Any]) -> Any:
-        return await self.request("POST", "/schedules", body=body)
+        return await self.request("POST", "/schedules", body=body, params=self._wait())
+
+    async def applied(self, tenant: str, name: str, offset: int, wait_ms: int = 0) -> bool:
+        """Whether the owner of the key has applied its partition's commands up to `offset` (a 202's)."""
+        params = {"offset": offset, "waitMs": wait_ms}
+        answer = await self.request("GET", schedule_path(tenant, name, "applied"), params=params)
+        return bool(answer["applied"])
 
     async def create_many(
         self,
@@ -190,8 +212,9 @@ class HttpClient:
         async def worker() -> None:
             for i, body in todo:
                 try:
-                    await self.create(body)
+                    answer = await self.request("POST", "/schedules", body=body)
                     result.accepted += 1
+                    _note_last(result, body, answer)
                 except ApiError as exc:
                     result.failures.append((i, schedule_label(body), exc))
                 result.done += 1
@@ -199,9 +222,23 @@ class HttpClient:
                     on_progress(result)
 
         await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(bodies))))))
+        if self.wait_applied and result.accepted:
+            result.applied = await self._all_applied(result)
         result.seconds = time.monotonic() - result.started
         result.failures.sort(key=lambda f: f[0])
         return result
+
+    async def _all_applied(self, result: BulkResult) -> bool:
+        """Until the last accepted command of every partition is applied (within this client's timeout)."""
+        deadline = time.monotonic() + self.timeout_s
+        for offset, tenant, name in result.last.values():
+            while True:
+                left_ms = int((deadline - time.monotonic()) * 1000)
+                if left_ms <= 0:
+                    return False
+                if await self.applied(tenant, name, offset, min(left_ms, 10_000)):
+                    break
+        return True
 
     async def schedules(
         self, tenant: str | None = None, limit: int | None = None, cursor: str | None = None
@@ -229,14 +266,16 @@ class HttpClient:
     ) -> Any:
         """PUT the definition; with `if_version`, only over that version (If-Match: 412 otherwise)."""
         headers = None if if_version is None else {"If-Match": f'"{if_version}"'}
-        return await self.request("PUT", schedule_path(tenant, name), body=body, headers=headers)
+        return await self.request(
+            "PUT", schedule_path(tenant, name), body=body, headers=headers, params=self._wait()
+        )
 
     async def delete(self, tenant: str, name: str) -> Any:
-        return await self.request("DELETE", schedule_path(tenant, name))
+        return await self.request("DELETE", schedule_path(tenant, name), params=self._wait())
 
     async def action(self, tenant: str, name: str, action: str, body: Any = None) -> Any:
         """POST /schedules/{tenant}/{name}/{enable|disable|run|backfill}."""
-        return await self.request("POST", schedule_path(tenant, name, action), body=body)
+        return await self.request("POST", schedule_path(tenant, name, action), body=body, params=self._wait())
 
     # --- jobs, runs, events -------------------------------------------------------------------
 
@@ -264,6 +303,15 @@ class HttpClient:
 
     async def publish(self, event: dict[str, Any]) -> Any:
         return await self.request("POST", "/events", body=event)
+
+
+def _note_last(result: BulkResult, body: dict[str, Any], answer: Any) -> None:
+    """Keep the highest offset accepted per partition (and a key of it: how the owner is asked)."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("offset"), int):
+        return  # (a worker from before 202s said where)
+    partition, offset = answer.get("partition", 0), answer["offset"]
+    if partition not in result.last or result.last[partition][0] < offset:
+        result.last[partition] = (offset, str(body.get("tenant")), str(body.get("name")))
 
 
 def schedule_path(tenant: str, name: str, what: str = "") -> str:

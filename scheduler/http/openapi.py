@@ -28,6 +28,7 @@ from scheduler.domain.model import (
 from scheduler.domain.runs import RunStatus
 from scheduler.http import responses
 from scheduler.http.api import BackfillIn, EventIn, RunIn, ScheduleBody, ScheduleIn, TaskDefinitionIn
+from scheduler.http.applied import WAIT_MAX_MS
 from scheduler.http.auth import READ, WRITE
 from scheduler.worker.programs import ProgramSpec
 
@@ -193,6 +194,22 @@ _DRY_RUN = _query(
     type="string",
     enum=["true", "false"],
 )
+_WAIT = [
+    _query(
+        "wait",
+        "applied: answer once the worker that owns the key has applied the write (200 with the schedule's "
+        "version), not once it is on the commands topic (202); 504 if not applied within waitMs",
+        type="string",
+        enum=["applied"],
+    ),
+    _query(
+        "waitMs",
+        "wait=applied: at most this long (default 10,000)",
+        type="integer",
+        minimum=0,
+        maximum=WAIT_MAX_MS,
+    ),
+]
 _LOCAL = _query("local", "internal: answer from this worker only (how workers fan a list out)")
 
 
@@ -229,6 +246,7 @@ _ERRORS: dict[int, dict[str, Any]] = {
     412: _json(_ref("Error"), "If-Match named another version of the schedule than it is at"),
     413: _json(_ref("Error"), "the request body is larger than the server reads (1 MiB)"),
     408: _json(_ref("Error"), "the write's deadline passed before its command could be produced"),
+    504: _json(_ref("Error"), "wait=applied: accepted, but not applied within waitMs (it will be)"),
     503: {
         **_json(_ref("Error"), "partitions are moving between workers; retry after Retry-After seconds"),
         "headers": {"Retry-After": {"schema": {"type": "integer"}, "required": True}},
@@ -329,6 +347,30 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
                 {200: _json(_ref("NextFires"), "the next fire times")},
                 (400, 404, 503),
                 [*_SCHEDULE_KEY, _query("n", "how many", type="integer", minimum=1, maximum=1_000)],
+            )
+        },
+        "/schedules/{tenant}/{name}/applied": {
+            "get": _op(
+                "Whether the key's owner has applied its commands up to a write's offset (read your writes)",
+                {200: _json(_ref("Applied"), "applied or not (after waiting up to waitMs)")},
+                (400, 503),
+                [
+                    *_SCHEDULE_KEY,
+                    _query(
+                        "offset",
+                        "a write's offset, as its 202 gives it",
+                        type="integer",
+                        minimum=0,
+                        required=True,
+                    ),
+                    _query(
+                        "waitMs",
+                        "wait up to this long for it (default 0)",
+                        type="integer",
+                        minimum=0,
+                        maximum=WAIT_MAX_MS,
+                    ),
+                ],
             )
         },
         "/schedules/{tenant}/{name}/trigger": {
@@ -583,9 +625,13 @@ def build_spec() -> dict[str, Any]:
             if path.startswith(("/schedules", "/schedulers")) and method != "get":  # a write: its conditions
                 op["parameters"] = [*op["parameters"], *_WRITE_CONDITIONS]
                 op["responses"].update({str(s): _ERRORS[s] for s in (408, 412)})
-            if path.startswith("/schedules") and method != "get":  # and a dry run
-                op["parameters"] = [*op["parameters"], _DRY_RUN]
-                op["responses"]["200"] = _json(_ref("DryRun"), "dryRun=true: what the write would do")
+            if path.startswith("/schedules") and method != "get":  # and a dry run, and wait=applied
+                op["parameters"] = [*op["parameters"], _DRY_RUN, *_WAIT]
+                op["responses"]["200"] = _json(
+                    {"anyOf": [_ref("DryRun"), _ref("Accepted")]},
+                    "dryRun=true: what the write would do; wait=applied: the write, applied",
+                )
+                op["responses"]["504"] = _ERRORS[504]
     one = paths["/schedules/{tenant}/{name}"]["get"]["responses"]["200"]
     one["headers"] = {"ETag": {"description": 'the schedule\'s version ("3"), for If-Match', "schema": _STR}}
     _link(paths, "post", "/schedules", {"tenant": "$request.body#/tenant", "name": "$request.body#/name"})

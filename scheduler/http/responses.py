@@ -44,6 +44,20 @@ class Accepted(Answer):
     key: str = Field(description="tenant/name")
     action: str
     fires: int | None = Field(None, description="run, backfill: how many fires the command will produce")
+    partition: int | None = Field(None, description="the command's partition of the commands topic")
+    offset: int | None = Field(
+        None, description="the command's offset there: GET .../applied?offset= tells when it is applied"
+    )
+    applied: bool | None = Field(None, description="wait=applied: the owner has applied it")
+    version: int | None = Field(
+        None, description="wait=applied: the schedule's version after it (none: deleted)"
+    )
+
+
+class Applied(Answer):
+    key: str = Field(description="tenant/name")
+    offset: int
+    applied: bool = Field(description="the owner has applied the key's partition's commands up to offset")
 
 
 class DryRun(Answer):
@@ -317,10 +331,22 @@ class RunActionAccepted(Answer):
     action: Literal["stop", "suspend", "resume"]
 
 
+class StalledLoop(Answer):
+    loop: str = Field(description="commands (the commands ingest) or punctuator (the fire timers)")
+    since: int = Field(description="stalled since (epoch ms)")
+    reason: str
+
+
 class Health(Answer):
     status: str
     partitions: list[int]
-    ready: bool = Field(description="not rebalancing nor recovering: queries are answered")
+    ready: bool = Field(
+        description="in the group, not rebalancing nor recovering (queries are answered), no loop stalled"
+    )
+    notReady: str | None = Field(None, description="why it is not ready, in words")
+    stalled: list[StalledLoop] = Field(
+        default_factory=list, description="the loops with work waiting and none done for a while"
+    )
 
 
 #: every response model, under the name the OpenAPI document gives its schema
@@ -328,6 +354,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     Error,
     ValidationError,
     Accepted,
+    Applied,
     DryRun,
     FireStats,
     Schedule,
@@ -346,6 +373,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     Runs,
     ProgramStatus,
     RunActionAccepted,
+    StalledLoop,
     Health,
     ScheduleHistory,
     HistoryVersion,

@@ -63,6 +63,7 @@ from scheduler.http.api import (
     state_from_json,
     validation_errors,
 )
+from scheduler.http.applied import WAIT_MAX_MS, AppliedWaits, wait_ms
 from scheduler.http.cluster import ROUTED_HEADER, Cluster, Unavailable
 from scheduler.launcher.launcher import RUN_ACTION_NEEDS, RunAction, control_request
 from scheduler.wire.codec import (
@@ -80,6 +81,7 @@ from scheduler.wire.codec import (
 from scheduler.wire.command_headers import command_headers
 from scheduler.wire.messages import IndexEntry, RunStatusChanged, decode_history, encode_job_queue_message
 from scheduler.worker.counters import quantile_ms
+from scheduler.worker.liveness import not_ready_because
 from scheduler.worker.programs import ProgramSpec
 
 if TYPE_CHECKING:
@@ -252,6 +254,7 @@ class Handlers:
     def __init__(self, worker: WebPort) -> None:
         self.worker = worker
         self.cluster = Cluster(worker)
+        self.applied = AppliedWaits(worker, self.cluster)
 
     # --- writes -------------------------------------------------------------------------------
 
@@ -341,6 +344,13 @@ class Handlers:
         dry_run = call.request.query.get("dryRun", "false")
         if dry_run not in ("true", "false"):
             return call.field_error("dryRun", "must be true or false")
+        wait = call.request.query.get("wait")
+        if wait not in (None, "applied"):
+            return call.field_error("wait", "must be applied (answer once the owner has applied the write)")
+        try:
+            wait_for = wait_ms(call.request.query.get("waitMs")) if wait else None
+        except ValueError:
+            return call.field_error("waitMs", f"must be an integer of ms, 0 to {WAIT_MAX_MS}")
         by = auth.principal_of(call.request).name  # who sent it: the schedule's history shows it
         headers = command_headers(deadline_ms=deadline, if_version=if_version, by=by)
         schedule = cmd.schedule
@@ -398,9 +408,8 @@ class Handlers:
                 return call.answer(out.DryRun, preview, 200)
             if (late := self._past(call, deadline)) is not None:
                 return late
-            await self.worker.send_command(cmd, headers=headers)
             accepted = {"key": cmd.key.id, "action": cmd.action.value, "fires": fires}
-            return call.answer(out.Accepted, accepted, status)
+            return await self._produce(call, cmd, headers, accepted, status, wait_for)
         if cmd.action is Action.INSERT and current is not None and cmd.schedule is not None:
             if replace(state_from_json(current).schedule, enabled=cmd.schedule.enabled) != cmd.schedule:
                 reason = f"schedule {cmd.key.id!r} already exists (use PUT)"
@@ -411,8 +420,60 @@ class Handlers:
             return call.answer(out.DryRun, self._preview(cmd, current), 200)
         if (late := self._past(call, deadline)) is not None:
             return late
-        await self.worker.send_command(cmd, headers=headers)
-        return call.answer(out.Accepted, {"key": cmd.key.id, "action": cmd.action.value}, status)
+        accepted = {"key": cmd.key.id, "action": cmd.action.value}
+        return await self._produce(call, cmd, headers, accepted, status, wait_for)
+
+    async def _produce(
+        self,
+        call: Call,
+        cmd: ScheduleCommand,
+        headers: list[tuple[str, bytes]],
+        accepted: dict[str, Any],
+        status: int,
+        wait_for: int | None,
+    ) -> Response:
+        """Produce the command and answer once the broker has it (`accepted`, with where it is), or with
+        wait_for (ms) once its owner has applied it (200 with the schedule's version; 504 if not yet)."""
+        meta: Any = await (await self.worker.send_command(cmd, headers=headers))
+        accepted = {**accepted, "partition": meta.partition, "offset": meta.offset}
+        if wait_for is None:
+            return call.answer(out.Accepted, accepted, status)
+        kb = key_bytes(cmd.key)
+        if not await self.applied.anywhere(cmd.key, kb, meta.offset, wait_for, call.request):
+            reason = (
+                f"accepted at offset {meta.offset} of partition {meta.partition}, not applied within "
+                f"{wait_for} ms; it will be (GET /schedules/{cmd.key.id}/applied?offset={meta.offset})"
+            )
+            return call.error(504, error="not applied yet", reason=reason, key=cmd.key.id)
+        try:
+            current = await self.fetch(cmd.key, call.request)
+        except Unavailable:  # (moving again: the version is not known here)
+            current = None
+        return call.answer(out.Accepted, {**accepted, **AppliedWaits.answer_fields(True, current)}, 200)
+
+    async def applied_up_to(self, call: Call) -> Response:
+        """Whether the key's owner has applied its partition's commands up to `offset` (waiting up to
+        `waitMs` for it): what a 202's `offset` is for."""
+        query = call.request.query
+        try:
+            offset = int(query.get("offset", ""))
+            if offset < 0:
+                raise ValueError
+        except ValueError:
+            return call.field_error(
+                "offset", "must be a command's offset (an integer >= 0), as a 202 gives it"
+            )
+        try:
+            timeout = wait_ms(query.get("waitMs", "0"))
+        except ValueError:
+            return call.field_error("waitMs", f"must be an integer of ms, 0 to {WAIT_MAX_MS}")
+        kb = key_bytes(call.key)
+        if (forwarded := await self._forwarded(call, kb)) is not None:
+            return forwarded
+        applied = await self.applied.here(self.worker.partition_of(kb), offset, timeout)
+        if applied is None:
+            return call.unavailable("the key's partition is moving to another worker")
+        return call.answer(out.Applied, {"key": call.key.id, "offset": offset, "applied": applied})
 
     def _preview(self, cmd: ScheduleCommand, current: dict[str, Any] | None) -> dict[str, Any]:
         """What a valid write would leave (dryRun=true): the trigger in words and its next fire times, as
@@ -821,14 +882,17 @@ class Handlers:
         )
 
     async def health(self, call: Call) -> Response:
-        worker, app = self.worker, self.worker.faust_app
+        worker = self.worker
+        why = not_ready_because(worker.faust_app, worker.assigned, worker.liveness)
         return call.answer(
             out.Health,
             {
                 "status": "ok",
                 "partitions": sorted(worker.active_partitions()),
-                # ready: not rebalancing nor recovering, so queries are answered (not 503)
-                "ready": not app.rebalancing and not getattr(app, "in_recovery", False),
+                # ready: in the group, queries answered (not 503), every loop keeping up
+                "ready": why is None,
+                **({"notReady": why} if why is not None else {}),
+                "stalled": worker.liveness.stalled(),
                 "fires": worker.counts.fires.fires,
                 "excludedFires": worker.counts.fires.excluded,
                 "catchUpFires": worker.counts.fires.catch_up_fires,
@@ -1097,6 +1161,7 @@ ROUTES: list[Route] = [
     Route("POST", f"{_SCHEDULE}/run", H.run_now, guard="tenant", body=RunIn, empty_body_ok=True),
     Route("POST", f"{_SCHEDULE}/backfill", H.backfill, guard="tenant", body=BackfillIn),
     Route("GET", f"{_SCHEDULE}/next", H.next_fires, guard="tenant"),
+    Route("GET", f"{_SCHEDULE}/applied", H.applied_up_to, guard="tenant"),
     Route("POST", "/schedulers", H.create_task_definition, body=TaskDefinitionIn),
     Route("GET", "/schedulers", H.list_task_definitions),
     Route("GET", f"{_SCHEDULE}/trigger", H.trigger_progress, guard="tenant"),

@@ -58,6 +58,8 @@ ENV_VARS = {
     "SCHEDULER_TRANSACTIONS": "transactions",
     "SCHEDULER_COMMIT_INTERVAL_MS": "commit_interval_ms",
     "SCHEDULER_REQUEST_TIMEOUT_MS": "request_timeout_ms",
+    "SCHEDULER_STALL_AFTER_S": "stall_after_s",
+    "SCHEDULER_LEAVE_AFTER_S": "leave_after_s",
     "SCHEDULER_LAUNCHER_ID": "launcher_id",
     "SCHEDULER_RUN_LEASE_MS": "run_lease_ms",
     "SCHEDULER_RUN_PENDING_TIMEOUT_MS": "run_pending_timeout_ms",
@@ -113,6 +115,12 @@ class Settings(BaseModel):
     commit_interval_ms: int = Field(0, ge=0, le=60_000)
     # an HTTP write's deadline when its request names none: a command applied later is refused
     request_timeout_ms: int = Field(30_000, ge=100, le=3_600_000)
+    # a loop (the commands ingest, the punctuator) with work waiting and none done for this long is
+    # stalled: the worker is not ready, and the loop's Kafka client is replaced (worker/liveness.py)
+    stall_after_s: float = Field(30.0, ge=1, le=3_600)
+    # a loop still stalled this long after it was found stalled (its client replaced meanwhile): the worker
+    # stops (exit code 75) so its partitions move to a worker that can serve them; 0: never
+    leave_after_s: float = Field(90.0, ge=0, le=86_400)
     # the launcher's name in its claims and heartbeats (default: host and process id)
     launcher_id: str = Field("", max_length=128)
     # a launcher renews the runs it holds every third of this; a run not renewed for this long is FAILED

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import signal
 import sys
 import time
 from collections import Counter
@@ -83,6 +85,7 @@ from scheduler.worker.hops import agent, record_time_ms, safely
 from scheduler.worker.ingest import CommandIngest, freeze_long_lived, offset_record
 from scheduler.worker.job_queue import JobQueueAgent
 from scheduler.worker.journal import Journal
+from scheduler.worker.liveness import Counted, Liveness
 from scheduler.worker.programs import ProgramRegistry
 from scheduler.worker.punctuator import Punctuator, index_writes, monotonic_ms, wall_clock_ms
 from scheduler.worker.trigger_agent import (
@@ -271,6 +274,21 @@ class Worker:
         }
         # the commands topic, a fetch at a time (not a Faust agent); with transactions the hops too
         self.ingest = CommandIngest(self, hops=hops if self.txns is not None else None)
+        self.assigned = False  # a first assignment was taken up (possibly of no partition)
+        self.liveness = Liveness(
+            stall_after_s=settings.stall_after_s, leave_after_s=settings.leave_after_s, on_leave=self._leave
+        )
+        self.liveness.reachable = self.ingest.cluster_answers
+        self.liveness.watch(self.ingest)
+        fires = self.counts.fires
+        self.liveness.watch(
+            Counted(
+                "punctuator",
+                self.punctuator.overdue,
+                lambda: fires.fires + fires.excluded + sum(fires.missed.values()),
+                "time units with an instant past due",
+            )
+        )
 
         if self.txns is None:  # each hop a Faust agent, at-least-once (see hops.py)
             for topic, name in (
@@ -559,9 +577,10 @@ class Worker:
         cmd: ScheduleCommand,
         value: bytes | None = None,
         headers: list[tuple[str, bytes]] | None = None,
-    ) -> None:
+    ) -> asyncio.Future[object]:
+        """Produce a command; the future resolves (to its RecordMetadata) once the broker has it."""
         kb = key_bytes(cmd.key)
-        await self.produce(
+        return await self.produce(
             self.settings.commands_topic,
             kb,
             value if value is not None else encode_command(cmd),
@@ -847,6 +866,7 @@ class Worker:
             return
         if self.freeze is not None:
             self.freeze.recovered()  # (before Faust resumes the streams)
+        self.assigned = True
         active = self.active_partitions()
         self._owned = set(active)
         self._tenant_counts.clear()
@@ -969,6 +989,11 @@ class Worker:
         """A unit of work no commit splits (see kafka.transactions); nothing without transactions."""
         return self.txns.work() if self.txns is not None else contextlib.nullcontext()
 
+    async def _leave(self, why: str) -> None:
+        """A loop stayed stalled (liveness.py): stop as SIGTERM would (the group is left at once, so the
+        partitions move now); the process then exits with LEFT_EXIT_CODE (cli.run_worker)."""
+        os.kill(os.getpid(), signal.SIGTERM)
+
     async def stop(self) -> None:
         await self.ingest.stop()
         if self.txns is not None:
@@ -1007,6 +1032,7 @@ class _Timers(Service):
         self.add_future(self.worker.registry.start())
         self.add_future(self.worker.calendars.start())
         self.add_future(self.worker.ingest.run())
+        self.add_future(self.worker.liveness.run())
         self.add_future(watch_recovery(self.worker.faust_app))
         if self.worker.settings.launcher == "embedded":
             from scheduler.launcher.launcher import Launcher

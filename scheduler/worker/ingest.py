@@ -16,7 +16,15 @@ a replayed INSERT is a no-op, a replayed RUN fires again).
 It follows Faust's assignment: the partitions whose schedules this worker holds (after recovery), handed
 back before a rebalance moves them (the fetch being applied is written and its offsets sent first).
 A partition with no stored offset starts where the app's consumer group left it (a worker upgraded from
-the per-message agent), else at the beginning.
+the per-message agent), else at the beginning. The consumer itself has no group: aiokafka's group
+coordination, run for a consumer with a group id even when its partitions are assigned by hand, ends for
+good on an AssertionError when the assignment changes while it looks its coordinator up (aio-libs/aiokafka
+#796; on a 3-node cluster at the first rebalance), and every fetch after it failed. The group's offsets
+are looked up once per assignment, with an admin request.
+
+The watchdog (liveness.py) looks at it as the loop "commands": records behind the end of its partitions
+and none applied for a while, it replaces the consumer (`heal`), as the run loop does at once for a
+consumer whose fetcher or coordination task has ended.
 
 With transactions a fetch's records of one partition, whatever they made (schedule writes, staged table
 writes, what they sent, dead letters) and the position after them commit together in the partition's
@@ -34,11 +42,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from scheduler.kafka.config import consumer_options
 from scheduler.kafka.transactions import PartitionGone, owned_by
 from scheduler.wire.codec import decode_json, encode_json
+from scheduler.worker.failpoints import failpoint, make_deaf
 from scheduler.worker.hops import Handler, safely
+from scheduler.worker.liveness import Work
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +71,25 @@ def freeze_long_lived() -> None:
     gc.freeze()
 
 
-def coordination_died(consumer: AIOKafkaConsumer) -> bool:
-    """Whether the consumer's group coordination task has ended: it never restarts, and every fetch raises
-    its error again. aiokafka's ends on an AssertionError when the assignment changes while it looks its
-    coordinator up (a 3-node cluster's first rebalance: the group's coordinator moves as the worker's
-    partitions do), and the worker stayed ready for minutes while applying no command."""
-    task = getattr(getattr(consumer, "_coordinator", None), "_coordination_task", None)
-    return task is not None and task.done()
+def consumer_broken(consumer: AIOKafkaConsumer) -> bool:
+    """Whether one of the consumer's background tasks has ended: they never restart, and the consumer
+    fetches nothing more (a dead fetcher: every getmany answers nothing; a dead group coordination: every
+    getmany raises its error again)."""
+    tasks = (
+        getattr(getattr(consumer, "_coordinator", None), "_coordination_task", None),
+        getattr(getattr(consumer, "_fetcher", None), "_fetch_task", None),
+    )
+    return any(task is not None and task.done() for task in tasks)
+
+
+def fetched_to(consumer: AIOKafkaConsumer, tp: TopicPartition) -> int | None:
+    """The offset after the last record the consumer handed out for `tp` (past transaction markers too),
+    without waiting for a position reset as `position()` does; None while it has none."""
+    try:
+        state = consumer._subscription.subscription.assignment.state_value(tp)
+    except AttributeError:  # (no assignment)
+        return None
+    return state.position if state is not None and state.has_valid_position else None
 
 
 def offset_key(partition: int, topic: str | None = None) -> bytes:
@@ -110,6 +133,13 @@ class CommandIngest:
         self._flushing: dict[int, asyncio.Future[None]] = {}
         self._paused: set[int] = set()  # partitions not fetched while two flushes of theirs are pending
         self.unfrozen = 0  # commands applied since the last freeze_long_lived
+        self.progressed = 0  # fetches applied and assignments taken: what the watchdog sees move
+        self.replaced = 0  # consumers replaced (broken, or stalled)
+        # the offset after the last command applied and readable, per partition (read-your-writes)
+        self._applied: dict[int, int] = {}
+        self._applied_changed = asyncio.Event()
+
+    name = "commands"  # (liveness.Watched)
 
     async def _started(self) -> AIOKafkaConsumer:
         if self._consumer is None:
@@ -117,12 +147,15 @@ class CommandIngest:
             await self.worker.topics.ensure(*self._handlers)
             consumer = AIOKafkaConsumer(
                 bootstrap_servers=settings.bootstrap_servers,
-                group_id=settings.app_id,  # never joined: only read, for where the group's agent left off
+                group_id=None,  # (see the module's doc: the group's offsets are looked up apart)
                 enable_auto_commit=False,
                 auto_offset_reset="earliest",
                 **consumer_options(settings.broker_profile),
             )
             await consumer.start()
+            deaf = failpoint("commands-deaf")
+            if deaf == "always" or (deaf == "once" and self.replaced == 0):
+                make_deaf(consumer)
             self._consumer = consumer
         return self._consumer
 
@@ -151,17 +184,32 @@ class CommandIngest:
             consumer.unsubscribe()
             return
         consumer.assign(tps)
+        unstored = [tp for tp in tps if self.stored_offset(tp.partition, tp.topic) is None]
+        left = await self._group_offsets(unstored) if unstored else {}
         for tp in tps:
             offset = self.stored_offset(tp.partition, tp.topic)
             if offset is None:
-                # where the app's consumer group left it, else its beginning: the consumer looks both up
-                # itself, for all such partitions at once (one request each, awaited here under the lock,
-                # held a rebalance 24-40 s with 32 partitions of 6 topics on a 3-node cluster)
+                offset = left.get(tp)  # where the app's consumer group left it, else its beginning
+            if offset is None:  # (the consumer resets it to the beginning: auto_offset_reset)
                 self._next.pop(tp, None)
             else:
                 consumer.seek(tp, offset)
                 self._next[tp] = offset
         self._active = set(partitions)
+        # what the restored tables hold: up to the stored offset (or the group's), else nothing
+        self._applied = {p: self._next.get(TopicPartition(self.topic, p), 0) for p in partitions}
+        self.progressed += 1
+
+    async def _group_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """Where the app's consumer group left these partitions (its per-message agent, before an
+        upgrade), in one request."""
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.worker.settings.bootstrap_servers)
+        await admin.start()
+        try:
+            found = await admin.list_consumer_group_offsets(self.worker.settings.app_id, partitions=tps)
+        finally:
+            await admin.close()
+        return {tp: meta.offset for tp, meta in found.items() if meta.offset >= 0}
 
     async def revoke(self, partitions: set[int], timeout_s: float = REVOKE_WAIT_S) -> bool:
         """Stop consuming these partitions; returns once the fetch being applied is written and its
@@ -191,6 +239,8 @@ class CommandIngest:
             self._wanted -= partitions
         self._active -= partitions
         self._paused -= partitions
+        for p in partitions:
+            self._applied.pop(p, None)
         for tp in self._tps(partitions):
             self._next.pop(tp, None)
         if self._consumer is not None:
@@ -198,7 +248,7 @@ class CommandIngest:
             if remaining:
                 self._consumer.assign(remaining)
                 for tp in remaining:
-                    if tp in self._next:  # (else the consumer looks it up again, as at the assignment)
+                    if tp in self._next:  # (else it starts at the beginning again, as at the assignment)
                         self._consumer.seek(tp, self._next[tp])
             else:
                 self._consumer.unsubscribe()
@@ -224,24 +274,95 @@ class CommandIngest:
                 fetched = await self._consumer.getmany(timeout_ms=200, max_records=self.max_records)
             except Exception:  # the broker went away, an assignment changed under the fetch: retry
                 log.warning("commands fetch failed; retrying", exc_info=True)
-                if coordination_died(self._consumer):
-                    await self._replace_consumer()
+                fetched = {}
                 await asyncio.sleep(0.5)
-                continue
             if fetched:
                 async with self._lock:
                     if generation == self._generation:  # else fetched before a revoke or a new seek
                         await self._applied_safely(fetched)
+                        self.progressed += 1
+            elif self._consumer is not None and consumer_broken(self._consumer):
+                await self._replace_consumer("one of its background tasks ended")
             self.settle(quiet=not fetched)
 
-    async def _replace_consumer(self) -> None:
-        """A new consumer for one whose group coordination died, at the same positions: the partitions
-        it held, each from the offset after the last record applied (else from its stored offset)."""
+    # --- what the watchdog and read-your-writes see (liveness.Watched) ---------------------------
+
+    async def work(self) -> Work:
+        """Records behind the end of the consumed partitions (their last stable offset: what the consumer
+        can read), counting from where the consumer is; an assignment not taken yet is work too."""
+        consumer = self._consumer
+        if self._wanted is not None:
+            return Work(1, self.progressed, "commands assignment not taken")
+        if consumer is None or not self._active:
+            return Work(0, self.progressed, "commands behind the end of the topic")
+        tps = sorted(consumer.assignment())
+        ends = await consumer.end_offsets(tps) if tps else {}
+        behind = 0
+        for tp, end in ends.items():
+            at = fetched_to(consumer, tp)
+            behind += max(0, end - (at if at is not None else self._next.get(tp, 0)))
+        return Work(behind, self.progressed, "records behind the end of the commands partitions")
+
+    async def heal(self) -> bool:
+        """Replace the consumer (stalled with records waiting: whatever the cause, a new one reads on)."""
+        if self._consumer is None or self._stopped:
+            return False
+        await self._replace_consumer("it made no progress with records waiting")
+        return True
+
+    async def cluster_answers(self) -> bool:
+        """Whether the cluster answers a metadata request (liveness: a worker leaves only then)."""
+        consumer = self._consumer
+        if consumer is None:
+            return False
+        try:
+            async with asyncio.timeout(5):
+                await consumer.topics()
+        except Exception:
+            return False
+        return True
+
+    def applied_offset(self, partition: int) -> int | None:
+        """The offset after the last command of the partition applied here (its effect readable), None if
+        this worker does not consume the partition."""
+        if partition not in self._active:
+            return None
+        return self._applied.get(partition, 0)
+
+    async def wait_applied(self, partition: int, offset: int, timeout_s: float) -> bool:
+        """Until the command at `offset` of the partition is applied here (True), or timeout_s passed
+        or the partition is not consumed here (False)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            at = self.applied_offset(partition)
+            if at is None:
+                return False
+            if at > offset:
+                return True
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            self._applied_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._applied_changed.wait(), min(left, 0.5))
+
+    def _note_applied(self, fetched: dict[TopicPartition, list[Any]]) -> None:
+        """Without transactions: what a fetch applied is readable once written to the local store."""
+        for tp in fetched:
+            if tp.topic == self.topic and tp.partition in self._active and tp in self._next:
+                self._applied[tp.partition] = self._next[tp]
+        self._applied_changed.set()
+
+    async def _replace_consumer(self, why: str) -> None:
+        """A new consumer for one that can no longer work, at the same positions: the partitions it held,
+        each from the offset after the last record applied (else from its stored offset)."""
         async with self._lock:
             if self._consumer is None or self._stopped:  # (stop() closes it)
                 return
             old, self._consumer = self._consumer, None
-            log.warning("the commands consumer's group coordination died; replacing the consumer")
+            log.warning("replacing the commands consumer: %s", why)
+            self.replaced += 1
             self._generation += 1  # (a fetch of the old one is never applied)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(old.stop(), 10)
@@ -292,6 +413,7 @@ class CommandIngest:
         # Only this partition stops: the others keep their positions (a fetch in hand may be half applied;
         # its records of this partition are skipped, _apply_in_transactions checks _active per record).
         self._active.discard(partition)
+        self._applied.pop(partition, None)
         for tp in self._tps({partition}):
             self._next.pop(tp, None)
             if self._consumer is not None:
@@ -319,6 +441,7 @@ class CommandIngest:
                     await asyncio.sleep(0)
             done.append(p)
         self.worker.write_local()
+        self._note_applied(fetched)  # (readable now: a read answers from the local store)
         # The next fetch is applied while this one's writes go out. Per partition, one flush after the
         # other, so each stored offset follows the writes before it; partitions do not wait for each other.
         by_partition: dict[int, list[tuple[bytes, bytes | None, int]]] = {}
@@ -360,6 +483,16 @@ class CommandIngest:
                             await asyncio.sleep(0)
                     if p in self._active and applied_up_to is not None:
                         await self.worker.stage_commit(p, applied_up_to, None if commands else tp.topic)
+                        if commands:  # readable once committed (a read answers from what committed)
+                            with contextlib.suppress(PartitionGone):
+                                self.worker.txns.after_commit(
+                                    p, functools.partial(self._committed, p, applied_up_to)
+                                )
+
+    def _committed(self, partition: int, offset: int) -> None:
+        if partition in self._active and offset > self._applied.get(partition, -1):
+            self._applied[partition] = offset
+            self._applied_changed.set()
 
     async def _flush(
         self,

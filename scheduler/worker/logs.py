@@ -75,4 +75,87 @@ def basic_config(log_format: str, level: int = logging.INFO) -> None:
         logging.config.dictConfig(config)
 
 
-__all__ = ["JsonFormatter", "basic_config", "logging_config", "worker_options"]
+#: what aiokafka logs at ERROR and retries itself (a partition whose leader moves, a topic being created,
+#: a broker restarting, a group coordinator not elected yet, a session lost to a pause), and what the
+#: worker's own loops log each time they retry: by the record's format string
+TRANSIENT = {
+    "aiokafka.client": (
+        'Unable connect to "%s:%s": %s',
+        "Unable to update metadata from %s",
+        "Unable connect to node with id %s: %s",
+    ),
+    "aiokafka.cluster": (
+        "Topic %s not found in cluster metadata",
+        "Error fetching metadata for topic %s: %s",
+    ),
+    "aiokafka.consumer.fetcher": (
+        "Failed fetch messages from %s: %s",
+        "Failed fetch offsets from %s: %s",
+    ),
+    "aiokafka.consumer.group_coordinator": (
+        "Error sending %s to node %s [%s] -- marking coordinator dead",
+        "Group Coordinator Request failed: %s",
+        "Heartbeat send request failed: %s. Will retry.",
+        "Heartbeat session expired - marking coordinator dead",
+        "Heartbeat failed: %r",
+        "OffsetCommit failed before join, ignoring: %s",
+    ),
+    "aiokafka.producer.sender": ("FindCoordinator Request failed: %s",),
+    "scheduler.worker.ingest": (
+        "commands fetch failed; retrying",
+        "schedule changelog write of partition %d failed (%r); retrying in 1 s",
+    ),
+}
+TRANSIENT_WINDOW_S = 60.0
+
+
+class TransientErrors(logging.Filter):
+    """ERROR is for what needs a human. What a client retries by itself is logged at WARNING here, and
+    at most once per kind (logger and format string) every `window_s`, the next line saying how many
+    more there were: a healthy start on a 3-node cluster logged 10-16 ERROR lines, a broker restart
+    hundreds, and operators learned to ignore ERROR."""
+
+    def __init__(self, window_s: float = TRANSIENT_WINDOW_S, clock: Any = None) -> None:
+        super().__init__()
+        import time
+
+        self.window_s = window_s
+        self.clock = clock or time.monotonic
+        self._seen: dict[tuple[str, str], tuple[float, int]] = {}  # kind -> (its last line, held since)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg not in TRANSIENT.get(record.name, ()):
+            return True
+        if record.levelno > logging.WARNING:
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        kind, now = (record.name, str(record.msg)), self.clock()
+        last, held = self._seen.get(kind, (None, 0))
+        if last is not None and now - last < self.window_s:
+            self._seen[kind] = (last, held + 1)
+            return False
+        self._seen[kind] = (now, 0)
+        if held:
+            record.msg = f"{record.msg} ({held} more like it in the last {now - last:.0f} s)"  # type: ignore[operator]
+        return True
+
+
+def quiet_transients(window_s: float = TRANSIENT_WINDOW_S) -> TransientErrors:
+    """Put a TransientErrors filter on each logger that logs transients (idempotent)."""
+    for name in TRANSIENT:
+        logger = logging.getLogger(name)
+        for old in [f for f in logger.filters if isinstance(f, TransientErrors)]:
+            logger.removeFilter(old)
+    quiet = TransientErrors(window_s)
+    for name in TRANSIENT:
+        logging.getLogger(name).addFilter(quiet)
+    return quiet
+
+
+__all__ = [
+    "JsonFormatter",
+    "TransientErrors",
+    "basic_config",
+    "logging_config",
+    "quiet_transients",
+    "worker_options",
+]

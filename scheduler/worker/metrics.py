@@ -35,6 +35,7 @@ from scheduler.worker.counters import (
     count_missed,
     reason_class,
 )
+from scheduler.worker.liveness import not_ready_because
 
 if TYPE_CHECKING:
     from scheduler.worker.ports import MetricsPort
@@ -292,9 +293,28 @@ class WorkerCollector(Collector):
         )
         yield GaugeMetricFamily(
             "scheduler_ready",
-            "1 when the worker is neither rebalancing nor recovering (queries are answered)",
-            value=float(not w.faust_app.rebalancing and not getattr(w.faust_app, "in_recovery", False)),
+            "1 when the worker is in the group, neither rebalancing nor recovering (queries are answered), "
+            "and no loop of it is stalled",
+            value=float(not_ready_because(w.faust_app, w.assigned, w.liveness) is None),
         )
+        stalled = GaugeMetricFamily(
+            "scheduler_loop_stalled",
+            "1 while the loop has work waiting and has done none for SCHEDULER_STALL_AFTER_S",
+            labels=["loop"],
+        )
+        stalls = CounterMetricFamily(
+            "scheduler_loop_stalls", "Times the loop was found stalled", labels=["loop"]
+        )
+        heals = CounterMetricFamily(
+            "scheduler_loop_heals", "Kafka clients of the loop replaced while it was stalled", labels=["loop"]
+        )
+        for loop, seen in w.liveness.gauges():
+            stalled.add_metric([loop], float(seen.stalled_since_ms is not None))
+            stalls.add_metric([loop], seen.stalls)
+            heals.add_metric([loop], seen.heals)
+        yield stalled
+        yield stalls
+        yield heals
         yield _counter(
             "scheduler_rebalances", "Partition assignments this worker received", counts.rebalances
         )

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    import asyncio
+
     from faust.types import EventT
 
     from scheduler.domain.jobs import ProgramQueue
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     from scheduler.kafka.config import Settings
     from scheduler.worker.calendars import CalendarRegistry
     from scheduler.worker.counters import WorkerCounts
+    from scheduler.worker.liveness import Liveness
     from scheduler.worker.programs import ProgramRegistry
 
 #: a Faust table of bytes to bytes (scheduler.kafka.tables.raw_table): get, [], del, items
@@ -101,6 +104,9 @@ class MetricsPort(Protocol):
 
     def active_partitions(self) -> set[int]: ...
 
+    liveness: Liveness  # the loops' watchdog
+    assigned: bool  # a first assignment was taken up
+
 
 class ProgressReader(Protocol):
     def load_progress(self, key: bytes, state: ScheduleState) -> TriggerProgress: ...
@@ -110,11 +116,23 @@ class QueueReader(Protocol):
     def local_queues(self, partition: int) -> list[tuple[bytes, ProgramQueue]]: ...
 
 
+class AppliedReader(Protocol):
+    """The commands ingest, as read-your-writes asks it (scheduler.http.applied)."""
+
+    def applied_offset(self, partition: int) -> int | None: ...
+
+    async def wait_applied(self, partition: int, offset: int, timeout_s: float) -> bool: ...
+
+
 class WebPort(Outbox, MetricsPort, Protocol):
-    """The HTTP views: local reads of every table, commands out, the program and calendar registries."""
+    """The HTTP views: local reads of every table, commands out, the program and calendar registries,
+    the commands ingest's applied offsets, and what /health tells."""
 
     registry: ProgramRegistry
     calendars: CalendarRegistry
+
+    @property
+    def ingest(self) -> AppliedReader: ...
 
     @property
     def triggers(self) -> ProgressReader: ...
@@ -143,4 +161,4 @@ class WebPort(Outbox, MetricsPort, Protocol):
         cmd: ScheduleCommand,
         value: bytes | None = None,
         headers: list[tuple[str, bytes]] | None = None,
-    ) -> None: ...
+    ) -> asyncio.Future[object]: ...

@@ -891,6 +891,22 @@ class Punctuator:
         while self._load_horizon(unit, until):
             await asyncio.sleep(0)
 
+    def overdue(self, late_ms: int = 2_000) -> int:
+        """The time units with an instant due more than late_ms ago and not fired yet (liveness.py)."""
+        now = self._clock()
+        return sum(
+            1
+            for unit in TimeUnit
+            if any(
+                due is not None and due < now - late_ms
+                for due in (self._earliest(unit), self._staged_first(unit))
+            )
+        )
+
+    def _staged_first(self, unit: TimeUnit) -> int | None:
+        staged = self._staged[unit][0]
+        return staged[0] if staged else None
+
     def _earliest(self, unit: TimeUnit) -> int | None:
         dues = [part.heaps[unit][0][0] for part in self._parts.values() if part.heaps[unit]]
         return min(dues) if dues else None

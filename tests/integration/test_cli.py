@@ -90,11 +90,11 @@ def test_bulk_import_of_300_schedules_from_yaml_then_every_one_is_listed(
     assert r.returncode == 0, r.stderr
     assert "sent 300/300" in r.stderr.splitlines()[-1] and "0 failed" in r.stderr, r.stderr
     assert r.stdout.startswith("accepted 300 of 300 schedules in "), r.stdout
+    assert r.stdout.rstrip().endswith(", all applied"), r.stdout
 
-    listing = until(
-        lambda: cli(url, "schedules", "list", "--tenant", "bulk", "--limit", "1000", "--json"),
-        lambda r: r.returncode == 0 and json.loads(r.stdout)["total"] == 300,
-    )
+    # applied when the command returned: the listing right after it shows every one
+    listing = cli(url, "schedules", "list", "--tenant", "bulk", "--limit", "1000", "--json")
+    assert listing.returncode == 0 and json.loads(listing.stdout)["total"] == 300, listing.stderr
     listed = json.loads(listing.stdout)["schedules"]
     assert [s["name"] for s in listed] == [s["name"] for s in schedules]
     assert all(s["data"] == {"i": str(i)} and s["enabled"] is (i % 2 == 0) for i, s in enumerate(listed))
@@ -132,7 +132,7 @@ def test_get_update_disable_enable_delete_round_trip_and_next_fire_times(
     assert r.returncode == 0 and r.stdout.startswith("accepted 1 of 1 schedules"), r.stderr
     assert r.stderr == ""  # no progress line for a single schedule
 
-    created = as_json(until(got(url, ref), lambda r: r.returncode == 0))
+    created = as_json(got(url, ref)())  # (applied when create returned)
     assert created["trigger"] == body["trigger"] and created["enabled"] is True
     text = cli(url, "schedules", "get", ref).stdout
     fields = {line.split()[0]: line.split(maxsplit=1)[1] for line in text.splitlines()}
@@ -155,25 +155,23 @@ def test_get_update_disable_enable_delete_round_trip_and_next_fire_times(
     changed = {**created, "trigger": {"type": "frequency", "timeUnit": "MINUTES", "time": 5}}
     (tmp_path / "changed.yaml").write_text(yaml.safe_dump(changed))
     r = cli(url, "schedules", "update", ref, "-f", tmp_path / "changed.yaml")
-    assert r.returncode == 0 and r.stdout.strip() == f"{ref}: UPDATE accepted", r.stderr
-    updated = as_json(
-        until(
-            got(url, ref),
-            lambda r: r.returncode == 0 and json.loads(r.stdout)["version"] > created["version"],
-        )
-    )
+    assert r.returncode == 0 and r.stdout.strip() == f"{ref}: UPDATE applied (version 2)", r.stderr
+    updated = as_json(got(url, ref)())
+    assert updated["version"] == 2
     assert updated["trigger"]["type"] == "frequency" and updated["enabled"] is True
     r = cli(url, "schedules", "update", "acme/other", "-f", tmp_path / "changed.yaml")
     assert r.returncode == 2 and "name 'round-trip' is not the name of acme/other" in r.stderr
 
-    assert cli(url, "schedules", "disable", ref).stdout.strip() == f"{ref}: DISABLE accepted"
-    until(got(url, ref), lambda r: r.returncode == 0 and json.loads(r.stdout)["enabled"] is False)
+    assert cli(url, "schedules", "disable", ref).stdout.strip() == f"{ref}: DISABLE applied (version 3)"
+    assert as_json(got(url, ref)())["enabled"] is False
     assert "is disabled; when enabled it would fire at:" in cli(url, "schedules", "next", ref).stdout
-    assert cli(url, "schedules", "enable", ref).returncode == 0
+    r = cli(url, "schedules", "enable", ref, "--no-wait")
+    assert r.returncode == 0 and r.stdout.strip() == f"{ref}: ENABLE accepted", r.stderr
     until(got(url, ref), lambda r: r.returncode == 0 and json.loads(r.stdout)["enabled"] is True)
 
-    assert cli(url, "schedules", "delete", ref).stdout.strip() == f"{ref}: DELETE accepted"
-    r = until(got(url, ref), lambda r: r.returncode == 1)
+    assert cli(url, "schedules", "delete", ref).stdout.strip() == f"{ref}: DELETE applied"
+    r = got(url, ref)()
+    assert r.returncode == 1
     assert f"GET /schedules/acme/round-trip: 404 not found: {ref}" in r.stderr
     r = cli(url, "schedules", "delete", ref)
     assert r.returncode == 1 and "404 not found" in r.stderr
@@ -352,7 +350,7 @@ async def test_run_now_and_backfill_fire_the_schedule_at_the_instants_asked(
             "--arg",
             "date=2026-03-01",
         )
-        assert r.returncode == 0 and r.stdout.strip() == "acme/manual: RUN accepted", r.stderr
+        assert r.returncode == 0 and r.stdout.strip() == "acme/manual: RUN applied", r.stderr
         r = await asyncio.to_thread(
             cli,
             url,
@@ -366,7 +364,7 @@ async def test_run_now_and_backfill_fire_the_schedule_at_the_instants_asked(
         )
         assert r.returncode == 0, r.stderr
         assert r.stdout.strip() == (
-            "acme/manual: BACKFILL accepted: 3 fires from 2026-01-01T00:00:00Z to 2026-01-01T02:00:00Z"
+            "acme/manual: BACKFILL applied: 3 fires from 2026-01-01T00:00:00Z to 2026-01-01T02:00:00Z"
         )
         records = await reader.wait_for(lambda rs: len(fires_of(rs, "manual")) >= 4)
     hour = 3_600_000

@@ -134,21 +134,20 @@ async def test_what_applied_commands_built_is_frozen_once_the_topic_is_quiet(bro
         assert await _frozen(client) >= n, await _frozen(client)
 
 
-async def test_a_commands_consumer_whose_group_coordination_died_is_replaced_and_reads_on(
-    broker, app_id
-) -> None:
-    """aiokafka's group coordination ends for good on an AssertionError when the assignment changes while
-    it looks its coordinator up (on a 3-node cluster at the first rebalance, or whenever the coordinator
-    moves): every fetch raises again and the worker applied nothing, forever, while it said it was ready.
-    Here the coordinator is marked dead as aiokafka marks it (NOT_COORDINATOR, a lost connection) and a
-    partition is revoked during the lookup; the commands after that are applied all the same, on the
-    partitions kept, from where the old consumer stopped (none twice)."""
+async def test_a_commands_consumer_gone_deaf_is_found_stalled_replaced_and_reads_on(broker, app_id) -> None:
+    """On a 3-node cluster a worker's commands consumer lost its group coordination at the first rebalance
+    (aiokafka's coordination routine ended on an AssertionError: the assignment changed while it looked
+    its coordinator up) and the worker applied nothing for minutes while it said it was ready. The consumer
+    has no group now (the cause), and whatever else leaves a consumer deaf, the watchdog sees records
+    waiting and none applied: the loop is stalled (the worker not ready), its consumer is replaced, and the
+    commands after that are applied, each once, on the partitions kept after a revocation."""
     from aiokafka import AIOKafkaProducer
 
     from scheduler.kafka.config import Settings
     from scheduler.kafka.producer import TopicCreator
     from scheduler.worker.counters import WorkerCounts
-    from scheduler.worker.ingest import CommandIngest, coordination_died
+    from scheduler.worker.ingest import CommandIngest
+    from scheduler.worker.liveness import Liveness
     from tests.unit.test_ingest import FlakyChangelogWorker
 
     topic = f"{app_id}-commands"
@@ -170,12 +169,18 @@ async def test_a_commands_consumer_whose_group_coordination_died_is_replaced_and
     worker.handle_command = handle_and_note  # type: ignore[method-assign]
     producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers)
     ingest = CommandIngest(worker)
+    liveness = Liveness(stall_after_s=2)
+    liveness.watch(ingest)
     run = asyncio.ensure_future(ingest.run())
+    watch = asyncio.ensure_future(liveness.run(every_s=0.5))
+    stalls_seen: list[list[dict[str, object]]] = []
 
     async def until_applied(n: int) -> None:
         for _ in range(300):
             if len(applied) >= n:
                 return
+            if liveness.stalled():
+                stalls_seen.append(liveness.stalled())
             await asyncio.sleep(0.1)
         raise AssertionError(f"{len(applied)} of {n} commands applied after 30 s: {applied}")
 
@@ -185,27 +190,29 @@ async def test_a_commands_consumer_whose_group_coordination_died_is_replaced_and
         for p in range(4):
             await producer.send_and_wait(topic, b"v", key=f"before-{p}".encode(), partition=p)
         await until_applied(4)
+        assert await ingest.revoke({3})  # (the assignment changes: what killed a grouped consumer)
         consumer = ingest._consumer
-        assert consumer is not None
-        consumer._coordinator.coordinator_dead()  # (as aiokafka does on NOT_COORDINATOR or a lost connection)
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)  # its coordination task is looking the coordinator up now
-        assert await ingest.revoke({3})
-        for _ in range(50):
-            if coordination_died(consumer):
-                break
-            await asyncio.sleep(0.1)
-        assert coordination_died(consumer), "the fault was not injected: aiokafka's coordination lived on"
+        assert consumer is not None and consumer._group_id is None
+
+        async def deaf(*_: object, **__: object) -> dict[object, list[object]]:
+            await asyncio.sleep(0.2)
+            return {}  # no error, no record: what a consumer whose fetcher or coordination died answers
+
+        consumer.getmany = deaf  # type: ignore[method-assign]
         for p in range(3):
             await producer.send_and_wait(topic, b"v", key=f"after-{p}".encode(), partition=p)
         await until_applied(7)
-        assert ingest._consumer is not consumer
-        await asyncio.sleep(1)  # (nothing more comes: none applied twice)
+        assert ingest._consumer is not consumer and ingest.replaced == 1
+        assert stalls_seen and stalls_seen[0][0]["loop"] == "commands", stalls_seen
+        assert "records behind the end of the commands partitions" in str(stalls_seen[0][0]["reason"])
+        await asyncio.sleep(1.5)  # (nothing more comes: none applied twice; the watchdog sees it well)
         assert sorted(applied) == sorted(
             [(f"before-{p}".encode(), p) for p in range(4)] + [(f"after-{p}".encode(), p) for p in range(3)]
         )
+        assert liveness.stalled() == [] and liveness.states["commands"].heals == 1
         assert not run.done(), run
     finally:
+        watch.cancel()
         await producer.stop()
         await ingest.stop()
         await asyncio.wait_for(run, 10)

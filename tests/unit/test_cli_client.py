@@ -375,6 +375,36 @@ async def test_bulk_create_keeps_going_and_reports_failures_in_file_order() -> N
     assert sorted(progress) == list(range(1, 51))
 
 
+async def test_writes_wait_until_applied_unless_told_not_to_and_a_bulk_waits_once_per_partition() -> None:
+    seen: list[httpx.Request] = []
+    offsets = iter(range(100))
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.url.path.endswith("/applied"):
+            return httpx.Response(200, json={"key": "k", "offset": 0, "applied": True})
+        body: dict[str, Any] = json.loads(request.content) if request.content else {}
+        name = str(body.get("name", "0"))
+        partition = int(name[-1]) % 2 if name[-1].isdigit() else 0
+        accepted = {"key": "acme/x", "action": "INSERT", "partition": partition, "offset": next(offsets)}
+        return httpx.Response(202, json=accepted)
+
+    async with Client("http://x", transport=httpx.MockTransport(handler), timeout_s=12) as client:
+        await client.create({**CRON, "name": "one"})
+        await client.action("acme", "one", "disable")
+        assert [dict(r.url.params) for r in seen] == [{"wait": "applied", "waitMs": "10000"}] * 2
+        seen.clear()
+        result = await client.create_many([{**CRON, "name": f"n{i}"} for i in range(6)], concurrency=1)
+    assert result.applied is True and all("wait" not in r.url.params for r in seen[:6])
+    asked = sorted((r.url.path, r.url.params["offset"]) for r in seen[6:])
+    assert asked == [("/schedules/acme/n4/applied", "6"), ("/schedules/acme/n5/applied", "7")], asked
+    seen.clear()
+    async with Client("http://x", transport=httpx.MockTransport(handler), wait_applied=False) as client:
+        await client.delete("acme", "one")
+        result = await client.create_many([{**CRON, "name": "n1"}])
+    assert result.applied is None and [dict(r.url.params) for r in seen] == [{}, {}]
+
+
 async def test_an_unreachable_server_is_an_api_error_naming_the_url() -> None:
     async with Client("http://127.0.0.1:9", retries=0) as client:
         with pytest.raises(ApiError, match=r"cannot reach http://127.0.0.1:9"):

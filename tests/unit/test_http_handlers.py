@@ -3,6 +3,7 @@ worker that owns every partition, a fake view that keeps what is answered, mocke
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,8 +60,11 @@ class FakeWorker:
 
     async def send_command(
         self, cmd: ScheduleCommand, value: bytes | None = None, headers: Any = None
-    ) -> None:
+    ) -> asyncio.Future[object]:
         self.commands.append(cmd if value is None else decode_command(value))
+        acknowledged: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        acknowledged.set_result(SimpleNamespace(partition=0, offset=len(self.commands) - 1))
+        return acknowledged
 
 
 class FakeView:
@@ -95,7 +99,10 @@ CRON = {"tenant": "acme", "name": "a", "trigger": {"type": "cron", "expression":
 
 async def test_a_valid_schedule_is_a_command_and_202(worker: FakeWorker) -> None:
     answer = await call(worker, "POST", "/schedules", CRON)
-    assert (answer.status, answer.body) == (202, {"key": "acme/a", "action": "INSERT"})
+    assert (answer.status, answer.body) == (
+        202,
+        {"key": "acme/a", "action": "INSERT", "partition": 0, "offset": 0},
+    )
     [cmd] = worker.commands
     assert cmd.action is Action.INSERT and cmd.schedule is not None and cmd.schedule.topic == "out"
 

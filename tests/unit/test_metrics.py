@@ -24,6 +24,7 @@ from scheduler.domain.model import CatchUpPolicy, FrequencyTrigger, InvalidSched
 from scheduler.domain.triggers import plan_catch_up
 from scheduler.wire.codec import DecodeError
 from scheduler.worker.counters import FireCounts
+from scheduler.worker.liveness import Liveness, LoopState
 from scheduler.worker.logs import JsonFormatter, logging_config
 from scheduler.worker.metrics import (
     LATENESS_BUCKETS_MS,
@@ -302,6 +303,8 @@ def _fake_worker(stats: FireCounts, counts: WorkerCounts, partitions: set[int]) 
         active_partitions=lambda: partitions,
         faust_app=SimpleNamespace(rebalancing=False),
         settings=SimpleNamespace(partitions=8),
+        assigned=True,
+        liveness=Liveness(states={"commands": LoopState(stalls=2, heals=1)}),
     )
 
 
@@ -359,6 +362,9 @@ async def test_exposition_in_prometheus_text_format(tmp_path: Path) -> None:
     assert s[("scheduler_partitions_owned", ())] == 2
     assert s[("scheduler_rebalances_total", ())] == 3
     assert s[("scheduler_ready", ())] == 1
+    assert s[("scheduler_loop_stalled", (("loop", "commands"),))] == 0
+    assert s[("scheduler_loop_stalls_total", (("loop", "commands"),))] == 2
+    assert s[("scheduler_loop_heals_total", (("loop", "commands"),))] == 1
     assert s[("scheduler_table_entries", (("table", "schedules"),))] == 10
     assert "# TYPE scheduler_fire_lateness_seconds histogram" in text
     assert ("process_resident_memory_bytes", ()) in s or sys.platform != "linux"

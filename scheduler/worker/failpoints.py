@@ -1,0 +1,35 @@
+"""Faults a test or the fault campaign injects into a worker process, named in SCHEDULER_FAILPOINTS
+(comma-separated `name=mode`). Never set in production: each one breaks the worker on purpose.
+
+    commands-deaf=once     the first commands consumer answers every fetch with nothing (no error, no
+                           record), as one whose fetcher or group coordination died; the one that replaces
+                           it works
+    commands-deaf=always   every commands consumer does (the worker cannot heal: it must leave the group)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+ENV = "SCHEDULER_FAILPOINTS"
+
+
+def failpoint(name: str) -> str | None:
+    """The mode the failpoint is set to, None if it is not set."""
+    for item in os.environ.get(ENV, "").split(","):
+        key, _, mode = item.strip().partition("=")
+        if key == name:
+            return mode or "on"
+    return None
+
+
+def make_deaf(consumer: Any) -> None:
+    """The consumer's fetches answer nothing from now on."""
+
+    async def deaf(*_: Any, timeout_ms: int = 0, **__: Any) -> dict[Any, list[Any]]:
+        await asyncio.sleep(timeout_ms / 1000)
+        return {}
+
+    consumer.getmany = deaf

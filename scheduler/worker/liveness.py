@@ -1,0 +1,209 @@
+"""Whether each long-lived loop of the worker keeps up, and what the worker says when one does not.
+
+A loop that holds partitions but has stopped working is the worst failure a scheduler has: it answers
+/health, accepts writes with 202, and applies or fires nothing (seen on a 3-node Kafka: the commands
+consumer's group coordination died at the first rebalance and the worker stayed "ready" for minutes).
+So every watched loop reports its work (`Work`: how much is waiting, and a counter that grows with
+every piece done), and the watchdog looks at each one every few seconds:
+
+- a loop with work waiting whose counter has not moved since the last look is *behind*; behind for
+  `stall_after_s` in a row it is *stalled*: the worker is not ready (/health says which loop and why,
+  `scheduler_loop_stalled{loop}` is 1), and the loop is asked to heal (replace its Kafka client: stop it,
+  build a new one, resume from the positions it had);
+- a loop that moves again, or has nothing waiting, is well again at once;
+- a loop still stalled `leave_after_s` after it was found stalled (its client replaced meanwhile, to no
+  avail) while the cluster answers makes the worker leave: `on_leave` stops it (exit code LEFT_EXIT_CODE), its partitions move to a
+  worker that can serve them at once, and its supervisor (Kubernetes, systemd, compose) starts it again.
+  A deaf worker never holds partitions for minutes.
+
+A loop says what "waiting" means for it: the commands ingest, records behind the end of its partitions;
+the punctuator, due instants past due and not fired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+
+CHECK_EVERY_S = 5.0  # how often the watchdog looks at every loop
+STALL_AFTER_S = 30.0  # behind this long in a row: stalled (SCHEDULER_STALL_AFTER_S)
+LEAVE_AFTER_S = 90.0  # stalled this long: the worker leaves (SCHEDULER_LEAVE_AFTER_S; 0: never)
+LEFT_EXIT_CODE = 75  # (EX_TEMPFAIL) the worker stopped itself: a loop stalled; start it again
+WORK_TIMEOUT_S = 10.0  # a loop's answer to "what is your work" (an end-offsets request) waits at most this
+
+
+@dataclass(frozen=True)
+class Work:
+    """What a loop has to do: `pending` pieces waiting (0: idle), `done` a counter of pieces done."""
+
+    pending: int
+    done: int
+    what: str  # what a piece is, in words: "commands behind the end of the topic"
+
+
+class Watched(Protocol):
+    """A long-lived loop the watchdog looks at."""
+
+    name: str
+
+    async def work(self) -> Work:
+        """What it has to do now (may raise: the look is skipped)."""
+        ...
+
+    async def heal(self) -> bool:
+        """Replace what no longer works (a Kafka client); True if it replaced something."""
+        ...
+
+
+@dataclass
+class LoopState:
+    """What the watchdog knows of one loop."""
+
+    last_done: int | None = None
+    behind_since: float | None = None  # monotonic, while it has work and does none
+    stalled_since_ms: int | None = None  # wall clock, while stalled
+    reason: str = ""
+    stalls: int = 0  # times it was found stalled
+    heals: int = 0  # clients replaced
+
+
+@dataclass
+class Liveness:
+    """The watchdog of a worker's loops: `check()` once, or `run()` every CHECK_EVERY_S."""
+
+    loops: list[Watched] = field(default_factory=list)
+    stall_after_s: float = STALL_AFTER_S
+    leave_after_s: float = LEAVE_AFTER_S
+    # called once, with why, when a loop stayed stalled leave_after_s (None: nothing is done)
+    on_leave: Callable[[str], Awaitable[None]] | None = None
+    left: str | None = None  # why the worker left
+    # whether the cluster answers: a worker leaves only then (a broker outage stalls every worker alike,
+    # and leaving would not help); None: assumed
+    reachable: Callable[[], Awaitable[bool]] | None = None
+    monotonic: Callable[[], float] = time.monotonic
+    wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)
+    states: dict[str, LoopState] = field(default_factory=dict)
+
+    def watch(self, loop: Watched) -> None:
+        self.loops.append(loop)
+        self.states[loop.name] = LoopState()
+
+    async def check(self) -> None:
+        for loop in self.loops:
+            try:
+                async with asyncio.timeout(WORK_TIMEOUT_S):
+                    work = await loop.work()
+            except Exception as exc:  # (the broker away: an end-offsets request failed) not a verdict
+                log.debug("could not ask loop %s for its work: %r", loop.name, exc)
+                continue
+            await self._look(loop, work)
+
+    async def _look(self, loop: Watched, work: Work) -> None:
+        state = self.states[loop.name]
+        now = self.monotonic()
+        moved = state.last_done is not None and work.done != state.last_done
+        state.last_done = work.done
+        if work.pending <= 0 or moved:
+            if state.stalled_since_ms is not None:
+                log.warning(
+                    "loop %s works again after %.0f s stalled",
+                    loop.name,
+                    (self.wall_ms() - state.stalled_since_ms) / 1000,
+                )
+            state.behind_since = state.stalled_since_ms = None
+            state.reason = ""
+            return
+        if state.behind_since is None:
+            state.behind_since = now
+        behind_s = now - state.behind_since
+        state.reason = f"{work.pending} {work.what}, none done for {behind_s:.0f} s"
+        if behind_s < self.stall_after_s:
+            return
+        if state.stalled_since_ms is None:
+            state.stalled_since_ms = self.wall_ms()
+            state.stalls += 1
+            log.error("loop %s stalled: %s; replacing its client", loop.name, state.reason)
+        else:
+            log.warning("loop %s still stalled: %s; replacing its client", loop.name, state.reason)
+        if self.left is not None:
+            return  # (the worker is stopping)
+        stalled_s = (self.wall_ms() - state.stalled_since_ms) / 1000
+        if (
+            self.leave_after_s
+            and stalled_s >= self.leave_after_s
+            and (self.reachable is None or await self.reachable())
+        ):
+            self.left = (
+                f"loop {loop.name} stalled for {stalled_s:.0f} s ({state.reason}); its client was replaced "
+                f"{state.heals} times to no avail"
+            )
+            log.error(
+                "%s: the worker stops so its partitions move to a worker that can serve them", self.left
+            )
+            if self.on_leave is not None:
+                await self.on_leave(self.left)
+            return
+        try:
+            if await loop.heal():
+                state.heals += 1
+                state.behind_since = now  # (the new client gets a whole bound of its own)
+        except Exception:
+            log.warning("healing loop %s failed", loop.name, exc_info=True)
+
+    def stalled(self) -> list[dict[str, Any]]:
+        """The loops stalled now: what /health shows."""
+        return [
+            {"loop": name, "since": s.stalled_since_ms, "reason": s.reason}
+            for name, s in self.states.items()
+            if s.stalled_since_ms is not None
+        ]
+
+    def gauges(self) -> Iterable[tuple[str, LoopState]]:
+        return self.states.items()
+
+    async def run(self, every_s: float | None = None) -> None:
+        """A look every every_s (default: CHECK_EVERY_S, or a third of stall_after_s if that is less)."""
+        if every_s is None:
+            every_s = min(CHECK_EVERY_S, self.stall_after_s / 3)
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                await self.check()
+            except Exception:  # (never dies: the next look comes all the same)
+                log.exception("the loops' watchdog failed a look")
+
+
+@dataclass
+class Counted:
+    """A loop watched through two counts of its own, whose client cannot be replaced: the punctuator
+    (time units with an instant past due, and the fires done)."""
+
+    name: str
+    pending: Callable[[], int]
+    done: Callable[[], int]
+    what: str
+
+    async def work(self) -> Work:
+        return Work(self.pending(), self.done(), self.what)
+
+    async def heal(self) -> bool:
+        return False
+
+
+def not_ready_because(faust_app: Any, assigned: bool, liveness: Liveness) -> str | None:
+    """Why the worker is not ready (None: it is): not in the group yet, rebalancing or recovering (queries
+    about moving partitions get 503), or a loop stalled."""
+    if not assigned:
+        return "not assigned its partitions yet (joining the group)"
+    if faust_app.rebalancing or getattr(faust_app, "in_recovery", False):
+        return "rebalancing"
+    stalled = liveness.stalled()
+    if stalled:
+        return "; ".join(f"loop {s['loop']} stalled: {s['reason']}" for s in stalled)
+    return None

@@ -1,0 +1,87 @@
+"""A worker never goes quietly deaf (scheduler/worker/liveness.py), through its public interfaces: a worker
+whose commands consumer answers nothing (SCHEDULER_FAILPOINTS, as one whose group coordination died on a
+3-node cluster) says so on /health and /metrics, replaces the consumer and applies what was written; one
+that cannot heal leaves (exit code 75) and its partitions move to a worker that applies their commands."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import httpx
+import pytest
+
+from scheduler.worker.liveness import LEFT_EXIT_CODE
+from tests.helpers import owned, wait_split
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+
+def _schedule(name: str, topic: str) -> dict[str, object]:
+    return {"tenant": "acme", "name": name, "trigger": {"type": "cron", "expression": "0 0 1 1 *"},
+            "topic": topic}  # fmt: skip
+
+
+def _metric(text: str, name: str) -> float:
+    found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
+    assert found, f"no {name} in /metrics"
+    return float(found.group(1))
+
+
+def test_a_worker_whose_commands_consumer_goes_deaf_says_so_heals_and_applies_the_writes(start_worker):
+    w = start_worker(SCHEDULER_FAILPOINTS="commands-deaf=once", SCHEDULER_STALL_AFTER_S="3")
+    with httpx.Client(base_url=w.url, timeout=30) as client:
+        assert client.get("/health").json()["ready"], "an idle deaf consumer has no work: not stalled"
+        names = [f"deaf-{i}" for i in range(8)]
+        for name in names:
+            assert client.post("/schedules", json=_schedule(name, "deaf-out")).status_code == 202
+        seen: list[dict[str, object]] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            health = client.get("/health").json()
+            if not health["ready"]:
+                seen.append(health)
+            if (
+                seen
+                and health["ready"]
+                and all(client.get(f"/schedules/acme/{n}").status_code == 200 for n in names)
+            ):
+                break
+            time.sleep(0.3)
+        assert seen, "the deaf consumer was never reported: /health said ready throughout"
+        [stall] = seen[0]["stalled"]
+        assert stall["loop"] == "commands" and "records behind the end of the commands partitions" in str(
+            stall["reason"]
+        ), seen[0]
+        assert "loop commands stalled" in str(seen[0]["notReady"]), seen[0]
+        assert all(client.get(f"/schedules/acme/{n}").status_code == 200 for n in names), w.log_tail()
+        health = client.get("/health").json()
+        assert health["ready"] and health["stalled"] == [] and health["commandsApplied"] == len(names)
+        metrics = client.get("/metrics").text
+        assert _metric(metrics, 'scheduler_loop_heals_total{loop="commands"}') == 1
+        assert _metric(metrics, 'scheduler_loop_stalls_total{loop="commands"}') == 1
+        assert _metric(metrics, 'scheduler_loop_stalled{loop="commands"}') == 0
+
+
+def test_a_worker_that_cannot_heal_leaves_and_its_partitions_commands_are_applied_elsewhere(start_worker):
+    deaf = start_worker(
+        SCHEDULER_FAILPOINTS="commands-deaf=always", SCHEDULER_STALL_AFTER_S="3", SCHEDULER_LEAVE_AFTER_S="5"
+    )
+    healthy = start_worker(partitions=0)
+    wait_split(deaf, healthy)
+    deaf_partitions = owned(deaf)
+    names = [f"left-{i}" for i in range(16)]  # (keys over every partition: some of the deaf worker's)
+    with httpx.Client(base_url=healthy.url, timeout=30) as client:
+        for name in names:
+            assert client.post("/schedules", json=_schedule(name, "left-out")).status_code == 202
+        assert deaf.proc is not None
+        deaf.proc.wait(timeout=90)
+        assert deaf.proc.returncode == LEFT_EXIT_CODE, deaf.log_tail()
+        assert "the worker stops so its partitions move" in deaf.log_tail(200)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and owned(healthy) != {0, 1, 2, 3}:
+            time.sleep(0.3)
+        assert owned(healthy) == {0, 1, 2, 3} and deaf_partitions, (owned(healthy), deaf_partitions)
+        for name in names:  # applied by the worker that took the partitions (one it may still be applying)
+            answer = client.post(f"/schedules/acme/{name}/enable?wait=applied")
+            assert answer.status_code == 200 and answer.json()["version"] == 2, answer.text

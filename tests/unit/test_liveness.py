@@ -1,0 +1,170 @@
+"""The loops' watchdog (scheduler/worker/liveness.py): a loop with work waiting and none done for the bound
+is stalled (the worker is not ready, and says which loop and why), is asked to heal, and is well again as
+soon as it moves or has nothing waiting."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+from scheduler.worker.liveness import Liveness, Work, not_ready_because
+
+
+@dataclass
+class Loop:
+    name: str = "commands"
+    pending: int = 0
+    done: int = 0
+    heals: int = 0
+    fails: bool = False
+
+    async def work(self) -> Work:
+        if self.fails:
+            raise ConnectionError("broker away")
+        return Work(self.pending, self.done, "records behind")
+
+    async def heal(self) -> bool:
+        self.heals += 1
+        return True
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _watchdog(loop: Loop, clock: Clock) -> Liveness:
+    liveness = Liveness(stall_after_s=30, monotonic=clock, wall_ms=lambda: int(clock.now * 1000))
+    liveness.watch(loop)
+    return liveness
+
+
+async def test_a_loop_behind_for_the_bound_is_stalled_healed_and_well_again_once_it_moves() -> None:
+    loop, clock = Loop(pending=5), Clock()
+    liveness = _watchdog(loop, clock)
+    app = SimpleNamespace(rebalancing=False)
+    for t in (0, 10, 29):
+        clock.now = t
+        await liveness.check()
+    assert liveness.stalled() == [] and loop.heals == 0
+    assert not_ready_because(app, True, liveness) is None
+    clock.now = 31
+    await liveness.check()
+    [stall] = liveness.stalled()
+    assert stall["loop"] == "commands" and stall["since"] == 31_000
+    assert stall["reason"] == "5 records behind, none done for 31 s"
+    assert loop.heals == 1 and liveness.states["commands"].stalls == 1
+    assert "loop commands stalled: 5 records behind" in (not_ready_because(app, True, liveness) or "")
+    # the healed loop gets a whole bound before it is healed again; still stalled meanwhile
+    clock.now = 50
+    await liveness.check()
+    assert loop.heals == 1 and liveness.stalled()
+    clock.now = 62
+    await liveness.check()
+    assert loop.heals == 2 and liveness.states["commands"].stalls == 1
+    loop.done += 1
+    clock.now = 63
+    await liveness.check()
+    assert liveness.stalled() == [] and not_ready_because(app, True, liveness) is None
+
+
+async def test_a_loop_that_works_or_has_nothing_waiting_is_never_stalled() -> None:
+    loop, clock = Loop(pending=100), Clock()
+    liveness = _watchdog(loop, clock)
+    for t in range(0, 300, 5):  # a long flow: work always waiting, always some done
+        clock.now = t
+        loop.done += 1
+        await liveness.check()
+    loop.pending = 0
+    for t in range(300, 400, 5):  # idle: nothing done, nothing waiting
+        clock.now = t
+        await liveness.check()
+    assert liveness.stalled() == [] and loop.heals == 0
+
+
+async def test_a_loop_that_cannot_say_what_it_has_to_do_keeps_its_verdict() -> None:
+    loop, clock = Loop(pending=1), Clock()
+    liveness = _watchdog(loop, clock)
+    await liveness.check()
+    loop.fails = True
+    clock.now = 100
+    await liveness.check()  # (the broker away: no verdict either way)
+    assert liveness.stalled() == []
+    loop.fails = False
+    await liveness.check()
+    assert [s["loop"] for s in liveness.stalled()] == ["commands"]
+
+
+def test_not_ready_before_the_first_assignment_and_while_rebalancing() -> None:
+    liveness = Liveness()
+    assert "joining the group" in (
+        not_ready_because(SimpleNamespace(rebalancing=False), False, liveness) or ""
+    )
+    assert not_ready_because(SimpleNamespace(rebalancing=True), True, liveness) == "rebalancing"
+
+
+async def test_a_loop_still_stalled_past_the_second_bound_makes_the_worker_leave_once() -> None:
+    loop, clock = Loop(pending=3), Clock()
+    left: list[str] = []
+
+    async def leave(why: str) -> None:
+        left.append(why)
+
+    liveness = Liveness(
+        stall_after_s=30,
+        leave_after_s=60,
+        on_leave=leave,
+        monotonic=clock,
+        wall_ms=lambda: int(clock.now * 1000),
+    )
+    liveness.watch(loop)
+    for t in range(0, 200, 5):
+        clock.now = t
+        await liveness.check()
+    [why] = left  # once: at 30 s stalled, at 90 s (60 s later) it leaves
+    assert why.startswith("loop commands stalled for 60 s (3 records behind") and "replaced 2 times" in why
+    assert liveness.left == why and loop.heals == 2  # (no more heals once it leaves)
+
+
+async def test_no_leaving_when_the_second_bound_is_zero() -> None:
+    loop, clock = Loop(pending=3), Clock()
+    liveness = Liveness(
+        stall_after_s=30, leave_after_s=0, monotonic=clock, wall_ms=lambda: int(clock.now * 1000)
+    )
+    liveness.watch(loop)
+    for t in range(0, 600, 5):
+        clock.now = t
+        await liveness.check()
+    assert liveness.left is None and liveness.stalled()
+
+
+async def test_no_leaving_while_the_cluster_does_not_answer() -> None:
+    """A broker outage stalls every worker alike: leaving would not help (and an unsupervised worker
+    would be gone when the brokers come back)."""
+    loop, clock = Loop(pending=3), Clock()
+    answers = [False]
+
+    async def reachable() -> bool:
+        return answers[0]
+
+    left: list[str] = []
+
+    async def leave(why: str) -> None:
+        left.append(why)
+
+    liveness = Liveness(
+        stall_after_s=30, leave_after_s=60, on_leave=leave, reachable=reachable, monotonic=clock,
+        wall_ms=lambda: int(clock.now * 1000),
+    )  # fmt: skip
+    liveness.watch(loop)
+    for t in range(0, 300, 5):
+        clock.now = t
+        await liveness.check()
+    assert left == [] and liveness.stalled()
+    answers[0] = True
+    clock.now = 305
+    await liveness.check()
+    assert len(left) == 1
