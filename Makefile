@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install run test test-embedded kafka-jars unit integration chaos bench lint format demo clean
+.PHONY: install run test test-embedded kafka-jars unit integration chaos campaign bench lint format demo clean
 
 install: $(VENV)/.installed
 
@@ -34,6 +34,9 @@ demo: install         ## ingest -> transform -> report on the embedded broker wi
 chaos: install        ## 3 workers, 2000 every-second schedules, SIGKILLs, SIGSTOP pauses, network cuts and broker SIGKILLs for 3 min: 0 missed, 0 repeated on Kafka; then the `long` tests (CI runs a bounded form of each fault)
 	$(BIN)/python -m tests.chaos --workers 3 --schedules 2000 --duration 180
 	SCHEDULER_TEST_BROKER=kafka $(BIN)/pytest -m long
+
+campaign: install     ## the randomized fault campaign: 20 seeds x 3 min, each choosing workers, brokers, start, command paths, schedule kinds and faults (CI runs 2 seeds x 60 s)
+	$(BIN)/python -m tests.campaign --seeds $(or $(SEEDS),20) --duration $(or $(DURATION),180)
 
 bench: install        ## benchmarks (report, never assert): results in tests/bench/results/ and the README
 	$(BIN)/python -m tests.bench.run

@@ -278,12 +278,27 @@ class CommandIngest:
                 await asyncio.sleep(0.5)
             if fetched:
                 async with self._lock:
-                    if generation == self._generation:  # else fetched before a revoke or a new seek
+                    if generation == self._generation:
                         await self._applied_safely(fetched)
                         self.progressed += 1
+                    else:  # fetched before a revoke or a new seek: not applied, so fetched again
+                        self._refetch(fetched)
             elif self._consumer is not None and consumer_broken(self._consumer):
                 await self._replace_consumer("one of its background tasks ended")
             self.settle(quiet=not fetched)
+
+    def _refetch(self, fetched: dict[TopicPartition, list[Any]]) -> None:
+        """The consumer's position passed the records of a fetch that is not applied (it was in flight
+        while the assignment changed): the partitions still consumed go back to the first record not
+        applied. Without it a partition kept through a revocation skipped the commands that arrived
+        during the fetch: acknowledged, never applied."""
+        consumer = self._consumer
+        if consumer is None:
+            return
+        assigned = consumer.assignment()
+        for tp in fetched:
+            if tp.partition in self._active and tp in assigned:
+                consumer.seek(tp, self._next.get(tp, 0))  # (none applied yet: from its beginning)
 
     # --- what the watchdog and read-your-writes see (liveness.Watched) ---------------------------
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import Any
 
 import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from scheduler.domain.model import Action, CronTrigger, Schedule, ScheduleCommand, ScheduleKey
+from scheduler.worker.failpoints import make_deaf
 from tests.helpers import TopicReader, fires_of, send_commands
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -134,6 +136,70 @@ async def test_what_applied_commands_built_is_frozen_once_the_topic_is_quiet(bro
         assert await _frozen(client) >= n, await _frozen(client)
 
 
+class Harness:
+    """A CommandIngest on a real broker, with a worker that only notes what it applies (and its watchdog)."""
+
+    def __init__(self, broker: Any, app_id: str) -> None:
+        from aiokafka import AIOKafkaProducer
+
+        from scheduler.kafka.config import Settings
+        from scheduler.kafka.producer import TopicCreator
+        from scheduler.worker.counters import WorkerCounts
+        from scheduler.worker.ingest import CommandIngest
+        from scheduler.worker.liveness import Liveness
+        from tests.unit.test_ingest import FlakyChangelogWorker
+
+        self.topic = f"{app_id}-commands"
+        worker = FlakyChangelogWorker(failures={})
+        worker.settings = Settings(
+            app_id=app_id, bootstrap_servers=broker.bootstrap_servers, commands_topic=self.topic,
+            broker_profile=broker.profile,
+        )  # fmt: skip
+        worker.topics = TopicCreator(broker.bootstrap_servers, 4, 1)  # type: ignore[attr-defined]
+        worker.progress_db = lambda partition: {}  # type: ignore[attr-defined]
+        worker.counts = WorkerCounts()  # type: ignore[attr-defined]
+        self.applied: list[tuple[bytes, int]] = []
+        handle = worker.handle_command
+
+        async def handle_and_note(event: Any) -> None:
+            self.applied.append((event.message.key, event.message.partition))
+            await handle(event)
+
+        worker.handle_command = handle_and_note  # type: ignore[method-assign]
+        self.producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+        self.ingest = CommandIngest(worker)
+        self.liveness = Liveness(stall_after_s=2)
+        self.liveness.watch(self.ingest)
+        self.stalls_seen: list[list[dict[str, Any]]] = []
+
+    async def __aenter__(self) -> Harness:
+        self.run = asyncio.ensure_future(self.ingest.run())
+        self.watch = asyncio.ensure_future(self.liveness.run(every_s=0.5))
+        await self.producer.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.watch.cancel()
+        await self.producer.stop()
+        await self.ingest.stop()
+        await asyncio.wait_for(self.run, 10)
+
+    async def send(self, name: str, partition: int) -> None:
+        await self.producer.send_and_wait(self.topic, b"v", key=name.encode(), partition=partition)
+
+    async def until_applied(self, n: int) -> None:
+        for _ in range(300):
+            if len(self.applied) >= n:
+                return
+            if self.liveness.stalled():
+                self.stalls_seen.append(self.liveness.stalled())
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"{len(self.applied)} of {n} commands applied after 30 s: {self.applied}")
+
+    def expect(self, *names: tuple[str, int]) -> None:
+        assert sorted(self.applied) == sorted((n.encode(), p) for n, p in names), self.applied
+
+
 async def test_a_commands_consumer_gone_deaf_is_found_stalled_replaced_and_reads_on(broker, app_id) -> None:
     """On a 3-node cluster a worker's commands consumer lost its group coordination at the first rebalance
     (aiokafka's coordination routine ended on an AssertionError: the assignment changed while it looked
@@ -141,78 +207,56 @@ async def test_a_commands_consumer_gone_deaf_is_found_stalled_replaced_and_reads
     has no group now (the cause), and whatever else leaves a consumer deaf, the watchdog sees records
     waiting and none applied: the loop is stalled (the worker not ready), its consumer is replaced, and the
     commands after that are applied, each once, on the partitions kept after a revocation."""
-    from aiokafka import AIOKafkaProducer
-
-    from scheduler.kafka.config import Settings
-    from scheduler.kafka.producer import TopicCreator
-    from scheduler.worker.counters import WorkerCounts
-    from scheduler.worker.ingest import CommandIngest
-    from scheduler.worker.liveness import Liveness
-    from tests.unit.test_ingest import FlakyChangelogWorker
-
-    topic = f"{app_id}-commands"
-    worker = FlakyChangelogWorker(failures={})
-    worker.settings = Settings(
-        app_id=app_id, bootstrap_servers=broker.bootstrap_servers, commands_topic=topic,
-        broker_profile=broker.profile,
-    )  # fmt: skip
-    worker.topics = TopicCreator(broker.bootstrap_servers, 4, 1)  # type: ignore[attr-defined]
-    worker.progress_db = lambda partition: {}  # type: ignore[attr-defined]
-    worker.counts = WorkerCounts()  # type: ignore[attr-defined]
-    applied: list[tuple[bytes, int]] = []
-    handle = worker.handle_command
-
-    async def handle_and_note(event: object) -> None:
-        applied.append((event.message.key, event.message.partition))  # type: ignore[attr-defined]
-        await handle(event)
-
-    worker.handle_command = handle_and_note  # type: ignore[method-assign]
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers)
-    ingest = CommandIngest(worker)
-    liveness = Liveness(stall_after_s=2)
-    liveness.watch(ingest)
-    run = asyncio.ensure_future(ingest.run())
-    watch = asyncio.ensure_future(liveness.run(every_s=0.5))
-    stalls_seen: list[list[dict[str, object]]] = []
-
-    async def until_applied(n: int) -> None:
-        for _ in range(300):
-            if len(applied) >= n:
-                return
-            if liveness.stalled():
-                stalls_seen.append(liveness.stalled())
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"{len(applied)} of {n} commands applied after 30 s: {applied}")
-
-    try:
-        await ingest.assign({0, 1, 2, 3})
-        await producer.start()
+    async with Harness(broker, app_id) as h:
+        await h.ingest.assign({0, 1, 2, 3})
         for p in range(4):
-            await producer.send_and_wait(topic, b"v", key=f"before-{p}".encode(), partition=p)
-        await until_applied(4)
-        assert await ingest.revoke({3})  # (the assignment changes: what killed a grouped consumer)
-        consumer = ingest._consumer
+            await h.send(f"before-{p}", p)
+        await h.until_applied(4)
+        assert await h.ingest.revoke({3})  # (the assignment changes: what killed a grouped consumer)
+        consumer = h.ingest._consumer
         assert consumer is not None and consumer._group_id is None
-
-        async def deaf(*_: object, **__: object) -> dict[object, list[object]]:
-            await asyncio.sleep(0.2)
-            return {}  # no error, no record: what a consumer whose fetcher or coordination died answers
-
-        consumer.getmany = deaf  # type: ignore[method-assign]
+        make_deaf(consumer)  # no error, no record: what a consumer whose fetcher or coordination died answers
+        await asyncio.sleep(0.5)  # (a fetch in flight, a real one, ends with nothing)
         for p in range(3):
-            await producer.send_and_wait(topic, b"v", key=f"after-{p}".encode(), partition=p)
-        await until_applied(7)
-        assert ingest._consumer is not consumer and ingest.replaced == 1
-        assert stalls_seen and stalls_seen[0][0]["loop"] == "commands", stalls_seen
-        assert "records behind the end of the commands partitions" in str(stalls_seen[0][0]["reason"])
+            await h.send(f"after-{p}", p)
+        await h.until_applied(7)
+        assert h.ingest._consumer is not consumer and h.ingest.replaced == 1
+        assert h.stalls_seen and h.stalls_seen[0][0]["loop"] == "commands", h.stalls_seen
+        assert "records behind the end of the commands partitions" in str(h.stalls_seen[0][0]["reason"])
         await asyncio.sleep(1.5)  # (nothing more comes: none applied twice; the watchdog sees it well)
-        assert sorted(applied) == sorted(
-            [(f"before-{p}".encode(), p) for p in range(4)] + [(f"after-{p}".encode(), p) for p in range(3)]
-        )
-        assert liveness.stalled() == [] and liveness.states["commands"].heals == 1
-        assert not run.done(), run
-    finally:
-        watch.cancel()
-        await producer.stop()
-        await ingest.stop()
-        await asyncio.wait_for(run, 10)
+        h.expect(*((f"before-{p}", p) for p in range(4)), *((f"after-{p}", p) for p in range(3)))
+        assert h.liveness.stalled() == [] and h.liveness.states["commands"].heals == 1
+        assert not h.run.done(), h.run
+
+
+async def test_commands_that_arrive_during_a_fetch_cut_by_a_revocation_are_applied(broker, app_id) -> None:
+    """A fetch in flight while some partitions are revoked is not applied (it may hold records of the
+    revoked ones), but the consumer's position had passed its records: on the partitions kept, the
+    commands that arrived during that fetch were skipped — acknowledged, never applied. They are fetched
+    again now."""
+    async with Harness(broker, app_id) as h:
+        await h.ingest.assign({0, 1, 2, 3})
+        for p in range(4):
+            await h.send(f"before-{p}", p)
+        await h.until_applied(4)
+        consumer = h.ingest._consumer
+        assert consumer is not None
+        real = consumer.getmany
+        in_fetch, revoked = asyncio.Event(), asyncio.Event()
+
+        async def cut_by_a_revocation(*partitions: Any, max_records: int | None = None, **_: Any) -> Any:
+            in_fetch.set()
+            await revoked.wait()  # (the revocation and the new commands come while this fetch is out)
+            return await real(*partitions, timeout_ms=5000, max_records=max_records)
+
+        consumer.getmany = cut_by_a_revocation  # type: ignore[method-assign]
+        await in_fetch.wait()
+        consumer.getmany = real  # type: ignore[method-assign]  # (the fetches after this one)
+        assert await h.ingest.revoke({3})
+        for p in range(3):
+            await h.send(f"during-{p}", p)
+        revoked.set()
+        await h.until_applied(7)
+        await asyncio.sleep(1)
+        h.expect(*((f"before-{p}", p) for p in range(4)), *((f"during-{p}", p) for p in range(3)))
+        assert h.ingest.replaced == 0

@@ -40,7 +40,8 @@ async def test_run_now_and_backfill_fire_a_time_schedule(broker, worker, app_id)
         )
         before = int(time.time() * 1000)
         r = await api.client.post("/schedules/acme/yearly/run")
-        assert r.status_code == 202 and r.json() == {"key": "acme/yearly", "action": "RUN", "fires": 1}
+        assert r.status_code == 202, r.text
+        assert r.json().items() >= {"key": "acme/yearly", "action": "RUN", "fires": 1}.items(), r.json()
         r = await api.client.post("/schedules/acme/yearly/run", json={"at": T0 + 123})
         assert r.status_code == 202
         got = await reader.wait_for(lambda rec: len(fires_of(rec, "yearly")) >= 2)

@@ -82,7 +82,10 @@ def test_the_readme_parser_reads_the_first_session() -> None:
     cmds = [c for b in shell_blocks(section(README.read_text(), "A first session")) for c in commands(b)]
     texts = [c.text for c in cmds]
     assert len(cmds) >= 12, texts
-    assert any(c.text.startswith("curl -s -X POST localhost:6066/schedules") and c.expect for c in cmds)
+    assert any(
+        c.text.startswith("curl -s -X POST 'localhost:6066/schedules?wait=applied'") and c.expect
+        for c in cmds
+    )
     assert any("scheduler tail acme-fires" in c.text and c.shows for c in cmds)
     assert all(t.count("'") % 2 == 0 for t in texts)
 
