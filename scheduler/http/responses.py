@@ -332,7 +332,7 @@ class RunActionAccepted(Answer):
 
 
 class StalledLoop(Answer):
-    loop: str = Field(description="commands (the commands ingest) or punctuator (the fire timers)")
+    loop: str = Field(description="commands (the ingest), punctuator (the fire timers), programs, calendars")
     since: int = Field(description="stalled since (epoch ms)")
     reason: str
 

@@ -280,6 +280,8 @@ class Worker:
         )
         self.liveness.reachable = self.ingest.cluster_answers
         self.liveness.watch(self.ingest)
+        self.liveness.watch(self.registry)  # (its followers: programs, calendars)
+        self.liveness.watch(self.calendars)
         fires = self.counts.fires
         self.liveness.watch(
             Counted(

@@ -49,7 +49,7 @@ from scheduler.kafka.transactions import PartitionGone, owned_by
 from scheduler.wire.codec import decode_json, encode_json
 from scheduler.worker.failpoints import failpoint, make_deaf
 from scheduler.worker.hops import Handler, safely
-from scheduler.worker.liveness import Work
+from scheduler.worker.liveness import Work, fetched_to
 
 log = logging.getLogger(__name__)
 
@@ -80,16 +80,6 @@ def consumer_broken(consumer: AIOKafkaConsumer) -> bool:
         getattr(getattr(consumer, "_fetcher", None), "_fetch_task", None),
     )
     return any(task is not None and task.done() for task in tasks)
-
-
-def fetched_to(consumer: AIOKafkaConsumer, tp: TopicPartition) -> int | None:
-    """The offset after the last record the consumer handed out for `tp` (past transaction markers too),
-    without waiting for a position reset as `position()` does; None while it has none."""
-    try:
-        state = consumer._subscription.subscription.assignment.state_value(tp)
-    except AttributeError:  # (no assignment)
-        return None
-    return state.position if state is not None and state.has_valid_position else None
 
 
 def offset_key(partition: int, topic: str | None = None) -> bytes:

@@ -38,6 +38,16 @@ LEFT_EXIT_CODE = 75  # (EX_TEMPFAIL) the worker stopped itself: a loop stalled; 
 WORK_TIMEOUT_S = 10.0  # a loop's answer to "what is your work" (an end-offsets request) waits at most this
 
 
+def fetched_to(consumer: Any, tp: Any) -> int | None:
+    """The offset after the last record the consumer handed out for `tp` (past transaction markers too),
+    without waiting for a position reset as `position()` does; None while it has none."""
+    try:
+        state = consumer._subscription.subscription.assignment.state_value(tp)
+    except AttributeError:  # (no assignment)
+        return None
+    return state.position if state is not None and state.has_valid_position else None
+
+
 @dataclass(frozen=True)
 class Work:
     """What a loop has to do: `pending` pieces waiting (0: idle), `done` a counter of pieces done."""

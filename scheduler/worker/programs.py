@@ -24,6 +24,8 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from pydantic import BaseModel, ConfigDict, Field
 
+from scheduler.worker.liveness import Work, fetched_to
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -73,6 +75,8 @@ class TopicMap(Generic[T]):
         self._task: asyncio.Task[None] | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._caught_up = asyncio.Event()
+        self.name = f"{self.what}s"  # (liveness.Watched)
+        self.applied = 0  # records applied: what the watchdog sees move
 
     def parse(self, key: str, value: bytes) -> T:
         raise NotImplementedError
@@ -102,7 +106,29 @@ class TopicMap(Generic[T]):
                     await asyncio.sleep(0.02)
         return self._items.get(key)
 
+    async def work(self) -> Work:
+        """Records of the topic behind its end (liveness.py): a follower that stopped fetching is stalled."""
+        consumer = self._consumer
+        what = f"{self.what} records behind the end of {self._topic}"
+        if consumer is None:
+            return Work(0, self.applied, what)
+        tps = sorted(consumer.assignment())
+        ends = await consumer.end_offsets(tps) if tps else {}
+        behind = sum(max(0, end - (fetched_to(consumer, tp) or 0)) for tp, end in ends.items())
+        return Work(behind, self.applied, what)
+
+    async def heal(self) -> bool:
+        """Follow the topic again with a new consumer (from its beginning: the map is rebuilt whole)."""
+        if self._task is None:
+            return False
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._task
+        self._task = asyncio.create_task(self._follow())
+        return True
+
     def apply(self, key: bytes | None, value: bytes | None) -> None:
+        self.applied += 1
         if key is None:
             return
         name = key.decode(errors="replace")

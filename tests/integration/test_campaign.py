@@ -1,5 +1,5 @@
-"""The randomized fault campaign (tests/campaign) in its bounded form: two fixed seeds of 60 s each, one on
-a 1-node and one on a 3-node Apache Kafka (`make campaign` runs 20 seeds of 3 minutes, each choosing). A seed
+"""The randomized fault campaign (tests/campaign) in its bounded form: two fixed seeds of 50 s of faults
+each, one on a 1-node and one on a 3-node Apache Kafka (`make campaign` runs 20 seeds of 3 minutes, each choosing). A seed
 prints what it chose; a failure names the seed that replays it: python -m tests.campaign --seed N."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from tests.campaign.__main__ import run_seed, summary
 pytestmark = [pytest.mark.integration, pytest.mark.serial, pytest.mark.own_broker, pytest.mark.timeout(420)]
 
 
-@pytest.mark.parametrize(("seed", "brokers"), [(11, 1), (12, 3)])
+@pytest.mark.parametrize(("seed", "brokers"), [(50, 1), (159, 3)])  # (kill + pause; controller kill + pause)
 def test_a_campaign_seed_misses_nothing_repeats_nothing_and_loses_no_write(seed, brokers, tmp_path):
-    report = run_seed(seed, 60, brokers, 0.5, tmp_path)
+    report = run_seed(seed, 50, brokers, 0.5, tmp_path)
     print(summary(report))
     detail = json.dumps(report, indent=2)
     assert report["dueInstantsChecked"] > 1000, detail

@@ -16,6 +16,7 @@ from tests.netns import BROKER_HOST, Lab, missing
 pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(480), pytest.mark.serial]
 
 
+@pytest.mark.long  # (CI's campaign seeds kill and pause workers the same way: tests/integration/test_campaign.py)
 async def test_workers_killed_and_paused_at_random_miss_no_due_instant_and_repeat_none_on_kafka(
     broker, tmp_path
 ):

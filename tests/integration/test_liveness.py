@@ -85,3 +85,44 @@ def test_a_worker_that_cannot_heal_leaves_and_its_partitions_commands_are_applie
         for name in names:  # applied by the worker that took the partitions (one it may still be applying)
             answer = client.post(f"/schedules/acme/{name}/enable?wait=applied")
             assert answer.status_code == 200 and answer.json()["version"] == 2, answer.text
+
+
+async def test_a_registry_follower_gone_deaf_is_stalled_then_follows_again(broker, app_id):
+    """The programs (and calendars) followers are loops too: one whose consumer answers nothing while
+    definitions arrive is found stalled and follows its topic again with a new consumer."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    from scheduler.worker.failpoints import make_deaf
+    from scheduler.worker.liveness import Liveness
+    from scheduler.worker.programs import ProgramRegistry
+    from tests.helpers import ensure_topic
+
+    topic = f"{app_id}-programs"
+    await ensure_topic(broker.bootstrap_servers, topic)
+    registry = ProgramRegistry(broker.bootstrap_servers, topic)
+    liveness = Liveness(stall_after_s=2)
+    liveness.watch(registry)
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+    await producer.start()
+    watch = asyncio.ensure_future(liveness.run(every_s=0.5))
+    try:
+        await registry.start()
+        assert registry._consumer is not None
+        make_deaf(registry._consumer)
+        await asyncio.sleep(0.5)  # (a fetch in flight ends)
+        spec = b'{"kind": "pyspark", "target": "x.y:z"}'
+        await producer.send_and_wait(topic, spec, key=b"acme/etl/spark/load")
+        stalled: list[object] = []
+        for _ in range(150):
+            stalled += liveness.stalled()
+            if registry.get("acme/etl/spark/load") is not None:
+                break
+            await asyncio.sleep(0.1)
+        assert registry.get("acme/etl/spark/load") is not None, "the deaf follower never read on"
+        assert stalled and liveness.states["programs"].heals == 1, stalled
+    finally:
+        watch.cancel()
+        await producer.stop()
+        await registry.stop()
