@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import random
 import signal
@@ -31,6 +32,7 @@ from tests.helpers import TopicReader, WorkerProcess, send_commands
 LEAD_S = 20.0  # a schedule's first instant to check comes this long after it was sent
 SETTLE_S = 45.0  # after the faults: until every instant of the window fired, at most this long
 REPEAT_GRACE_S = 5.0  # then this long more, for a repeat
+HTTP_CHUNK = 100  # schedules created over HTTP at a time (each chunk's notBefore from when it is sent)
 UPDATED = 10  # schedules updated over HTTP throughout (with updates on), checked for lost writes
 
 
@@ -68,7 +70,6 @@ class Campaign:
         self.stalls: list[dict[str, Any]] = []  # what /health said, per worker and loop
         self.acked: dict[str, str] = {}  # updated schedule -> the value of its last acknowledged update
         self.write_errors: Counter[str] = Counter()
-        self.sent_at: dict[str, int] = {}
 
     # --- workers ----------------------------------------------------------------------------------
 
@@ -105,32 +106,46 @@ class Campaign:
 
     # --- schedules --------------------------------------------------------------------------------
 
-    async def load(self, defs: list[Definition], loading: asyncio.Event) -> None:
-        """Each definition by one of the plan's paths: the commands topic in bulk, or HTTP (a bulk create
-        that waits once, at its end, for every partition's last write)."""
+    async def load(self, defs: list[Definition], loading: asyncio.Event) -> list[Definition]:
+        """Each definition by one of the plan's paths: the commands topic in bulk, or HTTP (bulk creates of
+        HTTP_CHUNK, each waiting once, at its end, for every partition's last write). Each schedule's
+        notBefore is LEAD_S after it was sent (a big bulk over HTTP takes a minute): returns the
+        definitions as sent."""
         by_path: dict[str, list[Definition]] = {p: [] for p in self.plan.paths}
         for d in defs:
             by_path[self.rnd.choice(self.plan.paths)].append(d)
         loading.set()
-        at = now_ms()
-        for d in defs:
-            self.sent_at[d.name] = at
-        topic_defs = by_path.get("topic", [])
+        sent: list[Definition] = []
+        topic_defs = [self._from_now(d) for d in by_path.get("topic", [])]
         if topic_defs:
             await send_commands(
                 self.bootstrap, f"{self.app_id}-commands", *(d.command(self.out) for d in topic_defs)
             )
+            sent += topic_defs
         http_defs = by_path.get("http", [])
         if http_defs:
             url = self.procs[self.rnd.choice(sorted(self.ready))].url
             async with HttpClient(url, timeout_s=30) as client:
-                result = await client.create_many([d.body(self.out) for d in http_defs], concurrency=8)
-            for _, key, exc in result.failures:
-                self.write_errors[f"create {exc.status}"] += 1
-                self.refused.add(key.split("/", 1)[1])
-                print(f"  create {key} failed: {exc.summary()}", flush=True)
-            if result.applied is False:
-                self.write_errors["creates not applied within 30 s"] += 1
+                for i in range(0, len(http_defs), HTTP_CHUNK):
+                    chunk = [self._from_now(d) for d in http_defs[i : i + HTTP_CHUNK]]
+                    result = await client.create_many([d.body(self.out) for d in chunk], concurrency=8)
+                    sent += chunk
+                    for _, key, exc in result.failures:
+                        self.write_errors[f"create {exc.status}"] += 1
+                        self.refused.add(key.split("/", 1)[1])
+                        print(f"  create {key} failed: {exc.summary()}", flush=True)
+                    if result.applied is False:
+                        self.write_errors["creates not applied within 30 s"] += 1
+        return sent
+
+    def _from_now(self, d: Definition) -> Definition:
+        """The definition with its first instant to check LEAD_S from now (its bounds moved alike)."""
+        shift = now_ms() + int(LEAD_S * 1000) - d.not_before
+        if shift <= 0:
+            return d
+        return dataclasses.replace(
+            d, not_before=d.not_before + shift, not_after=None if d.not_after is None else d.not_after + shift
+        )
 
     async def update_loop(self, stop: asyncio.Event, defs: list[Definition]) -> int:
         """PUT UPDATED schedules' data in turn through a random live worker, waiting until applied; returns
@@ -247,7 +262,8 @@ class Campaign:
                                "time": 1, "start": not_before - not_before % 1000}, not_before)
                     for i in range(UPDATED if plan.updates else 0)
                 ]  # fmt: skip
-                await self.load(defs + updated, loading)
+                loaded = await self.load(defs + updated, loading)
+                defs = [d for d in loaded if not d.name.startswith("updated-")]
                 await starting
                 stop = asyncio.Event()
                 watching = asyncio.ensure_future(self.health_loop(stop))
