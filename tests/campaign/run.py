@@ -363,12 +363,14 @@ def _missing(records: list[Any], defs: list[Definition], window_end: int) -> boo
 
 def _gaps(records: list[Any], faults: list[dict[str, Any]]) -> dict[str, int]:
     """Per fault kind, the latest fire (fired - due) of the instants due from just before a fault until
-    30 s after it healed."""
+    30 s after it healed, or until just before the next fault if that comes first."""
     out: dict[str, int] = {}
+    starts = sorted(f["at"] for f in faults)
     for f in faults:
         if "skipped" in f:
             continue
-        lo, hi = f["at"] - 2_000, f["healedAt"] + 30_000
+        later = [t - 2_000 for t in starts if t > f["at"]]
+        lo, hi = f["at"] - 2_000, min([f["healedAt"] + 30_000, *later[:1]])
         late = [r.fired_at - r.due_at for r in records if lo <= r.due_at < hi]
         if late:
             out[f["kind"]] = max(out.get(f["kind"], 0), max(late))
