@@ -69,6 +69,8 @@ class Campaign:
         self.faults_done: list[dict[str, Any]] = []
         self.stalls: list[dict[str, Any]] = []  # what /health said, per worker and loop
         self.acked: dict[str, str] = {}  # updated schedule -> the value of its last acknowledged update
+        # updated schedule -> values sent after it whose answer never came (each may or may not apply)
+        self.unknown: dict[str, set[str]] = {}
         self.write_errors: Counter[str] = Counter()
 
     # --- workers ----------------------------------------------------------------------------------
@@ -163,11 +165,13 @@ class Campaign:
                     r = await client.put(
                         url, json=body, headers={"X-Request-Deadline": str(now_ms() + 3_000)}
                     )
-                except httpx.HTTPError:
+                except httpx.HTTPError:  # (no answer: it may have been produced, and then applies)
                     self.write_errors["update unanswered"] += 1
+                    self.unknown.setdefault(d.name, set()).add(str(n))
                     continue
-                if r.status_code in (200, 504):
+                if r.status_code in (200, 504):  # (504: produced, not applied yet)
                     self.acked[d.name] = str(n)
+                    self.unknown[d.name] = set()
                     acks += 1
                     if r.status_code == 504:
                         self.write_errors["update 504"] += 1
@@ -332,7 +336,12 @@ class Campaign:
             if lost and len(missed_examples) < 5:
                 missed_examples[d.name] = lost[:5]
         duplicates = sum(c - 1 for counts in fired.values() for c in counts.values() if c > 1)
-        lost_writes = {n: (v, final.get(n)) for n, v in self.acked.items() if final.get(n) != {"v": v}}
+        # the last acknowledged update, or one sent after it whose answer never came
+        lost_writes = {
+            n: (v, final.get(n))
+            for n, v in self.acked.items()
+            if (final.get(n) or {}).get("v") not in {v, *self.unknown.get(n, ())}
+        }
         return {
             "seed": self.plan.seed,
             "plan": self.plan.line(),
