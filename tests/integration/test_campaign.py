@@ -18,7 +18,7 @@ def test_a_campaign_seed_misses_nothing_repeats_nothing_and_loses_no_write(seed,
     report = run_seed(seed, 50, brokers, 0.5, tmp_path)
     print(summary(report))
     detail = json.dumps(report, indent=2)
-    assert report["dueInstantsChecked"] > 1000, detail
+    assert report["dueInstantsChecked"] > 500, detail  # (~1,000 in 50 s: a floor, not a figure)
     assert report["missed"] == 0, detail
     assert report["duplicates"] == 0, detail
     assert report["lostWrites"] == 0, detail
