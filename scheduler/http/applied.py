@@ -18,7 +18,7 @@ with transactions once the partition's transaction that holds it committed.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from scheduler.http.cluster import Cluster, Unavailable
@@ -87,7 +87,3 @@ class AppliedWaits:
             if applied is None:  # (moving: ask the next owner in a moment)
                 await asyncio.sleep(min(RETRY_S, max(0.0, deadline - loop.time())))
         return False
-
-    @staticmethod
-    def answer_fields(applied: bool, current: dict[str, Any] | None) -> dict[str, Any]:
-        return {"applied": applied, "version": None if current is None else current.get("version")}

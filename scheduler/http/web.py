@@ -449,7 +449,8 @@ class Handlers:
             current = await self.fetch(cmd.key, call.request)
         except Unavailable:  # (moving again: the version is not known here)
             current = None
-        return call.answer(out.Accepted, {**accepted, **AppliedWaits.answer_fields(True, current)}, 200)
+        version = None if current is None else current.get("version")
+        return call.answer(out.Accepted, {**accepted, "applied": True, "version": version}, 200)
 
     async def applied_up_to(self, call: Call) -> Response:
         """Whether the key's owner has applied its partition's commands up to `offset` (waiting up to

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -173,9 +173,6 @@ class Liveness:
             for name, s in self.states.items()
             if s.stalled_since_ms is not None
         ]
-
-    def gauges(self) -> Iterable[tuple[str, LoopState]]:
-        return self.states.items()
 
     async def run(self, every_s: float | None = None) -> None:
         """A look every every_s (default: CHECK_EVERY_S, or a third of stall_after_s if that is less)."""

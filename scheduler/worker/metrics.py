@@ -308,7 +308,7 @@ class WorkerCollector(Collector):
         heals = CounterMetricFamily(
             "scheduler_loop_heals", "Kafka clients of the loop replaced while it was stalled", labels=["loop"]
         )
-        for loop, seen in w.liveness.gauges():
+        for loop, seen in w.liveness.states.items():
             stalled.add_metric([loop], float(seen.stalled_since_ms is not None))
             stalls.add_metric([loop], seen.stalls)
             heals.add_metric([loop], seen.heals)
