@@ -35,7 +35,7 @@ chaos: install        ## 3 workers, 2000 every-second schedules, SIGKILLs, SIGST
 	$(BIN)/python -m tests.chaos --workers 3 --schedules 2000 --duration 180
 	SCHEDULER_TEST_BROKER=kafka $(BIN)/pytest -m long
 
-campaign: install     ## the randomized fault campaign: 20 seeds x 3 min, each choosing workers, brokers, start, command paths, schedule kinds and faults (CI runs 2 seeds x 60 s)
+campaign: install     ## the randomized fault campaign: 20 seeds x 3 min, each choosing workers, brokers, start, command paths, schedule kinds and faults (CI runs 2 seeds x 50 s)
 	$(BIN)/python -m tests.campaign --seeds $(or $(SEEDS),20) --duration $(or $(DURATION),180)
 
 bench: install        ## benchmarks (report, never assert): results in tests/bench/results/ and the README

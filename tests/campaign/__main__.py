@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import tempfile
@@ -17,11 +18,19 @@ from pathlib import Path
 from typing import Any
 
 from tests.campaign.plan import START_MODES, choose
-from tests.campaign.run import Campaign
+from tests.campaign.run import LEAD_S, Campaign
+from tests.netns import BROKER_HOST, Lab
 
 
 def failed(report: dict[str, Any]) -> bool:
-    return bool(report["missed"] or report["duplicates"] or report["lostWrites"])
+    return bool(
+        report["missed"]
+        or report["duplicates"]
+        or report["schedulesNotShown"]
+        or report["lostWrites"]
+        or report["eventsMissed"]
+        or report["eventDuplicates"]
+    )
 
 
 def run_seed(
@@ -32,23 +41,28 @@ def run_seed(
 
     plan = choose(seed, duration_s, brokers=brokers, scale=scale, **fixed)
     print(plan.line(), flush=True)
-    cluster = KafkaCluster(work / "kafka", plan.brokers).start()
     started = time.monotonic()
-    try:
-        report = asyncio.run(Campaign(plan, cluster.bootstrap_servers, work, cluster).run())
-    finally:
-        cluster.stop(timeout_s=0)
+    with contextlib.ExitStack() as stack:
+        # a cut: each worker in a network namespace of its own, the brokers where they reach them
+        lab = stack.enter_context(Lab(plan.workers)) if plan.cuts else None
+        host = BROKER_HOST if lab is not None else "127.0.0.1"
+        cluster = KafkaCluster(work / "kafka", plan.brokers, host=host).start()
+        stack.callback(cluster.stop, timeout_s=0)
+        report = asyncio.run(Campaign(plan, cluster.bootstrap_servers, work, cluster, lab).run())
     report["seconds"] = round(time.monotonic() - started)
     return report
 
 
 def summary(report: dict[str, Any]) -> str:
-    gaps = ", ".join(f"{k} {v / 1000:.1f} s" for k, v in report["longestGapMsByFault"].items()) or "-"
+    gaps = ", ".join(f"{k} {v['ms'] / 1000:.1f} s" for k, v in report["longestGapByFault"].items()) or "-"
     stalls = f"{len(report['stalls'])} stalls ({report['stallsHealed']} healed)"
     return (
         f"seed {report['seed']}: {report['dueInstantsChecked']:,} instants checked, {report['missed']} missed, "
         f"{report['duplicates']} duplicates, {report['lostWrites']} lost of {report['writesAcknowledged']} "
-        f"writes, longest gap {gaps}; {stalls}; {report['seconds']} s"
+        f"writes, {report['eventsChecked']} events ({report['eventsMissed']} missed, "
+        f"{report['eventDuplicates']} repeated), {report['schedulesNotShown']} schedules lost, "
+        f"{report['appliedPastLead']} applied > {LEAD_S:.0f} s after sent (longest "
+        f"{report['longestApplyMs'] / 1000:.1f} s), longest gap {gaps}; {stalls}; {report['seconds']} s"
     )
 
 
@@ -64,7 +78,7 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="the schedules' number, relative")
     parser.add_argument("--workers", type=int, default=None, help="fixed (default: 2-4, chosen)")
     parser.add_argument("--start", choices=START_MODES, default=None, help="fixed (default: chosen)")
-    parser.add_argument("--paths", default=None, help="fixed, comma-separated: topic, http")
+    parser.add_argument("--paths", default=None, help="fixed, comma-separated: topic, http, light")
     parser.add_argument("--kinds", default=None, help="fixed, as frequency=1300,cron_zone=10")
     parser.add_argument("--faults", default=None, help="the fault kinds to choose from, comma-separated")
     parser.add_argument("--out", type=Path, default=Path("data/campaign.json"))
@@ -91,7 +105,17 @@ def main() -> None:
         if failed(report):
             print(
                 json.dumps(
-                    {k: report[k] for k in ("missedExamples", "lostWriteExamples", "faults")}, indent=2
+                    {
+                        k: report[k]
+                        for k in (
+                            "missedExamples",
+                            "lostWriteExamples",
+                            "eventsMissedExamples",
+                            "longestGapByFault",
+                            "faults",
+                        )
+                    },
+                    indent=2,
                 )
             )
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -2,11 +2,14 @@
 cron library), every instant each one must fire: frequencies from their start, 6-field cron expressions on
 second, minute and hour matched against the local time of their zone, one-shot instants, and bounded
 schedules (notBefore/notAfter). All use the EACH catch-up policy, so every instant must fire: late is
-allowed, missing is not."""
+allowed, missing is not; but those sent as light-scheduler TaskDefinitions, which cannot say so, COALESCE.
+Event-driven schedules (a partition trigger, a program, a delay constraint) have no instants: each event
+sent to their dataset must be in exactly one launch request."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -14,6 +17,7 @@ from zoneinfo import ZoneInfo
 
 from scheduler.domain.model import Action, ScheduleCommand, ScheduleKey
 from scheduler.http.api import ScheduleIn
+from tests.helpers import light_encode
 
 TENANT = "campaign"
 #: (a cron expression's second field, its zone): the hour field is made to hold the zone's local hour now
@@ -33,16 +37,28 @@ class Definition:
     trigger: dict[str, Any]
     not_before: int  # epoch ms: the first instant that must fire is the first one at or after it
     not_after: int | None = None
+    program: str | None = None  # (event-driven: launched, through a delay constraint)
 
     def body(self, topic: str, data: dict[str, str] | None = None) -> dict[str, Any]:
         """Its HTTP body (POST /schedules)."""
         body: dict[str, Any] = {
             "tenant": TENANT, "name": self.name, "trigger": self.trigger, "topic": topic, "enabled": True,
-            "catchUp": "EACH", "notBefore": self.not_before, "data": data or {},
+            "data": data or {},
         }  # fmt: skip
+        if self.program is not None:
+            return {**body, "program": self.program, "constraints": [{"type": "delay", "delayMs": 1000}]}
+        body.update(catchUp="EACH", notBefore=self.not_before)
         if self.not_after is not None:
             body["notAfter"] = self.not_after
         return body
+
+    def task_definition(self, topic: str) -> tuple[bytes, bytes]:
+        """Its INSERT as light-scheduler sends it (key, value): a frequency from its start, enabled."""
+        t = self.trigger
+        key = {"host": TENANT, "name": self.name}
+        value = {**key, "action": "INSERT", "frequency": {"timeUnit": t["timeUnit"], "time": t["time"]},
+                 "topic": topic, "start": t["start"], "data": None}  # fmt: skip
+        return light_encode("TaskDefinitionKey", key), light_encode("TaskDefinition", value)
 
     def command(self, topic: str) -> ScheduleCommand:
         """Its INSERT on the commands topic (the same definition as the HTTP body)."""
@@ -50,6 +66,16 @@ class Definition:
         return ScheduleCommand(
             key, Action.INSERT, ScheduleIn.model_validate(self.body(topic)).to_schedule(key)
         )
+
+    def expected(
+        self, hi: int, since: int = 0, coalesced: bool = False, windows: Sequence[tuple[int, int]] = ()
+    ) -> list[int]:
+        """Every instant it must fire before hi, from `since` (when it was applied: the scheduler fires no
+        instant before its schedule existed); `coalesced` (COALESCE), but those in a fault's window."""
+        instants = self.instants(since, hi)
+        if coalesced:
+            instants = [t for t in instants if not any(lo <= t < end for lo, end in windows)]
+        return instants
 
     def instants(self, lo: int, hi: int) -> list[int]:
         """Every instant it must fire in [lo, hi) (epoch ms)."""
@@ -59,6 +85,8 @@ class Definition:
         if lo >= hi:
             return []
         t = self.trigger
+        if t["type"] == "partition":
+            return []  # (its events are checked)
         if t["type"] == "once":
             return [t["at"]] if lo <= t["at"] < hi else []
         if t["type"] == "frequency":
@@ -121,6 +149,10 @@ def definitions(
             elif kind == "once":
                 at = base + 1000 * rnd.randrange(1, max(2, int(horizon_s))) + rnd.randrange(1000)
                 out.append(Definition(name, kind, {"type": "once", "at": at}, not_before))
+            elif kind == "event":
+                trigger = {"type": "partition", "dataset": f"{TENANT}.ds{i:03d}", "minPartitions": 1}
+                program = f"{TENANT}/camp/workflow/p{i:03d}"
+                out.append(Definition(name, kind, trigger, not_before, program=program))
             elif kind == "bounded":
                 until = not_before + 1000 * rnd.randrange(5, max(6, int(horizon_s)))
                 trigger = {"type": "frequency", "timeUnit": "SECONDS", "time": 1, "start": base}

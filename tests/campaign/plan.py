@@ -8,15 +8,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 START_MODES = ("together", "one_by_one", "during_load", "joins_mid_run")
-PATHS = ("topic", "http")
-KINDS = ("frequency", "cron_zone", "once", "bounded")
-WORKER_FAULTS = ("kill", "pause")
+PATHS = ("topic", "http", "light")  # light: light-scheduler's TaskDefinitions (frequencies only)
+KINDS = ("frequency", "cron_zone", "once", "bounded", "event")  # event: a partition trigger, program, delay
+WORKER_FAULTS = ("kill", "pause", "cut")  # cut: the worker's network (tests.netns) down both ways
 BROKER_FAULTS = ("broker_kill", "controller_kill", "broker_pause")
 
 
 @dataclass(frozen=True)
 class Fault:
-    kind: str  # kill, pause (a worker: SIGKILL + restart, SIGSTOP past the session), broker_kill, ...
+    kind: str  # kill, pause, cut (a worker: SIGKILL + restart, SIGSTOP or no network past the session), ...
     at_s: float  # after the fault phase began
     lasts_s: float  # down, paused
     victim: int  # a worker's index, or a broker's node id (0: the active controller, chosen then)
@@ -34,6 +34,11 @@ class Plan:
     updates: bool  # definitions updated over HTTP throughout the fault phase
     duration_s: float
     faults: tuple[Fault, ...] = field(default_factory=tuple)
+
+    @property
+    def cuts(self) -> bool:
+        """Whether it cuts a worker's network (its workers run in network namespaces of their own)."""
+        return any(f.kind == "cut" for f in self.faults)
 
     def describe(self) -> dict[str, Any]:
         return asdict(self)
@@ -68,6 +73,7 @@ def choose(
     chosen_paths = tuple(p for p in PATHS if rnd.random() < 0.7) or (rnd.choice(PATHS),)
     chosen_kinds = {k: max(1, int(rnd.randint(20, 80) * scale)) for k in KINDS}
     chosen_kinds["once"] = max(1, chosen_kinds["once"] // 4)
+    chosen_kinds["event"] = max(1, chosen_kinds["event"] // 6)  # (each gets events all along)
     standby = rnd.choice((0, 1))
     updates = rnd.random() < 0.7  # (all but the faults drawn first: the duration changes only those)
     workers = workers or chosen_workers
@@ -82,7 +88,9 @@ def choose(
     t = rnd.uniform(5, 12)
     while t < duration_s - 20:
         kind = rnd.choice(kinds_allowed)
-        lasts = {"kill": rnd.uniform(1, 6), "pause": rnd.uniform(8, 16)}.get(kind, rnd.uniform(4, 12))
+        lasts = {"kill": rnd.uniform(1, 6), "pause": rnd.uniform(8, 16), "cut": rnd.uniform(8, 16)}.get(
+            kind, rnd.uniform(4, 12)
+        )
         victim = rnd.randrange(workers) if kind in WORKER_FAULTS else rnd.randint(1, n_brokers)
         faults.append(Fault(kind, round(t, 1), round(lasts, 1), victim))
         t += lasts + rnd.uniform(12, 25)  # (the next after the last one healed and settled a little)

@@ -1,10 +1,16 @@
 """One seed of the campaign: start what its plan chose, load the schedules, strike the faults, then check.
 
-The checks, each against what a definition says and what the output topic holds (read_committed):
+The checks, each against what a definition says and what the output topics hold (read_committed):
 - missed: an instant a definition must fire (at or after its notBefore, set LEAD_S after the schedule was
-  sent: an acknowledged schedule must fire within that bound) that never fired;
-- duplicates: an instant fired twice;
+  sent, and after the schedule became active: the scheduler fires no instant before its schedule existed)
+  that never fired; for light-scheduler definitions (COALESCE: a takeover fires the latest of the instants
+  it missed), only the instants due outside the faults' windows; for event-driven schedules, an
+  acknowledged event (sent after its schedule was applied) in no launch request of its schedule;
+- applied past the lead: an acknowledged schedule that became active more than LEAD_S after it was sent
+  (counted and shown, with the longest send -> active time); one never shown is lost (a failure);
+- duplicates: an instant fired twice; an event in two launch requests, a launch request sent twice;
 - lost writes: an update acknowledged (over HTTP) that the schedule does not show at the end;
+- the longest gap per fault kind: the longest a read_committed reader waited for an instant due around it;
 - stalls: every time a worker's /health said a loop stalled, and whether it healed.
 """
 
@@ -23,11 +29,23 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from aiokafka import AIOKafkaProducer
 
 from scheduler.client.http import HttpClient
+from scheduler.wire.codec import decode_fired, encode
+from tests.campaign.check import (
+    Fired,
+    arrived,
+    fault_windows,
+    gaps,
+    missing_events,
+    missing_instants,
+    tally_events,
+)
 from tests.campaign.expect import TENANT, Definition, definitions
 from tests.campaign.plan import Fault, Plan
-from tests.helpers import TopicReader, WorkerProcess, send_commands
+from tests.helpers import TopicReader, WorkerProcess, decode_launch, light_decode, produce, send_commands
+from tests.netns import Lab
 
 LEAD_S = 20.0  # a schedule's first instant to check comes this long after it was sent
 SETTLE_S = 45.0  # after the faults: until every instant of the window fired, at most this long
@@ -41,7 +59,10 @@ def now_ms() -> int:
 
 
 class Campaign:
-    def __init__(self, plan: Plan, bootstrap: str, work: Path, cluster: Any = None) -> None:
+    def __init__(
+        self, plan: Plan, bootstrap: str, work: Path, cluster: Any = None, lab: Lab | None = None
+    ) -> None:
+        """`lab`: a network namespace per worker, which a cut takes down (the brokers where they reach)."""
         self.plan = plan
         self.rnd = random.Random(plan.seed * 7919 + 1)  # (the plan's own draws stay as they were)
         self.bootstrap = bootstrap
@@ -49,6 +70,9 @@ class Campaign:
         self.work = work
         self.app_id = f"camp{uuid.uuid4().hex[:8]}"
         self.out = f"{self.app_id}-out"
+        self.light_out = f"{self.app_id}-light-out"  # (light-scheduler's fires: TaskDefinitions)
+        self.launches = f"{self.app_id}-launches"
+        self.lab = lab
         env = {
             "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
             "SCHEDULER_BROKER_PROFILE": "kafka",
@@ -58,9 +82,17 @@ class Campaign:
             "SCHEDULER_AUTH": "off",
             "SCHEDULER_STANDBY_REPLICAS": str(plan.standby),
             "SCHEDULER_REPLICATION_FACTOR": "3" if plan.brokers == 3 else "1",
+            "SCHEDULER_LIGHT_TOPIC": f"{self.app_id}-light",
         }
         self.procs = [
             WorkerProcess({**env, "SCHEDULER_DATA_DIR": str(work / f"w{i}")}, work / f"worker-{i}.log")
+            if lab is None
+            else WorkerProcess(
+                {**env, "SCHEDULER_DATA_DIR": str(work / f"w{i}")},
+                work / f"worker-{i}.log",
+                host=lab.namespaces[i].address,
+                prefix=lab.namespaces[i].prefix,
+            )
             for i in range(plan.workers)
         ]
         self.started: set[int] = set()
@@ -72,6 +104,10 @@ class Campaign:
         # updated schedule -> values sent after it whose answer never came (each may or may not apply)
         self.unknown: dict[str, set[str]] = {}
         self.write_errors: Counter[str] = Counter()
+        self.light: set[str] = set()  # schedules sent as light-scheduler TaskDefinitions
+        self.events: dict[str, tuple[str, int]] = {}  # acknowledged event (its key) -> its schedule, sent
+        self.sent_at: dict[str, int] = {}  # schedule -> when its definition was sent
+        self.applied: dict[str, int] = {}  # schedule -> when it became active, as the scheduler shows it
 
     # --- workers ----------------------------------------------------------------------------------
 
@@ -113,15 +149,26 @@ class Campaign:
         HTTP_CHUNK, each waiting once, at its end, for every partition's last write). Each schedule's
         notBefore is LEAD_S after it was sent (a big bulk over HTTP takes a minute): returns the
         definitions as sent."""
-        by_path: dict[str, list[Definition]] = {p: [] for p in self.plan.paths}
-        for d in defs:
-            by_path[self.rnd.choice(self.plan.paths)].append(d)
+        by_path: dict[str, list[Definition]] = {p: [] for p in (*self.plan.paths, "topic")}
+        for d in defs:  # (light-scheduler's TaskDefinitions say frequencies only)
+            light_ok = d.kind == "frequency" and not d.name.startswith("updated-")  # (updated over HTTP)
+            fit = [p for p in self.plan.paths if p != "light" or light_ok] or ["topic"]
+            by_path[self.rnd.choice(fit)].append(d)
+        await self.register_programs([d.program for d in defs if d.program is not None])
         loading.set()
         sent: list[Definition] = []
+        light_defs = [self._from_now(d) for d in by_path.get("light", [])]
+        if light_defs:
+            records: list[tuple[bytes | None, bytes]] = [
+                d.task_definition(self.light_out) for d in light_defs
+            ]
+            await produce(self.bootstrap, f"{self.app_id}-light", records)
+            self.light.update(d.name for d in light_defs)
+            sent += light_defs
         topic_defs = [self._from_now(d) for d in by_path.get("topic", [])]
         if topic_defs:
             await send_commands(
-                self.bootstrap, f"{self.app_id}-commands", *(d.command(self.out) for d in topic_defs)
+                self.bootstrap, f"{self.app_id}-commands", *(d.command(self._topic(d)) for d in topic_defs)
             )
             sent += topic_defs
         http_defs = by_path.get("http", [])
@@ -130,7 +177,7 @@ class Campaign:
             async with HttpClient(url, timeout_s=30) as client:
                 for i in range(0, len(http_defs), HTTP_CHUNK):
                     chunk = [self._from_now(d) for d in http_defs[i : i + HTTP_CHUNK]]
-                    result = await client.create_many([d.body(self.out) for d in chunk], concurrency=8)
+                    result = await client.create_many([d.body(self._topic(d)) for d in chunk], concurrency=8)
                     sent += chunk
                     for _, key, exc in result.failures:
                         self.write_errors[f"create {exc.status}"] += 1
@@ -140,8 +187,29 @@ class Campaign:
                         self.write_errors["creates not applied within 30 s"] += 1
         return sent
 
+    async def register_programs(self, programs: list[str]) -> None:
+        """The event-driven schedules' programs (external: their launch requests are what is checked),
+        registered and known to every ready worker before a schedule names them."""
+        async with httpx.AsyncClient(timeout=10) as client:
+            for p in programs:
+                r = await client.put(f"{self.live_urls()[0]}/programs/{p}", json={"kind": "external"})
+                r.raise_for_status()
+            for url in self.live_urls():
+                for p in programs:
+                    deadline = time.monotonic() + 30
+                    while (await client.get(f"{url}/programs/{p}")).status_code != 200:
+                        if time.monotonic() > deadline:
+                            raise TimeoutError(
+                                f"{url} does not know program {p} 30 s after it was registered"
+                            )
+                        await asyncio.sleep(0.2)
+
+    def _topic(self, d: Definition) -> str:
+        return self.launches if d.program is not None else self.out
+
     def _from_now(self, d: Definition) -> Definition:
         """The definition with its first instant to check LEAD_S from now (its bounds moved alike)."""
+        self.sent_at[d.name] = now_ms()
         shift = now_ms() + int(LEAD_S * 1000) - d.not_before
         if shift <= 0:
             return d
@@ -180,12 +248,41 @@ class Campaign:
                 await asyncio.sleep(0.2)
         return acks
 
+    async def event_loop(self, stop: asyncio.Event, defs: list[Definition]) -> None:
+        """About every second, a new partition of a random event-driven schedule's dataset, on the events
+        topic (acks=all); one acknowledged is checked (sent at or after the schedule's notBefore: applied)."""
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", request_timeout_ms=10_000)
+        await producer.start()
+        try:
+            n = 0
+            while not stop.is_set():
+                await asyncio.sleep(self.rnd.uniform(0.5, 1.5))
+                ready = [d for d in defs if d.not_before <= now_ms()]
+                if not ready:
+                    continue
+                d, n = self.rnd.choice(ready), n + 1
+                part = f"e{n:05d}"
+                event = {"timestamp": now_ms(), "eventType": "partition",
+                         "payload": {"datasetId": d.trigger["dataset"], "partitionKeys": f'["{part}"]'}}  # fmt: skip
+                key = f"partition:{d.trigger['dataset']}".encode()
+                sent = now_ms()
+                try:
+                    await producer.send_and_wait(
+                        f"{self.app_id}-events", encode("Notification", event), key=key
+                    )
+                except Exception:  # (not acknowledged: it may or may not count; not checked)
+                    self.write_errors["event unanswered"] += 1
+                    continue
+                self.events[part] = (d.name, sent)
+        finally:
+            await producer.stop()
+
     # --- faults -----------------------------------------------------------------------------------
 
     async def strike(self, fault: Fault) -> dict[str, Any]:
         kind, lasts = fault.kind, fault.lasts_s
         record: dict[str, Any] = {"kind": kind, "victim": fault.victim, "at": now_ms(), "lasts_s": lasts}
-        if kind in ("kill", "pause"):
+        if kind in ("kill", "pause", "cut"):
             victim = fault.victim
             if victim not in self.started:  # (the one joining mid-run, not started yet: another one)
                 victim = sorted(self.started)[victim % len(self.started)]
@@ -195,6 +292,12 @@ class Campaign:
                 w.kill()
                 await asyncio.sleep(lasts)
                 w.start()  # (same data dir)
+            elif kind == "cut":
+                if self.lab is None:
+                    raise ValueError("a network cut needs the workers in namespaces (a netns.Lab)")
+                self.lab.namespaces[victim].cut()
+                await asyncio.sleep(lasts)
+                self.lab.namespaces[victim].heal()
             else:
                 w.pause()
                 await asyncio.sleep(lasts)
@@ -250,9 +353,18 @@ class Campaign:
         replication = 3 if plan.brokers == 3 else 1
         loading = asyncio.Event()
         try:
-            async with TopicReader(
-                self.bootstrap, self.out, read_committed=True, replication=replication
-            ) as reader:
+            async with contextlib.AsyncExitStack() as readers:
+
+                async def reader(topic: str, decoder: Any) -> TopicReader:
+                    return await readers.enter_async_context(
+                        TopicReader(
+                            self.bootstrap, topic, decoder, read_committed=True, replication=replication
+                        )
+                    )
+
+                fires = await reader(self.out, decode_fired)
+                light = await reader(self.light_out, _light_fire)
+                launches = await reader(self.launches, decode_launch)
                 starting = asyncio.ensure_future(self.start_workers(loading))
                 if plan.start != "during_load":
                     await starting
@@ -272,6 +384,8 @@ class Campaign:
                 stop = asyncio.Event()
                 watching = asyncio.ensure_future(self.health_loop(stop))
                 updating = asyncio.ensure_future(self.update_loop(stop, updated)) if updated else None
+                event_defs = [d for d in defs if d.program is not None]
+                eventing = asyncio.ensure_future(self.event_loop(stop, event_defs)) if event_defs else None
                 began = time.monotonic()
                 window_start = now_ms()
                 faults = asyncio.ensure_future(self.fault_loop(began))
@@ -286,13 +400,27 @@ class Campaign:
                 window_end = now_ms() - 1000
                 stop.set()
                 acknowledged = await updating if updating is not None else 0
-                settled = time.monotonic() + SETTLE_S
+                if eventing is not None:
+                    await eventing
                 checked = [d for d in defs if d.name not in self.refused]
-                while time.monotonic() < settled and _missing(reader.records, checked, window_end):
+                self.applied = await self._applied()
+                settled = time.monotonic() + SETTLE_S
+                windows = fault_windows(self.faults_done)
+
+                def missing() -> bool:
+                    got = Fired.of(arrived(fires), arrived(light))
+                    lost = missing_instants(got, checked, window_end, self.applied, self.light, windows)
+                    return bool(lost or missing_events(arrived(launches), self.events, self.applied))
+
+                while time.monotonic() < settled and missing():
                     await asyncio.sleep(0.5)
                 await asyncio.sleep(REPEAT_GRACE_S)
-                records = list(reader.records)
+                records = [*arrived(fires), *arrived(light)]
+                got = Fired.of(records)
+                launched = arrived(launches)
                 final = await self._final(updated)
+                lost = missing_instants(got, checked, window_end, self.applied, self.light, windows)
+                shown = await self._shown(list(lost)[:5])
                 await watching
         finally:
             for p in self.procs:
@@ -301,7 +429,41 @@ class Campaign:
                 for n in self.cluster.nodes:  # (a broker left paused by a failure would hang the next seed)
                     with contextlib.suppress(Exception):
                         self.cluster.kill(n.node_id, signal.SIGCONT)
-        return self.check(defs, records, window_start, window_end, final, acknowledged)
+            for ns in self.lab.namespaces if self.lab is not None else ():
+                with contextlib.suppress(Exception):
+                    ns.heal()
+        report = self.check(checked, got, window_end, final, acknowledged, windows)
+        report["missedShown"] = shown
+        return {
+            **report,
+            **tally_events(launched, self.events, self.applied),
+            "longestGapByFault": gaps(records, self.faults_done),
+            "window": [window_start, window_end],
+        }
+
+    async def _applied(self) -> dict[str, int]:
+        """When each schedule became active, as the scheduler shows it (retried through a rebalance)."""
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                async with HttpClient(self.procs[0].url, timeout_s=20) as client:
+                    return {s["name"]: s["activeSince"] async for s in client.all_schedules(TENANT)}
+            except Exception as exc:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the schedules could not be listed in 60 s: {exc!r}") from exc
+                await asyncio.sleep(1)
+
+    async def _shown(self, names: list[str]) -> dict[str, Any]:
+        """What a worker shows of schedules that missed instants (when each became active, its version)."""
+        out: dict[str, Any] = {}
+        async with HttpClient(self.procs[0].url, timeout_s=20) as client:
+            for name in names:
+                try:
+                    s = await client.schedule(TENANT, name)
+                    out[name] = {k: s.get(k) for k in ("version", "activeSince", "createdAt", "updatedAt")}
+                except Exception as exc:
+                    out[name] = repr(exc)
+        return out
 
     async def _final(self, updated: list[Definition]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -314,28 +476,21 @@ class Campaign:
     def check(
         self,
         defs: list[Definition],
-        records: list[Any],
-        window_start: int,
+        got: Fired,
         window_end: int,
         final: dict[str, Any],
         acknowledged: int,
+        windows: list[tuple[int, int]],
     ) -> dict[str, Any]:
-        fired: dict[str, Counter[int]] = {}
-        for r in records:
-            fired.setdefault(r.key.name, Counter())[r.due_at] += 1
-        checked = missed = 0
-        missed_examples: dict[str, list[int]] = {}
-        for d in defs:
-            if d.name in self.refused:
-                continue
-            expected = d.instants(0, window_end)
-            got = fired.get(d.name, Counter())
-            lost = [t for t in expected if t not in got]
-            checked += len(expected)
-            missed += len(lost)
-            if lost and len(missed_examples) < 5:
-                missed_examples[d.name] = lost[:5]
-        duplicates = sum(c - 1 for counts in fired.values() for c in counts.values() if c > 1)
+        applied = self.applied
+        checked = sum(
+            len(d.expected(window_end, applied.get(d.name, 0), d.name in self.light, windows)) for d in defs
+        )
+        lost = missing_instants(got, defs, window_end, applied, self.light, windows)
+        shown = [d for d in defs if d.name in applied]
+        # an acknowledged schedule applied after its first instant to check (LEAD_S after it was sent)
+        late = [d for d in shown if applied[d.name] > d.not_before]
+        apply_ms = [applied[d.name] - self.sent_at[d.name] for d in shown if d.name in self.sent_at]
         # the last acknowledged update, or one sent after it whose answer never came
         lost_writes = {
             n: (v, final.get(n))
@@ -346,41 +501,25 @@ class Campaign:
             "seed": self.plan.seed,
             "plan": self.plan.line(),
             "dueInstantsChecked": checked,
-            "missed": missed,
-            "missedExamples": missed_examples,
-            "duplicates": duplicates,
+            "lightSchedules": len(self.light),
+            "missed": sum(len(v) for v in lost.values()),
+            "missedExamples": {n: v[:5] for n, v in list(lost.items())[:5]},
+            "duplicates": got.duplicates(),
+            "schedulesNotShown": len(defs) - len(shown),
+            "appliedPastLead": len(late),
+            "appliedPastLeadExamples": {d.name: applied[d.name] - d.not_before for d in late[:5]},
+            "longestApplyMs": max(apply_ms, default=0),
             "writesAcknowledged": acknowledged,
             "lostWrites": len(lost_writes),
             "lostWriteExamples": dict(list(lost_writes.items())[:5]),
             "writeErrors": dict(self.write_errors),
             "schedulesNotAcknowledged": len(self.refused),
-            "longestGapMsByFault": _gaps(records, self.faults_done),
             "faults": self.faults_done,
             "stalls": self.stalls,
             "stallsHealed": sum("healedAt" in s for s in self.stalls),
-            "window": [window_start, window_end],
             "logs": str(self.work),
         }
 
 
-def _missing(records: list[Any], defs: list[Definition], window_end: int) -> bool:
-    fired: dict[str, set[int]] = {}
-    for r in records:
-        fired.setdefault(r.key.name, set()).add(r.due_at)
-    return any(t not in fired.get(d.name, ()) for d in defs for t in d.instants(0, window_end))
-
-
-def _gaps(records: list[Any], faults: list[dict[str, Any]]) -> dict[str, int]:
-    """Per fault kind, the latest fire (fired - due) of the instants due from just before a fault until
-    30 s after it healed, or until just before the next fault if that comes first."""
-    out: dict[str, int] = {}
-    starts = sorted(f["at"] for f in faults)
-    for f in faults:
-        if "skipped" in f:
-            continue
-        later = [t - 2_000 for t in starts if t > f["at"]]
-        lo, hi = f["at"] - 2_000, min([f["healedAt"] + 30_000, *later[:1]])
-        late = [r.fired_at - r.due_at for r in records if lo <= r.due_at < hi]
-        if late:
-            out[f["kind"]] = max(out.get(f["kind"], 0), max(late))
-    return out
+def _light_fire(value: bytes) -> dict[str, Any]:
+    return light_decode("TaskDefinition", value)

@@ -1,0 +1,127 @@
+"""The fault campaign's own checker (tests/campaign): what it expects of a definition and what it counts as
+missed or repeated must be right by itself, since every campaign figure rests on it."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from croniter import croniter
+
+from tests.campaign.check import (
+    Arrived,
+    Fired,
+    fault_windows,
+    gaps,
+    missing_events,
+    missing_instants,
+    tally_events,
+)
+from tests.campaign.expect import Definition, definitions
+from tests.campaign.plan import choose
+
+T0 = 1_800_000_000_000  # a whole second
+
+
+def fire(name: str, due: int, at: int | None = None) -> Arrived:
+    return Arrived(
+        due + 100 if at is None else at, SimpleNamespace(key=SimpleNamespace(name=name), due_at=due)
+    )
+
+
+def light(name: str, start: int) -> Arrived:
+    return Arrived(start + 50, {"name": name, "start": start})
+
+
+def launch(job: str, schedule: str, *parts: str) -> Arrived:
+    events = [{"payload": {"partitionKeys": json.dumps([p])}} for p in parts]
+    return Arrived(0, {"jobId": job, "schedule": {"name": schedule}, "events": events})
+
+
+EVERY_2S = Definition(
+    "f", "frequency", {"type": "frequency", "timeUnit": "SECONDS", "time": 2, "start": T0}, T0
+)
+
+
+def test_a_plan_is_the_same_for_its_seed_and_says_what_it_chose():
+    a, b = choose(7, 180), choose(7, 180)
+    assert a == b and a.line().startswith("seed 7: ")
+    assert choose(7, 180, brokers=1).faults and all(
+        f.kind in ("kill", "pause", "cut") for f in choose(7, 180, brokers=1).faults
+    )
+
+
+def test_frequency_bounded_and_once_instants_come_from_the_definition():
+    assert EVERY_2S.instants(T0, T0 + 7_000) == [T0, T0 + 2_000, T0 + 4_000, T0 + 6_000]
+    bounded = Definition("b", "bounded", EVERY_2S.trigger, T0 + 1_000, T0 + 4_000)
+    assert bounded.instants(0, T0 + 60_000) == [T0 + 2_000, T0 + 4_000]
+    once = Definition("o", "once", {"type": "once", "at": T0 + 1_234}, T0)
+    assert once.instants(0, T0 + 60_000) == [T0 + 1_234] and once.instants(0, T0 + 1_234) == []
+
+
+def test_cron_instants_in_a_zone_agree_with_croniter():
+    (d,) = definitions({"cron_zone": 1}, T0, 120, random.Random(3))
+    expression, zone = d.trigger["expression"], d.trigger["timezone"]
+    start = datetime.fromtimestamp(T0 / 1000 - 1, UTC).astimezone(ZoneInfo(zone))
+    it = croniter(expression, start, second_at_beginning=True)
+    theirs = []
+    while (t := int(it.get_next(datetime).timestamp() * 1000)) < T0 + 120_000:
+        theirs.append(t)
+    assert d.instants(0, T0 + 120_000) == theirs and theirs
+
+
+def test_an_instant_not_fired_is_missed_unless_before_the_schedule_was_applied():
+    got = Fired.of([fire("f", T0), fire("f", T0 + 4_000)])
+    assert missing_instants(got, [EVERY_2S], T0 + 5_000, {}, set(), []) == {"f": [T0 + 2_000]}
+    assert missing_instants(got, [EVERY_2S], T0 + 5_000, {"f": T0 + 3_000}, set(), []) == {}
+    assert missing_instants(Fired(), [EVERY_2S], T0 + 1, {}, set(), []) == {"f": [T0]}  # (never shown: lost)
+
+
+def test_a_light_scheduler_schedule_may_coalesce_only_inside_a_faults_window():
+    windows = fault_windows([{"at": T0 + 10_000, "healedAt": T0 + 12_000}])
+    assert windows == [(T0 + 8_000, T0 + 42_000)]
+    got = Fired.of([light("f", t) for t in range(T0, T0 + 8_000, 2_000)], [light("f", T0 + 50_000)])
+    assert missing_instants(got, [EVERY_2S], T0 + 52_000, {}, {"f"}, windows) == {
+        "f": [T0 + 42_000, T0 + 44_000, T0 + 46_000, T0 + 48_000]
+    }
+    assert "f" in missing_instants(got, [EVERY_2S], T0 + 52_000, {}, set(), windows)  # (EACH: all count)
+
+
+def test_an_instant_fired_twice_is_one_duplicate_whichever_topic_it_came_by():
+    got = Fired.of([fire("f", T0), fire("f", T0), fire("f", T0 + 2_000)], [light("g", T0), light("g", T0)])
+    assert got.duplicates() == 2
+
+
+def test_an_event_must_be_in_exactly_one_launch_of_its_schedule():
+    events: dict[str, tuple[str, int]] = {
+        "e1": ("s", T0),
+        "e2": ("s", T0),
+        "e3": ("s", T0),
+        "e0": ("s", T0 - 9),
+    }
+    launches = [launch("j1", "s", "e1", "e2"), launch("j2", "other", "e3"), launch("j1", "s", "e1", "e2")]
+    applied = {"s": T0 - 5}  # (e0 was sent before its schedule was applied: not checked)
+    assert missing_events(launches, events, applied) == ["e3"]  # (launched, but by another schedule)
+    tally: dict[str, Any] = tally_events(launches, events, applied)
+    assert tally["eventsMissed"] == 1 and tally["eventDuplicates"] == 1  # (j1 sent twice)
+    merged_twice = [launch("j1", "s", "e1"), launch("j2", "s", "e1", "e2"), launch("j3", "s", "e3")]
+    assert tally_events(merged_twice, events, applied)["eventDuplicates"] == 1  # (e1 in two jobs)
+
+
+def test_the_longest_gap_of_a_fault_is_the_latest_arrival_due_in_its_window():
+    faults = [
+        {"kind": "kill", "at": T0, "healedAt": T0 + 1_000},
+        {"kind": "pause", "at": T0 + 20_000, "healedAt": T0 + 30_000},
+    ]
+    records = [
+        fire("a", T0, T0 + 9_000),
+        fire("b", T0 + 19_000, T0 + 40_000),
+        fire("c", T0 - 5_000, T0 + 60_000),
+    ]
+    out = gaps(records, faults)
+    assert out["kill"] == {"ms": 9_000, "schedule": "a", "due": T0}  # (b's instant is due in the pause's)
+    assert out["pause"]["ms"] == 21_000
