@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install run test test-embedded kafka-jars unit integration chaos campaign bench lint format demo clean
+.PHONY: install run test test-embedded kafka-jars unit integration chaos campaign bench lint format demo docs docs-serve clean
 
 install: $(VENV)/.installed
 
@@ -11,7 +11,7 @@ $(VENV)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[spark,test,dev]'
+	$(BIN)/pip install --quiet -e '.[spark,test,dev,docs]'
 	touch $@
 
 run: install          ## a broker (Apache Kafka where java and mvn are, else Tansu) + one worker + HTTP on :6066
@@ -38,8 +38,14 @@ chaos: install        ## 3 workers, 2000 every-second schedules, SIGKILLs, SIGST
 campaign: install     ## the randomized fault campaign: 20 seeds x 3 min, each choosing workers, brokers, start, command paths, schedule kinds and faults (CI runs 2 seeds x 50 s)
 	$(BIN)/python -m tests.campaign --seeds $(or $(SEEDS),20) --duration $(or $(DURATION),180)
 
-bench: install        ## benchmarks (report, never assert): results in tests/bench/results/ and the README
+bench: install        ## benchmarks (report, never assert): results in tests/bench/results/ and the docs' Benchmarks page
 	$(BIN)/python -m tests.bench.run
+
+docs: install         ## the documentation site into build/site (strict: a broken link, anchor or page fails)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -f docs/mkdocs.yml
+
+docs-serve: install   ## the documentation site on http://127.0.0.1:8000, rebuilt as pages change
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve -f docs/mkdocs.yml
 
 unit: install
 	$(BIN)/pytest -m unit
@@ -48,13 +54,13 @@ integration: install
 	$(BIN)/pytest -m integration
 
 lint: install
-	$(BIN)/ruff check scheduler tests
-	$(BIN)/ruff format --check scheduler tests
+	$(BIN)/ruff check scheduler tests docs
+	$(BIN)/ruff format --check scheduler tests docs
 	$(BIN)/mypy scheduler
 
 format: install
-	$(BIN)/ruff format scheduler tests
-	$(BIN)/ruff check --fix scheduler tests
+	$(BIN)/ruff format scheduler tests docs
+	$(BIN)/ruff check --fix scheduler tests docs
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache *.egg-info

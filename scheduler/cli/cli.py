@@ -945,7 +945,8 @@ def _add_client_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_token_new)
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """Every command and its options (the docs site's CLI reference is generated from it)."""
     parser = argparse.ArgumentParser(prog="scheduler", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -1015,8 +1016,11 @@ def main(argv: list[str] | None = None) -> None:
     p.set_defaults(func=cmd_tail, quiet=True)
 
     _add_client_commands(sub)
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     quiet = getattr(args, "quiet", False) and not getattr(args, "verbose", False)
     logs.basic_config(
         os.environ.get("SCHEDULER_LOG_FORMAT", "text"), logging.WARNING if quiet else logging.INFO

@@ -1,5 +1,5 @@
 """Benchmarks (`make bench`): they report, never assert. Results go to tests/bench/results/ (results.json, a
-Markdown table and a PNG plot) and into the README's performance section.
+Markdown table and a PNG plot) and into the docs site's Benchmarks page (docs/content/benchmarks.md).
 
 Scenarios (each bounded to a minute or two):
 - core: the scheduler core in-process — due-time heaps, cron math, schedule state read from RocksDB and
@@ -1219,7 +1219,7 @@ def main() -> None:
         "KAFKA_BOOTSTRAP_SERVERS, when set, replaces them",
     )
     parser.add_argument("--out", type=Path, default=Path("tests/bench/results"))
-    parser.add_argument("--readme", type=Path, default=Path("README.md"))
+    parser.add_argument("--readme", type=Path, default=Path("docs/content/benchmarks.md"))
     parser.add_argument("--spread", type=int, default=100_000, help="daily anytime schedules (0: none)")
     parser.add_argument("--only", choices=["spread"], help="run that scenario alone")
     parser.add_argument("--single", help=argparse.SUPPRESS)  # internal: one core/peer scenario, JSON out

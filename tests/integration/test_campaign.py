@@ -22,5 +22,7 @@ def test_a_campaign_seed_misses_nothing_repeats_nothing_and_loses_no_write(seed,
     detail = json.dumps(report, indent=2)
     assert report["dueInstantsChecked"] > 500, detail  # (~1,000 in 50 s: a floor, not a figure)
     assert report["eventsChecked"] > 10, detail
-    assert not failed(report), detail  # (missed, duplicates, lost writes or schedules, events missed or repeated)
+    assert not failed(report), (
+        detail
+    )  # (missed, duplicates, lost writes or schedules, events missed or repeated)
     assert [f for f in report["faults"] if "skipped" not in f], detail

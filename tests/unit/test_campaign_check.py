@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import pytest
 from croniter import croniter
 
 from tests.campaign.check import (
@@ -23,6 +24,8 @@ from tests.campaign.check import (
 )
 from tests.campaign.expect import Definition, definitions
 from tests.campaign.plan import choose
+
+pytestmark = pytest.mark.unit
 
 T0 = 1_800_000_000_000  # a whole second
 

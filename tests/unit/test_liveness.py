@@ -7,7 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import SimpleNamespace
 
+import pytest
+
 from scheduler.worker.liveness import Liveness, Work, not_ready_because
+
+pytestmark = pytest.mark.unit
 
 
 @dataclass

@@ -9,6 +9,8 @@ import pytest
 
 from scheduler.worker.logs import TRANSIENT, TransientErrors, quiet_transients
 
+pytestmark = pytest.mark.unit
+
 
 class Clock:
     now = 0.0
