@@ -7,11 +7,13 @@ BIN    := $(VENV)/bin
 
 install: $(VENV)/.installed
 
+# (pip -qq for the project: errors only; setuptools notes, as a warning, every editable install of a layout
+# with a package-dir, as ours has for scheduler.avro)
 $(VENV)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[spark,test,dev,docs]'
+	$(BIN)/pip install -qq -e '.[spark,test,dev,docs]'
 	touch $@
 
 run: install          ## a broker (Apache Kafka where java and mvn are, else Tansu) + one worker + HTTP on :6066

@@ -18,6 +18,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scheduler.cli.errors import guarded
+from scheduler.domain.basics import plural
 from scheduler.kafka.config import Settings
 from scheduler.worker import logs
 
@@ -211,7 +213,7 @@ def _run_on_tansu(settings: Settings, data_dir: Path, port: int) -> None:
         asyncio.run(_prepare_embedded(settings, replay))
         print(
             f"scheduler: broker {broker.bootstrap_servers} (embedded Tansu, memory only), HTTP "
-            f"{settings.web_url}, commands topic {settings.commands_topic}, {len(replay)} schedules "
+            f"{settings.web_url}, commands topic {settings.commands_topic}, {plural(len(replay), 'schedule')} "
             f"restored from {journal}",
             flush=True,
         )
@@ -233,7 +235,11 @@ def _jsonable(value: Any) -> Any:
 
 async def _tail(args: argparse.Namespace) -> None:
     from scheduler.client.kafka import RecordReader
+    from scheduler.wire.codec import avro_dir
 
+    known = sorted(p.stem for p in avro_dir().glob("*.avsc"))
+    if args.schema not in known:
+        raise ValueError(f"--schema: no schema {args.schema!r}; one of {', '.join(known)}")
     settings = _settings(args)
     reader = RecordReader(
         settings.bootstrap_servers,
@@ -341,7 +347,7 @@ async def cmd_schedules_create(client: HttpClient, args: argparse.Namespace) -> 
         _print(
             args,
             {"total": len(bodies), "valid": len(bodies) - len(invalid), "invalid": invalid},
-            f"{len(bodies) - len(invalid)} of {len(bodies)} schedules valid (nothing sent)",
+            f"{len(bodies) - len(invalid)} of {plural(len(bodies), 'schedule')} valid (nothing sent)",
         )
         for bad in invalid:
             print(f"  #{bad['index']} {bad['key']}:", file=sys.stderr)
@@ -367,7 +373,7 @@ async def cmd_schedules_create(client: HttpClient, args: argparse.Namespace) -> 
         args,
         {"total": result.total, "accepted": result.accepted, "applied": result.applied, "failed": failed,
          "seconds": result.seconds},
-        f"accepted {result.accepted} of {result.total} schedules in {result.seconds:.1f} s "
+        f"accepted {result.accepted} of {plural(result.total, 'schedule')} in {result.seconds:.1f} s "
         f"({result.rate:,.0f}/s)"
         + {True: ", all applied", False: f", not all applied within {args.timeout:g} s", None: ""}[result.applied]
         + (f", {len(failed)} failed" if failed else ""),
@@ -587,7 +593,7 @@ async def cmd_schedules_backfill(client: HttpClient, args: argparse.Namespace) -
     answer = await client.action(tenant, name, "backfill", {"from": start, "to": end})
     fires = answer.get("fires") if isinstance(answer, dict) else None
     text = _accepted(answer, args.schedule) + (
-        f": {fires} fires from {iso(start)} to {iso(end)}" if fires is not None else ""
+        f": {plural(fires, 'fire')} from {iso(start)} to {iso(end)}" if fires is not None else ""
     )
     _print(args, answer, text)
 
@@ -625,7 +631,7 @@ async def cmd_jobs_list(client: HttpClient, args: argparse.Namespace) -> None:
         )
     _print(args, answer, text)
     if not args.json and answer.get("next"):
-        print(f"({len(jobs)} jobs; the next page: --cursor {answer['next']})", file=sys.stderr)
+        print(f"({plural(len(jobs), 'job')}; the next page: --cursor {answer['next']})", file=sys.stderr)
 
 
 async def cmd_jobs_why(client: HttpClient, args: argparse.Namespace) -> None:
@@ -654,7 +660,7 @@ async def cmd_jobs_why(client: HttpClient, args: argparse.Namespace) -> None:
         )
     else:
         lines.append(
-            f"{key} launches {schedule['program']}; {progress.get('jobsCreated', 0)} jobs created "
+            f"{key} launches {schedule['program']}; {plural(progress.get('jobsCreated', 0), 'job')} created "
             f"by its current definition (version {progress.get('version')})"
         )
     trigger = progress.get("trigger") or {}
@@ -945,6 +951,10 @@ def _add_client_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_token_new)
 
 
+#: commands that run until stopped, and log (with tracebacks) what fails in them
+SERVERS = frozenset({"worker", "launcher", "run", "demo"})
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Every command and its options (the docs site's CLI reference is generated from it)."""
     parser = argparse.ArgumentParser(prog="scheduler", description=__doc__)
@@ -1025,7 +1035,11 @@ def main(argv: list[str] | None = None) -> None:
     logs.basic_config(
         os.environ.get("SCHEDULER_LOG_FORMAT", "text"), logging.WARNING if quiet else logging.INFO
     )
-    code = args.func(args)
+    if quiet:  # (the Kafka client's own ERROR lines: a failure is said once, by the command)
+        logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    # a server (worker, launcher, run, demo) logs its failures; every other command says one line (errors.py)
+    func = args.func if args.command in SERVERS else guarded(args.func)
+    code = func(args)
     if code:
         sys.exit(code)
 

@@ -206,7 +206,12 @@ class RecordReader:
         self._consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap_servers, **options)
 
     async def __aenter__(self) -> RecordReader:
-        await self._consumer.start()
+        try:
+            await self._consumer.start()
+        except BaseException:  # (no broker: a consumer that never started is still closed)
+            with contextlib.suppress(Exception):
+                await self._consumer.stop()
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:

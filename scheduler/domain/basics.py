@@ -10,6 +10,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 
+def plural(n: int, one: str, many: str = "") -> str:
+    """`n` and the word that goes with it: "1 run", "2 runs", "1,000 entries" (`many`: when not one + s)."""
+    return f"{n:,} {one if n == 1 else many or one + 's'}"
+
+
 class TimeUnit(StrEnum):
     MILLISECONDS = "MILLISECONDS"
     SECONDS = "SECONDS"

@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import Field
 
-from scheduler.domain.basics import GROUP_PATTERN, MAX_SPAN_MS, InvalidSchedule, TimeUnit
+from scheduler.domain.basics import GROUP_PATTERN, MAX_SPAN_MS, InvalidSchedule, TimeUnit, plural
 from scheduler.domain.runs import LIVE, TERMINAL
 from scheduler.domain.triggers.kinds import In
 
@@ -191,7 +191,7 @@ class ConcurrencyConstraint(Constraint):
         if active < self.max_runs:
             return MET
         where = f" in group {self.group}" if self.group is not None else ""
-        return self._unmet(f"{active} runs active{where}, at most {self.max_runs}", None)
+        return self._unmet(f"{plural(active, 'run')} active{where}, at most {self.max_runs}", None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,7 +334,8 @@ class RateConstraint(Constraint):
             return MET
         until = recent[-self.max_runs] + window
         return self._unmet(
-            f"{len(recent)} runs in the last {self.unit.value.lower()}, at most {self.max_runs}", until
+            f"{plural(len(recent), 'run')} in the last {self.unit.value.lower()}, at most {self.max_runs}",
+            until,
         )
 
 

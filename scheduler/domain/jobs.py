@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.domain.basics import plural
 from scheduler.domain.constraints import (
     MAX_RECENT_STARTS,
     Constraint,
@@ -391,7 +392,7 @@ def check(queue: ProgramQueue, now: int) -> list[Launch]:
             job.blocked_by, job.reason, job.check_at = d.blocked_by, d.reason, d.until
             higher = sum(n for p, n in ahead.items() if p > job.priority)
             if higher and d.blocked_by == "ConcurrencyConstraint":
-                job.reason += f"; deferred: {higher} jobs of higher priority wait before it"
+                job.reason += f"; deferred: {plural(higher, 'job')} of higher priority {'waits' if higher == 1 else 'wait'} before it"
             ahead[job.priority] += 1
             keep.append(job)
         else:

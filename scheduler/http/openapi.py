@@ -186,7 +186,7 @@ _WRITE_CONDITIONS = [
         "schema": {"type": "string"},
     },
 ]
-_RUN_ID = _path("run_id", "the run id (= its job id; may contain '/')", "acme/clicks-etl#v1.1")
+_RUN_ID = _path("run_id", "the run id (= its job id; may contain '/')", "acme/clicks-etl@v1.1")
 _DRY_RUN = _query(
     "dryRun",
     "true: validate the write as it would be and answer what it would do (200: the trigger in words and "

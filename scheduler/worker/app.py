@@ -524,7 +524,7 @@ class Worker:
                     "trigger.eventType": kind,
                     "trigger.due": str(due),
                 }
-                await submit_job(self, state, new_job(state, f"{s.key.id}#{kind}.{due}", arguments, now, []))
+                await submit_job(self, state, new_job(state, f"{s.key.id}@{kind}.{due}", arguments, now, []))
         self.counts.events["manualFires"] += len(instants)
         log.info("%s %s: %d fire(s)", cmd.action.value, s.key.id, len(instants))
         return True

@@ -12,17 +12,21 @@ import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from scheduler.domain.basics import plural
 from scheduler.domain.events import InvalidEvent, parse
 from scheduler.domain.jobs import Job
 from scheduler.domain.model import CompositeTrigger, ElapsedTrigger, ScheduleState, job_id, trigger_leaves
 from scheduler.domain.triggers.progress import (
     SLA_PATH,
     TriggerProgress,
+    alerted_periods,
     apply,
     elapsed_due,
+    next_alert_due,
     reset,
     satisfied,
-    sla_due,
+    silent_periods,
+    watchdog_due,
 )
 from scheduler.wire.codec import decode_json, decode_state, encode_json
 from scheduler.wire.messages import JobTriggered, NoteOutcome, TriggerFired, encode_job_queue_message
@@ -173,7 +177,7 @@ class TriggerAgent:
                 assert fired.due is not None
                 jid = job_id(s.key, fired.due)  # a plain time schedule: one job per due instant
             else:
-                jid = f"{s.key.id}#v{state.version}.{progress.seq + 1}"
+                jid = f"{s.key.id}@v{state.version}.{progress.seq + 1}"  # (URL-safe: no "#")
             job = new_job(state, jid, job_arguments(state, progress.events), now, list(progress.events))
             reset(progress, now)
             await submit_job(worker, state, job)
@@ -182,16 +186,21 @@ class TriggerAgent:
 
     async def _watchdog(self, partition: int, key: bytes, state: ScheduleState, due: int) -> None:
         """The schedule's "fire at least every" timer came due: an alert if it made no job since, and the
-        timer armed again a period on (an alert per late period; after a restart one may come twice)."""
+        timer armed again, backing off: alerts at the 1st, 2nd, 4th … 64th late period, then every 64th
+        (after a restart one may come twice)."""
         every = state.schedule.fire_at_least_every_ms
         if every is None:
             return
         progress = self.load_progress(key, state)
-        due_by = sla_due(progress, state.active_since, every)
-        if due_by <= due:
+        periods = silent_periods(progress, state.active_since, every, due)
+        alerted = alerted_periods(periods)
+        if alerted and alerted[-1] == periods:  # (a late period of the back-off)
             since = progress.last_job_at
-            reason = f"no job for {every / 1000:g} s (fireAtLeastEveryMs): " + (
-                f"the last at {_iso(since)}" if since else "none since it became active"
+            reason = (
+                f"no job for {periods * every / 1000:g} s ({plural(periods, 'period')} of fireAtLeastEveryMs "
+                f"{every / 1000:g} s; alert {len(alerted)} of this silence, the next after "
+                f"{(next_alert_due(progress, state.active_since, every, due) - due) / 1000:g} s): "
+                + (f"the last at {_iso(since)}" if since else "none since it became active")
             )
             s = state.schedule
             assert s.program is not None  # (an SLA needs a program)
@@ -209,8 +218,9 @@ class TriggerAgent:
                 s.queue_key.encode(),
                 encode_job_queue_message(NoteOutcome(outcome)),
             )
-            due_by = due + every
-        self.worker.punctuator.arm(partition, key, SLA_PATH, due_by)
+        self.worker.punctuator.arm(
+            partition, key, SLA_PATH, next_alert_due(progress, state.active_since, every, due)
+        )
 
     def arm_elapsed(
         self, partition: int, key: bytes, state: ScheduleState, progress: TriggerProgress | None = None
@@ -221,7 +231,8 @@ class TriggerAgent:
         if every is not None and state.schedule.enabled:
             if progress is None:
                 progress = self.load_progress(key, state)
-            self.worker.punctuator.arm(partition, key, SLA_PATH, sla_due(progress, state.active_since, every))
+            late_at = watchdog_due(progress, state.active_since, every, self.worker.clock())
+            self.worker.punctuator.arm(partition, key, SLA_PATH, late_at)
         if not isinstance(state.schedule.trigger, ElapsedTrigger | CompositeTrigger):
             return  # (the common case, without the walk)
         leaves = [(p, t) for p, t in trigger_leaves(state.schedule.trigger) if isinstance(t, ElapsedTrigger)]

@@ -129,7 +129,7 @@ def test_get_update_disable_enable_delete_round_trip_and_next_fire_times(
     }
     (tmp_path / "one.json").write_text(json.dumps(body))
     r = cli(url, "schedules", "create", "-f", tmp_path / "one.json")
-    assert r.returncode == 0 and r.stdout.startswith("accepted 1 of 1 schedules"), r.stderr
+    assert r.returncode == 0 and r.stdout.startswith("accepted 1 of 1 schedule in"), r.stderr
     assert r.stderr == ""  # no progress line for a single schedule
 
     created = as_json(got(url, ref)())  # (applied when create returned)

@@ -19,8 +19,8 @@ def test_the_demo_chain_runs_to_its_report_and_the_run_analytics(tmp_path):
     )  # fmt: skip
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
-    for line in ("DATA    demo.clicks +3 partitions", "LAUNCH  demo/transform#v1.1 -> transform (triggered by partition)",
-                 "LAUNCH  demo/report#v1.1 -> report (triggered by program-status)", "RUN     report    demo/report#v1.1: COMPLETED"):  # fmt: skip
+    for line in ("DATA    demo.clicks +3 partitions", "LAUNCH  demo/transform@v1.1 -> transform (triggered by partition)",
+                 "LAUNCH  demo/report@v1.1 -> report (triggered by program-status)", "RUN     report    demo/report@v1.1: COMPLETED"):  # fmt: skip
         assert line in out, out[-3000:]
     assert (data / "reports" / "run-analytics.png").stat().st_size > 1000
     table = (data / "reports" / "run-analytics.md").read_text()

@@ -117,6 +117,20 @@ async def test_scenario_003_2_schedule_properties_are_runtime_args_and_an_update
     assert launches.records[1]["arguments"]["mode"] == "incremental"
 
 
+async def test_a_run_id_an_event_made_is_written_into_a_url_as_it_is(broker, worker, app_id):
+    """Run ids are job ids; an event-made one (`tenant/name@v1.1`) goes into a run's URL unencoded, as an
+    HTTP user copies it from a launch request (a '#' in it would end the path there: a fragment)."""
+    out = f"{app_id}-launches"
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(schedule("raw-id", partitions(f"{T}.feed", 1), ETL, out))
+        await api.partitions(f"{T}.feed", "p1")
+        (launch,) = await launches.wait_for(lambda r: len(r) >= 1)
+        run_id = launch["jobId"]
+        await api.run(ETL, run_id, "STARTING", "RUNNING")
+        r = await api.until(f"/programs/{ETL}/runs/{run_id}", lambda r: r.status_code == 200)
+    assert run_id.startswith(f"{T}/raw-id@") and r.json()["run_id"] == run_id, r.text
+
+
 async def test_scenario_003_4_an_update_resets_partition_progress(broker, worker, app_id):
     out = f"{app_id}-launches"
     async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
@@ -239,7 +253,7 @@ async def test_scenario_003_8_a_trigger_with_several_constraints_launches_only_w
         held = await api.wait_jobs(
             lambda j: any(x["blockedBy"] == "ConcurrencyConstraint" for x in j["jobs"]), schedule=f"{T}/all"
         )
-        assert held["jobs"][0]["reason"].startswith("1 runs active")
+        assert held["jobs"][0]["reason"].startswith("1 run active")
         await api.run(ETL, first["jobId"], "COMPLETED")
         await launches.wait_for(lambda r: len(r) >= 2)
         await api.run(ETL, launches.records[1]["jobId"], "STARTING", "COMPLETED")

@@ -68,7 +68,7 @@ async def test_user_story_3_a_run_not_complete_within_its_sla_after_the_data_arr
     assert alerts_total(metrics, "DEADLINE_MISSED") == 1
 
 
-async def test_a_schedule_that_makes_no_job_for_its_fire_at_least_every_raises_an_alert_each_late_period(
+async def test_a_schedule_that_makes_no_job_for_its_fire_at_least_every_raises_alerts_that_back_off(
     broker, worker, app_id
 ):
     out = f"{app_id}-launches"
@@ -85,16 +85,19 @@ async def test_a_schedule_that_makes_no_job_for_its_fire_at_least_every_raises_a
         TopicReader(broker.bootstrap_servers, f"{app_id}-alerts", partial(decode, "Alert")) as alerts,
     ):
         created = await api.create(body)
-        got = await alerts.wait_for(lambda r: len(r) >= 2, timeout_s=30)  # one per late period
+        # one at the 1st, 2nd and 4th late period (backing off), each saying which it is
+        got = await alerts.wait_for(lambda r: len(r) >= 3, timeout_s=30)
         recent = await api.wait_jobs(
             lambda j: any(o["outcome"] == "NOT_FIRED" for o in j["recent"]), schedule="acme/stale-feed"
         )
         r = await api.client.post("/schedules", json={**body, "name": "no-program", "program": None, "topic": "t", "trigger": {"type": "cron", "expression": "* * * * *"}})  # fmt: skip
         assert r.status_code == 400 and r.json()["fields"][0]["field"] == "fireAtLeastEveryMs", r.text
         metrics = (await api.client.get("/metrics")).text
-    first, second = got[:2]
+    first, second, third = got[:3]
     assert first["kind"] == "NOT_FIRED" and first["schedule"] == "acme/stale-feed" and first["jobId"] is None
-    assert first["dueBy"] == created["activeSince"] + 2_000 and second["dueBy"] == first["dueBy"] + 2_000
-    assert "none since it became active" in first["reason"]
+    start = created["activeSince"]
+    assert [a["dueBy"] for a in (first, second, third)] == [start + 2_000, start + 4_000, start + 8_000]
+    assert "none since it became active" in first["reason"] and "alert 1 of this silence" in first["reason"]
+    assert "alert 3 of this silence" in third["reason"] and "(4 periods of" in third["reason"]
     assert any(o["outcome"] == "NOT_FIRED" for o in recent["recent"])
     assert alerts_total(metrics, "NOT_FIRED") >= 2

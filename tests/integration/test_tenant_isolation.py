@@ -98,7 +98,7 @@ FILTERED_LISTS = {
     "schedulers?host&name": ("/schedulers", {"host": "{t}", "name": "held"}),
     "jobs?schedule": ("/jobs", {"schedule": "{t}/held"}),
     "jobs?program": ("/jobs", {"program": "{t}/app/workflow/p"}),
-    "jobs?jobId": ("/jobs", {"jobId": "{t}/held#v1.1"}),
+    "jobs?jobId": ("/jobs", {"jobId": "{t}/held@v1.1"}),
     "triggers?eventKey": ("/triggers", {"eventKey": "partition:{t}.raw"}),
     "programs/…/runs": ("/programs/{t}/app/workflow/p/runs", {}),
     "programs/…/runs?status": ("/programs/{t}/app/workflow/p/runs", {"status": "RUNNING"}),
@@ -119,7 +119,7 @@ def test_a_list_filtered_by_another_tenants_schedule_or_tenant_is_403(
     own = get("beta", "beta")
     assert own.status_code == 200, own.text
     if path == "/jobs":  # the filter is real: beta's own token finds its job with it
-        assert [j["jobId"] for j in own.json()["jobs"]] == ["beta/held#v1.1"]
+        assert [j["jobId"] for j in own.json()["jobs"]] == ["beta/held@v1.1"]
     assert get("acme", "acme").status_code == 200  # one's own tenant: answered (empty)
 
 
@@ -159,10 +159,10 @@ async def test_two_tenants_naming_the_same_group_do_not_hold_each_others_jobs(
         await beta.partitions("beta.raw", "2")
         held = await beta.wait_jobs(lambda j: len(j["jobs"]) == 1, schedule="beta/load")
         # held by beta's own run only: "1", and nothing of acme's two runs (the next one is below)
-        assert held["jobs"][0]["reason"] == "1 runs active in group etl, at most 1"
+        assert held["jobs"][0]["reason"] == "1 run active in group etl, at most 1"
         await acme.partitions("acme.raw", "2")
         held = await acme.wait_jobs(lambda j: len(j["jobs"]) == 1, schedule="acme/load")
-        assert held["jobs"][0]["reason"] == "1 runs active in group etl, at most 1"
+        assert held["jobs"][0]["reason"] == "1 run active in group etl, at most 1"
 
         await acme.run("acme/app/workflow/load", acme_run, "STARTING", "RUNNING", "COMPLETED")
         await launches.wait_for(lambda r: len(r) == 3)  # acme's second job, released by acme's run
@@ -189,7 +189,7 @@ async def test_a_group_queue_shared_by_every_tenant_is_handed_to_its_tenants_que
 
     beta_run = "beta/load@1704067100000"  # launched by the shared queue, still running
     job = Job(
-        job_id="acme/load#v1.1",
+        job_id="acme/load@v1.1",
         schedule="acme/load",
         version=1,
         program="acme/app/workflow/load",
@@ -198,7 +198,7 @@ async def test_a_group_queue_shared_by_every_tenant_is_handed_to_its_tenants_que
         triggered_at=1_704_067_200_000,
         constraints=(ConcurrencyConstraint(1, group="etl"),),
         timeout=None,
-        reason="1 runs active in group etl, at most 1",
+        reason="1 run active in group etl, at most 1",
         blocked_by="ConcurrencyConstraint",
     )
     shared = ProgramQueue(
@@ -224,10 +224,10 @@ async def test_a_group_queue_shared_by_every_tenant_is_handed_to_its_tenants_que
     second = start_worker(SCHEDULER_DATA_DIR=str(tmp_path / "fresh"))  # the table from its changelog
     async with Api(second.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
         await launches.wait_for(lambda r: len(r) == 1)
-        assert launches.records[0]["jobId"] == "acme/load#v1.1"
+        assert launches.records[0]["jobId"] == "acme/load@v1.1"
         await api.partitions("beta.raw", "1")  # beta's group still has beta's run: its job waits
         held = await api.wait_jobs(lambda j: len(j["jobs"]) == 1, schedule="beta/load")
-        assert held["jobs"][0]["reason"] == "1 runs active in group etl, at most 1"
+        assert held["jobs"][0]["reason"] == "1 run active in group etl, at most 1"
         await api.run("beta/app/workflow/load", beta_run, "COMPLETED")
         await launches.wait_for(lambda r: len(r) == 2)
     assert [r["schedule"]["tenant"] for r in launches.records] == ["acme", "beta"]

@@ -34,16 +34,25 @@ def run(*argv: str | Path, cwd: Path, timeout_s: float = 600) -> subprocess.Comp
     return r
 
 
+BUILD_OUTPUT: list[str] = []  # what building the wheel printed
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(the wheel, the `python` of a fresh virtualenv it is installed in, with its dependencies from PyPI)."""
     tmp = tmp_path_factory.mktemp("wheel")
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", tmp / "dist", ROOT, cwd=tmp)
+    built = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", tmp / "dist", ROOT, cwd=tmp)
+    BUILD_OUTPUT.append(built.stdout + built.stderr)
     (wheel,) = (tmp / "dist").glob("kafka_job_scheduler-*.whl")
     venv.create(tmp / "venv", with_pip=True)
     python = tmp / "venv" / "bin" / "python"
     run(python, "-m", "pip", "install", "--quiet", wheel, cwd=tmp)
     return wheel, python
+
+
+def test_the_wheel_builds_without_a_packaging_warning(installed: tuple[Path, Path]) -> None:
+    (output,) = BUILD_OUTPUT
+    assert "Warning" not in output and "would be ignored" not in output, output[-4000:]
 
 
 def test_the_wheel_carries_the_schemas_the_page_and_the_pom(installed: tuple[Path, Path]) -> None:

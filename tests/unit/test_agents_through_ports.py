@@ -158,7 +158,7 @@ async def test_a_schedule_is_indexed_and_an_event_reaches_it_then_its_job_is_que
         jobs = [decode_job_queue_message(v) for _, v in worker.take(worker.settings.jobs_topic)]
         jobs = [j for j in jobs if isinstance(j, JobTriggered)]
         assert len(jobs) == (1 if run == "r2" else 0), (run, offset)
-    assert jobs[0].job["job_id"] == "acme/after-n#v1.1"
+    assert jobs[0].job["job_id"] == "acme/after-n@v1.1"
     assert worker.dead == []
 
 
@@ -264,7 +264,7 @@ async def test_an_update_hands_its_new_version_the_events_routed_with_the_old_on
     assert TriggerFired.decode(replayed).version == 2
     await triggers._handle(event(replayed))
     jobs = [decode_job_queue_message(v) for _, v in worker.take(worker.settings.jobs_topic)]
-    assert [j.job["job_id"] for j in jobs if isinstance(j, JobTriggered)] == ["acme/feed#v2.1"]
+    assert [j.job["job_id"] for j in jobs if isinstance(j, JobTriggered)] == ["acme/feed@v2.1"]
 
 
 async def test_recent_events_are_bounded_per_key_and_swept_once_they_are_old(worker: FakeWorker) -> None:

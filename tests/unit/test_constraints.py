@@ -330,7 +330,7 @@ def test_decide_skip_constraint_short_circuits_with_its_name() -> None:
     d = decide(constraints, None, T0, T0, RunState(active={"r": "RUNNING"}, last_start=T0))
     assert d.outcome is Outcome.SKIP
     assert d.blocked_by == "ConcurrencyConstraint"
-    assert "1 runs active" in d.reason
+    assert "1 run active" in d.reason
 
 
 def test_decide_wait_returns_the_earliest_until_and_the_first_blocker() -> None:

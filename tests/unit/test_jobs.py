@@ -309,7 +309,7 @@ def test_a_skip_outcome_is_remembered_with_its_reason() -> None:
             "jobId": "j1",
             "schedule": SCHEDULE,
             "outcome": "SKIP",
-            "reason": "ConcurrencyConstraint: 1 runs active, at most 1",
+            "reason": "ConcurrencyConstraint: 1 run active, at most 1",
             "at": T0 + 1,
         }
     ]
@@ -592,7 +592,7 @@ def test_a_saturated_pool_launches_highest_priority_first_then_oldest_and_says_w
     assert [x.job.job_id for x in first] == ["high-0", "high-1"]
     waiting = {j.job_id: j for j in q.jobs}
     assert waiting["mid"].reason.endswith("at most 2") and "higher priority" not in waiting["mid"].reason
-    assert waiting["low-2"].reason.endswith("deferred: 1 jobs of higher priority wait before it")
+    assert waiting["low-2"].reason.endswith("deferred: 1 job of higher priority waits before it")
     order = []
     for launch in first:  # one run ends at a time: the next in line takes its slot
         apply_status(q, launch.job.run_id, "COMPLETED", T0 + 200)

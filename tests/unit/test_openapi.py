@@ -165,11 +165,11 @@ def test_a_task_definition_conforms():
 
 
 def test_runs_and_jobs_conform():
-    run = RunRecord("acme/clicks-etl#v1.1", "acme/pipelines/spark/clicks-etl", "RUNNING", created_at=5)
+    run = RunRecord("acme/clicks-etl@v1.1", "acme/pipelines/spark/clicks-etl", "RUNNING", created_at=5)
     run.transitions.append(["RUNNING", 7])
     _validate("Run", run.to_json())
     _validate("Runs", {"program": run.program, "runs": [run.to_json()]})
-    job = Job("acme/clicks-etl#v1.1", "acme/clicks-etl", 1, run.program, "t", {"a": "b"}, 5, (), None)
+    job = Job("acme/clicks-etl@v1.1", "acme/clicks-etl", 1, run.program, "t", {"a": "b"}, 5, (), None)
     _validate("Jobs", {"jobs": [_job_json(job)], "recent": []})
 
 

@@ -127,10 +127,44 @@ def describe(trigger: Trigger, progress: TriggerProgress, path: str = "0") -> di
 SLA_PATH = "sla"
 
 
-def sla_due(progress: TriggerProgress, active_since: int, every_ms: int) -> int:
-    """When a schedule that must make a job at least every `every_ms` is late: that long after its last
-    job, or after it became active if it made none yet."""
-    return since_job(progress, active_since) + every_ms
+#: a silent schedule's NOT_FIRED alerts back off: at its 1st, 2nd, 4th … late period, then every this many
+MAX_ALERT_GAP_PERIODS = 64
+
+
+def silent_periods(progress: TriggerProgress, active_since: int, every_ms: int, now: int) -> int:
+    """How many whole periods of `every_ms` have passed without a job (0: not late)."""
+    return max(0, (now - since_job(progress, active_since)) // every_ms)
+
+
+def alerted_periods(periods: int) -> list[int]:
+    """The late periods of a silence of `periods` that raised a NOT_FIRED (1, 2, 4 … 64, 128, 192 …)."""
+    out, k = [], 1
+    while k <= periods:
+        out.append(k)
+        k = k * 2 if k < MAX_ALERT_GAP_PERIODS else k + MAX_ALERT_GAP_PERIODS
+    return out
+
+
+def next_alert_due(progress: TriggerProgress, active_since: int, every_ms: int, now: int) -> int:
+    """When the watchdog of a schedule silent since its last job (or activation) next raises NOT_FIRED: the
+    first period of the back-off after those already passed at `now`."""
+    passed = alerted_periods(silent_periods(progress, active_since, every_ms, now))
+    k = (
+        1
+        if not passed
+        else passed[-1] * 2
+        if passed[-1] < MAX_ALERT_GAP_PERIODS
+        else passed[-1] + MAX_ALERT_GAP_PERIODS
+    )
+    return since_job(progress, active_since) + k * every_ms
+
+
+def watchdog_due(progress: TriggerProgress, active_since: int, every_ms: int, now: int) -> int:
+    """When a watchdog armed at `now` (a start, a takeover, a new job) comes due: the first late period, or,
+    in a silence that already raised alerts, the last of them again (raised a second time rather than
+    lost, if it was raised before the takeover; never one alert per period missed)."""
+    passed = alerted_periods(silent_periods(progress, active_since, every_ms, now))
+    return since_job(progress, active_since) + (passed[-1] if passed else 1) * every_ms
 
 
 def reset(progress: TriggerProgress, now: int = 0) -> None:

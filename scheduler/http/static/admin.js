@@ -317,7 +317,7 @@
 
   function runActions(r) {
     if (!LIVE.has(r.status)) return [];
-    // run ids are job ids ("tenant/name@dueAt", "#run.N" for a manual one): the route takes their slashes
+    // run ids are job ids ("tenant/name@dueAt", "tenant/name@run.N" for a manual one): the route takes their slashes
     const runId = encodeURIComponent(r.run_id).replace(/%2F/g, "/").replace(/%40/g, "@");
     const path = (what) => `${programPath(r.program)}/runs/${runId}/${what}`;
     const act = (what) => () =>
