@@ -9,11 +9,11 @@ install: $(VENV)/.installed
 
 # (pip -qq for the project: errors only; setuptools notes, as a warning, every editable install of a layout
 # with a package-dir, as ours has for scheduler.avro)
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml deploy/constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install -qq -e '.[spark,test,dev,docs]'
+	$(BIN)/pip install -qq -c deploy/constraints.txt -e '.[spark,test,dev,docs]'
 	touch $@
 
 run: install          ## a broker (Apache Kafka where java and mvn are, else Tansu) + one worker + HTTP on :6066

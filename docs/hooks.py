@@ -9,10 +9,11 @@ import argparse
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mkdocs.config.defaults import MkDocsConfig
-from mkdocs.structure.files import File, Files
+if TYPE_CHECKING:  # (the generators need no MkDocs: the unit tests call them without it)
+    from mkdocs.config.defaults import MkDocsConfig
+    from mkdocs.structure.files import Files
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES = ("tests/integration/screenshots", "tests/bench/results")
@@ -161,6 +162,8 @@ GENERATED: dict[str, Callable[[], str]] = {
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
+    from mkdocs.structure.files import File
+
     for uri, render in GENERATED.items():
         files.append(File.generated(config, uri, content=render()))
     for folder in IMAGES:

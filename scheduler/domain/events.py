@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from scheduler.domain.basics import DATASET_RE, ProgramId
 from scheduler.domain.basics import validate_dataset as validate_dataset  # (it lives with the ids)
@@ -87,6 +88,8 @@ def parse(n: Notification) -> DataEvent | ProgramStatusEvent:
                 raise InvalidEvent("partitionKeys is not a JSON list") from None
             if not isinstance(keys, list) or not keys:
                 raise InvalidEvent("partitionKeys must be a non-empty JSON list")
+            if _depth(keys) > MAX_KEY_DEPTH:  # (Python 3.13's parser takes what 3.11's recursion refused)
+                raise InvalidEvent(f"partitionKeys nests deeper than {MAX_KEY_DEPTH} levels")
             partitions = len(keys)
         return DataEvent(dataset, partitions, size)
     if n.event_type == EventType.PROGRAM_STATUS:
@@ -120,3 +123,19 @@ def _non_negative_int(value: str, name: str) -> int:
     if len(value) > 19 or int(value) >= 2**63:
         raise InvalidEvent(f"{name} out of range")
     return int(value)
+
+
+#: how deep a partition key may nest its lists and objects
+MAX_KEY_DEPTH = 32
+
+
+def _depth(value: Any) -> int:
+    """How deep a parsed JSON value nests (a scalar: 0), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, list | dict):
+            deepest = max(deepest, depth)
+            if depth <= MAX_KEY_DEPTH:  # (past the limit the answer is known)
+                stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest

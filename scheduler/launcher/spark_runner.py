@@ -30,6 +30,7 @@ def report(state: str) -> None:
 def spark_session(app_name: str) -> Any:
     """A Spark session on SCHEDULER_SPARK_MASTER (local[*] by default), quiet and without its web UI."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # (Spark's Python workers: this interpreter)
     try:
         from pyspark.sql import SparkSession
     except ImportError as exc:

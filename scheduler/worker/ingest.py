@@ -57,6 +57,7 @@ log = logging.getLogger(__name__)
 #: then stay unstored: the next owner applies those commands again)
 REVOKE_WAIT_S = 10.0
 MAX_RECORDS = 4000  # per fetch: one changelog flush and one stored offset per partition for as many
+TAKE_TIMEOUT_S = 30.0  # taking an assignment (a consumer started, the group's offsets asked) fails past it
 YIELD_EVERY = 100  # commands handled between two turns of the event loop (~10 ms)
 FREEZE_AFTER = 5000  # commands applied since the last freeze_long_lived that call it while a flow goes on
 
@@ -128,6 +129,7 @@ class CommandIngest:
         # the offset after the last command applied and readable, per partition (read-your-writes)
         self._applied: dict[int, int] = {}
         self._applied_changed = asyncio.Event()
+        self._task: asyncio.Task[Any] | None = None  # the run loop's
 
     name = "commands"  # (liveness.Watched)
 
@@ -244,12 +246,14 @@ class CommandIngest:
                 self._consumer.unsubscribe()
 
     async def run(self) -> None:
+        self._task = asyncio.current_task()
         while not self._stopped:
             if self._wanted is not None:
                 try:
                     async with self._lock:
                         if self._wanted is not None:
-                            await self._take_assignment(self._wanted)
+                            async with asyncio.timeout(TAKE_TIMEOUT_S):  # (an admin request may hang)
+                                await self._take_assignment(self._wanted)
                             self._wanted = None
                 except Exception:  # the broker cannot be reached (yet): the partitions wait, the worker lives
                     log.warning("could not take the commands partitions; retrying in 1 s", exc_info=True)
@@ -307,6 +311,20 @@ class CommandIngest:
             at = fetched_to(consumer, tp)
             behind += max(0, end - (at if at is not None else self._next.get(tp, 0)))
         return Work(behind, self.progressed, "records behind the end of the commands partitions")
+
+    def where(self) -> str:
+        """Where the run loop waits now: its chain of awaits, outermost first (a stalled loop's log)."""
+        task = self._task
+        if task is None or task.done():
+            return f"the run loop is not running ({task!r})"
+        lines: list[str] = []
+        awaited: Any = task.get_coro()
+        while awaited is not None and len(lines) < 40:
+            frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+            if frame is not None:
+                lines.append(f"  {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+            awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+        return "\n".join(lines) or f"  {awaited!r}"
 
     async def heal(self) -> bool:
         """Replace the consumer (stalled with records waiting: whatever the cause, a new one reads on)."""

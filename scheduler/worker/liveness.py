@@ -139,6 +139,9 @@ class Liveness:
             state.stalled_since_ms = self.wall_ms()
             state.stalls += 1
             log.error("loop %s stalled: %s; replacing its client", loop.name, state.reason)
+            where = getattr(loop, "where", None)  # (a loop that can say where it waits: for the log)
+            if where is not None:
+                log.warning("loop %s waits in:\n%s", loop.name, where())
         else:
             log.warning("loop %s still stalled: %s; replacing its client", loop.name, state.reason)
         if self.left is not None:

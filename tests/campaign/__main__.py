@@ -55,7 +55,9 @@ def run_seed(
 
 def summary(report: dict[str, Any]) -> str:
     gaps = ", ".join(f"{k} {v['ms'] / 1000:.1f} s" for k, v in report["longestGapByFault"].items()) or "-"
-    stalls = f"{len(report['stalls'])} stalls ({report['stallsHealed']} healed)"
+    stalls = (
+        f"{len(report['stalls'])} stalls ({report['stallsHealed']} healed, {len(report['workersLeft'])} left)"
+    )
     return (
         f"seed {report['seed']}: {report['dueInstantsChecked']:,} instants checked, {report['missed']} missed, "
         f"{report['duplicates']} duplicates, {report['lostWrites']} lost of {report['writesAcknowledged']} "

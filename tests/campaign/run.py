@@ -33,6 +33,7 @@ from aiokafka import AIOKafkaProducer
 
 from scheduler.client.http import HttpClient
 from scheduler.wire.codec import decode_fired, encode
+from scheduler.worker.liveness import LEFT_EXIT_CODE
 from tests.campaign.check import (
     Fired,
     arrived,
@@ -100,6 +101,7 @@ class Campaign:
         self.refused: set[str] = set()  # schedules whose creation was not acknowledged (not checked)
         self.faults_done: list[dict[str, Any]] = []
         self.stalls: list[dict[str, Any]] = []  # what /health said, per worker and loop
+        self.left: list[dict[str, Any]] = []  # workers that left (exit 75), started again
         self.acked: dict[str, str] = {}  # updated schedule -> the value of its last acknowledged update
         # updated schedule -> values sent after it whose answer never came (each may or may not apply)
         self.unknown: dict[str, set[str]] = {}
@@ -325,11 +327,18 @@ class Campaign:
             self.faults_done.append(await self.strike(fault))
 
     async def health_loop(self, stop: asyncio.Event) -> None:
-        """Every second, what each started worker's /health says of its loops."""
+        """Every second, what each started worker's /health says of its loops; a worker that left (exit 75:
+        a loop stalled past its bound) is started again, as its supervisor would."""
         open_stalls: dict[tuple[int, str], dict[str, Any]] = {}
         async with httpx.AsyncClient(timeout=2) as client:
             while not stop.is_set():
                 for i in sorted(self.started):
+                    proc = self.procs[i].proc
+                    if proc is not None and proc.poll() == LEFT_EXIT_CODE:  # (as a supervisor would)
+                        self.left.append({"worker": i, "at": now_ms()})
+                        print(f"  worker {i} left (a loop stalled past its bound): started again", flush=True)
+                        self.procs[i].start()
+                        continue
                     try:
                         health = (await client.get(f"{self.procs[i].url}/health")).json()
                     except (httpx.HTTPError, ValueError):
@@ -517,6 +526,7 @@ class Campaign:
             "faults": self.faults_done,
             "stalls": self.stalls,
             "stallsHealed": sum("healedAt" in s for s in self.stalls),
+            "workersLeft": self.left,
             "logs": str(self.work),
         }
 

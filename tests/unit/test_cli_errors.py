@@ -4,6 +4,7 @@ so no command gets as far as a server."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,17 @@ from scheduler.cli.cli import main
 pytestmark = pytest.mark.unit
 
 NOWHERE = "http://127.0.0.1:1"  # (nothing listens on port 1)
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was():  # type: ignore[no-untyped-def]
+    """main() configures logging for its process (the Kafka client's level among it): undone after."""
+    kafka, root = logging.getLogger("aiokafka"), logging.getLogger()
+    levels, handlers = (kafka.level, root.level), list(root.handlers)
+    yield
+    kafka.setLevel(levels[0])
+    root.setLevel(levels[1])
+    root.handlers[:] = handlers
 
 
 def bad_inputs(tmp: Path) -> dict[str, list[str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ DAYS = ["2026-11-20", "2026-11-21", "2026-11-22"]
 def spark() -> Iterator[Any]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+        mp.setenv("PYSPARK_PYTHON", sys.executable)  # (Spark's workers: this Python, not the PATH's python3)
         assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
         from pyspark.sql import SparkSession
 

@@ -176,4 +176,4 @@ def test_the_spark_cluster_runs_the_spark_of_the_pyspark_the_image_installs():
         assert ctr["command"][:2] == ["spark-class", f"org.apache.spark.deploy.{cls}"]
     config = next(d for d in k8s_documents() if d["kind"] == "ConfigMap")["data"]
     assert config["SCHEDULER_SPARK_MASTER"] == "spark://spark-master:7077"
-    assert "pyspark==" in (DEPLOY.parent / "pyproject.toml").read_text()
+    assert "pyspark==" in (DEPLOY / "constraints.txt").read_text()  # (the image installs with it)

@@ -172,3 +172,37 @@ async def test_no_leaving_while_the_cluster_does_not_answer() -> None:
     clock.now = 305
     await liveness.check()
     assert len(left) == 1
+
+
+async def test_a_stalled_loop_that_can_say_where_it_waits_has_it_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    loop, clock = Loop(pending=5), Clock()
+    loop.where = lambda: "  ingest.py:42 in run"  # type: ignore[attr-defined]
+    liveness = _watchdog(loop, clock)
+    for t in (0, 31, 62):
+        clock.now = t
+        await liveness.check()
+    waits = [r.getMessage() for r in caplog.records if "waits in" in r.getMessage()]
+    assert waits == ["loop commands waits in:\n  ingest.py:42 in run"]  # (once, when found stalled)
+
+
+async def test_the_commands_ingest_says_where_its_run_loop_waits() -> None:
+    import asyncio
+
+    from scheduler.worker.ingest import CommandIngest
+
+    ingest = CommandIngest(SimpleNamespace(settings=SimpleNamespace(commands_topic="c")))
+    assert "not running" in ingest.where()
+
+    async def parked() -> None:
+        ingest._task = asyncio.current_task()
+        await asyncio.sleep(30)
+
+    task = asyncio.ensure_future(parked())
+    await asyncio.sleep(0.01)
+    try:
+        where = ingest.where()
+    finally:
+        task.cancel()
+    assert "in parked" in where and "in sleep" in where, where
