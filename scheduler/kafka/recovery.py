@@ -1,6 +1,7 @@
 """A watch over Faust's changelog recovery: a partition whose restore receives nothing says why, and one
 that has nothing more to receive ends; and two fixes of what feeds it, without which a standby copy lost
-records (`fetch_only_what_was_asked`, `keep_changelog_events_on_resume`).
+records (`fetch_only_what_was_asked`, `keep_changelog_events_on_resume`), and one of where it starts, without
+which a broker's loss crashed a worker (`seek_no_offset_below_the_start`).
 The only module that reaches into Faust's recovery service and its consumer's fetch state (their private
 members)."""
 
@@ -95,6 +96,31 @@ def keep_changelog_events_on_resume(app: Any) -> None:
 
     clear_when_suspended._when_suspended = True  # type: ignore[attr-defined]
     queue.clear = clear_when_suspended
+
+
+def seek_no_offset_below_the_start(app: Any) -> None:
+    """Faust's recovery starts a changelog partition without a persisted offset at "its earliest offset - 1";
+    when the partition's leader is away (a broker killed), the earliest offset comes back as -1 and the
+    recovery seeks -2: aiokafka refuses (ValueError), the Recovery service crashes, and the worker with it
+    (the fault campaign's seed 2006: a broker SIGKILLed during a rebalance, standby replicas on). A start
+    below -1 is now -1, which the recovery reads as "from the beginning"."""
+    recovery = app.tables.recovery
+    original = recovery._build_offsets
+    if getattr(original, "_clamped", False):
+        return
+
+    async def build_offsets(consumer: Any, tps: Any, destination: Any, title: str) -> None:
+        await original(consumer, tps, destination, title)
+        for tp in tps:
+            offset = destination.get(tp)
+            if offset is not None and offset < -1:
+                log.warning(
+                    "%s recovery of %s would start at offset %d: from its beginning", title, tp, offset
+                )
+                destination[tp] = -1
+
+    build_offsets._clamped = True  # type: ignore[attr-defined]
+    recovery._build_offsets = build_offsets
 
 
 def _fetch_state(app: Any, tp: Any) -> str:

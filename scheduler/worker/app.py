@@ -42,7 +42,11 @@ from scheduler.kafka.due_index import COMPLETE, DueIndex, elapsed_key
 from scheduler.kafka.group import recovery_is_current, request_rejoin, track_recovery_generation
 from scheduler.kafka.partitioner import kafka_partition as partition_for
 from scheduler.kafka.producer import BatchedProducer, TopicCreator
-from scheduler.kafka.recovery import keep_changelog_events_on_resume, watch_recovery
+from scheduler.kafka.recovery import (
+    keep_changelog_events_on_resume,
+    seek_no_offset_below_the_start,
+    watch_recovery,
+)
 from scheduler.kafka.staged import StagedTable
 from scheduler.kafka.tables import (
     collect_only_what_was_closed,
@@ -149,6 +153,7 @@ class Worker:
             },
         )
         keep_changelog_events_on_resume(app)
+        seek_no_offset_below_the_start(app)
         start_tables_at_once(app)
         collect_only_what_was_closed()
         raw: dict[str, Any] = {

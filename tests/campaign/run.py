@@ -102,6 +102,8 @@ class Campaign:
         self.faults_done: list[dict[str, Any]] = []
         self.stalls: list[dict[str, Any]] = []  # what /health said, per worker and loop
         self.left: list[dict[str, Any]] = []  # workers that left (exit 75), started again
+        self.died: list[dict[str, Any]] = []  # workers that exited otherwise (a failure), started again
+        self.killed: set[int] = set()  # workers down by a kill fault now
         self.acked: dict[str, str] = {}  # updated schedule -> the value of its last acknowledged update
         # updated schedule -> values sent after it whose answer never came (each may or may not apply)
         self.unknown: dict[str, set[str]] = {}
@@ -291,9 +293,11 @@ class Campaign:
                 record["victim"] = victim
             w = self.procs[victim]
             if kind == "kill":
+                self.killed.add(victim)
                 w.kill()
                 await asyncio.sleep(lasts)
                 w.start()  # (same data dir)
+                self.killed.discard(victim)
             elif kind == "cut":
                 if self.lab is None:
                     raise ValueError("a network cut needs the workers in namespaces (a netns.Lab)")
@@ -334,9 +338,12 @@ class Campaign:
             while not stop.is_set():
                 for i in sorted(self.started):
                     proc = self.procs[i].proc
-                    if proc is not None and proc.poll() == LEFT_EXIT_CODE:  # (as a supervisor would)
-                        self.left.append({"worker": i, "at": now_ms()})
-                        print(f"  worker {i} left (a loop stalled past its bound): started again", flush=True)
+                    code = None if proc is None or i in self.killed else proc.poll()
+                    if code is not None:  # (started again, as its supervisor would)
+                        exited = {"worker": i, "at": now_ms(), "code": code}
+                        (self.left if code == LEFT_EXIT_CODE else self.died).append(exited)
+                        why = "left: a loop stalled past its bound" if code == LEFT_EXIT_CODE else "died"
+                        print(f"  worker {i} {why} (exit {code}): started again", flush=True)
                         self.procs[i].start()
                         continue
                     try:
@@ -450,12 +457,17 @@ class Campaign:
             "window": [window_start, window_end],
         }
 
+    def _any_url(self) -> str:
+        """A worker that runs (the final reads go through any: each answers for every schedule)."""
+        running = [p for p in self.procs if p.proc is not None and p.proc.poll() is None]
+        return self.rnd.choice(running or self.procs).url
+
     async def _applied(self) -> dict[str, int]:
         """When each schedule became active, as the scheduler shows it (retried through a rebalance)."""
         deadline = time.monotonic() + 60
         while True:
             try:
-                async with HttpClient(self.procs[0].url, timeout_s=20) as client:
+                async with HttpClient(self._any_url(), timeout_s=20) as client:
                     return {s["name"]: s["activeSince"] async for s in client.all_schedules(TENANT)}
             except Exception as exc:
                 if time.monotonic() > deadline:
@@ -465,7 +477,7 @@ class Campaign:
     async def _shown(self, names: list[str]) -> dict[str, Any]:
         """What a worker shows of schedules that missed instants (when each became active, its version)."""
         out: dict[str, Any] = {}
-        async with HttpClient(self.procs[0].url, timeout_s=20) as client:
+        async with HttpClient(self._any_url(), timeout_s=20) as client:
             for name in names:
                 try:
                     s = await client.schedule(TENANT, name)
@@ -476,7 +488,7 @@ class Campaign:
 
     async def _final(self, updated: list[Definition]) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        async with HttpClient(self.procs[0].url, timeout_s=20) as client:
+        async with HttpClient(self._any_url(), timeout_s=20) as client:
             for d in updated:
                 with contextlib.suppress(Exception):
                     out[d.name] = (await client.schedule(TENANT, d.name))["data"]
@@ -527,6 +539,7 @@ class Campaign:
             "stalls": self.stalls,
             "stallsHealed": sum("healedAt" in s for s in self.stalls),
             "workersLeft": self.left,
+            "workersDied": self.died,
             "logs": str(self.work),
         }
 

@@ -128,3 +128,24 @@ async def test_changelog_records_queued_when_the_flow_resumes_are_kept_and_a_reb
     flow.suspend()  # a rebalance: Faust suspends, then clears
     flow.clear()
     assert queue.qsize() == 0
+
+
+async def test_a_recovery_never_starts_a_partition_below_its_beginning() -> None:
+    """Faust's start offset is "the earliest - 1"; with the leader away the earliest is -1, and a seek to -2
+    crashed the worker (a broker killed in the fault campaign)."""
+    from collections import Counter
+
+    from scheduler.kafka.recovery import seek_no_offset_below_the_start
+
+    async def faust_build_offsets(consumer: Any, tps: Any, destination: Any, title: str) -> None:
+        for tp in tps:  # (what Faust makes of an earliest offset of -1 without a persisted offset)
+            destination[tp] = {"a": -2, "b": 7, "c": -1}[tp]
+
+    recovery = SimpleNamespace(_build_offsets=faust_build_offsets)
+    app = SimpleNamespace(tables=SimpleNamespace(recovery=recovery))
+    seek_no_offset_below_the_start(app)
+    seek_no_offset_below_the_start(app)  # (once only)
+    offsets: Counter[str] = Counter()
+    await recovery._build_offsets(None, {"a", "b", "c"}, offsets, "standby")
+    assert dict(offsets) == {"a": -1, "b": 7, "c": -1}
+    assert recovery._build_offsets.__name__ == "build_offsets" and recovery._build_offsets._clamped
