@@ -246,40 +246,56 @@ class CommandIngest:
                 self._consumer.unsubscribe()
 
     async def run(self) -> None:
+        """The loop: takes assignments, fetches and applies, until stop(). A turn that fails (a Kafka
+        client's own task cancelled under it included) is logged and the next one goes on: the loop never
+        ends quietly (the watchdog would see a stall it cannot heal)."""
         self._task = asyncio.current_task()
         while not self._stopped:
-            if self._wanted is not None:
-                try:
-                    async with self._lock:
-                        if self._wanted is not None:
-                            async with asyncio.timeout(TAKE_TIMEOUT_S):  # (an admin request may hang)
-                                await self._take_assignment(self._wanted)
-                            self._wanted = None
-                except Exception:  # the broker cannot be reached (yet): the partitions wait, the worker lives
-                    log.warning("could not take the commands partitions; retrying in 1 s", exc_info=True)
-                    await asyncio.sleep(1)
-                continue
-            if not self._active or self._consumer is None:
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            generation = self._generation
             try:
-                fetched = await self._consumer.getmany(timeout_ms=200, max_records=self.max_records)
-            except Exception:  # the broker went away, an assignment changed under the fetch: retry
-                log.warning("commands fetch failed; retrying", exc_info=True)
-                fetched = {}
+                await self._turn()
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if self._stopped or (task is not None and task.cancelling()):
+                    raise  # (the loop itself is cancelled)
+                log.warning("a commands turn was cancelled under it: going on", exc_info=True)
                 await asyncio.sleep(0.5)
-            if fetched:
+            except Exception:
+                log.exception("a commands turn failed: going on")
+                await asyncio.sleep(0.5)
+
+    async def _turn(self) -> None:
+        if self._wanted is not None:
+            try:
                 async with self._lock:
-                    if generation == self._generation:
-                        await self._applied_safely(fetched)
-                        self.progressed += 1
-                    else:  # fetched before a revoke or a new seek: not applied, so fetched again
-                        self._refetch(fetched)
-            elif self._consumer is not None and consumer_broken(self._consumer):
-                await self._replace_consumer("one of its background tasks ended")
-            self.settle(quiet=not fetched)
+                    if self._wanted is not None:
+                        async with asyncio.timeout(TAKE_TIMEOUT_S):  # (an admin request may hang)
+                            await self._take_assignment(self._wanted)
+                        self._wanted = None
+            except Exception:  # the broker cannot be reached (yet): the partitions wait, the worker lives
+                log.warning("could not take the commands partitions; retrying in 1 s", exc_info=True)
+                await asyncio.sleep(1)
+            return
+        if not self._active or self._consumer is None:
+            self._wake.clear()
+            await self._wake.wait()
+            return
+        generation = self._generation
+        try:
+            fetched = await self._consumer.getmany(timeout_ms=200, max_records=self.max_records)
+        except Exception:  # the broker went away, an assignment changed under the fetch: retry
+            log.warning("commands fetch failed; retrying", exc_info=True)
+            fetched = {}
+            await asyncio.sleep(0.5)
+        if fetched:
+            async with self._lock:
+                if generation == self._generation:
+                    await self._applied_safely(fetched)
+                    self.progressed += 1
+                else:  # fetched before a revoke or a new seek: not applied, so fetched again
+                    self._refetch(fetched)
+        elif self._consumer is not None and consumer_broken(self._consumer):
+            await self._replace_consumer("one of its background tasks ended")
+        self.settle(quiet=not fetched)
 
     def _refetch(self, fetched: dict[TopicPartition, list[Any]]) -> None:
         """The consumer's position passed the records of a fetch that is not applied (it was in flight
@@ -327,7 +343,13 @@ class CommandIngest:
         return "\n".join(lines) or f"  {awaited!r}"
 
     async def heal(self) -> bool:
-        """Replace the consumer (stalled with records waiting: whatever the cause, a new one reads on)."""
+        """Replace the consumer (stalled with records waiting: whatever the cause, a new one reads on), and
+        start the run loop again if it ended (it never should: see run)."""
+        task = self._task
+        if task is not None and task.done() and not self._stopped:
+            log.error("the commands loop had ended (%r): started again", task)
+            self._task = asyncio.ensure_future(self.run())
+            return True
         if self._consumer is None or self._stopped:
             return False
         await self._replace_consumer("it made no progress with records waiting")
@@ -395,6 +417,7 @@ class CommandIngest:
                 log.warning("could not start a new commands consumer; retrying", exc_info=True)
                 if self._wanted is None:
                     self._wanted = set(self._active)
+                self._wake.set()
                 return
             tps = self._tps(self._active)
             if tps:
@@ -405,6 +428,7 @@ class CommandIngest:
                     consumer.seek(tp, offset)
             for p in self._paused:
                 consumer.pause(TopicPartition(self.topic, p))
+        self._wake.set()  # (a run loop that found no consumer meanwhile waits for one)
 
     async def _applied_safely(self, fetched: dict[TopicPartition, list[Any]]) -> None:
         """Apply a fetch; the consumer never dies of it. With transactions, the partitions a failure left

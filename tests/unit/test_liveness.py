@@ -206,3 +206,34 @@ async def test_the_commands_ingest_says_where_its_run_loop_waits() -> None:
     finally:
         task.cancel()
     assert "in parked" in where and "in sleep" in where, where
+
+
+async def test_the_commands_loop_goes_on_after_a_turn_cancelled_under_it_and_a_dead_loop_is_restarted() -> (
+    None
+):
+    import asyncio
+
+    from scheduler.worker.ingest import CommandIngest
+
+    ingest = CommandIngest(SimpleNamespace(settings=SimpleNamespace(commands_topic="c")))
+    turns: list[str] = []
+
+    async def turn() -> None:
+        turns.append("turn")
+        if len(turns) == 1:
+            raise asyncio.CancelledError()  # (a Kafka client's task cancelled under it, not the loop)
+        if len(turns) == 2:
+            raise RuntimeError("a bug in one turn")
+        ingest._stopped = True
+
+    ingest._turn = turn  # type: ignore[method-assign]
+    await asyncio.wait_for(ingest.run(), 5)
+    assert turns == ["turn", "turn", "turn"]
+
+    ingest._stopped, turns[:] = False, ["turn", "turn"]  # (the next turn stops it again)
+    dead = asyncio.ensure_future(asyncio.sleep(0))
+    await dead
+    ingest._task = dead
+    assert await ingest.heal() is True and ingest._task is not dead  # (started again)
+    await asyncio.wait_for(ingest._task, 5)
+    assert turns == ["turn", "turn", "turn"]
