@@ -7,7 +7,7 @@
   and retries;
 - `RecordReader`: fires, launch requests, dead letters and alerts read back (read_committed on Kafka).
 
-The README's "Client library" section has examples.
+The docs site's Client library page (docs/content/reference/client.md) has examples.
 """
 
 from scheduler.client.http import ApiError, HttpClient

@@ -287,7 +287,7 @@ class HttpClient:
 
     async def register_program(self, program: str, spec: dict[str, Any]) -> Any:
         """PUT /programs/{namespace/application/type/name}: `kind` (pyspark, command, external), `target`
-        or `argv`, ... (see the README's "Programs and runs")."""
+        or `argv`, ... (see docs/content/concepts/programs.md)."""
         return await self.request("PUT", f"/programs/{program}", body=spec)
 
     async def program(self, program: str) -> Any:

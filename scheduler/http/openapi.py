@@ -65,7 +65,7 @@ _BODY_RULES: dict[str, dict[str, dict[str, Any]]] = {
     "TaskDefinitionIn": {"host": _TENANT_RULES, "name": _NAME_RULES, "topic": _TOPIC},
     "EventIn": {"eventType": {"enum": [t.value for t in EventType]}},
 }
-#: request examples: the README's first session
+#: request examples: the first session (README and docs/content/getting-started.md)
 EXAMPLES: dict[str, dict[str, Any]] = {
     "ScheduleIn": {
         "tenant": "acme",

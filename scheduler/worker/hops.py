@@ -1,8 +1,8 @@
 """The hops between the worker's agents (trigger-index updates, events, trigger-fired, jobs): who handles each
 topic's records, and the net under every handler.
 
-Without transactions (Tansu) each hop is a Faust agent, at-least-once and idempotent (see the README's
-Delivery guarantee). With transactions the commands ingest (ingest.py) consumes the hop topics too, a fetch
+Without transactions (Tansu) each hop is a Faust agent, at-least-once and idempotent (see the docs' Delivery
+guarantee, docs/content/design/delivery.md). With transactions the commands ingest (ingest.py) consumes the hop topics too, a fetch
 at a time on the worker's active partitions: a record's handling, what it sends, its table writes (staged,
 kafka/staged.py) and the position after it commit in its partition's transaction, so each hop is applied
 exactly once and a fenced owner's work never reaches a read_committed reader or a restored table.
