@@ -99,28 +99,29 @@ def keep_changelog_events_on_resume(app: Any) -> None:
 
 
 def seek_no_offset_below_the_start(app: Any) -> None:
-    """Faust's recovery starts a changelog partition without a persisted offset at "its earliest offset - 1";
-    when the partition's leader is away (a broker killed), the earliest offset comes back as -1 and the
-    recovery seeks -2: aiokafka refuses (ValueError), the Recovery service crashes, and the worker with it
-    (the fault campaign's seed 2006: a broker SIGKILLed during a rebalance, standby replicas on). A start
-    below -1 is now -1, which the recovery reads as "from the beginning"."""
+    """Faust's recovery seeks each changelog partition to its start offset; a standby partition assigned
+    while a recovery ran has none yet (None), and one whose leader was away when its offsets were asked has
+    "-1 - 1" (-2): aiokafka refuses either (ValueError), the Recovery service crashes, and the worker with
+    it (the fault campaign, seed 2006: brokers SIGKILLed during rebalances, standby replicas on; twice in
+    one run). A start that is none or below -1 is now -1, which the recovery reads as "from the beginning"
+    (what a partition without a stored offset gets anyway)."""
     recovery = app.tables.recovery
-    original = recovery._build_offsets
+    original = recovery._seek_offsets
     if getattr(original, "_clamped", False):
         return
 
-    async def build_offsets(consumer: Any, tps: Any, destination: Any, title: str) -> None:
-        await original(consumer, tps, destination, title)
+    async def seek_offsets(consumer: Any, tps: Any, offsets: Any, title: str) -> None:
         for tp in tps:
-            offset = destination.get(tp)
-            if offset is not None and offset < -1:
+            offset = offsets.get(tp)
+            if offset is None or offset < -1:
                 log.warning(
-                    "%s recovery of %s would start at offset %d: from its beginning", title, tp, offset
+                    "%s recovery of %s had no start offset (%r): from its beginning", title, tp, offset
                 )
-                destination[tp] = -1
+                offsets[tp] = -1
+        await original(consumer, tps, offsets, title)
 
-    build_offsets._clamped = True  # type: ignore[attr-defined]
-    recovery._build_offsets = build_offsets
+    seek_offsets._clamped = True  # type: ignore[attr-defined]
+    recovery._seek_offsets = seek_offsets
 
 
 def _fetch_state(app: Any, tp: Any) -> str:

@@ -130,22 +130,26 @@ async def test_changelog_records_queued_when_the_flow_resumes_are_kept_and_a_reb
     assert queue.qsize() == 0
 
 
-async def test_a_recovery_never_starts_a_partition_below_its_beginning() -> None:
-    """Faust's start offset is "the earliest - 1"; with the leader away the earliest is -1, and a seek to -2
-    crashed the worker (a broker killed in the fault campaign)."""
+async def test_a_recovery_never_seeks_a_partition_below_its_beginning() -> None:
+    """A standby partition assigned during a recovery has no start offset (None); one whose leader was away
+    has "the earliest - 1" = -2: either seek crashed the worker (brokers killed in the fault campaign)."""
     from collections import Counter
 
     from scheduler.kafka.recovery import seek_no_offset_below_the_start
 
-    async def faust_build_offsets(consumer: Any, tps: Any, destination: Any, title: str) -> None:
-        for tp in tps:  # (what Faust makes of an earliest offset of -1 without a persisted offset)
-            destination[tp] = {"a": -2, "b": 7, "c": -1}[tp]
+    sought: dict[str, int] = {}
 
-    recovery = SimpleNamespace(_build_offsets=faust_build_offsets)
+    async def faust_seek_offsets(consumer: Any, tps: Any, offsets: Any, title: str) -> None:
+        for tp in tps:
+            offset = offsets[tp]
+            sought[tp] = 0 if offset == -1 else offset  # (Faust: -1 is "from the beginning")
+
+    recovery = SimpleNamespace(_seek_offsets=faust_seek_offsets)
     app = SimpleNamespace(tables=SimpleNamespace(recovery=recovery))
     seek_no_offset_below_the_start(app)
     seek_no_offset_below_the_start(app)  # (once only)
-    offsets: Counter[str] = Counter()
-    await recovery._build_offsets(None, {"a", "b", "c"}, offsets, "standby")
-    assert dict(offsets) == {"a": -1, "b": 7, "c": -1}
-    assert recovery._build_offsets.__name__ == "build_offsets" and recovery._build_offsets._clamped
+    offsets: Counter[str] = Counter({"a": -2, "b": 7, "c": -1})
+    offsets["d"] = None  # type: ignore[assignment]
+    await recovery._seek_offsets(None, {"a", "b", "c", "d"}, offsets, "standby")
+    assert sought == {"a": 0, "b": 7, "c": 0, "d": 0}
+    assert recovery._seek_offsets._clamped
