@@ -236,8 +236,13 @@ class HttpClient:
                 left_ms = int((deadline - time.monotonic()) * 1000)
                 if left_ms <= 0:
                     return False
-                if await self.applied(tenant, name, offset, min(left_ms, 10_000)):
-                    break
+                try:
+                    if await self.applied(tenant, name, offset, min(left_ms, 10_000)):
+                        break
+                except ApiError as exc:  # (503: partitions moving; unreachable a moment: ask again)
+                    if exc.status not in (0, 502, 503, 504):
+                        raise
+                    await self.sleep(0.5)
         return True
 
     async def schedules(

@@ -418,3 +418,24 @@ def test_the_fields_only_answers_carry_are_every_field_of_a_schedule_answer_a_bo
     from scheduler.http.api import ScheduleIn
 
     assert set(responses.Schedule.model_fields) - set(ScheduleIn.model_fields) == OUTPUT_ONLY
+
+
+async def test_a_bulk_create_waits_applied_through_a_rebalance_instead_of_failing() -> None:
+    """The owner answers 503 while partitions move (Retry-After, then again): the bulk create asks again
+    until it is applied, within its timeout (the fault campaign's seed 2016 crashed on it)."""
+    asked: list[str] = []
+
+    async def sleep(s: float) -> None:
+        return None
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST":
+            return httpx.Response(202, json={"key": "acme/a", "partition": 3, "offset": 7})
+        asked.append(request.url.path)
+        if len(asked) <= 6:  # (more than the request's own 503 retries)
+            return httpx.Response(503, json={"error": "unavailable"}, headers={"Retry-After": "1"})
+        return httpx.Response(200, json={"applied": True})
+
+    async with Client("http://x", None, transport=httpx.MockTransport(handler), sleep=sleep) as client:
+        result = await client.create_many([{"tenant": "acme", "name": "a"}])
+    assert result.applied is True and not result.failures and asked[-1] == "/schedules/acme/a/applied"
