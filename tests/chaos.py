@@ -53,6 +53,22 @@ def _now() -> int:
     return time.time_ns() // 1_000_000
 
 
+def worker_processes(
+    env: dict[str, str], work: Path, count: int, lab: Lab | None = None
+) -> list[WorkerProcess]:
+    """`count` workers of one app, each with a data dir and a log under `work`; with `lab`, each in its
+    own network namespace (serving HTTP on its address there)."""
+    return [
+        WorkerProcess(
+            {**env, "SCHEDULER_DATA_DIR": str(work / f"w{i}")},
+            work / f"worker-{i}.log",
+            host="127.0.0.1" if lab is None else lab.namespaces[i].address,
+            prefix=() if lab is None else lab.namespaces[i].prefix,
+        )
+        for i in range(count)
+    ]
+
+
 async def run_chaos(
     bootstrap: str,
     profile: str,
@@ -99,17 +115,7 @@ async def run_chaos(
     }
     if cluster is not None and len(cluster.nodes) == 3:
         env["SCHEDULER_REPLICATION_FACTOR"] = "3"
-    procs = [
-        WorkerProcess({**env, "SCHEDULER_DATA_DIR": str(work / f"w{i}")}, work / f"worker-{i}.log")
-        if lab is None
-        else WorkerProcess(
-            {**env, "SCHEDULER_DATA_DIR": str(work / f"w{i}")},
-            work / f"worker-{i}.log",
-            host=lab.namespaces[i].address,
-            prefix=lab.namespaces[i].prefix,
-        )
-        for i in range(workers)
-    ]
+    procs = worker_processes(env, work, workers, lab)
     kills: list[dict[str, Any]] = []
     try:
         procs[0].start()

@@ -45,7 +45,8 @@ from tests.campaign.check import (
 )
 from tests.campaign.expect import TENANT, Definition, definitions
 from tests.campaign.plan import Fault, Plan
-from tests.helpers import TopicReader, WorkerProcess, decode_launch, light_decode, produce, send_commands
+from tests.chaos import worker_processes
+from tests.helpers import TopicReader, decode_launch, light_decode, produce, send_commands
 from tests.netns import Lab
 
 LEAD_S = 20.0  # a schedule's first instant to check comes this long after it was sent
@@ -86,17 +87,7 @@ class Campaign:
             "SCHEDULER_REPLICATION_FACTOR": "3" if plan.brokers == 3 else "1",
             "SCHEDULER_LIGHT_TOPIC": f"{self.app_id}-light",
         }
-        self.procs = [
-            WorkerProcess({**env, "SCHEDULER_DATA_DIR": str(work / f"w{i}")}, work / f"worker-{i}.log")
-            if lab is None
-            else WorkerProcess(
-                {**env, "SCHEDULER_DATA_DIR": str(work / f"w{i}")},
-                work / f"worker-{i}.log",
-                host=lab.namespaces[i].address,
-                prefix=lab.namespaces[i].prefix,
-            )
-            for i in range(plan.workers)
-        ]
+        self.procs = worker_processes(env, work, plan.workers, lab)
         self.started: set[int] = set()
         self.ready: set[int] = set()  # started and answered ready once
         self.refused: set[str] = set()  # schedules whose creation was not acknowledged (not checked)
