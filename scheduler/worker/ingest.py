@@ -58,6 +58,10 @@ log = logging.getLogger(__name__)
 REVOKE_WAIT_S = 10.0
 MAX_RECORDS = 4000  # per fetch: one changelog flush and one stored offset per partition for as many
 TAKE_TIMEOUT_S = 30.0  # taking an assignment (a consumer started, the group's offsets asked) fails past it
+#: a fetch (200 ms of waiting asked) ends by this much: aiokafka's getmany on a consumer left without a
+#: subscription (every partition revoked while it was out) waits for the next assignment, which only this
+#: loop makes
+FETCH_BOUND_S = 5.0
 YIELD_EVERY = 100  # commands handled between two turns of the event loop (~10 ms)
 FREEZE_AFTER = 5000  # commands applied since the last freeze_long_lived that call it while a flow goes on
 
@@ -281,7 +285,11 @@ class CommandIngest:
             return
         generation = self._generation
         try:
-            fetched = await self._consumer.getmany(timeout_ms=200, max_records=self.max_records)
+            async with asyncio.timeout(FETCH_BOUND_S):
+                fetched = await self._consumer.getmany(timeout_ms=200, max_records=self.max_records)
+        except TimeoutError:  # (see FETCH_BOUND_S: an assignment may wait for this loop)
+            log.info("a commands fetch did not end within %s s: the loop goes on", FETCH_BOUND_S)
+            fetched = {}
         except Exception:  # the broker went away, an assignment changed under the fetch: retry
             log.warning("commands fetch failed; retrying", exc_info=True)
             fetched = {}

@@ -260,3 +260,41 @@ async def test_commands_that_arrive_during_a_fetch_cut_by_a_revocation_are_appli
         await asyncio.sleep(1)
         h.expect(*((f"before-{p}", p) for p in range(4)), *((f"during-{p}", p) for p in range(3)))
         assert h.ingest.replaced == 0
+
+
+async def test_a_fetch_in_flight_when_every_partition_is_revoked_does_not_hold_the_next_assignment(
+    broker, app_id
+) -> None:
+    """A worker that lost all its commands partitions unsubscribes its consumer; a fetch still out then
+    waits inside aiokafka for the consumer's next assignment, which only the run loop itself makes: the
+    loop waited for itself ("commands assignment not taken", seen by the fault campaign). A fetch is bounded
+    now, and the partitions assigned again are taken and read."""
+    async with Harness(broker, app_id) as h:
+        await h.ingest.assign({0, 1})
+        for p in range(2):
+            await h.send(f"before-{p}", p)
+        await h.until_applied(2)
+        consumer = h.ingest._consumer
+        assert consumer is not None
+        real = consumer.getmany
+        in_fetch, revoked = asyncio.Event(), asyncio.Event()
+
+        async def cut_by_a_revocation(*partitions: Any, max_records: int | None = None, **_: Any) -> Any:
+            in_fetch.set()
+            await revoked.wait()  # (every partition is revoked while this fetch is out)
+            return await real(*partitions, timeout_ms=200, max_records=max_records)
+
+        consumer.getmany = cut_by_a_revocation  # type: ignore[method-assign]
+        await in_fetch.wait()
+        consumer.getmany = real  # type: ignore[method-assign]
+        assert await h.ingest.revoke({0, 1})
+        revoked.set()
+        await asyncio.sleep(0.5)  # (the fetch is out, on a consumer with no subscription)
+        await h.ingest.assign({0, 1})
+        for p in range(2):
+            await h.send(f"after-{p}", p)
+        await h.until_applied(6)
+        await asyncio.sleep(1)
+        # (this harness stores no offsets: partitions assigned again are read from their beginning)
+        before = [(f"before-{p}", p) for p in range(2)]
+        h.expect(*before, *before, *((f"after-{p}", p) for p in range(2)))
