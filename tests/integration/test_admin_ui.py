@@ -234,5 +234,7 @@ async def test_the_page_shows_a_finished_schedule_and_an_sla_alert_among_the_out
         await expect(alert).to_contain_text("acme/stale-feed")
         # NOT_FIRED alerts back off (periods 1, 2, 4, 8 …): the newest may be any of them by now
         await expect(alert).to_contain_text(
-            re.compile(r"no job for \d+ s \(\d+ periods? of fireAtLeastEveryMs 1 s; alert \d+ of this silence")
+            re.compile(
+                r"no job for \d+ s \(\d+ periods? of fireAtLeastEveryMs 1 s; alert \d+ of this silence"
+            )
         )
