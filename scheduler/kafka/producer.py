@@ -89,6 +89,20 @@ class BatchedProducer:
         self._lock = asyncio.Lock()
         # (topic, partition) -> the task adding its latest batch that could not be added at once
         self._tails: dict[tuple[str, int], asyncio.Future[None]] = {}
+        #: the first failure of a record sent since `failure` was last reset (a transaction's begin): aiokafka
+        #: commits a transaction whose records failed (a batch expired without a leader, refused by the
+        #: broker) with the records that did not, so a transaction checks it before its commit
+        self.failure: BaseException | None = None
+
+    def _note(self, fut: asyncio.Future[object]) -> None:
+        if self.failure is None and not fut.cancelled() and (exc := fut.exception()) is not None:
+            self.failure = exc
+
+    async def delivered(self) -> None:
+        """Until every record sent so far is acknowledged or failed (see `failure`)."""
+        await self.settle()
+        if self._producer is not None:
+            await self._producer.flush()
 
     async def _started(self) -> AIOKafkaProducer:
         if self._producer is None:
@@ -138,6 +152,7 @@ class BatchedProducer:
             topic, value, key=key, partition=partition, headers=headers
         )
         fut.add_done_callback(functools.partial(_unacknowledged, topic))
+        fut.add_done_callback(self._note)
         return fut
 
     def partition_count(self, topic: str) -> int | None:
@@ -188,9 +203,11 @@ class BatchedProducer:
         if (before is None or before.done()) and not _holds_a_batch(producer, topic, partition):
             fut: asyncio.Future[object] = await producer.send_batch(batch, topic, partition=partition)
             fut.add_done_callback(functools.partial(_unacknowledged, topic))  # (retrieved: never "never")
+            fut.add_done_callback(self._note)
             return fut
         delivered: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         delivered.add_done_callback(functools.partial(_unacknowledged, topic))
+        delivered.add_done_callback(self._note)
         task = asyncio.ensure_future(self._add_later(producer, batch, topic, partition, before, delivered))
         self._tails[key] = task
         task.add_done_callback(lambda t: self._tails.pop(key) if self._tails.get(key) is t else None)

@@ -15,9 +15,10 @@ a tick's fires are never committed without the watermark that covers them. Befor
 `after_commit` run (local RocksDB writes, persisted offsets): the local stores only ever hold committed
 state.
 
-A partition whose transaction fails (fenced by a new owner, or a commit the broker refused) is given up at
-once: its producer is closed and `on_failed` tells the worker to drop what it held for the partition and
-rejoin the group, so it is handed out again — to this worker or another — from its committed state. A
+A partition whose transaction fails (fenced by a new owner, a commit the broker refused, or a record of it
+the broker did not acknowledge: aiokafka would commit the others without it) is given up at once: its
+producer is closed and `on_failed` tells the worker to drop what it held for the partition and rejoin the
+group, so it is handed out again — to this worker or another — from its committed state. A
 producer is only ever (re)started after an assignment, never to retry: a zombie that retried would fence
 the partition's rightful owner.
 """
@@ -97,6 +98,10 @@ class _Failed(Exception):
     def __init__(self, txn: _Txn, cause: Exception) -> None:
         super().__init__(repr(cause))
         self.txn, self.cause = txn, cause
+
+
+class Undelivered(Exception):
+    """A record of the transaction was not acknowledged by the broker: the transaction must not commit."""
 
 
 class PartitionGone(Exception):
@@ -262,6 +267,7 @@ class Transactions:
             async with txn.beginning:  # (two senders must not both begin it)
                 if not txn.open:
                     try:
+                        txn.producer.failure = None  # (every record of the last one was delivered)
                         await txn.producer.kafka_producer.begin_transaction()
                     except Exception as exc:
                         if self._txns.get(partition) is not txn:  # revoked meanwhile: its producer stopped
@@ -368,8 +374,14 @@ class Transactions:
             if self.before_commit is not None:
                 await self.before_commit(partition)
             if txn.open:
-                await txn.producer.settle()
-                await asyncio.wait_for(txn.producer.kafka_producer.commit_transaction(), COMMIT_TIMEOUT_S)
+                async with asyncio.timeout(COMMIT_TIMEOUT_S):
+                    # aiokafka commits what was delivered even when some records were not (a batch that
+                    # found no leader before it expired, during a broker's loss): a fire lost, its
+                    # watermark committed. Such a transaction is given up instead, redone by the next owner.
+                    await txn.producer.delivered()
+                    if txn.producer.failure is not None:
+                        raise Undelivered(repr(txn.producer.failure)) from txn.producer.failure
+                    await txn.producer.kafka_producer.commit_transaction()
                 txn.open = False
                 self.commits += 1
         except Exception as exc:

@@ -12,6 +12,7 @@ from scheduler.kafka.transactions import (
     OWNER,
     PartitionGone,
     Transactions,
+    Undelivered,
     _Txn,
     fenced,
     owned_by,
@@ -50,6 +51,7 @@ class FakeBatchedProducer:
         self.kafka_producer = FakeKafkaProducer(log)
         self.sent: list[tuple[Any, ...]] = []
         self.stopped = False
+        self.failure: BaseException | None = None
 
     async def send(
         self,
@@ -68,6 +70,9 @@ class FakeBatchedProducer:
         return [await self.send(topic, k, v, p) for k, v, p in records]
 
     async def settle(self) -> None:
+        pass
+
+    async def delivered(self) -> None:
         pass
 
     async def stop(self, timeout_s: float | None = None) -> None:
@@ -214,6 +219,19 @@ async def test_a_failing_before_commit_gives_the_partition_up_without_committing
     assert "committing" not in h.log
     assert [(p, fenced) for p, _, fenced in h.failed] == [(0, False)]
     assert not h.t.owns(0)
+
+
+async def test_a_record_not_acknowledged_gives_the_partition_up_without_committing() -> None:
+    """aiokafka would commit the records that were delivered without the one that was not."""
+    h = Harness(0, 1)
+    await h.t.send(0, "fires", b"k", b"v")
+    await h.t.send(1, "fires", b"k", b"v")
+    h.producers[0].failure = TimeoutError("the batch expired without a leader")
+    await h.t.commit()
+    assert [(p, type(e), fenced) for p, e, fenced in h.failed] == [(0, Undelivered, False)]
+    assert h.log.count("commit") == 1 and not h.t.owns(0) and h.t.owns(1)
+    await h.t.send(1, "fires", b"k", b"v")  # (a new transaction of the other partition)
+    assert h.producers[1].failure is None
 
 
 # --- revocation ---------------------------------------------------------------------------------------
