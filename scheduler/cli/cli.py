@@ -48,12 +48,19 @@ def run_worker(settings: Settings) -> None:
     except AuthConfigError as exc:
         print(f"scheduler: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    from scheduler.kafka.broker import wait_for_any
+    from scheduler.worker.liveness import LEFT_EXIT_CODE
+
+    def say(text: str) -> None:
+        print(f"scheduler: {text}", file=sys.stderr, flush=True)
+
+    if not wait_for_any(settings.bootstrap_servers, settings.startup_wait_s, say):
+        say(f"no broker answered at {settings.bootstrap_servers} within {settings.startup_wait_s:.0f} s")
+        raise SystemExit(LEFT_EXIT_CODE)  # (a supervisor starts it again: the broker may be back by then)
     try:
         faust_runner(worker.faust_app, settings).execute_from_commandline()
     except SystemExit:
         if worker.liveness.left is not None:  # (a loop stayed stalled: start me again)
-            from scheduler.worker.liveness import LEFT_EXIT_CODE
-
             print(f"scheduler: the worker left: {worker.liveness.left}", file=sys.stderr)
             raise SystemExit(LEFT_EXIT_CODE) from None
         raise

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from scheduler.kafka.kafka_server import child_setup
@@ -57,6 +58,31 @@ def wait_for_port(host: str, port: int, timeout_s: float) -> bool:
         except OSError:
             time.sleep(0.05)
     return False
+
+
+def wait_for_any(bootstrap_servers: str, timeout_s: float, say: Callable[[str], None] | None = None) -> bool:
+    """Until one of the bootstrap servers ("host:port,host:port") accepts a connection (True), or timeout_s
+    passed (False; at least one try each). `say` is told once, when the first try failed."""
+    hosts: list[tuple[str, int]] = []
+    for server in bootstrap_servers.split(","):
+        name, _, number = server.strip().rpartition(":")
+        if name and number.isdigit():
+            hosts.append((name.strip("[]"), int(number)))
+    deadline = time.monotonic() + timeout_s
+    told = False
+    while True:
+        for host, port in hosts:
+            try:
+                with socket.create_connection((host, port), timeout=min(2.0, max(timeout_s, 0.1))):
+                    return True
+            except OSError:
+                pass
+        if not hosts or time.monotonic() >= deadline:
+            return not hosts  # (an address this cannot read: Kafka's client says what is wrong with it)
+        if say is not None and not told:
+            say(f"no broker answers at {bootstrap_servers} yet: waiting up to {timeout_s:.0f} s")
+            told = True
+        time.sleep(0.5)
 
 
 class EmbeddedBroker:

@@ -60,6 +60,7 @@ ENV_VARS = {
     "SCHEDULER_REQUEST_TIMEOUT_MS": "request_timeout_ms",
     "SCHEDULER_STALL_AFTER_S": "stall_after_s",
     "SCHEDULER_LEAVE_AFTER_S": "leave_after_s",
+    "SCHEDULER_STARTUP_WAIT_S": "startup_wait_s",
     "SCHEDULER_LAUNCHER_ID": "launcher_id",
     "SCHEDULER_RUN_LEASE_MS": "run_lease_ms",
     "SCHEDULER_RUN_PENDING_TIMEOUT_MS": "run_pending_timeout_ms",
@@ -121,6 +122,9 @@ class Settings(BaseModel):
     # a loop still stalled this long after it was found stalled (its client replaced meanwhile): the worker
     # stops (exit code 75) so its partitions move to a worker that can serve them; 0: never
     leave_after_s: float = Field(90.0, ge=0, le=86_400)
+    # a worker started while no bootstrap server accepts a connection (a network cut, a broker restarting)
+    # waits this long for one, then stops (exit code 75, start it again); 0: one try
+    startup_wait_s: float = Field(60.0, ge=0, le=86_400)
     # the launcher's name in its claims and heartbeats (default: host and process id)
     launcher_id: str = Field("", max_length=128)
     # a launcher renews the runs it holds every third of this; a run not renewed for this long is FAILED

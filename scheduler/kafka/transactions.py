@@ -406,7 +406,9 @@ class Transactions:
         if txn is None:
             return
         self.failures += 1
-        was_fenced = fenced(exc)
+        # (a send that fails because a record of the transaction was refused as fenced says so only there)
+        record_failure = getattr(txn.producer, "failure", None)
+        was_fenced = fenced(exc) or (record_failure is not None and fenced(record_failure))
         if was_fenced:
             log.warning("partition %d: fenced, another worker owns it now (%r)", partition, exc)
         else:

@@ -234,6 +234,15 @@ async def test_a_record_not_acknowledged_gives_the_partition_up_without_committi
     assert h.producers[1].failure is None
 
 
+async def test_a_send_failing_after_a_record_was_fenced_counts_as_fenced() -> None:
+    """aiokafka refuses the next send ("not in transaction") once a record of the transaction was fenced."""
+    h = Harness(0)
+    await h.t.send(0, "fires", b"k", b"v")
+    h.producers[0].failure = ProducerFenced()
+    await h.t.fail(0, RuntimeError("Can't send messages while not in transaction"), h.t._txns[0])
+    assert [(p, fenced) for p, _, fenced in h.failed] == [(0, True)]
+
+
 # --- revocation ---------------------------------------------------------------------------------------
 
 
