@@ -115,6 +115,18 @@ class Campaign:
         await asyncio.to_thread(self.procs[i].wait_ready, 150, 0)
         self.ready.add(i)
 
+    async def _joined(self, i: int) -> None:
+        """The worker joining mid-run is ready. A fault may kill it while it starts (seed 2020: a kill 2 s after
+        its start): it is started again (by the fault, or the supervisor) and waited for again."""
+        deadline = time.monotonic() + 150 + self.plan.duration_s
+        while True:
+            try:
+                return await self._ready(i)
+            except AssertionError:  # (it exited)
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(1)
+
     async def start_workers(self, loading: asyncio.Event) -> None:
         """As the plan says: all at once, one by one, the rest during the load, or the last mid-run."""
         start, n = self.plan.start, self.plan.workers
@@ -407,7 +419,7 @@ class Campaign:
                 if plan.start == "joins_mid_run":
                     await asyncio.sleep(plan.duration_s / 2)
                     self._start(plan.workers - 1)
-                    joining = asyncio.ensure_future(self._ready(plan.workers - 1))
+                    joining = asyncio.ensure_future(self._joined(plan.workers - 1))
                 await asyncio.sleep(max(0.0, began + plan.duration_s - time.monotonic()))
                 await faults  # (the last one heals)
                 if plan.start == "joins_mid_run":
