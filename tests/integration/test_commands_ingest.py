@@ -199,6 +199,24 @@ class Harness:
     def expect(self, *names: tuple[str, int]) -> None:
         assert sorted(self.applied) == sorted((n.encode(), p) for n, p in names), self.applied
 
+    async def hold_the_next_fetch(self, timeout_ms: int) -> asyncio.Event:
+        """The loop's next fetch waits until the returned event is set (what is done meanwhile happens while
+        it is out), then fetches for up to timeout_ms; returns once that fetch is out."""
+        consumer = self.ingest._consumer
+        assert consumer is not None
+        real = consumer.getmany
+        in_fetch, release = asyncio.Event(), asyncio.Event()
+
+        async def held(*partitions: Any, max_records: int | None = None, **_: Any) -> Any:
+            in_fetch.set()
+            await release.wait()
+            return await real(*partitions, timeout_ms=timeout_ms, max_records=max_records)
+
+        consumer.getmany = held  # type: ignore[method-assign]
+        await in_fetch.wait()
+        consumer.getmany = real  # type: ignore[method-assign]  # (the fetches after this one)
+        return release
+
 
 async def test_a_commands_consumer_gone_deaf_is_found_stalled_replaced_and_reads_on(broker, app_id) -> None:
     """On a 3-node cluster a worker's commands consumer lost its group coordination at the first rebalance
@@ -239,19 +257,8 @@ async def test_commands_that_arrive_during_a_fetch_cut_by_a_revocation_are_appli
         for p in range(4):
             await h.send(f"before-{p}", p)
         await h.until_applied(4)
-        consumer = h.ingest._consumer
-        assert consumer is not None
-        real = consumer.getmany
-        in_fetch, revoked = asyncio.Event(), asyncio.Event()
-
-        async def cut_by_a_revocation(*partitions: Any, max_records: int | None = None, **_: Any) -> Any:
-            in_fetch.set()
-            await revoked.wait()  # (the revocation and the new commands come while this fetch is out)
-            return await real(*partitions, timeout_ms=5000, max_records=max_records)
-
-        consumer.getmany = cut_by_a_revocation  # type: ignore[method-assign]
-        await in_fetch.wait()
-        consumer.getmany = real  # type: ignore[method-assign]  # (the fetches after this one)
+        # (the revocation and the new commands come while this fetch is out)
+        revoked = await h.hold_the_next_fetch(timeout_ms=5000)
         assert await h.ingest.revoke({3})
         for p in range(3):
             await h.send(f"during-{p}", p)
@@ -274,19 +281,7 @@ async def test_a_fetch_in_flight_when_every_partition_is_revoked_does_not_hold_t
         for p in range(2):
             await h.send(f"before-{p}", p)
         await h.until_applied(2)
-        consumer = h.ingest._consumer
-        assert consumer is not None
-        real = consumer.getmany
-        in_fetch, revoked = asyncio.Event(), asyncio.Event()
-
-        async def cut_by_a_revocation(*partitions: Any, max_records: int | None = None, **_: Any) -> Any:
-            in_fetch.set()
-            await revoked.wait()  # (every partition is revoked while this fetch is out)
-            return await real(*partitions, timeout_ms=200, max_records=max_records)
-
-        consumer.getmany = cut_by_a_revocation  # type: ignore[method-assign]
-        await in_fetch.wait()
-        consumer.getmany = real  # type: ignore[method-assign]
+        revoked = await h.hold_the_next_fetch(timeout_ms=200)  # (every partition is revoked while it is out)
         assert await h.ingest.revoke({0, 1})
         revoked.set()
         await asyncio.sleep(0.5)  # (the fetch is out, on a consumer with no subscription)
