@@ -407,7 +407,7 @@ class Transactions:
             return
         self.failures += 1
         # (a send that fails because a record of the transaction was refused as fenced says so only there)
-        record_failure = getattr(txn.producer, "failure", None)
+        record_failure = txn.producer.failure
         was_fenced = fenced(exc) or (record_failure is not None and fenced(record_failure))
         if was_fenced:
             log.warning("partition %d: fenced, another worker owns it now (%r)", partition, exc)
