@@ -896,6 +896,7 @@ class Handlers:
                 "stalled": worker.liveness.stalled(),
                 "fires": worker.counts.fires.fires,
                 "excludedFires": worker.counts.fires.excluded,
+                "partitionsUnreadable": worker.counts.fires.unreadable,
                 "catchUpFires": worker.counts.fires.catch_up_fires,
                 "commandsApplied": worker.counts.commands_applied,
                 "deadLetters": worker.counts.dead_letters_total,

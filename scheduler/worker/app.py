@@ -84,6 +84,7 @@ from scheduler.wire.messages import HistoryEntry, add_history
 from scheduler.worker.calendars import CalendarRegistry
 from scheduler.worker.counters import WorkerCounts
 from scheduler.worker.event_routing import EventRouting
+from scheduler.worker.failpoints import failing_reads
 from scheduler.worker.freeze import FreezeGuard
 from scheduler.worker.hops import agent, record_time_ms, safely
 from scheduler.worker.ingest import CommandIngest, freeze_long_lived, offset_record
@@ -91,7 +92,7 @@ from scheduler.worker.job_queue import JobQueueAgent
 from scheduler.worker.journal import Journal
 from scheduler.worker.liveness import Counted, Liveness
 from scheduler.worker.programs import ProgramRegistry
-from scheduler.worker.punctuator import Punctuator, index_writes, monotonic_ms, wall_clock_ms
+from scheduler.worker.punctuator import Punctuator, Unreadable, index_writes, monotonic_ms, wall_clock_ms
 from scheduler.worker.trigger_agent import (
     TriggerAgent,
     job_arguments,
@@ -188,7 +189,8 @@ class Worker:
         if not settings.transactional:  # (nor an update applied meanwhile: see freeze.py)
             keep_newest_generation(self.schedules, state_version, stamp="version")
         # every schedule's next dues, in the schedules table's RocksDB (kafka.due_index)
-        self.due_index = DueIndex(lambda partition: partition_db(self.schedules, partition))
+        self._read_faults = failing_reads()
+        self.due_index = DueIndex(self._schedules_db)
         self._index_restored_states()
         # a partition far behind its changelog is restored in bulk first (then Faust's loop reads the tail)
         bulk_restore.install(
@@ -253,6 +255,7 @@ class Worker:
             excluded=self.calendars.excluding,
             index=self.due_index,
             index_put=self._write_index,
+            give_up=self._give_up_unreadable,
         )
         self._fenced_late: set[int] = set()  # partitions of this rebalance fenced after their restore began
         self._owned: set[int] = set()  # the partitions of the last assignment restored
@@ -613,8 +616,35 @@ class Worker:
         return await self.produce(topic, key, value)
 
     def _load(self, partition: int, key: bytes) -> ScheduleState | None:
-        raw = self.schedule_bytes(partition, key)
+        try:
+            if self._read_faults is not None:
+                self._read_faults()
+            raw = self.schedule_bytes(partition, key)
+        except Unreadable:
+            raise
+        except Exception as exc:  # (a get of a database that is open does not fail: see _schedules_db)
+            raise Unreadable(partition, exc) from exc
         return None if raw is None else decode_state(raw)
+
+    def _schedules_db(self, partition: int) -> Any:
+        """The schedules table's RocksDB of a partition, where its due-time index lives too. Faust closes a
+        revoked partition's database by dropping it; while a scan of it is still open, it cannot be opened
+        again ("lock hold by current process"): Unreadable then, and the punctuator drops nothing for it."""
+        try:
+            return partition_db(self.schedules, partition)
+        except Exception as exc:
+            raise Unreadable(partition, exc) from exc
+
+    async def _give_up_unreadable(self, partition: int, exc: BaseException) -> None:
+        """The punctuator could not read the partition's store: its open transaction (fires sent for it)
+        never commits, and a rejoin assigns it again, here or elsewhere (see punctuator.Unreadable)."""
+        self.jobs.checker.revoke(partition)
+        if self.txns is not None and self.txns.owns(partition):
+            await self.txns.fail(partition, exc)  # (-> _partition_failed: drops what it held, rejoins)
+            return
+        self._drop_held(partition)
+        self.ingest.drop(partition)
+        request_rejoin(self.faust_app)
 
     async def _await_progress_sent(self, timeout_s: float = 5.0) -> None:
         """The watermarks just saved reach the changelog before the partitions move."""
@@ -699,7 +729,7 @@ class Worker:
         held = self._unwritten.get(partition)
         if held is not None and key in held:
             return held[key]
-        return partition_db(self.schedules, partition).get(key)
+        return self._schedules_db(partition).get(key)
 
     def write_local(self) -> None:
         """The schedule writes held since the last call into RocksDB, a write batch per partition (~2x
@@ -909,6 +939,9 @@ class Worker:
                 self.jobs.checker.assign(partition, self.jobs.local_queues(partition))
                 for key, state in self.punctuator.elapsed_schedules(partition):
                     self.triggers.arm_elapsed(partition, key, state)
+            except Unreadable as exc:  # (given up, a rejoin requested: caught up from its index when back)
+                await self.punctuator.unreadable(exc)
+                continue
             except PartitionGone as exc:
                 # its producer did not start or was fenced meanwhile (a rejoin is requested): the other
                 # partitions still start firing now, not after the next rebalance

@@ -188,6 +188,7 @@ class FireCounts:
     failed_sends: int = 0
     clock_jumps: Counter[str] = field(default_factory=Counter)  # "forward" / "backward"
     excluded: int = 0  # due instants not fired: a calendar its schedule excludes held their day
+    unreadable: int = 0  # partitions given up because their store could not be read (punctuator.Unreadable)
 
     @property
     def catch_up_fires(self) -> int:

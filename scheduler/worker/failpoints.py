@@ -5,12 +5,16 @@
                            record), as one whose fetcher or group coordination died; the one that replaces
                            it works
     commands-deaf=always   every commands consumer does (the worker cannot heal: it must leave the group)
+    schedule-reads=N       the punctuator's first N reads of a schedule fail, as when a partition's store,
+                           closed under a revocation while a scan of it was still open, cannot be opened
+                           again ("lock hold by current process")
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from typing import Any
 
 ENV = "SCHEDULER_FAILPOINTS"
@@ -23,6 +27,21 @@ def failpoint(name: str) -> str | None:
         if key == name:
             return mode or "on"
     return None
+
+
+def failing_reads() -> Callable[[], None] | None:
+    """What each read of a schedule by the punctuator calls first (None: the failpoint is not set)."""
+    mode = failpoint("schedule-reads")
+    if mode is None:
+        return None
+    left = [int(mode)]
+
+    def read() -> None:
+        if left[0] > 0:
+            left[0] -= 1
+            raise OSError("IO error: lock hold by current process (failpoint schedule-reads)")
+
+    return read
 
 
 def make_deaf(consumer: Any) -> None:

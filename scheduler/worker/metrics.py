@@ -201,6 +201,12 @@ class WorkerCollector(Collector):
             "Due instants not fired: an exclusion calendar of their schedule held their day",
             stats.excluded,
         )
+        yield _counter(
+            "scheduler_partitions_unreadable",
+            "Partitions given up because their schedules could not be read from the local store (kept, "
+            "caught up when assigned again)",
+            stats.unreadable,
+        )
         jumps = CounterMetricFamily(
             "scheduler_clock_jumps",
             "Steps of the wall clock against the monotonic clock over 1 s (forward: the dues passed over "

@@ -52,11 +52,24 @@ Send = Callable[[str, bytes, bytes], Awaitable["asyncio.Future[object]"]]
 SendBatch = Callable[[str, list[tuple[bytes, bytes, int]]], Awaitable[list["asyncio.Future[object]"]]]
 #: topic -> its partition count, None while unknown
 PartitionCount = Callable[[str], "int | None"]
-#: (partition, key) -> the schedule's current state, read from the local table
+#: (partition, key) -> the schedule's current state, read from the local table (None: gone). Raises
+#: Unreadable when the partition's store cannot be read; anything else it raises means undecodable
 Load = Callable[[int, bytes], "ScheduleState | None"]
+#: (partition, why) -> give the partition up here until it is assigned again (its store is unreadable)
+GiveUp = Callable[[int, BaseException], Awaitable[None]]
 #: (partition, unit, fired_up_to_ms) -> persist the watermark
 SaveProgress = Callable[[int, TimeUnit, int], None]
 Excluded = Callable[[str, tuple[str, ...], int], "str | None"]  # (tenant, calendars, instant) -> calendar
+
+
+class Unreadable(Exception):
+    """A partition's schedules cannot be read now: its store was closed under a revocation and cannot be
+    opened again yet, or it fails. Unlike a schedule that is gone, nothing of the partition's index is
+    dropped for it: the partition is given up here (GiveUp) and caught up from its index when it comes back."""
+
+    def __init__(self, partition: int, cause: BaseException) -> None:
+        super().__init__(f"the schedules of partition {partition} cannot be read: {cause!r}")
+        self.partition = partition
 
 
 #: how long before an instant comes due its fires are prepared (see the module doc)
@@ -250,6 +263,7 @@ class Punctuator:
         excluded: Excluded | None = None,
         index: DueIndex | None = None,
         index_put: Callable[[int, list[tuple[bytes, bytes | None]]], None] | None = None,
+        give_up: GiveUp | None = None,
     ) -> None:
         """`monotonic`: a clock that never jumps, to tell a jump of `clock` from lateness (None: not told).
         `stats`: where the fires are counted (the worker's registry, WorkerCounts.fires).
@@ -260,8 +274,10 @@ class Punctuator:
         calendar that holds the instant's day, if one does: such an instant is not fired (counted).
         `index`: the due-time index (default: in memory). `index_put`: how the index writes of a command (a
         schedule's new entries) and of a stale entry's removal are written: with the schedule writes, in
-        their write batch and transaction (default: straight into the index)."""
+        their write batch and transaction (default: straight into the index). `give_up`: what gives up a
+        partition whose store is unreadable (see Unreadable; default: it is only dropped from memory)."""
         self._excluded = excluded
+        self._give_up = give_up
         self.index = index if index is not None else DueIndex()
         self._index_put = index_put or self.index.write
         self._send = send
@@ -359,6 +375,7 @@ class Punctuator:
                 self.index.write(partition, writes)
                 writes = []
                 await asyncio.sleep(0)
+                self._still_owned(partition, part)
             where = (e.key, e.path)
             if where in handled:
                 if handled[where] != e.due:
@@ -385,11 +402,19 @@ class Punctuator:
                 out.append(
                     await self._fire(partition, e.key, entry, e.path, due, now, missed=missed, catch_up=True)
                 )
+                self._still_owned(partition, part)
             count_missed(self.stats.missed, state.schedule.catch_up, plan)
             handled[where] = plan.next_due
             if plan.next_due is not None:
                 writes.append((due_key(unit, plan.next_due, e.key, e.path, e.version), b""))
         self.index.write(partition, writes)
+
+    def _still_owned(self, partition: int, part: _Partition) -> None:
+        """After an await of an assignment's catch-up: the partition was not revoked (nor assigned again)
+        meanwhile. A scan that went on would read a store closed under it (Unreadable) and write its
+        index entries into the next ownership's."""
+        if self._parts.get(partition) is not part:
+            raise PartitionGone(f"partition {partition} was revoked while it was caught up")
 
     def is_excluded(self, entry: _Compiled, due: int) -> bool:
         """An instant a calendar its schedule excludes holds (counted: it is not fired)."""
@@ -557,7 +582,11 @@ class Punctuator:
             taken += 1
             if _seq_of(part, key, path) != seq:
                 continue  # superseded by an update, disabled or deleted
-            entry = part.compiled.get(key) or self._compile_loaded(part, partition, key)
+            try:
+                entry = part.compiled.get(key) or self._compile_loaded(part, partition, key)
+            except Unreadable:
+                heapq.heappush(heap, (due, seq, key, path))  # (not fired: kept for when it is readable)
+                raise
             trigger = None if entry is None else entry.leaf(path)
             if entry is None or (trigger is None and path not in entry.elapsed):
                 part.live.pop(key, None)
@@ -814,11 +843,14 @@ class Punctuator:
         sent.clear()
 
     def _loaded(self, partition: int, key: bytes) -> ScheduleState | None:
-        """The schedule an index entry names, from the table (None: gone, or undecodable: never fired)."""
+        """The schedule an index entry names, from the table (None: gone, or undecodable: never fired, its
+        entry is dropped). Unreadable is raised: a store that cannot be read drops nothing."""
         try:
             return self._load(partition, key)
+        except Unreadable:
+            raise
         except Exception:
-            log.exception("the schedule state of an index entry of partition %d is unreadable", partition)
+            log.exception("the schedule state of an index entry of partition %d is undecodable", partition)
             return None
 
     def _compile_loaded(self, part: _Partition, partition: int, key: bytes) -> _Compiled | None:
@@ -949,6 +981,9 @@ class Punctuator:
                 log.info("punctuator tick for %s: %s; the other partitions' fires go on", unit.value, exc)
                 await asyncio.sleep(0.1)
                 continue
+            except Unreadable as exc:
+                await self.unreadable(exc)
+                continue
             except Exception:  # a fire must never kill the timer
                 log.exception("punctuator tick for %s failed", unit.value)
                 await asyncio.sleep(0.1)
@@ -963,6 +998,15 @@ class Punctuator:
             timeout = idle_s if not wake_at else max(0.0, min(idle_s, (min(wake_at) - now) / 1000))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wakeup.wait(), timeout)
+
+    async def unreadable(self, exc: Unreadable) -> None:
+        """Give up a partition whose store cannot be read: nothing of its index is dropped, its fires in
+        flight never commit (transactions), and it is caught up from its index when it comes back."""
+        log.warning("%s: the partition is given up here until it is assigned again", exc)
+        self.stats.unreadable += 1
+        self.revoke(exc.partition)
+        if self._give_up is not None:
+            await self._give_up(exc.partition, exc)
 
     # --- progress -----------------------------------------------------------------------------------
 

@@ -19,8 +19,9 @@ from scheduler.domain.model import (
     TimeUnit,
     Trigger,
 )
+from scheduler.kafka.transactions import PartitionGone
 from scheduler.wire.codec import decode_fired, key_bytes
-from scheduler.worker.punctuator import Punctuator
+from scheduler.worker.punctuator import Punctuator, Unreadable
 
 pytestmark = pytest.mark.unit
 
@@ -46,12 +47,18 @@ class Harness:
         self.sent: list[tuple[str, bytes, bytes]] = []
         self.futures: list[asyncio.Future[object]] = []
         self.saved: list[tuple[int, TimeUnit, int]] = []
-        self.mode = "ack"  # "ack": resolved, "pending": unresolved, "fail": failed, "raise": send raises
+        # "ack": resolved, "pending": unresolved, "fail": failed, "raise": send raises, "revoke": partition 0
+        # is revoked while the send is awaited
+        self.mode = "ack"
+        self.unreadable = 0  # how many of the next loads fail as a store that cannot be opened does
+        self.undecodable: set[bytes] = set()  # the keys whose state cannot be decoded
         self.punctuator = Punctuator(self.send, self.load, self.save_progress, self.clock)
 
     async def send(self, topic: str, key: bytes, value: bytes) -> asyncio.Future[object]:
         if self.mode == "raise":
             raise RuntimeError("producer buffer full")
+        if self.mode == "revoke":  # the partition is revoked while this send is awaited
+            self.punctuator.revoke(0)
         self.sent.append((topic, key, value))
         fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         if self.mode == "ack":
@@ -62,6 +69,11 @@ class Harness:
         return fut
 
     def load(self, partition: int, key: bytes) -> ScheduleState | None:
+        if self.unreadable > 0:
+            self.unreadable -= 1
+            raise Unreadable(partition, OSError("IO error: lock hold by current process"))
+        if key in self.undecodable:
+            raise ValueError("not an Avro ScheduleState")
         return self.table.get((partition, key))
 
     def save_progress(self, partition: int, unit: TimeUnit, fired_up_to: int) -> None:
@@ -512,3 +524,58 @@ async def test_upsert_of_a_schedule_whose_start_is_exactly_now_fires_at_start() 
     new = dataclasses.replace(state("a", FrequencyTrigger(S, 10, T0)), active_since=T0)
     h.punctuator.upsert(0, h.put(0, new), new)
     assert dues_by_name(await h.tick_at(T0)) == [("a", 0)]
+
+
+# --- a store that cannot be read drops nothing (seed 2021 of the fault campaign) -----------------------
+
+
+async def test_a_store_unreadable_when_a_partition_is_caught_up_drops_none_of_its_index() -> None:
+    h = Harness(T0 - 1)
+    await h.assign(0, [state("a"), state("b")], {S: T0 - 1})
+    h.punctuator.revoke(0)
+    h.clock.now = T0 + 25_000  # 0, 10 and 20 s went by unfired: the next owner catches them up
+    h.unreadable = 1
+    with pytest.raises(Unreadable) as failed:
+        await h.punctuator.assign(0, None, {S: T0 - 1})  # (its index is complete: no states given)
+    await h.punctuator.unreadable(failed.value)
+    assert h.punctuator.partitions == set() and h.punctuator.stats.unreadable == 1
+    assert h.sent == []
+    await h.punctuator.assign(0, None, {S: T0 - 1})  # readable again: every entry is still there
+    assert sorted(dues_by_name(h.fired())) == [("a", 20_000), ("b", 20_000)]  # (coalesced)
+    assert dues_by_name(await h.tick_at(T0 + 30_000)) == [("a", 30_000), ("b", 30_000)]
+
+
+async def test_a_store_unreadable_when_the_horizon_is_loaded_drops_none_of_its_index() -> None:
+    h = Harness(T0 - 1)
+    await h.assign(0, [state("a")], {S: T0 - 1})
+    h.unreadable = 1
+    with pytest.raises(Unreadable) as failed:
+        await h.tick_at(T0)
+    await h.punctuator.unreadable(failed.value)
+    assert h.sent == [] and h.punctuator.partitions == set()
+    await h.punctuator.assign(0, None, {S: T0 - 1})  # back: the instant the failed tick owed is caught up
+    assert dues_by_name(h.fired()) == [("a", 0)]
+    assert dues_by_name(await h.tick_at(T0 + 10_000)) == [("a", 10_000)]
+
+
+async def test_an_undecodable_schedule_state_drops_its_entry_and_the_others_fire() -> None:
+    h = Harness(T0 - 1)
+    await h.assign(0, [state("a"), state("b")], {S: T0 - 1})
+    h.undecodable = {key_bytes(ScheduleKey("acme", "a"))}
+    assert dues_by_name(await h.tick_at(T0)) == [("b", 0)]
+    h.undecodable = set()  # (its entry was dropped: only a command that writes it again indexes it)
+    assert dues_by_name(await h.tick_at(T0 + 10_000)) == [("b", 10_000)]
+
+
+async def test_a_partition_revoked_while_it_is_caught_up_is_scanned_no_further() -> None:
+    h = Harness(T0 - 1)
+    await h.assign(0, [state("a"), state("b")], {S: T0 - 1})
+    h.punctuator.revoke(0)
+    h.clock.now = T0 + 25_000
+    h.mode = "revoke"
+    with pytest.raises(PartitionGone):
+        await h.punctuator.assign(0, None, {S: T0 - 1})
+    assert len(h.sent) == 1 and h.punctuator.partitions == set()
+    h.mode = "ack"
+    await h.punctuator.assign(0, None, {S: T0 - 1})  # (the next owner: its index was left as it was)
+    assert sorted(dues_by_name(h.fired()[1:])) == [("a", 20_000), ("b", 20_000)]
