@@ -637,13 +637,13 @@ class Worker:
 
     async def _give_up_unreadable(self, partition: int, exc: BaseException) -> None:
         """The punctuator could not read the partition's store: its open transaction (fires sent for it)
-        never commits, and a rejoin assigns it again, here or elsewhere (see punctuator.Unreadable)."""
+        never commits, and a rejoin assigns it again, here or elsewhere (see punctuator.Unreadable).
+        Without transactions its commands go on being applied until the rebalance revokes it (its fires
+        are at least once: the next owner catches up from the watermark)."""
         self.jobs.checker.revoke(partition)
         if self.txns is not None and self.txns.owns(partition):
             await self.txns.fail(partition, exc)  # (-> _partition_failed: drops what it held, rejoins)
             return
-        self._drop_held(partition)
-        self.ingest.drop(partition)
         request_rejoin(self.faust_app)
 
     async def _await_progress_sent(self, timeout_s: float = 5.0) -> None:
