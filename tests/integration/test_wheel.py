@@ -1,6 +1,8 @@
 """The installable package: the wheel built from this repository, installed with pip into a fresh virtualenv
 outside it, gives a `scheduler` that runs a worker — its Avro schemas (and the released versions it reads),
-the admin page's files and the Kafka pom come inside the wheel, nothing is read from the checkout."""
+the admin page's files and the Kafka pom come inside the wheel, nothing is read from the checkout. The
+virtualenv runs the newest supported Python (NEWEST: the suite itself runs on the oldest), so this is also
+the end-to-end smoke on it: the dependencies' ranges resolve there from PyPI, a worker fires, HTTP answers."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ import os
 import subprocess
 import sys
 import time
-import venv
 import zipfile
 from pathlib import Path
 
@@ -21,6 +22,17 @@ from tests.helpers import TopicReader, WorkerProcess, fires_of
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
+#: the newest Python the package supports (the last of pyproject's classifiers)
+NEWEST = "3.13"
+
+
+def newest_python() -> str:
+    """Its interpreter, on PATH or pyenv's (.ci/find-python); a test fails, naming it, where it is missing."""
+    found = subprocess.run(
+        ["bash", str(ROOT / ".ci" / "find-python"), NEWEST], capture_output=True, text=True
+    )
+    assert found.returncode == 0, found.stderr
+    return found.stdout.strip()
 
 
 def run(*argv: str | Path, cwd: Path, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
@@ -44,8 +56,12 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     built = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", tmp / "dist", ROOT, cwd=tmp)
     BUILD_OUTPUT.append(built.stdout + built.stderr)
     (wheel,) = (tmp / "dist").glob("kafka_job_scheduler-*.whl")
-    venv.create(tmp / "venv", with_pip=True)
+    run(newest_python(), "-m", "venv", tmp / "venv", cwd=tmp)
     python = tmp / "venv" / "bin" / "python"
+    assert (
+        run(python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])", cwd=tmp).stdout.strip()
+        == NEWEST
+    )
     run(python, "-m", "pip", "install", "--quiet", wheel, cwd=tmp)
     return wheel, python
 
