@@ -1,8 +1,10 @@
 """The README's "A first session", run as a new user would: `scheduler run` (what `make run` starts), then
 every shell block of the section in order, each command exactly as written but for the ports (the HTTP port
-in its URLs; the broker's through KAFKA_BOOTSTRAP_SERVERS). A command answers without an error, and as its
-`# -> ...` comment says where it has one; a `scheduler tail` shows what its comment shows, and nothing
-else on the terminal. So the README cannot drift from the product again."""
+in its URLs, and SCHEDULER_URL for the CLI; the broker's through KAFKA_BOOTSTRAP_SERVERS). A command answers
+without an error, and as its `# -> ...` comment says where it has one; a `scheduler tail` shows what its
+comment shows, and nothing else on the terminal. Then, on the same worker, as a reader who did the first
+session, every shell block of each How-to page marked for it (SESSION_MARK). So neither the README nor
+those pages can drift from the product again."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,6 +28,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.own_broker, pytest.mark.timeo
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+HOW_TO = ROOT / "docs" / "content" / "how-to"
+#: a How-to page that carries this comment has every shell block run by this test, in order
+SESSION_MARK = "<!-- session: run by tests/integration/test_readme_session.py -->"
 
 
 @dataclass
@@ -42,6 +48,12 @@ def section(text: str, title: str) -> str:
 
 def shell_blocks(text: str) -> list[str]:
     return re.findall(r"```sh\n(.*?)```", text, flags=re.S)
+
+
+def how_to_sessions() -> list[tuple[str, list[str]]]:
+    """(page, its shell blocks) of each How-to page marked SESSION_MARK, by name."""
+    pages = sorted(HOW_TO.glob("*.md"))
+    return [(p.name, shell_blocks(text)) for p in pages if SESSION_MARK in (text := p.read_text())]
 
 
 def commands(block: str) -> list[Command]:
@@ -88,6 +100,9 @@ def test_the_readme_parser_reads_the_first_session() -> None:
     )
     assert any("scheduler tail acme-fires" in c.text and c.shows for c in cmds)
     assert all(t.count("'") % 2 == 0 for t in texts)
+    marked = {page: [c for b in blocks for c in commands(b)] for page, blocks in how_to_sessions()}
+    assert {"calendars.md", "retries.md", "slas.md"} <= marked.keys(), marked.keys()
+    assert all(cmds for cmds in marked.values()), marked
 
 
 @pytest.fixture
@@ -112,6 +127,8 @@ def as_json(text: str) -> Any:
 def test_every_command_of_a_first_session_works_as_written(run: RunProcess, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SCHEDULER_", "KAFKA_"))}
     env["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{run.broker_port}"
+    env["SCHEDULER_URL"] = f"http://127.0.0.1:{run.web_port}"  # (the How-to pages' bare `scheduler`)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     tails: list[tuple[Command, subprocess.Popen[str], Path, Path]] = []
     blocks = shell_blocks(section(README.read_text(), "A first session"))
     try:
@@ -128,6 +145,10 @@ def test_every_command_of_a_first_session_works_as_written(run: RunProcess, tmp_
                         wait_for_line(proc, out, err, cmd.text)
                     continue
                 run_one(cmd, text, env)
+        for page, page_blocks in how_to_sessions():
+            for block in page_blocks:
+                for cmd in commands(block):
+                    run_one(cmd, cmd.text.replace("localhost:6066", f"127.0.0.1:{run.web_port}"), env, page)
         for cmd, proc, out, err in tails:
             assert proc.poll() is None, f"{cmd.text} exited {proc.returncode}: {err.read_text()}"
             lines = out.read_text().splitlines()
@@ -161,10 +182,12 @@ def wait_for_line(
         time.sleep(0.2)
 
 
-def run_one(cmd: Command, text: str, env: dict[str, str]) -> None:
-    """Run a command; it must answer without an error (and as its `# ->` comment says). Writes answer 202 and
-    apply a moment later, so a read is run again until it shows them, as a reader typing would see them."""
-    reads = not re.search(r"-X (POST|PUT|DELETE)", text)
+def run_one(cmd: Command, text: str, env: dict[str, str], page: str = "README.md") -> None:
+    """Run a command; it must answer without an error (and as its `# ->` comment says): curl a JSON body
+    without an error, the CLI exit status 0. Writes answer 202 and apply a moment later, so a read is run
+    again until it shows them, as a reader typing would see them."""
+    cli = not text.startswith("curl ")
+    reads = not re.search(r"-X (POST|PUT|DELETE)| (put|create|delete|enable|disable|run) ", text)
     deadline = time.monotonic() + (20 if reads else 0)
     while True:
         r = subprocess.run(
@@ -173,13 +196,14 @@ def run_one(cmd: Command, text: str, env: dict[str, str]) -> None:
         body = as_json(r.stdout)
         failed = (
             r.returncode != 0
-            or body is None
+            or "Traceback" in r.stderr
+            or (not cli and body is None)
             or (isinstance(body, dict) and ("error" in body or "errors" in body))
         )
         if not failed or time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    assert not failed, f"{cmd.text}\n-> rc {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
+    assert not failed, f"{page}: {cmd.text}\n-> rc {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
     if cmd.expect is not None:
         want = as_json(cmd.expect.split(" ", 1)[1])  # "202 {...}": curl -s prints the body only
-        assert body == want, f"{cmd.text}\n-> {r.stdout}\nthe README says: {cmd.expect}"
+        assert body == want, f"{cmd.text}\n-> {r.stdout}\n{page} says: {cmd.expect}"
