@@ -486,13 +486,15 @@ class Campaign:
                 await asyncio.sleep(1)
 
     async def _shown(self, names: list[str]) -> dict[str, Any]:
-        """What a worker shows of schedules that missed instants (when each became active, its version)."""
+        """What a worker shows of schedules that missed instants (when each became active, its version), and
+        whether each came as a light-scheduler TaskDefinition (COALESCE; the others catch up EACH)."""
         out: dict[str, Any] = {}
         async with HttpClient(self._any_url(), timeout_s=20) as client:
             for name in names:
                 try:
                     s = await client.schedule(TENANT, name)
                     out[name] = {k: s.get(k) for k in ("version", "activeSince", "createdAt", "updatedAt")}
+                    out[name]["light"] = name in self.light
                 except Exception as exc:
                     out[name] = repr(exc)
         return out
@@ -537,6 +539,7 @@ class Campaign:
             "missed": sum(len(v) for v in lost.values()),
             "missedExamples": {n: v[:5] for n, v in list(lost.items())[:5]},
             "duplicates": got.duplicates(),
+            "duplicateExamples": got.duplicate_examples(),
             "schedulesNotShown": len(defs) - len(shown),
             "appliedPastLead": len(late),
             "appliedPastLeadExamples": {d.name: applied[d.name] - d.not_before for d in late[:5]},

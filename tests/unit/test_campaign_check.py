@@ -93,6 +93,29 @@ def test_a_light_scheduler_schedule_may_coalesce_only_inside_a_faults_window():
     assert "f" in missing_instants(got, [EVERY_2S], T0 + 52_000, {}, set(), windows)  # (EACH: all count)
 
 
+def test_a_coalesced_fire_in_a_faults_window_covers_the_instants_missed_just_before_the_window():
+    """The previous owner's last commit lagged the fault: the takeover coalesced from there (seed 2021)."""
+    windows = fault_windows([{"at": T0 + 10_000, "healedAt": T0 + 12_000}])  # [8 s, 42 s)
+    before = [light("f", t) for t in range(T0, T0 + 4_000, 2_000)]  # 0 and 2 s fired, 4 and 6 s not
+    got = Fired.of([], [*before, light("f", T0 + 20_000), light("f", T0 + 42_000)])
+    assert missing_instants(got, [EVERY_2S], T0 + 44_000, {}, {"f"}, windows) == {}
+    assert "f" in missing_instants(got, [EVERY_2S], T0 + 44_000, {}, set(), windows)  # (EACH: all count)
+    # a run ended by a fire outside every window is missed; so is one that began long before the window
+    after = Fired.of([], [*before, light("f", T0 + 6_000)])
+    assert missing_instants(after, [EVERY_2S], T0 + 8_000, {}, {"f"}, windows) == {"f": [T0 + 4_000]}
+    late = fault_windows([{"at": T0 + 30_000, "healedAt": T0 + 31_000}])  # [28 s, 61 s)
+    got = Fired.of([], [*before, light("f", T0 + 40_000)])
+    assert missing_instants(got, [EVERY_2S], T0 + 42_000, {}, {"f"}, late) == {
+        "f": [T0 + 4_000, T0 + 6_000, T0 + 8_000, T0 + 10_000, T0 + 12_000, T0 + 14_000, T0 + 16_000]
+    }
+
+
+def test_the_duplicates_are_shown_by_schedule_and_instant():
+    got = Fired.of([fire("f", T0), fire("f", T0), fire("f", T0 + 2_000), fire("g", T0)], [light("g", T0)])
+    assert got.duplicates() == 2
+    assert got.duplicate_examples() == {"f": [T0], "g": [T0]}
+
+
 def test_an_instant_fired_twice_is_one_duplicate_whichever_topic_it_came_by():
     got = Fired.of([fire("f", T0), fire("f", T0), fire("f", T0 + 2_000)], [light("g", T0), light("g", T0)])
     assert got.duplicates() == 2
