@@ -54,14 +54,17 @@ docs-serve: install   ## the documentation site on http://127.0.0.1:8000, rebuil
 unit: install
 	$(BIN)/pytest -m unit
 
-unit-versions:        ## the unit suite on Python 3.12 and 3.13 too (found on PATH or in pyenv), installed as `make install` does
-# (Spark's dataset tests in a process of their own: on 3.12, in an xdist worker after other modules, their first
-# Spark write hung past its timeout in each of 4 runs beside a fault campaign; alone they pass: not understood)
-	@for v in $(OTHER_PYTHONS); do \
+unit-versions: install ## the unit suite on Python 3.12 and 3.13 too (found on PATH or in pyenv), each with the built wheel installed
+# (the wheel with its extras, as a user installs it: the tests themselves import the checkout's code. Spark's
+# dataset tests in a process of their own: on 3.12, in an xdist worker after other modules, their first Spark
+# write hung past its timeout in each of 4 runs beside a fault campaign; alone they pass: not understood)
+	@rm -rf .venv-wheel && $(BIN)/pip wheel -q --no-deps -w .venv-wheel . >/dev/null || exit 1; \
+	wheel=$$(ls .venv-wheel/kafka_job_scheduler-*.whl) || exit 1; \
+	for v in $(OTHER_PYTHONS); do \
 	    py=$$(.ci/find-python $$v) || exit 1; \
 	    echo "== Python $$v: $$py"; \
 	    [ -f .venv-$$v/.installed ] || { $$py -m venv .venv-$$v && .venv-$$v/bin/pip install --quiet --upgrade pip \
-	        && .venv-$$v/bin/pip install -qq -c deploy/constraints.txt -e '.[spark,test,dev]' \
+	        && .venv-$$v/bin/pip install -qq -c deploy/constraints.txt "$$wheel[spark,test,dev]" \
 	        && touch .venv-$$v/.installed; } || exit 1; \
 	    .venv-$$v/bin/pytest -q -n 2 --dist loadfile -p no:cacheprovider -m unit --ignore=tests/unit/test_datasets.py \
 	        && .venv-$$v/bin/pytest -q -p no:cacheprovider -m unit tests/unit/test_datasets.py || exit 1; \
@@ -87,4 +90,4 @@ format: install
 	$(BIN)/ruff check --fix scheduler tests docs
 
 clean:
-	rm -rf $(VENV) .venv-3.* .venv-lowest data .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .venv-3.* .venv-lowest .venv-wheel data .pytest_cache .mypy_cache .ruff_cache *.egg-info

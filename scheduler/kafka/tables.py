@@ -78,6 +78,46 @@ def keep_newest_generation(
     table.apply_changelog_batch = apply_newest
 
 
+def skip_applied_records(table: Any) -> None:
+    """Restore and standby replication of `table` apply only changelog records past the offset its
+    partition's RocksDB holds (install it last: every other wrapper sees only what is applied).
+
+    Faust applies a changelog partition's records a buffer at a time, and flushes what its buffer holds at
+    the next revocation. A record of an active partition that reached the buffer after its restore ended
+    (the owner's own transactional write read back from a fetch in flight) stayed there, and the next
+    revocation wrote it over the two minutes of newer state the owner had committed meanwhile: its fire
+    watermark went back from 01:19:42 to 01:17:44 and its next ownership fired those two minutes again
+    (438 duplicates, campaign seed 3016). The stored offset says what the partition's database holds
+    already; a record at or below it is never applied again (forget_persisted_offset clears it when a
+    restore must replay everything)."""
+    apply = table.apply_changelog_batch
+
+    def apply_unapplied(batch: Iterable[Any]) -> None:
+        stored: dict[Any, int | None] = {}
+        kept = []
+        stale = 0
+        for event in batch:
+            tp, offset = event.message.tp, event.message.offset
+            if tp not in stored:
+                stored[tp] = table.data.persisted_offset(tp)
+            held = stored[tp]
+            if held is not None and offset <= held:
+                stale += offset < held  # (Faust's restore seeks to the stored offset: that one comes again)
+                continue
+            kept.append(event)
+        if stale:
+            log.warning(
+                "%s: %d changelog records below their partition's stored offset were not applied again "
+                "(read after their restore ended, or twice)",
+                getattr(table, "name", "table"),
+                stale,
+            )
+        if kept:
+            apply(kept)
+
+    table.apply_changelog_batch = apply_unapplied
+
+
 def forget_persisted_offset(table: Any, partition: int) -> None:
     """The partition's next restore reads its changelog from the start (its data stays: the replay
     applies every record again, in order, over it)."""

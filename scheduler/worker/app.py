@@ -59,6 +59,7 @@ from scheduler.kafka.tables import (
     partition_items,
     partition_items_from,
     raw_table,
+    skip_applied_records,
     start_tables_at_once,
     write_local,
 )
@@ -310,6 +311,8 @@ class Worker:
                 (jobs_topic, "job-queue-agent"),
             ):
                 app.agent(topic, name=name)(agent(hops[topic.get_topic_name()], self.may_work))
+        for table in app.tables.values():  # (last: the other wrappers see only what is applied)
+            skip_applied_records(table)
         self.schedules.on_recover(self._on_recovered)
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
         if self.txns is not None:
