@@ -95,22 +95,26 @@ def skip_applied_records(table: Any) -> None:
     def apply_unapplied(batch: Iterable[Any]) -> None:
         stored: dict[Any, int | None] = {}
         kept = []
-        stale = 0
+        stale: dict[Any, list[int]] = {}  # changelog partition -> offsets of records below its stored offset
         for event in batch:
             tp, offset = event.message.tp, event.message.offset
             if tp not in stored:
                 stored[tp] = table.data.persisted_offset(tp)
             held = stored[tp]
             if held is not None and offset <= held:
-                stale += offset < held  # (Faust's restore seeks to the stored offset: that one comes again)
+                if offset < held:  # (Faust's restore seeks to the stored offset: that one comes again)
+                    stale.setdefault(tp, []).append(offset)
                 continue
             kept.append(event)
         if stale:
             log.warning(
-                "%s: %d changelog records below their partition's stored offset were not applied again "
-                "(read after their restore ended, or twice)",
+                "%s: changelog records below their partition's stored offset not applied again (read after "
+                "their restore ended, or twice): %s",
                 getattr(table, "name", "table"),
-                stale,
+                "; ".join(
+                    f"partition {tp.partition}: {len(offs)} from offset {min(offs)} (stored {stored[tp]})"
+                    for tp, offs in sorted(stale.items())
+                ),
             )
         if kept:
             apply(kept)

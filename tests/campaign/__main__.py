@@ -64,7 +64,8 @@ def summary(report: dict[str, Any]) -> str:
         f"writes, {report['eventsChecked']} events ({report['eventsMissed']} missed, "
         f"{report['eventDuplicates']} repeated), {report['schedulesNotShown']} schedules lost, "
         f"{report['appliedPastLead']} applied > {LEAD_S:.0f} s after sent (longest "
-        f"{report['longestApplyMs'] / 1000:.1f} s), longest gap {gaps}; {stalls}; {report['seconds']} s"
+        f"{report['longestApplyMs'] / 1000:.1f} s), longest gap {gaps}; {stalls}; listed after "
+        f"{report.get('listWaitS', 0):.0f} s; {report['seconds']} s"
     )
 
 

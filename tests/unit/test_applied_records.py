@@ -62,7 +62,7 @@ def test_a_record_below_the_stored_offset_changes_nothing(
         table.apply_changelog_batch([record(110, b"mark", b"01:17:44")])  # flushed at the next revocation
     assert stored(table, b"mark") == b"01:19:42"
     assert table.data.persisted_offset(TP(TOPIC, 0)) == 432
-    assert "1 changelog records below their partition's stored offset" in caplog.text
+    assert "partition 0: 1 from offset 110 (stored 432)" in caplog.text
 
 
 def test_a_batch_applies_only_what_is_past_the_stored_offset_of_each_partition(table: Any) -> None:
