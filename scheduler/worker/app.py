@@ -91,7 +91,7 @@ from scheduler.worker.hops import agent, record_time_ms, safely
 from scheduler.worker.ingest import CommandIngest, freeze_long_lived, offset_record
 from scheduler.worker.job_queue import JobQueueAgent
 from scheduler.worker.journal import Journal
-from scheduler.worker.liveness import Counted, Liveness
+from scheduler.worker.liveness import LEAVE_GRACE_S, Counted, Liveness, exit_after
 from scheduler.worker.programs import ProgramRegistry
 from scheduler.worker.punctuator import Punctuator, Unreadable, index_writes, monotonic_ms, wall_clock_ms
 from scheduler.worker.trigger_agent import (
@@ -1034,7 +1034,9 @@ class Worker:
 
     async def _leave(self, why: str) -> None:
         """A loop stayed stalled (liveness.py): stop as SIGTERM would (the group is left at once, so the
-        partitions move now); the process then exits with LEFT_EXIT_CODE (cli.run_worker)."""
+        partitions move now); the process then exits with LEFT_EXIT_CODE (cli.run_worker), at once if that
+        stop has not ended within LEAVE_GRACE_S."""
+        exit_after(LEAVE_GRACE_S)
         os.kill(os.getpid(), signal.SIGTERM)
 
     async def stop(self) -> None:

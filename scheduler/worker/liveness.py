@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -36,6 +38,26 @@ STALL_AFTER_S = 30.0  # behind this long in a row: stalled (SCHEDULER_STALL_AFTE
 LEAVE_AFTER_S = 90.0  # stalled this long: the worker leaves (SCHEDULER_LEAVE_AFTER_S; 0: never)
 LEFT_EXIT_CODE = 75  # (EX_TEMPFAIL) the worker stopped itself: a loop stalled; start it again
 WORK_TIMEOUT_S = 10.0  # a loop's answer to "what is your work" (an end-offsets request) waits at most this
+#: a worker that decided to leave and has not stopped this long after exits at once (LEFT_EXIT_CODE)
+LEAVE_GRACE_S = 30.0
+
+
+def exit_after(seconds: float, code: int = LEFT_EXIT_CODE) -> threading.Timer:
+    """Exit the process with `code` in `seconds` unless it ended before, from a thread of its own (the event
+    loop may be what hangs). A worker that decided to leave stops as SIGTERM would, and that stop can hang:
+    on one broker after a pause, a cut and kills, a worker whose punctuator stalled decided to leave, then
+    went on logging "still stalled" for minutes with its partitions (the fault campaign, seed 4001: fires
+    up to 233 s late)."""
+
+    def leave() -> None:
+        log.error("the worker did not stop within %.0f s of deciding to leave: it exits now", seconds)
+        logging.shutdown()
+        os._exit(code)
+
+    timer = threading.Timer(seconds, leave)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def fetched_to(consumer: Any, tp: Any) -> int | None:

@@ -4,12 +4,14 @@ soon as it moves or has nothing waiting."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import dataclass
 from types import SimpleNamespace
 
 import pytest
 
-from scheduler.worker.liveness import Liveness, Work, not_ready_because
+from scheduler.worker.liveness import LEFT_EXIT_CODE, Liveness, Work, not_ready_because
 
 pytestmark = pytest.mark.unit
 
@@ -237,3 +239,17 @@ async def test_the_commands_loop_goes_on_after_a_turn_cancelled_under_it_and_a_d
     assert await ingest.heal() is True and ingest._task is not dead  # (started again)
     await asyncio.wait_for(ingest._task, 5)
     assert turns == ["turn", "turn", "turn"]
+
+
+def test_a_worker_that_decided_to_leave_and_hangs_exits_with_the_left_code() -> None:
+    """(seed 4001: its stop hung and it went on holding its partitions; exit_after ends it from a thread)"""
+    hang = "from scheduler.worker.liveness import exit_after; exit_after(0.3); import time; time.sleep(60)"
+    done = subprocess.run([sys.executable, "-c", hang], capture_output=True, text=True, timeout=30)
+    assert done.returncode == LEFT_EXIT_CODE, done.stderr
+    assert "did not stop within 0 s of deciding to leave" in done.stderr
+
+
+def test_a_worker_that_stops_in_time_is_not_cut_short() -> None:
+    quick = "from scheduler.worker.liveness import exit_after; exit_after(30); print('stopped')"
+    done = subprocess.run([sys.executable, "-c", quick], capture_output=True, text=True, timeout=30)
+    assert (done.returncode, done.stdout.strip()) == (0, "stopped"), done.stderr
