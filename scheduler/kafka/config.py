@@ -439,6 +439,39 @@ async def _answering_controller(self: Any, owner: Any, client: Any, timeout: int
             await client.force_metadata_update()
 
 
+#: how long a topic's creation is retried while the controller it was sent to is away
+CREATE_RETRY_S = 60.0
+
+
+async def create_retrying(
+    create: Any, client: Any, topic: str, retry_s: float = CREATE_RETRY_S, pause_s: float = 1.0
+) -> None:
+    """`create()` again while it fails as a controller that is away does (a node not ready, a connection
+    closed, a request timed out, "not the controller", fewer brokers than replicas), for up to `retry_s`: a worker started while the
+    controller was SIGKILLed sent the creation of Faust's leader topic to it and died at start (the fault
+    campaign, seed 4000). Any other error, and the last one, is raised."""
+    from aiokafka.errors import InvalidReplicationFactorError, KafkaError
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + retry_s
+    while True:
+        try:
+            await create()
+            return
+        except (KafkaError, TimeoutError, RuntimeError) as exc:
+            away = (
+                getattr(exc, "retriable", False)
+                or isinstance(exc, (TimeoutError, InvalidReplicationFactorError))  # (a broker of 3 away)
+                or "controller" in str(exc)
+            )
+            if not away or loop.time() + pause_s > deadline:
+                raise
+            log.warning("creating topic %s: %r; retrying in %.0f s", topic, exc, pause_s)
+        await asyncio.sleep(pause_s)
+        with contextlib.suppress(Exception):
+            await client.force_metadata_update()
+
+
 def apply_transport_fixes() -> None:
     """Process-wide, on every broker: Faust's fetch returns only the partitions it asked for (see
     kafka.recovery), its transport rides out a broker that is restarting, and a topic it creates is known
@@ -459,7 +492,11 @@ def apply_transport_fixes() -> None:
     ) -> None:
         from scheduler.kafka.producer import visible_everywhere
 
-        await create(self, owner, client, topic, partitions, replication, **kwargs)
+        await create_retrying(
+            lambda: create(self, owner, client, topic, partitions, replication, **kwargs),
+            client,
+            topic,
+        )
         await visible_everywhere(client, [topic])
 
     create_and_wait._waits_until_visible = True  # type: ignore[attr-defined]
