@@ -259,6 +259,7 @@ class Worker:
             give_up=self._give_up_unreadable,
         )
         self._fenced_late: set[int] = set()  # partitions of this rebalance fenced after their restore began
+        self._taking_up = asyncio.Lock()  # (see _on_recovered)
         self._owned: set[int] = set()  # the partitions of the last assignment restored
         self._staged: list[StagedTable] = []  # with transactions: the agents' tables, written in them
         if self.txns is not None:
@@ -904,6 +905,25 @@ class Worker:
             # pause): its tables are not restored yet; the current recovery calls again when they are
             log.info("recovery of an earlier rebalance completed: the current one is awaited")
             return
+        generation = self.generation()
+        if self.txns is not None:  # each fences its previous owner (long while a broker is away: not locked)
+            await self.txns.assign(self.active_partitions())
+        # One recovery's take-up at a time, and only while its assignment is the current one: Faust runs this
+        # in a task of its own that a newer rebalance does not cancel. An older take-up that went on would
+        # assign partitions from its own view of the tables while the newer one assigned them again: both
+        # caught up from the same watermark into one transaction (campaign seed 4000: 3 instants fired twice).
+        async with self._taking_up:
+            await self._take_up(generation)
+
+    def _superseded(self, generation: int) -> bool:
+        if self.generation() == generation:
+            return False
+        log.info("the take-up of generation %d stops: a newer assignment takes the partitions up", generation)
+        return True
+
+    async def _take_up(self, generation: int) -> None:
+        if self._superseded(generation):
+            return
         if self.freeze is not None:
             self.freeze.recovered()  # (before Faust resumes the streams)
         self.assigned = True
@@ -926,6 +946,8 @@ class Worker:
                 request_rejoin(self.faust_app)
                 active -= late
         for partition in sorted(active - self.punctuator.partitions):
+            if self._superseded(generation):
+                return
             started = time.monotonic()
             if self.txns is not None:
                 self._drop_held(partition)  # (a new ownership starts from what committed, nothing else)
@@ -959,6 +981,8 @@ class Worker:
                 self.punctuator.compiled_count(partition),
                 {u.value: t for u, t in self._fired_up_to(partition).items()},
             )
+        if self._superseded(generation):
+            return
         await self.ingest.assign(active if self.txns is None else active & self.txns.partitions)
         freeze_long_lived()  # the rebuilt heaps and compiled schedules
 

@@ -4,6 +4,7 @@ firing from tables that miss a commit."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import scheduler.worker.app as app_module
 from scheduler.kafka.config import Settings
 from scheduler.kafka.transactions import _Txn
 from scheduler.worker.app import Worker
+from scheduler.worker.punctuator import _Partition
 from tests.unit.test_transactions import FakeBatchedProducer
 
 pytestmark = pytest.mark.unit
@@ -35,3 +37,39 @@ async def test_a_partition_fenced_after_its_restore_began_is_given_back_and_rest
     assert worker.punctuator.partitions == {0}  # 0 fires; 1 does not until it is restored again
     assert worker.txns.partitions == {0} and rejoins == [worker.faust_app]
     assert worker.ingest._wanted == {0} and worker._fenced_late == set()
+
+
+async def test_an_older_take_up_stops_where_a_newer_assignment_takes_the_partitions_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Faust calls the recovery callback in a task a newer rebalance does not cancel: a take-up still
+    waiting for a producer when the next assignment's recovery completes must not go on assigning
+    partitions beside it (each would be caught up twice from one watermark: campaign seed 4000)."""
+    worker = Worker(Settings(app_id="app", data_dir=tmp_path, auth="off", partitions=2))
+    assert worker.txns is not None
+    monkeypatch.setattr(app_module, "recovery_is_current", lambda app: True)
+    monkeypatch.setattr(worker, "active_partitions", lambda: {0, 1})
+    monkeypatch.setattr(worker.faust_app, "consumer_generation_id", 1, raising=False)
+    worker.txns._txns[0] = _Txn(FakeBatchedProducer([]))  # type: ignore[arg-type]
+    fenced = asyncio.get_running_loop().create_future()
+    worker.txns._starting[1] = fenced  # type: ignore[assignment]  # partition 1's producer: not started yet
+    assigned: list[tuple[int, int]] = []
+
+    async def assign(partition: int, states: object, fired_up_to: object) -> int:
+        assigned.append((partition, worker.generation()))
+        worker.punctuator._parts[partition] = _Partition(high={})
+        await asyncio.sleep(0.01)  # (a catch-up's sends)
+        return 0
+
+    monkeypatch.setattr(worker.punctuator, "assign", assign)
+    older = asyncio.ensure_future(worker._on_recovered())
+    await asyncio.sleep(0.01)
+    assert not older.done()  # waiting for partition 1's producer
+    worker.faust_app.consumer_generation_id = 2  # the next rebalance: the same partitions, restored again
+    worker.txns._txns[1] = _Txn(FakeBatchedProducer([]))  # type: ignore[arg-type]
+    fenced.set_result(None)
+    newer = asyncio.ensure_future(worker._on_recovered())
+    await asyncio.wait_for(asyncio.gather(older, newer), 10)
+
+    assert sorted(assigned) == [(0, 2), (1, 2)]  # each partition taken up once, by the newer take-up
+    assert worker.punctuator.partitions == {0, 1}
