@@ -29,6 +29,7 @@ def failed(report: dict[str, Any]) -> bool:
         or report["duplicates"]
         or report["schedulesNotShown"]
         or report["workersDied"]
+        or report.get("workersNeverReady")
         or report["lostWrites"]
         or report["eventsMissed"]
         or report["eventDuplicates"]
@@ -57,7 +58,7 @@ def run_seed(
 
 def summary(report: dict[str, Any]) -> str:
     gaps = ", ".join(f"{k} {v['ms'] / 1000:.1f} s" for k, v in report["longestGapByFault"].items()) or "-"
-    stalls = f"{len(report['stalls'])} stalls ({report['stallsHealed']} healed, {len(report['workersLeft'])} left, {len(report['workersDied'])} died)"
+    stalls = f"{len(report['stalls'])} stalls ({report['stallsHealed']} healed, {len(report['workersLeft'])} left, {len(report['workersDied'])} died, {len(report.get('workersNeverReady', ()))} never ready)"
     return (
         f"seed {report['seed']}: {report['dueInstantsChecked']:,} instants checked, {report['missed']} missed, "
         f"{report['duplicates']} duplicates, {report['lostWrites']} lost of {report['writesAcknowledged']} "

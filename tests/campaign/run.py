@@ -82,7 +82,7 @@ class Campaign:
             "SCHEDULER_BROKER_PROFILE": "kafka",
             "SCHEDULER_APP_ID": self.app_id,
             "SCHEDULER_PARTITIONS": "8",
-            "SCHEDULER_LOG_LEVEL": os.environ.get("CAMPAIGN_LOG_LEVEL", "warning"),
+            "SCHEDULER_LOG_LEVEL": os.environ.get("CAMPAIGN_LOG_LEVEL", "info"),
             "SCHEDULER_AUTH": "off",
             "SCHEDULER_STANDBY_REPLICAS": str(plan.standby),
             "SCHEDULER_REPLICATION_FACTOR": "3" if plan.brokers == 3 else "1",
@@ -96,6 +96,7 @@ class Campaign:
         self.stalls: list[dict[str, Any]] = []  # what /health said, per worker and loop
         self.left: list[dict[str, Any]] = []  # workers that left (exit 75), started again
         self.died: list[dict[str, Any]] = []  # workers that exited otherwise (a failure), started again
+        self.never_ready: list[dict[str, Any]] = []  # a worker joining mid-run never ready (a failure)
         self.killed: set[int] = set()  # workers down by a kill fault now
         self.acked: dict[str, str] = {}  # updated schedule -> the value of its last acknowledged update
         # updated schedule -> values sent after it whose answer never came (each may or may not apply)
@@ -124,9 +125,11 @@ class Campaign:
         while True:
             try:
                 return await self._ready(i)
-            except AssertionError:  # (it exited)
-                if time.monotonic() > deadline:
-                    raise
+            except AssertionError as exc:  # (it exited)
+                if time.monotonic() > deadline:  # a failure, reported with the rest (seed 4000, 2nd replay)
+                    why = str(exc)[:300]
+                    self.never_ready.append({"worker": i, "log": str(self.procs[i].log_path), "why": why})
+                    return
                 await asyncio.sleep(1)
 
     async def start_workers(self, loading: asyncio.Event) -> None:
@@ -563,6 +566,7 @@ class Campaign:
             "stallsHealed": sum("healedAt" in s for s in self.stalls),
             "workersLeft": self.left,
             "workersDied": self.died,
+            "workersNeverReady": self.never_ready,
             "logs": str(self.work),
         }
 
