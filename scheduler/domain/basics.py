@@ -38,6 +38,8 @@ _UNIT_MS = {
 
 #: the longest span any setting takes (catch-up window, elapsed trigger, delay, last run, pending timeout)
 MAX_SPAN_MS = 7 * 86_400_000
+#: the latest instant a schedule may name (notBefore, notAfter, a once trigger's `at`, a frequency's start)
+MAX_INSTANT_MS = 7_258_118_400_000  # 2200-01-01
 
 #: the concurrency group names validation takes, defined once (the HTTP models and OpenAPI use it too)
 GROUP_PATTERN = r"[A-Za-z0-9._-]{1,128}"

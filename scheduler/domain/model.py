@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 # defined in basics and in the trigger kinds (which the records import), and imported from here as ever
 from scheduler.domain.basics import DATASET_RE as DATASET_RE
 from scheduler.domain.basics import GROUP_PATTERN as GROUP_PATTERN
+from scheduler.domain.basics import MAX_INSTANT_MS as MAX_INSTANT_MS
 from scheduler.domain.basics import MAX_SPAN_MS, clean_text
 from scheduler.domain.basics import CatchUpPolicy as CatchUpPolicy
 from scheduler.domain.basics import InvalidSchedule as InvalidSchedule
@@ -72,7 +73,6 @@ MAX_NAME_LEN = 256
 MAX_DATA_ENTRIES = 256
 MAX_DATA_BYTES = 64 * 1024
 MAX_CATCH_UP_WINDOW_MS = MAX_SPAN_MS
-MAX_INSTANT_MS = 7_258_118_400_000  # 2200-01-01
 MAX_PRIORITY = 1_000
 MAX_CALENDARS = 16  # calendars one schedule may exclude
 #: the patterns validation applies, defined once (the HTTP models and the OpenAPI document use them too)

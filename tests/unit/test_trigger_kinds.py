@@ -19,12 +19,15 @@ from scheduler.domain.model import (
     ScheduleCommand,
     ScheduleKey,
     ScheduleState,
+    TimeUnit,
 )
 from scheduler.domain.tenancy import schedule_tenants
 from scheduler.domain.triggers.kinds import (
     AVRO_KINDS,
     TRIGGER_KINDS,
     CompositeTrigger,
+    FrequencyTrigger,
+    OnceTrigger,
     ProgramRunsTrigger,
     ProgramStartedTrigger,
     Trigger,
@@ -136,6 +139,8 @@ def test_a_program_never_triggers_itself(tag: str) -> None:
         ({"type": "programStarted", "program": "a/b/c"}, "trigger.program"),
         ({"type": "programStarted", "program": A, "on": ["SUCCEEDED"]}, "trigger.on"),
         ({"type": "and", "triggers": [{"type": "programStarted"}]}, "trigger.triggers.0.program"),
+        ({"type": "once", "at": 916_000_000_000_000}, "trigger.at"),  # (year 31,000: schemathesis found it)
+        ({"type": "frequency", "timeUnit": "SECONDS", "time": 1, "start": 2**62}, "trigger.start"),
     ],
 )
 def test_an_invalid_trigger_body_names_its_field(trigger: dict[str, Any], field: str) -> None:
@@ -156,6 +161,19 @@ def test_the_record_validates_what_arrives_without_http() -> None:
         with pytest.raises(InvalidSchedule) as exc:
             schedule.validate()
         assert exc.value.field == field
+
+
+def test_an_instant_past_2200_is_refused_without_http_and_one_stored_before_is_still_described() -> None:
+    for trigger, field in (
+        (OnceTrigger(916_000_000_000_000), "trigger.at"),
+        (FrequencyTrigger(TimeUnit.SECONDS, 1, 2**62), "trigger.start"),
+    ):
+        schedule = Schedule(ScheduleKey("acme", "s"), trigger, "out")
+        with pytest.raises(InvalidSchedule) as exc:
+            schedule.validate()
+        assert exc.value.field == field
+        assert "epoch ms" in trigger.describe()  # (no date holds it: a list or GET still answers)
+    assert OnceTrigger(1_795_000_000_000).describe() == "once at 2026-11-18T11:06:40Z"
 
 
 def status(run_id: str, s: str, program: str = A) -> ProgramStatusEvent:

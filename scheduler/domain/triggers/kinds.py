@@ -21,6 +21,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from scheduler.domain.basics import (
+    MAX_INSTANT_MS,
     MAX_SPAN_MS,
     InvalidSchedule,
     ProgramId,
@@ -205,8 +206,12 @@ def _span(ms: int) -> str:
 
 
 def _iso(ms: int) -> str:
-    """Epoch ms -> '2026-11-24T22:40:00Z' (UTC, to the second)."""
-    return datetime.fromtimestamp(ms // 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Epoch ms -> '2026-11-24T22:40:00Z' (UTC, to the second); one no date can hold, as it is (a
+    definition stored before instants were bounded must still be shown, not answered with a 500)."""
+    try:
+        return datetime.fromtimestamp(ms // 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (ValueError, OverflowError, OSError):
+        return f"epoch ms {ms}"
 
 
 def _plural(n: int, word: str) -> str:
@@ -291,7 +296,7 @@ class FrequencyTriggerIn(In):
     type: Literal["frequency"]
     timeUnit: TimeUnit
     time: int = Field(ge=1, le=MAX_FREQUENCY_TIME)
-    start: int | None = Field(None, ge=0, le=LONG_MAX, description="epoch milliseconds")
+    start: int | None = Field(None, ge=0, le=MAX_INSTANT_MS, description="epoch milliseconds (1970 to 2200)")
 
 
 _UNIT_WORDS = {"MILLISECONDS": "ms", "SECONDS": "s", "MINUTES": "min", "HOURS": "h", "DAYS": "d"}
@@ -331,8 +336,8 @@ class FrequencyTrigger(Trigger):
     def validate(self, field: str) -> None:
         if not 1 <= self.time <= MAX_FREQUENCY_TIME:
             raise InvalidSchedule(f"{field}.time", f"must be between 1 and {MAX_FREQUENCY_TIME}")
-        if self.start_ms is not None and not 0 <= self.start_ms <= LONG_MAX:
-            raise InvalidSchedule(f"{field}.start", "must be epoch milliseconds, not negative")
+        if self.start_ms is not None and not 0 <= self.start_ms <= MAX_INSTANT_MS:
+            raise InvalidSchedule(f"{field}.start", "must be epoch milliseconds between 1970 and 2200")
 
     def evaluator(self) -> TimeTrigger:
         from scheduler.domain.triggers.frequency import FrequencyEvaluator
@@ -346,7 +351,7 @@ class FrequencyTrigger(Trigger):
 
 class OnceTriggerIn(In):
     type: Literal["once"]
-    at: int = Field(ge=0, le=LONG_MAX, description="epoch milliseconds")
+    at: int = Field(ge=0, le=MAX_INSTANT_MS, description="epoch milliseconds (1970 to 2200)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,8 +382,8 @@ class OnceTrigger(Trigger):
         return f"once at {_iso(self.at_ms)}"
 
     def validate(self, field: str) -> None:
-        if not 0 <= self.at_ms <= LONG_MAX:
-            raise InvalidSchedule(f"{field}.at", "must be epoch milliseconds, not negative")
+        if not 0 <= self.at_ms <= MAX_INSTANT_MS:
+            raise InvalidSchedule(f"{field}.at", "must be epoch milliseconds between 1970 and 2200")
 
     def evaluator(self) -> TimeTrigger:
         from scheduler.domain.triggers.shaping import Once
