@@ -6,6 +6,7 @@ scheduler.worker.journal); a real deployment points KAFKA_BOOTSTRAP_SERVERS at a
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -83,6 +84,22 @@ def wait_for_any(bootstrap_servers: str, timeout_s: float, say: Callable[[str], 
             say(f"no broker answers at {bootstrap_servers} yet: waiting up to {timeout_s:.0f} s")
             told = True
         time.sleep(0.5)
+
+
+async def metadata_answers(bootstrap_servers: str, timeout_s: float = 5.0) -> bool:
+    """Whether one of the bootstrap servers answers a metadata request within timeout_s (a client of its
+    own, closed after)."""
+    from aiokafka import AIOKafkaClient
+
+    client = AIOKafkaClient(bootstrap_servers=bootstrap_servers)
+    try:
+        async with asyncio.timeout(timeout_s):
+            await client.bootstrap()
+    except Exception:
+        return False
+    finally:
+        await client.close()
+    return True
 
 
 class EmbeddedBroker:

@@ -47,3 +47,11 @@ def recovery_is_current(app: Any) -> bool:
     """Whether the recovery whose completion is being handled is of the consumer's current generation."""
     completing = getattr(app.tables.recovery, "completing_generation", None)
     return completing is None or completing == app.consumer_generation_id
+
+
+def membership_progress(app: Any) -> int:
+    """A number that moves whenever the app's group membership makes progress towards serving an assignment:
+    a rebalance begun, or a changelog record restored (active or standby). See liveness.Membership."""
+    recovery = app.tables.recovery
+    restored = sum(recovery.active_offsets.values()) + sum(recovery.standby_offsets.values())
+    return hash((int(getattr(app, "rebalancing_count", 0)), int(restored)))

@@ -39,7 +39,12 @@ from scheduler.kafka.config import (
     consumer_options,
 )
 from scheduler.kafka.due_index import COMPLETE, DueIndex, elapsed_key
-from scheduler.kafka.group import recovery_is_current, request_rejoin, track_recovery_generation
+from scheduler.kafka.group import (
+    membership_progress,
+    recovery_is_current,
+    request_rejoin,
+    track_recovery_generation,
+)
 from scheduler.kafka.partitioner import kafka_partition as partition_for
 from scheduler.kafka.producer import BatchedProducer, TopicCreator
 from scheduler.kafka.recovery import (
@@ -85,13 +90,20 @@ from scheduler.wire.messages import HistoryEntry, add_history
 from scheduler.worker.calendars import CalendarRegistry
 from scheduler.worker.counters import WorkerCounts
 from scheduler.worker.event_routing import EventRouting
-from scheduler.worker.failpoints import failing_reads
+from scheduler.worker.failpoints import failing_reads, maybe_hang_take_up
 from scheduler.worker.freeze import FreezeGuard
 from scheduler.worker.hops import agent, record_time_ms, safely
 from scheduler.worker.ingest import CommandIngest, freeze_long_lived, offset_record
 from scheduler.worker.job_queue import JobQueueAgent
 from scheduler.worker.journal import Journal
-from scheduler.worker.liveness import LEAVE_GRACE_S, Counted, Liveness, exit_after
+from scheduler.worker.liveness import (
+    LEAVE_GRACE_S,
+    Counted,
+    Liveness,
+    Membership,
+    exit_after,
+    not_serving_because,
+)
 from scheduler.worker.programs import ProgramRegistry
 from scheduler.worker.punctuator import Punctuator, Unreadable, index_writes, monotonic_ms, wall_clock_ms
 from scheduler.worker.trigger_agent import (
@@ -301,6 +313,15 @@ class Worker:
                 "time units with an instant past due",
             )
         )
+
+        self.take_ups = 0  # assignments taken up to the end
+        Membership(
+            lambda: not_serving_because(app, self.assigned) is None,
+            lambda: hash((membership_progress(app), self.take_ups)),
+            floor_s=2 * app.conf.broker_session_timeout,
+            joined=lambda: app.rebalancing_count > 0,
+        ).watched_by(self.liveness)
+        app.add_dependency(_Watchdog(self.liveness))  # (from the app's start: see Membership)
 
         if self.txns is None:  # each hop a Faust agent, at-least-once (see hops.py)
             for topic, name in (
@@ -924,6 +945,7 @@ class Worker:
     async def _take_up(self, generation: int) -> None:
         if self._superseded(generation):
             return
+        await maybe_hang_take_up()
         if self.freeze is not None:
             self.freeze.recovered()  # (before Faust resumes the streams)
         self.assigned = True
@@ -984,6 +1006,7 @@ class Worker:
         if self._superseded(generation):
             return
         await self.ingest.assign(active if self.txns is None else active & self.txns.partitions)
+        self.take_ups += 1
         freeze_long_lived()  # the rebuilt heaps and compiled schedules
 
     async def _on_revoked(self, app: Any, revoked: Any, **_: Any) -> None:
@@ -1077,6 +1100,17 @@ class Worker:
             self.journal.close()
 
 
+class _Watchdog(Service):
+    """The loops' watchdog (liveness.py), started with the app: before its first recovery completes too."""
+
+    def __init__(self, liveness: Liveness, **kwargs: Any) -> None:
+        self.liveness = liveness
+        super().__init__(**kwargs)
+
+    async def on_start(self) -> None:
+        self.add_future(self.liveness.run())
+
+
 class _Timers(Service):
     """Runs the per-time-unit punctuator timers and the progress flusher with the app."""
 
@@ -1101,7 +1135,6 @@ class _Timers(Service):
         self.add_future(self.worker.registry.start())
         self.add_future(self.worker.calendars.start())
         self.add_future(self.worker.ingest.run())
-        self.add_future(self.worker.liveness.run())
         self.add_future(watch_recovery(self.worker.faust_app))
         if self.worker.settings.launcher == "embedded":
             from scheduler.launcher.launcher import Launcher

@@ -5,6 +5,8 @@
                            record), as one whose fetcher or group coordination died; the one that replaces
                            it works
     commands-deaf=always   every commands consumer does (the worker cannot heal: it must leave the group)
+    take-up-hangs=on       every take-up of an assignment waits forever, as a worker that holds partitions
+                           and never serves them (it must leave the group: see liveness.Membership)
     schedule-reads=N       the punctuator's first N reads of a schedule fail, as when a partition's store,
                            closed under a revocation while a scan of it was still open, cannot be opened
                            again ("lock hold by current process")
@@ -52,3 +54,9 @@ def make_deaf(consumer: Any) -> None:
         return {}
 
     consumer.getmany = deaf
+
+
+async def maybe_hang_take_up() -> None:
+    """Waits forever if the take-up-hangs failpoint is set."""
+    if failpoint("take-up-hangs") is not None:
+        await asyncio.Event().wait()

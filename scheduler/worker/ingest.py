@@ -44,6 +44,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from scheduler.kafka.broker import metadata_answers
 from scheduler.kafka.config import consumer_options
 from scheduler.kafka.transactions import PartitionGone, owned_by
 from scheduler.wire.codec import decode_json, encode_json
@@ -366,8 +367,8 @@ class CommandIngest:
     async def cluster_answers(self) -> bool:
         """Whether the cluster answers a metadata request (liveness: a worker leaves only then)."""
         consumer = self._consumer
-        if consumer is None:
-            return False
+        if consumer is None:  # (not started: before the first take-up) a client of its own asks
+            return await metadata_answers(self.worker.settings.bootstrap_servers)
         try:
             async with asyncio.timeout(5):
                 await consumer.topics()

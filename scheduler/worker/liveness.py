@@ -17,7 +17,8 @@ every piece done), and the watchdog looks at each one every few seconds:
   A deaf worker never holds partitions for minutes.
 
 A loop says what "waiting" means for it: the commands ingest, records behind the end of its partitions;
-the punctuator, due instants past due and not fired.
+the punctuator, due instants past due and not fired; the group membership (`Membership`), an assignment
+not yet served, its progress any rebalance begun, record restored or take-up completed.
 """
 
 from __future__ import annotations
@@ -138,6 +139,7 @@ class Liveness:
 
     async def _look(self, loop: Watched, work: Work) -> None:
         state = self.states[loop.name]
+        stall_after_s = getattr(loop, "stall_after_s", None) or self.stall_after_s  # (a loop's own bound)
         now = self.monotonic()
         moved = state.last_done is not None and work.done != state.last_done
         state.last_done = work.done
@@ -155,17 +157,18 @@ class Liveness:
             state.behind_since = now
         behind_s = now - state.behind_since
         state.reason = f"{work.pending} {work.what}, none done for {behind_s:.0f} s"
-        if behind_s < self.stall_after_s:
+        if behind_s < stall_after_s:
             return
+        remedy = getattr(loop, "remedy", "replacing its client")  # (what is done about it: for the log)
         if state.stalled_since_ms is None:
             state.stalled_since_ms = self.wall_ms()
             state.stalls += 1
-            log.error("loop %s stalled: %s; replacing its client", loop.name, state.reason)
+            log.error("loop %s stalled: %s; %s", loop.name, state.reason, remedy)
             where = getattr(loop, "where", None)  # (a loop that can say where it waits: for the log)
             if where is not None:
                 log.warning("loop %s waits in:\n%s", loop.name, where())
         else:
-            log.warning("loop %s still stalled: %s; replacing its client", loop.name, state.reason)
+            log.warning("loop %s still stalled: %s; %s", loop.name, state.reason, remedy)
         if self.left is not None:
             return  # (the worker is stopping)
         stalled_s = (self.wall_ms() - state.stalled_since_ms) / 1000
@@ -174,10 +177,8 @@ class Liveness:
             and stalled_s >= self.leave_after_s
             and (self.reachable is None or await self.reachable())
         ):
-            self.left = (
-                f"loop {loop.name} stalled for {stalled_s:.0f} s ({state.reason}); its client was replaced "
-                f"{state.heals} times to no avail"
-            )
+            tried = f"its client was replaced {state.heals} times to no avail" if state.heals else remedy
+            self.left = f"loop {loop.name} stalled for {stalled_s:.0f} s ({state.reason}); {tried}"
             log.error(
                 "%s: the worker stops so its partitions move to a worker that can serve them", self.left
             )
@@ -220,6 +221,7 @@ class Counted:
     pending: Callable[[], int]
     done: Callable[[], int]
     what: str
+    remedy: str = "nothing to replace: the worker leaves if it stays so"
 
     async def work(self) -> Work:
         return Work(self.pending(), self.done(), self.what)
@@ -228,14 +230,59 @@ class Counted:
         return False
 
 
+@dataclass
+class Membership:
+    """The worker's membership of the consumer group, watched as a loop: while it is not serving an
+    assignment (joining, rebalancing, restoring, taking its partitions up) that is work waiting, and every
+    rebalance begun, changelog record restored or take-up completed is progress. A member that makes none
+    for its bound is stuck: not assigned at all (seen in the fault campaign, seed 4000: a worker joining
+    mid-run never ready for 330 s), or holding partitions it never takes up, which no other loop sees (their
+    work is of the partitions taken up). Nothing in it can be replaced: past the leave bound the worker
+    leaves, so its partitions go to the others, and its supervisor starts it again.
+
+    Its bound is never under `floor_s` (twice the session timeout): a join legitimately waits for the
+    members that must rejoin, a silent one until the session timeout drops it. Before its first join
+    begins (`joined` False) it waits for nothing: a worker not yet in the group holds no partition (and
+    is not ready). The watchdog runs from the app's start (not after the first recovery, as the app's
+    services do), or a first take-up that never ends would never be seen."""
+
+    serving: Callable[[], bool]
+    progress: Callable[[], int]
+    floor_s: float
+    joined: Callable[[], bool] = lambda: True
+    stall_after_s: float = 0.0  # (set by watched_by: the watchdog's bound, not under floor_s)
+    name: str = "group"
+    remedy: str = "nothing to replace: the worker leaves if it stays so"
+
+    def watched_by(self, liveness: Liveness) -> Membership:
+        self.stall_after_s = max(liveness.stall_after_s, self.floor_s)
+        liveness.watch(self)
+        return self
+
+    async def work(self) -> Work:
+        waiting = self.joined() and not self.serving()
+        return Work(1 if waiting else 0, self.progress(), "assignment not taken up")
+
+    async def heal(self) -> bool:
+        return False
+
+
 def not_ready_because(faust_app: Any, assigned: bool, liveness: Liveness) -> str | None:
     """Why the worker is not ready (None: it is): not in the group yet, rebalancing or recovering (queries
     about moving partitions get 503), or a loop stalled."""
+    why = not_serving_because(faust_app, assigned)
+    if why is not None:
+        return why
+    stalled = liveness.stalled()
+    if stalled:
+        return "; ".join(f"loop {s['loop']} stalled: {s['reason']}" for s in stalled)
+    return None
+
+
+def not_serving_because(faust_app: Any, assigned: bool) -> str | None:
+    """Why the worker does not serve an assignment now (None: it does): see Membership."""
     if not assigned:
         return "not assigned its partitions yet (joining the group)"
     if faust_app.rebalancing or getattr(faust_app, "in_recovery", False):
         return "rebalancing"
-    stalled = liveness.stalled()
-    if stalled:
-        return "; ".join(f"loop {s['loop']} stalled: {s['reason']}" for s in stalled)
     return None

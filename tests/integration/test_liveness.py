@@ -87,6 +87,43 @@ def test_a_worker_that_cannot_heal_leaves_and_its_partitions_commands_are_applie
             assert answer.status_code == 200 and answer.json()["version"] == 2, answer.text
 
 
+def test_a_worker_holding_partitions_it_never_takes_up_leaves_and_they_are_served_elsewhere(
+    start_worker, worker_env, workers, tmp_path
+):
+    """The group membership is watched too: a worker whose take-up of its assignment never ends holds its
+    partitions while serving none of them (no other loop sees it: their work is of partitions taken up).
+    It says so, then leaves; the partitions go to the worker that can serve them."""
+    from tests.helpers import WorkerProcess
+
+    healthy = start_worker()
+    env = {"SCHEDULER_FAILPOINTS": "take-up-hangs=on", "SCHEDULER_STALL_AFTER_S": "3",
+           "SCHEDULER_LEAVE_AFTER_S": "5"}  # fmt: skip
+    stuck = WorkerProcess({**worker_env, **env}, log_path=tmp_path / "worker-stuck.log")
+    workers.append(stuck)
+    stuck.start()
+    assert stuck.proc is not None
+    seen: list[dict[str, object]] = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and stuck.proc.poll() is None:
+        health = stuck.health()
+        if health is not None and health["stalled"]:
+            seen.append(health)
+        time.sleep(0.3)
+    assert stuck.proc.poll() == LEFT_EXIT_CODE, stuck.log_tail()
+    assert seen, "the stuck membership was never reported on /health"
+    [stall] = seen[0]["stalled"]
+    assert stall["loop"] == "group" and "assignment not taken up" in str(stall["reason"]), seen[0]
+    assert "loop group stalled" in stuck.log_tail(400)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and owned(healthy) != {0, 1, 2, 3}:
+        time.sleep(0.3)
+    assert owned(healthy) == {0, 1, 2, 3}, healthy.log_tail()
+    with httpx.Client(base_url=healthy.url, timeout=30) as client:
+        for i in range(16):  # (keys over every partition: the stuck worker's too)
+            answer = client.post("/schedules?wait=applied", json=_schedule(f"held-{i}", "held-out"))
+            assert answer.status_code == 200, answer.text
+
+
 async def test_a_registry_follower_gone_deaf_is_stalled_then_follows_again(broker, app_id):
     """The programs (and calendars) followers are loops too: one whose consumer answers nothing while
     definitions arrive is found stalled and follows its topic again with a new consumer."""

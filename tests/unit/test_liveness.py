@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from scheduler.worker.liveness import LEFT_EXIT_CODE, Liveness, Work, not_ready_because
+from scheduler.worker.liveness import LEFT_EXIT_CODE, Liveness, Membership, Work, not_ready_because
 
 pytestmark = pytest.mark.unit
 
@@ -110,6 +110,58 @@ def test_not_ready_before_the_first_assignment_and_while_rebalancing() -> None:
         not_ready_because(SimpleNamespace(rebalancing=False), False, liveness) or ""
     )
     assert not_ready_because(SimpleNamespace(rebalancing=True), True, liveness) == "rebalancing"
+
+
+async def test_a_member_that_neither_rejoins_restores_nor_takes_up_for_its_bound_is_stuck_and_leaves() -> (
+    None
+):
+    """Seed 4000's joiner, never ready for 330 s, and a worker holding partitions it never takes up: the
+    group membership is a watched loop; its bound is never under twice the session timeout (a join waits
+    that long for the members that must rejoin)."""
+    clock, app = Clock(), SimpleNamespace(rebalancing=True, assigned=True, progress=0)
+    left: list[str] = []
+
+    async def leave(why: str) -> None:
+        left.append(why)
+
+    liveness = Liveness(
+        stall_after_s=3,
+        leave_after_s=5,
+        on_leave=leave,
+        monotonic=clock,
+        wall_ms=lambda: int(clock.now * 1000),
+    )
+    member = Membership(
+        lambda: not app.rebalancing and app.assigned, lambda: app.progress, floor_s=20
+    ).watched_by(liveness)
+    assert member.stall_after_s == 20
+    for t in range(0, 20):  # rebalancing, nothing moves: not stalled before the floor
+        clock.now = t
+        await liveness.check()
+    assert liveness.stalled() == []
+    for t in range(20, 24):  # restoring: progress
+        clock.now = t
+        app.progress += 1
+        await liveness.check()
+    for t in (24, 43):  # (behind from the first look that saw no move, at 24)
+        clock.now = t
+        await liveness.check()
+    assert liveness.stalled() == []
+    clock.now = 44
+    await liveness.check()
+    [stall] = liveness.stalled()
+    assert stall["loop"] == "group" and stall["reason"] == "1 assignment not taken up, none done for 20 s"
+    assert left == []
+    clock.now = 49
+    await liveness.check()
+    assert len(left) == 1 and left[0].startswith("loop group stalled for 5 s")
+    # serving: nothing waits, never stalled whatever the progress
+    liveness = Liveness(stall_after_s=3, monotonic=clock, wall_ms=lambda: int(clock.now * 1000))
+    Membership(lambda: True, lambda: 0, floor_s=20).watched_by(liveness)
+    for t in range(100, 400, 5):
+        clock.now = t
+        await liveness.check()
+    assert liveness.stalled() == []
 
 
 async def test_a_loop_still_stalled_past_the_second_bound_makes_the_worker_leave_once() -> None:
