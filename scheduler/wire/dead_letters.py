@@ -1,7 +1,7 @@
 """What a dead letter says: the refused message's original bytes, where its producer put it, and why.
 
 A command produced on a partition that does not own its key is moved to the one that does
-(Worker.handle_command); the move carries the command's origin (partition, offset, key as produced) in
+(CommandHandler.handle_command); the move carries the command's origin (partition, offset, key as produced) in
 record headers, so its dead letter names the record its producer wrote, not the moved copy.
 """
 

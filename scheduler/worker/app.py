@@ -10,26 +10,14 @@ import logging
 import os
 import signal
 import sys
-import time
-from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
 from typing import Any, cast
 
 import faust
 from faust.types import TP, EventT
 from mode import Service
 
-from scheduler.domain.calendars import calendar_key
-from scheduler.domain.commands import (
-    CommandRejected,
-    apply_command,
-    check_conditions,
-    manual_fires_yielding,
-    validate_command,
-)
-from scheduler.domain.model import Action, InvalidSchedule, ScheduleCommand, ScheduleState, TimeUnit
-from scheduler.domain.tenancy import partition_share
+from scheduler.domain.model import Action, ScheduleCommand, ScheduleState, TimeUnit
 from scheduler.kafka import bulk_restore
 from scheduler.kafka.config import (
     Settings,
@@ -40,8 +28,6 @@ from scheduler.kafka.config import (
 )
 from scheduler.kafka.due_index import COMPLETE, DueIndex, elapsed_key
 from scheduler.kafka.group import (
-    membership_progress,
-    recovery_is_current,
     request_rejoin,
     track_recovery_generation,
 )
@@ -56,7 +42,6 @@ from scheduler.kafka.staged import StagedTable
 from scheduler.kafka.tables import (
     collect_only_what_was_closed,
     done_offsets,
-    forget_persisted_offset,
     fresh_partition,
     keep_newest_generation,
     last_offsets,
@@ -71,55 +56,40 @@ from scheduler.kafka.tables import (
 from scheduler.kafka.transactions import OWNER, PartitionGone, Transactions
 from scheduler.wire.codec import (
     DecodeError,
-    command_from_task_definition,
-    decode,
-    decode_command_with_schedule,
     decode_state,
     encode,
     encode_command,
-    encode_schedule,
-    encode_state,
-    fire_bytes,
     key_bytes,
-    key_from_bytes,
     state_version,
 )
-from scheduler.wire.command_headers import command_by, command_conditions, command_headers, condition_headers
-from scheduler.wire.dead_letters import dead_letter_record, moved_headers, origin
-from scheduler.wire.messages import HistoryEntry, add_history
+from scheduler.wire.dead_letters import dead_letter_record, origin
 from scheduler.worker.calendars import CalendarRegistry
+from scheduler.worker.command_handler import CommandHandler
 from scheduler.worker.counters import WorkerCounts
 from scheduler.worker.event_routing import EventRouting
-from scheduler.worker.failpoints import failing_reads, maybe_hang_take_up
+from scheduler.worker.failpoints import failing_reads
 from scheduler.worker.freeze import FreezeGuard
-from scheduler.worker.hops import agent, record_time_ms, safely
-from scheduler.worker.ingest import CommandIngest, freeze_long_lived, offset_record
+from scheduler.worker.hops import agent
+from scheduler.worker.ingest import CommandIngest, offset_record
 from scheduler.worker.job_queue import JobQueueAgent
 from scheduler.worker.journal import Journal
 from scheduler.worker.liveness import (
     LEAVE_GRACE_S,
     Counted,
     Liveness,
-    Membership,
     exit_after,
-    not_serving_because,
 )
+from scheduler.worker.ownership import Ownership
 from scheduler.worker.programs import ProgramRegistry
 from scheduler.worker.punctuator import Punctuator, Unreadable, index_writes, monotonic_ms, wall_clock_ms
 from scheduler.worker.trigger_agent import (
     TriggerAgent,
-    job_arguments,
-    new_job,
     progress_generation,
-    submit_job,
 )
 
 log = logging.getLogger(__name__)
 
 SCHEDULES_TABLE = "schedules"
-#: how long a rebalance waits for the new partitions' producers to fence their previous owners before their
-#: tables are restored (a partition fenced later is restored again: see _on_recovered)
-FENCE_BEFORE_RESTORE_S = 5.0
 PROGRESS_TABLE = "fire-progress"
 
 
@@ -226,7 +196,6 @@ class Worker:
             settings.bootstrap_servers, settings.programs_topic, settings.programs_file
         )
         self.calendars = CalendarRegistry(settings.bootstrap_servers, settings.calendars_topic)
-        self._tenant_counts: dict[int, Counter[str]] = {}  # partition -> schedules per tenant (lazy)
         self.producer = BatchedProducer(settings.bootstrap_servers)  # what is not in a transaction
         # a transaction per partition (Kafka): what a partition's work produces commits with its progress
         self.txns = (
@@ -252,7 +221,7 @@ class Worker:
             else None
         )
         self.punctuator = Punctuator(
-            self._send_fire,
+            self.send_fire,
             self._load,
             self._save_progress,
             clock,
@@ -263,16 +232,13 @@ class Worker:
             monotonic=monotonic_ms if clock is wall_clock_ms else None,
             stats=self.counts.fires,
             transactional=self.txns is not None,
-            work=self._work,
+            work=self.unit_of_work,
             hold=self.may_work if self.freeze is not None else None,
             excluded=self.calendars.excluding,
             index=self.due_index,
             index_put=self._write_index,
             give_up=self._give_up_unreadable,
         )
-        self._fenced_late: set[int] = set()  # partitions of this rebalance fenced after their restore began
-        self._taking_up = asyncio.Lock()  # (see _on_recovered)
-        self._owned: set[int] = set()  # the partitions of the last assignment restored
         self._staged: list[StagedTable] = []  # with transactions: the agents' tables, written in them
         if self.txns is not None:
             for name in STAGED_TABLES:
@@ -286,8 +252,9 @@ class Worker:
         # partition -> schedule changelog records not yet sent
         self._writes: dict[int, list[tuple[bytes, bytes | None, int]]] = {}
         self._unwritten: dict[int, dict[bytes, bytes | None]] = {}  # partition -> writes not in RocksDB yet
+        self.commands = CommandHandler(self)
         hops = {
-            settings.light_topic: self.handle_task_definition,
+            settings.light_topic: self.commands.handle_task_definition,
             settings.index_topic: self.routing.handle_index_update,
             settings.events_topic: self.routing.handle_event,
             settings.program_status_topic: self.routing.handle_transition,
@@ -296,7 +263,6 @@ class Worker:
         }
         # the commands topic, a fetch at a time (not a Faust agent); with transactions the hops too
         self.ingest = CommandIngest(self, hops=hops if self.txns is not None else None)
-        self.assigned = False  # a first assignment was taken up (possibly of no partition)
         self.liveness = Liveness(
             stall_after_s=settings.stall_after_s, leave_after_s=settings.leave_after_s, on_leave=self._leave
         )
@@ -314,13 +280,8 @@ class Worker:
             )
         )
 
-        self.take_ups = 0  # assignments taken up to the end
-        Membership(
-            lambda: not_serving_because(app, self.assigned) is None,
-            lambda: hash((membership_progress(app), self.take_ups)),
-            floor_s=2 * app.conf.broker_session_timeout,
-            joined=lambda: app.rebalancing_count > 0,
-        ).watched_by(self.liveness)
+        self.ownership = Ownership(self)
+        self.ownership.membership().watched_by(self.liveness)
         app.add_dependency(_Watchdog(self.liveness))  # (from the app's start: see Membership)
 
         if self.txns is None:  # each hop a Faust agent, at-least-once (see hops.py)
@@ -335,232 +296,13 @@ class Worker:
                 app.agent(topic, name=name)(agent(hops[topic.get_topic_name()], self.may_work))
         for table in app.tables.values():  # (last: the other wrappers see only what is applied)
             skip_applied_records(table)
-        self.schedules.on_recover(self._on_recovered)
-        app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
-        if self.txns is not None:
-            self._start_transactions_before_recovery()
-        else:
-            self._restore_whole_after_a_freeze()
+        self.ownership.install()
         app.service(_Timers(self))  # type: ignore[arg-type]  # an instance is accepted too
 
     # --- agents ---------------------------------------------------------------------------------
 
-    async def handle_task_definition(self, event: EventT) -> None:
-        """light-scheduler's TaskDefinition, translated into a command on our commands topic."""
-        await safely(self, event, "a light-scheduler task definition", self._translate_task_definition)
-
-    async def _translate_task_definition(self, event: EventT) -> None:
-        try:
-            cmd = command_from_task_definition(event.message.value)
-            validate_command(cmd)  # refused here, with the original bytes, not on the commands topic
-        except (DecodeError, InvalidSchedule, CommandRejected) as exc:
-            await self.dead_letter(event, str(exc))
-            return
-        await self.send_command(cmd, headers=command_headers(by="light-scheduler"))
-
-    async def handle_command(self, event: EventT) -> None:
-        """One command of the commands topic (see ingest.CommandIngest); its schedule write is collected
-        for the changelog (take_writes, write_changelog)."""
-        msg = event.message
-        try:
-            cmd, schedule_avro = decode_command_with_schedule(msg.value)
-        except DecodeError as exc:
-            self.counts.command("unknown", "dead_lettered")
-            await self.dead_letter(event, str(exc))
-            return
-        try:
-            deadline, if_version = command_conditions(getattr(msg, "headers", None))
-        except DecodeError as exc:
-            self.counts.command(cmd.action.value, "dead_lettered")
-            await self.dead_letter(event, str(exc))
-            return
-        kb = key_bytes(cmd.key)
-        partition = partition_for(kb, self.settings.partitions)
-        if partition != msg.partition:
-            # Keyed or partitioned otherwise by its producer: move it to the partition that owns the key,
-            # with where it came from (a dead letter names the original) and its conditions.
-            headers = moved_headers(msg) + condition_headers(msg.headers)
-            await self.send_command(cmd, value=msg.value, headers=headers)
-            return
-        raw = self.schedule_bytes(partition, kb)  # this event's partition: no key search
-        current = decode_state(raw) if raw is not None else None
-        try:
-            check_conditions(
-                current,
-                produced_at=getattr(msg, "timestamp", None),
-                deadline_ms=deadline,
-                if_version=if_version,
-            )
-            if (
-                current is None
-                and cmd.action is Action.INSERT
-                and self.tenant_full(partition, cmd.key.tenant)
-            ):
-                raise CommandRejected(
-                    f"tenant {cmd.key.tenant!r} holds its maximum of schedules "
-                    f"({self.settings.max_schedules_per_tenant}, SCHEDULER_MAX_SCHEDULES_PER_TENANT)"
-                )
-            new = apply_command(current, cmd, self.clock())
-            if cmd.schedule is not None and cmd.schedule.program is not None:
-                await self.registry.start()
-                if self.registry.get(cmd.schedule.program.id) is None:
-                    raise InvalidSchedule(
-                        "program", f"unknown program {cmd.schedule.program.id} (register it first)"
-                    )
-            if cmd.schedule is not None and cmd.schedule.exclude_calendars:
-                await self.calendars.start()
-                for name in cmd.schedule.exclude_calendars:
-                    if self.calendars.get(calendar_key(cmd.key.tenant, name)) is None:
-                        raise InvalidSchedule(
-                            "excludeCalendars",
-                            f"unknown calendar {name} of {cmd.key.tenant} (create it first)",
-                        )
-        except (InvalidSchedule, CommandRejected) as exc:
-            self.counts.command(cmd.action.value, "rejected")
-            await self.dead_letter(event, f"{cmd.action.value} {cmd.key.id}: {exc}")
-            return
-        asked_at = record_time_ms(msg) or self.clock()  # when it was asked for: its record's time
-        by = command_by(getattr(msg, "headers", None)) or "topic"
-        if cmd.action in (Action.RUN, Action.BACKFILL):
-            assert current is not None
-            fired = await self._manual_fires(event, kb, current, cmd)
-            self.counts.command(cmd.action.value, "applied" if fired else "rejected")
-            if fired:
-                self._record_history(
-                    partition, kb, HistoryEntry(current.version, asked_at, by, cmd.action.value)
-                )
-            return
-        self.counts.command(cmd.action.value, "applied")
-        if new is current:
-            return
-        self._record_history(
-            partition,
-            kb,
-            HistoryEntry(
-                current.version if new is None else new.version,  # type: ignore[union-attr]
-                asked_at,
-                by,
-                cmd.action.value,
-                None if new is None else encode_schedule(new.schedule),
-            ),
-        )
-        counts = self._tenant_counts.get(partition)
-        if counts is not None and (current is None) != (new is None):
-            counts[cmd.key.tenant] += 1 if current is None else -1
-        if new is None:
-            self._write_schedule(partition, kb, None)
-            self.punctuator.remove(partition, kb)
-        else:
-            if not self.topics.known(new.schedule.topic):
-                await self.topics.ensure(new.schedule.topic)
-            known = schedule_avro if new.schedule is cmd.schedule else None  # an INSERT's: as it came
-            self._write_schedule(partition, kb, encode_state(new, known))
-            self.punctuator.upsert(partition, kb, new)
-        # an event recorded after the command reaches the triggers of the version it made
-        await self._lifecycle(partition, kb, cmd, current, new, asked_at)
-        if new is not None:
-            self.triggers.arm_elapsed(partition, kb, new)
-        if self.journal is not None:
-            self.journal.append(kb, bytes(msg.value or b""))
-
-    async def _lifecycle(
-        self,
-        partition: int,
-        kb: bytes,
-        cmd: ScheduleCommand,
-        old: ScheduleState | None,
-        new: ScheduleState | None,
-        asked_at: int,
-    ) -> None:
-        """Index, trigger progress and pending jobs follow the schedule (CDAP's update/delete semantics)."""
-        await self.routing.schedule_changed(kb, old, new, asked_at)
-        if old is None:
-            return
-        if cmd.action in (Action.UPDATE, Action.DELETE, Action.DISABLE):
-            self._drop_trigger_progress(partition, kb)
-        program = old.schedule.program
-        if program is None:
-            return
-        if cmd.action is Action.DELETE:
-            await self.jobs.cancel_jobs(old.schedule.queue_key, cmd.key, None, "schedule deleted")
-        elif cmd.action is Action.DISABLE:
-            await self.jobs.cancel_jobs(old.schedule.queue_key, cmd.key, None, "schedule disabled")
-        elif cmd.action is Action.UPDATE and new is not None:
-            await self.jobs.cancel_jobs(old.schedule.queue_key, cmd.key, new.version, "schedule updated")
-
-    def _drop_trigger_progress(self, partition: int, kb: bytes) -> None:
-        """An update resets trigger progress; delete and disable drop it. With transactions in the command's
-        (the trigger hop's writes of the key are staged the same way); without, through Faust's producer,
-        as the trigger agent's writes of the same key, so the changelog keeps their order."""
-        if self.txns is not None:
-            if self.trigger_progress.get(kb) is not None:
-                del self.trigger_progress[kb]
-            return
-        progress = partition_db(self.trigger_progress, partition)
-        if progress.get(kb) is not None:
-            del progress[kb]
-            self.trigger_progress.send_changelog(partition, kb, None)
-
-    def _record_history(self, partition: int, kb: bytes, entry: HistoryEntry) -> None:
-        """Append an applied command to the schedule's history: with transactions in the command's, without
-        through Faust's producer (as _drop_trigger_progress)."""
-        if self.txns is not None:
-            self.schedule_history[kb] = add_history(self.schedule_history.get(kb), entry)
-            return
-        db = partition_db(self.schedule_history, partition)
-        value = add_history(db.get(kb), entry)
-        db[kb] = value
-        self.schedule_history.send_changelog(partition, kb, value)
-
     def stored_items(self, table: Any, partition: int) -> Iterator[tuple[bytes, bytes]]:
         return partition_items(table, partition)
-
-    def tenant_full(self, partition: int, tenant: str) -> bool:
-        """Whether the partition holds its share of the tenant's schedule limit (see tenancy.partition_share)."""
-        counts = self._tenant_counts.get(partition)
-        if counts is None:  # counted once per assignment, from the keys alone
-            self.write_local()
-            counts = Counter(
-                key_from_bytes(key).tenant for key, _ in partition_items(self.schedules, partition)
-            )
-            self._tenant_counts[partition] = counts
-        share = partition_share(self.settings.max_schedules_per_tenant, self.settings.partitions)
-        return counts[tenant] >= share
-
-    async def _manual_fires(
-        self, event: EventT, kb: bytes, state: ScheduleState, cmd: ScheduleCommand
-    ) -> bool:
-        """RUN / BACKFILL: a FiredTask per instant (a job of the program for a program schedule); False when
-        refused (dead-lettered: too many instants)."""
-        s = state.schedule
-        now = self.clock()
-        backfill = cmd.action is Action.BACKFILL
-        try:
-            instants = await manual_fires_yielding(state, cmd)
-        except CommandRejected as exc:
-            await self.dead_letter(event, f"{cmd.action.value} {cmd.key.id}: {exc}")
-            return False
-        if backfill and s.exclude_calendars:  # (a RUN fires at its instant, whatever the calendars say)
-            instants = [
-                d for d in instants if self.calendars.excluding(s.key.tenant, s.exclude_calendars, d) is None
-            ]
-        if s.program is None:
-            encode_fired = fire_bytes(replace(s, data={**s.data, **cmd.arguments})).encode
-            for due in instants:
-                await self._send_fire(s.topic, kb, encode_fired(due, now, 0, backfill))
-        else:
-            kind = cmd.action.value.lower()
-            for due in instants:
-                arguments = {
-                    **job_arguments(state, []),
-                    **cmd.arguments,  # the RUN's own, over the schedule's data
-                    "trigger.eventType": kind,
-                    "trigger.due": str(due),
-                }
-                await submit_job(self, state, new_job(state, f"{s.key.id}@{kind}.{due}", arguments, now, []))
-        self.counts.events["manualFires"] += len(instants)
-        log.info("%s %s: %d fire(s)", cmd.action.value, s.key.id, len(instants))
-        return True
 
     def partition_of(self, key: bytes) -> int:
         return partition_for(key, self.settings.partitions)
@@ -637,7 +379,7 @@ class Worker:
 
     # --- punctuator plumbing --------------------------------------------------------------------
 
-    async def _send_fire(self, topic: str, key: bytes, value: bytes) -> asyncio.Future[object]:
+    async def send_fire(self, topic: str, key: bytes, value: bytes) -> asyncio.Future[object]:
         return await self.produce(topic, key, value)
 
     def _load(self, partition: int, key: bytes) -> ScheduleState | None:
@@ -671,7 +413,7 @@ class Worker:
             return
         request_rejoin(self.faust_app)
 
-    async def _await_progress_sent(self, timeout_s: float = 5.0) -> None:
+    async def await_progress_sent(self, timeout_s: float = 5.0) -> None:
         """The watermarks just saved reach the changelog before the partitions move."""
         sent, self._progress_sent = self._progress_sent, []
         futures = [asyncio.ensure_future(f) for f in sent]
@@ -698,7 +440,7 @@ class Worker:
     def progress_db(self, partition: int) -> Any:
         return partition_db(self.progress, partition)
 
-    def _write_schedule(self, partition: int, key: bytes, value: bytes | None) -> None:
+    def write_schedule(self, partition: int, key: bytes, value: bytes | None) -> None:
         """Held until write_local puts it in RocksDB (schedule_bytes reads it meanwhile); the changelog
         once the fetch is applied (take_writes). None: deleted. With transactions RocksDB gets it only
         once its transaction committed (stage_commit)."""
@@ -734,7 +476,7 @@ class Worker:
                 out = writes.get(partition)
                 if out is None:
                     out = writes[partition] = [(COMPLETE, b"")] if fresh_partition(table, partition) else []
-                    marks[partition] = self._fired_up_to(partition)
+                    marks[partition] = self.ownership.fired_up_to(partition)
                 if msg.value is None:
                     out.append((elapsed_key(key), None))
                     continue
@@ -750,7 +492,7 @@ class Worker:
         table.apply_changelog_batch = index_then_apply
 
     def schedule_bytes(self, partition: int, key: bytes) -> bytes | None:
-        """A schedule's state as stored: held by _write_schedule, else RocksDB's."""
+        """A schedule's state as stored: held by write_schedule, else RocksDB's."""
         held = self._unwritten.get(partition)
         if held is not None and key in held:
             return held[key]
@@ -846,186 +588,40 @@ class Worker:
         group: it comes back (here or elsewhere) from what was committed."""
         self.counts.events["partitionsFenced" if fenced else "transactionsFailed"] += 1
         self.punctuator.revoke(partition)
-        self._drop_held(partition)
+        self.drop_held(partition)
         self.ingest.drop(partition)
         request_rejoin(self.faust_app)
 
-    def _drop_held(self, partition: int) -> None:
+    def drop_held(self, partition: int) -> None:
         """Transactions: forget the writes held for the partition's open transaction (given up)."""
         self._unwritten.pop(partition, None)
         self._writes.pop(partition, None)
         for table in self._staged:
             table.drop(partition)
 
-    def _start_transactions_before_recovery(self) -> None:
-        """Start the transactional producers of newly assigned partitions before their tables are
-        restored: each fences the previous owner first, so nothing it still had open can commit after the
-        restore read the changelogs (a paused owner waking up at that moment)."""
-        tables = self.faust_app.tables
-        on_rebalance = tables.on_rebalance
-        txns = self.txns
-        assert txns is not None
-
-        async def start_then_rebalance(*args: Any, **kwargs: Any) -> None:
-            partitions = self.active_partitions()
-            starting = asyncio.ensure_future(txns.assign(partitions))
-            await asyncio.wait(
-                [starting], timeout=FENCE_BEFORE_RESTORE_S
-            )  # (_on_recovered waits for the rest)
-            self._fenced_late = {p for p in partitions if not txns.owns(p)}
-            await on_rebalance(*args, **kwargs)
-
-        tables.on_rebalance = start_then_rebalance  # type: ignore[method-assign]
-
-    def _restore_whole_after_a_freeze(self) -> None:
-        """Without transactions: the first rebalance after a freeze that outlived the session (see
-        freeze.py) restores the partitions this worker owned from the start of their changelogs.
-
-        Faust stores a table partition's offset as each of its own changelog writes is acknowledged. A
-        frozen owner's writes still held by its producer go out when it wakes, after the writes of the
-        partition's next owner, and their acknowledgement moves the stored offset past those: when the
-        partition came back, its restore began after them and the next owner's writes were never applied
-        (a trigger progress's job sequence went back from 188 to ~100, and the jobs numbered again were
-        dropped as launched already: 123 of 1,689 events launched nothing, in 1 of 4 runs on Tansu). Each
-        rebalance until an assignment is restored does it again (a restore cut short by the next rebalance
-        leaves an acknowledgement's offset behind)."""
-        tables = self.faust_app.tables
-        on_rebalance = tables.on_rebalance
-        freeze = self.freeze
-        assert freeze is not None
-
-        async def restore_then_rebalance(*args: Any, **kwargs: Any) -> None:
-            if self._owned and freeze.suspect():
-                log.warning(
-                    "partitions %s were written before a freeze: their tables are restored from the start "
-                    "of their changelogs", sorted(self._owned),
-                )  # fmt: skip
-                for table in tables.values():
-                    for partition in self._owned:
-                        forget_persisted_offset(table, partition)
-            await on_rebalance(*args, **kwargs)
-
-        tables.on_rebalance = restore_then_rebalance  # type: ignore[method-assign]
-
-    def _fired_up_to(self, partition: int) -> dict[TimeUnit, int]:
-        db = partition_db(self.progress, partition)
-        out: dict[TimeUnit, int] = {}
-        for unit in TimeUnit:
-            raw = db.get(f"{partition}:{unit.value}".encode())
-            if raw is not None:
-                out[unit] = decode("FireProgress", raw)["firedUpTo"]
-        return out
-
     def active_partitions(self) -> set[int]:
-        topic = self.schedules.changelog_topic.get_topic_name()
-        return {tp.partition for tp in self.faust_app.assignor.assigned_actives() if tp.topic == topic}
+        return self.ownership.active_partitions()
 
-    async def _on_recovered(self) -> None:
-        if not recovery_is_current(self.faust_app):
-            # an earlier rebalance's recovery, completing after the next assignment (a worker woken from a
-            # pause): its tables are not restored yet; the current recovery calls again when they are
-            log.info("recovery of an earlier rebalance completed: the current one is awaited")
-            return
-        generation = self.generation()
-        if self.txns is not None:  # each fences its previous owner (long while a broker is away: not locked)
-            await self.txns.assign(self.active_partitions())
-        # One recovery's take-up at a time, and only while its assignment is the current one: Faust runs this
-        # in a task of its own that a newer rebalance does not cancel. An older take-up that went on would
-        # assign partitions from its own view of the tables while the newer one assigned them again: both
-        # caught up from the same watermark into one transaction (campaign seed 4000: 3 instants fired twice).
-        async with self._taking_up:
-            await self._take_up(generation)
+    @property
+    def assigned(self) -> bool:
+        """A first assignment was taken up (possibly of no partition)."""
+        return self.ownership.assigned
 
-    def _superseded(self, generation: int) -> bool:
-        if self.generation() == generation:
-            return False
-        log.info("the take-up of generation %d stops: a newer assignment takes the partitions up", generation)
-        return True
+    # --- the command path (command_handler.py) ----------------------------------------------------
 
-    async def _take_up(self, generation: int) -> None:
-        if self._superseded(generation):
-            return
-        await maybe_hang_take_up()
-        if self.freeze is not None:
-            self.freeze.recovered()  # (before Faust resumes the streams)
-        self.assigned = True
-        active = self.active_partitions()
-        self._owned = set(active)
-        self._tenant_counts.clear()
-        for partition in self.punctuator.partitions - active:
-            self.punctuator.revoke(partition)
-            self.jobs.checker.revoke(partition)
-        if self.txns is not None:
-            for partition in self.txns.partitions - active:
-                await self.txns.revoke([partition])
-            await self.txns.assign(active)  # each fenced its previous owner
-            late, self._fenced_late = self._fenced_late & active, set()
-            if late:
-                # fenced only after their restore began: what the previous owner committed meanwhile may
-                # be missing from the restored tables; given back, they are restored again after a rejoin
-                log.warning("partitions %s fenced their previous owner late: restored again", sorted(late))
-                await self.txns.revoke(late, commit=False)
-                request_rejoin(self.faust_app)
-                active -= late
-        for partition in sorted(active - self.punctuator.partitions):
-            if self._superseded(generation):
-                return
-            started = time.monotonic()
-            if self.txns is not None:
-                self._drop_held(partition)  # (a new ownership starts from what committed, nothing else)
-            try:
-                async with self._work():
-                    complete = self.due_index.complete(partition)  # (else built from the table, once)
-                    built = await self.punctuator.assign(
-                        partition,
-                        None if complete else self.local_states(partition),
-                        self._fired_up_to(partition),
-                    )
-                if built:  # a data dir from before the index (a restored partition is indexed as restored)
-                    self.counts.events["dueIndexBuilds"] += 1
-                self.jobs.checker.assign(partition, self.jobs.local_queues(partition))
-                for key, state in self.punctuator.elapsed_schedules(partition):
-                    self.triggers.arm_elapsed(partition, key, state)
-            except Unreadable as exc:  # (given up, a rejoin requested: caught up from its index when back)
-                await self.punctuator.unreadable(exc)
-                continue
-            except PartitionGone as exc:
-                # its producer did not start or was fenced meanwhile (a rejoin is requested): the other
-                # partitions still start firing now, not after the next rebalance
-                log.info("partition %d not taken up: %s", partition, exc)
-                self.punctuator.revoke(partition)
-                self.jobs.checker.revoke(partition)
-                continue
-            log.info(
-                "partition %d assigned in %.3fs (%d schedules due within the horizon, fired up to %s)",
-                partition,
-                time.monotonic() - started,
-                self.punctuator.compiled_count(partition),
-                {u.value: t for u, t in self._fired_up_to(partition).items()},
-            )
-        if self._superseded(generation):
-            return
-        await self.ingest.assign(active if self.txns is None else active & self.txns.partitions)
-        self.take_ups += 1
-        freeze_long_lived()  # the rebuilt heaps and compiled schedules
+    async def handle_command(self, event: EventT) -> None:
+        """One command of the commands topic (see ingest.CommandIngest); its schedule write is collected
+        for the changelog (take_writes, write_changelog)."""
+        await self.commands.handle_command(event)
 
-    async def _on_revoked(self, app: Any, revoked: Any, **_: Any) -> None:
-        self._tenant_counts.clear()
-        # (a revocation is eager: every topic's partitions at once; the schedules' changelog is always there)
-        sources = (self.settings.light_topic, self.schedules.changelog_topic.get_topic_name())
-        partitions = {tp.partition for tp in revoked if tp.topic in sources}
-        whole = await self.ingest.revoke(partitions)  # its last fetch's writes and offsets are sent
-        if self.txns is not None:
-            # committed, producers stopped: nothing left open (given up uncommitted if their work is stuck)
-            await self.txns.revoke(partitions, commit=whole)
-            for partition in partitions:  # what a partition given up uncommitted held must not outlive it
-                self._drop_held(partition)
-        elif self.freeze is None or not self.freeze.suspect():  # (a frozen worker's watermarks are stale)
-            await self.punctuator.drain()
-            await self._await_progress_sent()
-        for partition in partitions:
-            self.punctuator.revoke(partition)
-            self.jobs.checker.revoke(partition)
+    def tenant_full(self, partition: int, tenant: str) -> bool:
+        return self.commands.tenant_full(partition, tenant)
+
+    def schedule_count(self, partition: int, tenants: Iterable[str] | None) -> int:
+        return self.commands.schedule_count(partition, tenants)
+
+    def forget_tenant_counts(self) -> None:
+        self.commands.forget_tenant_counts()
 
     def local_states(self, partition: int) -> Iterator[tuple[bytes, ScheduleState]]:
         self.write_local()  # (held writes exist only while a command's handling awaits)
@@ -1048,12 +644,6 @@ class Worker:
                 except DecodeError:
                     log.error("undecodable schedule state in partition %d; ignored", partition)
 
-    def schedule_count(self, partition: int, tenants: Iterable[str] | None) -> int:
-        """How many schedules the partition holds (of `tenants`): the tenant quota's counts."""
-        self.tenant_full(partition, "")  # (counts them once per assignment)
-        counts = self._tenant_counts[partition]
-        return sum(counts.values()) if tenants is None else sum(counts[t] for t in tenants)
-
     def local_state(self, key: bytes) -> ScheduleState | None:
         """A schedule's state as HTTP reads it. With transactions, what committed: never the open
         transaction's writes, which a fence may still abort, so a one-key read shows what a list shows."""
@@ -1069,13 +659,13 @@ class Worker:
         return dict(cast(Any, self.faust_app.assignor).changelog_distribution)
 
     def generation(self) -> int:
-        return int(getattr(self.faust_app, "consumer_generation_id", 0) or 0)
+        return self.ownership.generation()
 
     async def may_work(self) -> bool:
         """Before a unit of work without transactions: False to drop it (see freeze.py)."""
         return True if self.freeze is None else await self.freeze.hold()
 
-    def _work(self) -> Any:
+    def unit_of_work(self) -> Any:
         """A unit of work no commit splits (see kafka.transactions); nothing without transactions."""
         return self.txns.work() if self.txns is not None else contextlib.nullcontext()
 
@@ -1092,7 +682,7 @@ class Worker:
             await self.txns.stop()
         else:
             await self.punctuator.drain()
-            await self._await_progress_sent()
+            await self.await_progress_sent()
         await self.producer.stop()
         await self.registry.stop()
         await self.calendars.stop()

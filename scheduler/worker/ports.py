@@ -17,16 +17,33 @@ if TYPE_CHECKING:
     from faust.types import EventT
 
     from scheduler.domain.jobs import ProgramQueue
-    from scheduler.domain.model import ScheduleCommand, ScheduleState
+    from scheduler.domain.model import ScheduleCommand, ScheduleKey, ScheduleState
     from scheduler.domain.triggers.progress import TriggerProgress
     from scheduler.kafka.config import Settings
+    from scheduler.kafka.due_index import DueIndex
+    from scheduler.kafka.producer import TopicCreator
+    from scheduler.kafka.transactions import Transactions
     from scheduler.worker.calendars import CalendarRegistry
     from scheduler.worker.counters import WorkerCounts
+    from scheduler.worker.freeze import FreezeGuard
+    from scheduler.worker.journal import Journal
     from scheduler.worker.liveness import Liveness
     from scheduler.worker.programs import ProgramRegistry
+    from scheduler.worker.punctuator import Punctuator
 
 #: a Faust table of bytes to bytes (scheduler.kafka.tables.raw_table): get, [], del, items
 Table = Any
+
+
+class CommandSender(Protocol):
+    async def send_command(
+        self,
+        cmd: ScheduleCommand,
+        value: bytes | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> asyncio.Future[object]:
+        """Produce a command to the commands partition of its key."""
+        ...
 
 
 class Outbox(Protocol):
@@ -105,7 +122,11 @@ class MetricsPort(Protocol):
     def active_partitions(self) -> set[int]: ...
 
     liveness: Liveness  # the loops' watchdog
-    assigned: bool  # a first assignment was taken up
+
+    @property
+    def assigned(self) -> bool:
+        """A first assignment was taken up."""
+        ...
 
 
 class ProgressReader(Protocol):
@@ -124,7 +145,7 @@ class AppliedReader(Protocol):
     async def wait_applied(self, partition: int, offset: int, timeout_s: float) -> bool: ...
 
 
-class WebPort(Outbox, MetricsPort, Protocol):
+class WebPort(Outbox, MetricsPort, CommandSender, Protocol):
     """The HTTP views: local reads of every table, commands out, the program and calendar registries,
     the commands ingest's applied offsets, and what /health tells."""
 
@@ -156,9 +177,118 @@ class WebPort(Outbox, MetricsPort, Protocol):
 
     def changelog_distribution(self) -> dict[Any, dict[str, list[int]]]: ...
 
-    async def send_command(
-        self,
-        cmd: ScheduleCommand,
-        value: bytes | None = None,
-        headers: list[tuple[str, bytes]] | None = None,
-    ) -> asyncio.Future[object]: ...
+
+class QueueChecker(Protocol):
+    """The job queue's timer of pending jobs, per partition owned."""
+
+    def assign(self, partition: int, queues: list[tuple[bytes, ProgramQueue]]) -> None: ...
+
+    def revoke(self, partition: int) -> None: ...
+
+
+class Jobs(QueueReader, Protocol):
+    """The job queue agent, as the owner of partitions and the command path use it."""
+
+    @property
+    def checker(self) -> QueueChecker: ...
+
+    async def cancel_jobs(
+        self, queue_key: str, schedule: ScheduleKey, below_version: int | None, reason: str
+    ) -> None: ...
+
+
+class ElapsedArming(Protocol):
+    """The trigger agent, arming a schedule's elapsed triggers."""
+
+    def arm_elapsed(self, partition: int, key: bytes, state: ScheduleState) -> None: ...
+
+
+class CommandsTaking(Protocol):
+    """The commands ingest, as partitions are taken up and given back."""
+
+    async def assign(self, partitions: set[int]) -> None: ...
+
+    async def revoke(self, partitions: set[int]) -> bool:
+        """Its last fetch's writes and offsets sent; False if that did not end in time."""
+        ...
+
+
+class ScheduleFollower(Protocol):
+    """The event routing: its trigger index follows each schedule's change."""
+
+    async def schedule_changed(
+        self, key: bytes, old: ScheduleState | None, new: ScheduleState | None, since: int = 0
+    ) -> None: ...
+
+
+class OwnerPort(Protocol):
+    """Taking partitions up and giving them back (scheduler.worker.ownership): the app and its tables, the
+    services a partition is handed to, and what the worker holds for a partition's open transaction."""
+
+    faust_app: Any
+    settings: Settings
+    schedules: Table
+    progress: Table
+    txns: Transactions | None
+    freeze: FreezeGuard | None
+    punctuator: Punctuator
+    due_index: DueIndex
+
+    @property
+    def jobs(self) -> Jobs: ...
+
+    @property
+    def triggers(self) -> ElapsedArming: ...
+
+    @property
+    def ingest(self) -> CommandsTaking: ...
+
+    @property
+    def counts(self) -> WorkerCounts: ...
+
+    def local_states(self, partition: int) -> Iterator[tuple[bytes, ScheduleState]]: ...
+
+    def drop_held(self, partition: int) -> None:
+        """Transactions: forget the writes held for the partition's open transaction (given up)."""
+        ...
+
+    def forget_tenant_counts(self) -> None: ...
+
+    async def await_progress_sent(self, timeout_s: float = 5.0) -> None: ...
+
+    def unit_of_work(self) -> Any:
+        """A unit of work no commit splits (see kafka.transactions)."""
+        ...
+
+
+class CommandPort(Outbox, CommandSender, Protocol):
+    """The command path (scheduler.worker.command_handler): a schedule's stored state and its writes, the
+    registries a command's program and calendars are checked against, and the services a command's effect
+    reaches (the punctuator's heap, the routing's index, the trigger progress, the pending jobs)."""
+
+    schedules: Table
+    trigger_progress: Table
+    schedule_history: Table
+    txns: Transactions | None
+    registry: ProgramRegistry
+    calendars: CalendarRegistry
+    topics: TopicCreator
+    journal: Journal | None
+    punctuator: Punctuator
+
+    @property
+    def routing(self) -> ScheduleFollower: ...
+
+    @property
+    def triggers(self) -> ElapsedArming: ...
+
+    @property
+    def jobs(self) -> Jobs: ...
+
+    def schedule_bytes(self, partition: int, key: bytes) -> bytes | None: ...
+
+    def write_schedule(self, partition: int, key: bytes, value: bytes | None) -> None: ...
+
+    def write_local(self) -> None: ...
+
+    async def send_fire(self, topic: str, key: bytes, value: bytes) -> asyncio.Future[object]: ...

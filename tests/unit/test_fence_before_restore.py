@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import scheduler.worker.app as app_module
+import scheduler.worker.ownership as ownership_module
 from scheduler.kafka.config import Settings
 from scheduler.kafka.transactions import _Txn
 from scheduler.worker.app import Worker
@@ -25,18 +25,18 @@ async def test_a_partition_fenced_after_its_restore_began_is_given_back_and_rest
     worker = Worker(Settings(app_id="app", data_dir=tmp_path, auth="off", partitions=2))
     assert worker.txns is not None
     rejoins: list[object] = []
-    monkeypatch.setattr(app_module, "recovery_is_current", lambda app: True)
-    monkeypatch.setattr(app_module, "request_rejoin", rejoins.append)
-    monkeypatch.setattr(worker, "active_partitions", lambda: {0, 1})
+    monkeypatch.setattr(ownership_module, "recovery_is_current", lambda app: True)
+    monkeypatch.setattr(ownership_module, "request_rejoin", rejoins.append)
+    monkeypatch.setattr(worker.ownership, "active_partitions", lambda: {0, 1})
     for p in (0, 1):  # both producers have started by the time recovery completes
         worker.txns._txns[p] = _Txn(FakeBatchedProducer([]))  # type: ignore[arg-type]
-    worker._fenced_late = {1}  # partition 1's had not within FENCE_BEFORE_RESTORE_S
+    worker.ownership.fenced_late = {1}  # partition 1's had not within FENCE_BEFORE_RESTORE_S
 
-    await worker._on_recovered()
+    await worker.ownership.on_recovered()
 
     assert worker.punctuator.partitions == {0}  # 0 fires; 1 does not until it is restored again
     assert worker.txns.partitions == {0} and rejoins == [worker.faust_app]
-    assert worker.ingest._wanted == {0} and worker._fenced_late == set()
+    assert worker.ingest._wanted == {0} and worker.ownership.fenced_late == set()
 
 
 async def test_an_older_take_up_stops_where_a_newer_assignment_takes_the_partitions_up(
@@ -47,8 +47,8 @@ async def test_an_older_take_up_stops_where_a_newer_assignment_takes_the_partiti
     partitions beside it (each would be caught up twice from one watermark: campaign seed 4000)."""
     worker = Worker(Settings(app_id="app", data_dir=tmp_path, auth="off", partitions=2))
     assert worker.txns is not None
-    monkeypatch.setattr(app_module, "recovery_is_current", lambda app: True)
-    monkeypatch.setattr(worker, "active_partitions", lambda: {0, 1})
+    monkeypatch.setattr(ownership_module, "recovery_is_current", lambda app: True)
+    monkeypatch.setattr(worker.ownership, "active_partitions", lambda: {0, 1})
     monkeypatch.setattr(worker.faust_app, "consumer_generation_id", 1, raising=False)
     worker.txns._txns[0] = _Txn(FakeBatchedProducer([]))  # type: ignore[arg-type]
     fenced = asyncio.get_running_loop().create_future()
@@ -62,13 +62,13 @@ async def test_an_older_take_up_stops_where_a_newer_assignment_takes_the_partiti
         return 0
 
     monkeypatch.setattr(worker.punctuator, "assign", assign)
-    older = asyncio.ensure_future(worker._on_recovered())
+    older = asyncio.ensure_future(worker.ownership.on_recovered())
     await asyncio.sleep(0.01)
     assert not older.done()  # waiting for partition 1's producer
     worker.faust_app.consumer_generation_id = 2  # the next rebalance: the same partitions, restored again
     worker.txns._txns[1] = _Txn(FakeBatchedProducer([]))  # type: ignore[arg-type]
     fenced.set_result(None)
-    newer = asyncio.ensure_future(worker._on_recovered())
+    newer = asyncio.ensure_future(worker.ownership.on_recovered())
     await asyncio.wait_for(asyncio.gather(older, newer), 10)
 
     assert sorted(assigned) == [(0, 2), (1, 2)]  # each partition taken up once, by the newer take-up

@@ -15,8 +15,8 @@ from faust.types import TP
 from rocksdict import Options, Rdict
 
 from scheduler.worker import freeze
-from scheduler.worker.app import Worker
 from scheduler.worker.freeze import FreezeGuard
+from scheduler.worker.ownership import Ownership
 
 pytestmark = pytest.mark.unit
 
@@ -151,11 +151,11 @@ async def test_the_rebalances_after_a_freeze_restore_the_partitions_owned_from_t
         t.data._db_for_partition(0)[b"k"] = b"v"
     suspect = [False]
     worker = SimpleNamespace(
-        faust_app=SimpleNamespace(tables=tables),
-        freeze=SimpleNamespace(suspect=lambda: suspect[0]),
-        _owned={0},
+        faust_app=SimpleNamespace(tables=tables), freeze=SimpleNamespace(suspect=lambda: suspect[0])
     )
-    Worker._restore_whole_after_a_freeze(worker)  # type: ignore[arg-type]
+    ownership = Ownership(worker)  # type: ignore[arg-type]
+    ownership.owned = {0}
+    ownership._restore_whole_after_a_freeze()
     await tables.on_rebalance()  # no freeze: offsets kept
     suspect[0] = True
     await tables.on_rebalance()

@@ -1,0 +1,253 @@
+"""Which partitions this worker owns, and what taking them up and giving them back does.
+
+Faust assigns the partitions; their tables are restored (recovery); then `on_recovered` *takes them up*:
+with transactions each partition's producer fences its previous owner first, then the punctuator builds
+the partition's heap of due instants (catching up what its previous owner had not fired), the job queue's
+checker and the elapsed triggers are armed, and the commands ingest takes the partitions. A revocation
+gives them back: the ingest's last fetch is written, the transactions committed (or given up), the
+punctuator forgets them. The group membership is watched as a loop (liveness.Membership): a take-up
+that never ends makes the worker leave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from scheduler.domain.model import TimeUnit
+from scheduler.kafka.group import membership_progress, recovery_is_current, request_rejoin
+from scheduler.kafka.tables import forget_persisted_offset, partition_db
+from scheduler.kafka.transactions import PartitionGone
+from scheduler.wire.codec import decode
+from scheduler.worker.failpoints import maybe_hang_take_up
+from scheduler.worker.ingest import freeze_long_lived
+from scheduler.worker.liveness import Membership, not_serving_because
+from scheduler.worker.ports import OwnerPort
+from scheduler.worker.punctuator import Unreadable
+
+log = logging.getLogger(__name__)
+
+#: how long a rebalance waits for the new partitions' producers to fence their previous owners before their
+#: tables are restored (a partition fenced later is restored again: see on_recovered)
+FENCE_BEFORE_RESTORE_S = 5.0
+
+
+class Ownership:
+    """The partitions the worker owns: taken up once their tables are restored, given back on revocation."""
+
+    def __init__(self, worker: OwnerPort) -> None:
+        self.worker = worker
+        self.assigned = False  # a first assignment was taken up (possibly of no partition)
+        self.take_ups = 0  # assignments taken up to the end
+        self.owned: set[int] = set()  # the partitions of the last assignment restored
+        self.fenced_late: set[int] = set()  # partitions of this rebalance fenced after their restore began
+        self._taking_up = asyncio.Lock()  # (see on_recovered)
+
+    def install(self) -> None:
+        """Hook into the app: the schedules table's recovery, revocations, and the tables' rebalance."""
+        w = self.worker
+        w.schedules.on_recover(self.on_recovered)
+        w.faust_app.on_partitions_revoked.connect(self.on_revoked)
+        if w.txns is not None:
+            self._start_transactions_before_recovery()
+        else:
+            self._restore_whole_after_a_freeze()
+
+    def membership(self) -> Membership:
+        """The group membership as a watched loop (see liveness.Membership)."""
+        app = self.worker.faust_app
+        return Membership(
+            lambda: not_serving_because(app, self.assigned) is None,
+            lambda: hash((membership_progress(app), self.take_ups)),
+            floor_s=2 * app.conf.broker_session_timeout,
+            joined=lambda: app.rebalancing_count > 0,
+        )
+
+    def active_partitions(self) -> set[int]:
+        w = self.worker
+        topic = w.schedules.changelog_topic.get_topic_name()
+        return {tp.partition for tp in w.faust_app.assignor.assigned_actives() if tp.topic == topic}
+
+    def fired_up_to(self, partition: int) -> dict[TimeUnit, int]:
+        db = partition_db(self.worker.progress, partition)
+        out: dict[TimeUnit, int] = {}
+        for unit in TimeUnit:
+            raw = db.get(f"{partition}:{unit.value}".encode())
+            if raw is not None:
+                out[unit] = decode("FireProgress", raw)["firedUpTo"]
+        return out
+
+    def generation(self) -> int:
+        return int(getattr(self.worker.faust_app, "consumer_generation_id", 0) or 0)
+
+    # --- before the restore ------------------------------------------------------------------------
+
+    def _start_transactions_before_recovery(self) -> None:
+        """Start the transactional producers of newly assigned partitions before their tables are
+        restored: each fences the previous owner first, so nothing it still had open can commit after the
+        restore read the changelogs (a paused owner waking up at that moment)."""
+        tables = self.worker.faust_app.tables
+        on_rebalance = tables.on_rebalance
+        txns = self.worker.txns
+        assert txns is not None
+
+        async def start_then_rebalance(*args: Any, **kwargs: Any) -> None:
+            partitions = self.active_partitions()
+            starting = asyncio.ensure_future(txns.assign(partitions))
+            await asyncio.wait(
+                [starting], timeout=FENCE_BEFORE_RESTORE_S
+            )  # (on_recovered waits for the rest)
+            self.fenced_late = {p for p in partitions if not txns.owns(p)}
+            await on_rebalance(*args, **kwargs)
+
+        tables.on_rebalance = start_then_rebalance
+
+    def _restore_whole_after_a_freeze(self) -> None:
+        """Without transactions: the first rebalance after a freeze that outlived the session (see
+        freeze.py) restores the partitions this worker owned from the start of their changelogs.
+
+        Faust stores a table partition's offset as each of its own changelog writes is acknowledged. A
+        frozen owner's writes still held by its producer go out when it wakes, after the writes of the
+        partition's next owner, and their acknowledgement moves the stored offset past those: when the
+        partition came back, its restore began after them and the next owner's writes were never applied
+        (a trigger progress's job sequence went back from 188 to ~100, and the jobs numbered again were
+        dropped as launched already: 123 of 1,689 events launched nothing, in 1 of 4 runs on Tansu). Each
+        rebalance until an assignment is restored does it again (a restore cut short by the next rebalance
+        leaves an acknowledgement's offset behind)."""
+        tables = self.worker.faust_app.tables
+        on_rebalance = tables.on_rebalance
+        freeze = self.worker.freeze
+        assert freeze is not None
+
+        async def restore_then_rebalance(*args: Any, **kwargs: Any) -> None:
+            if self.owned and freeze.suspect():
+                log.warning(
+                    "partitions %s were written before a freeze: their tables are restored from the start "
+                    "of their changelogs", sorted(self.owned),
+                )  # fmt: skip
+                for table in tables.values():
+                    for partition in self.owned:
+                        forget_persisted_offset(table, partition)
+            await on_rebalance(*args, **kwargs)
+
+        tables.on_rebalance = restore_then_rebalance
+
+    # --- taking up ---------------------------------------------------------------------------------
+
+    async def on_recovered(self) -> None:
+        w = self.worker
+        if not recovery_is_current(w.faust_app):
+            # an earlier rebalance's recovery, completing after the next assignment (a worker woken from a
+            # pause): its tables are not restored yet; the current recovery calls again when they are
+            log.info("recovery of an earlier rebalance completed: the current one is awaited")
+            return
+        generation = self.generation()
+        if w.txns is not None:  # each fences its previous owner (long while a broker is away: not locked)
+            await w.txns.assign(self.active_partitions())
+        # One recovery's take-up at a time, and only while its assignment is the current one: Faust runs this
+        # in a task of its own that a newer rebalance does not cancel. An older take-up that went on would
+        # assign partitions from its own view of the tables while the newer one assigned them again: both
+        # caught up from the same watermark into one transaction (campaign seed 4000: 3 instants fired twice).
+        async with self._taking_up:
+            await self._take_up(generation)
+
+    def _superseded(self, generation: int) -> bool:
+        if self.generation() == generation:
+            return False
+        log.info("the take-up of generation %d stops: a newer assignment takes the partitions up", generation)
+        return True
+
+    async def _take_up(self, generation: int) -> None:
+        if self._superseded(generation):
+            return
+        await maybe_hang_take_up()
+        w = self.worker
+        if w.freeze is not None:
+            w.freeze.recovered()  # (before Faust resumes the streams)
+        self.assigned = True
+        active = self.active_partitions()
+        self.owned = set(active)
+        w.forget_tenant_counts()
+        for partition in w.punctuator.partitions - active:
+            w.punctuator.revoke(partition)
+            w.jobs.checker.revoke(partition)
+        if w.txns is not None:
+            for partition in w.txns.partitions - active:
+                await w.txns.revoke([partition])
+            await w.txns.assign(active)  # each fenced its previous owner
+            late, self.fenced_late = self.fenced_late & active, set()
+            if late:
+                # fenced only after their restore began: what the previous owner committed meanwhile may
+                # be missing from the restored tables; given back, they are restored again after a rejoin
+                log.warning("partitions %s fenced their previous owner late: restored again", sorted(late))
+                await w.txns.revoke(late, commit=False)
+                request_rejoin(w.faust_app)
+                active -= late
+        for partition in sorted(active - w.punctuator.partitions):
+            if self._superseded(generation):
+                return
+            await self._take_up_partition(partition)
+        if self._superseded(generation):
+            return
+        await w.ingest.assign(active if w.txns is None else active & w.txns.partitions)
+        self.take_ups += 1
+        freeze_long_lived()  # the rebuilt heaps and compiled schedules
+
+    async def _take_up_partition(self, partition: int) -> None:
+        w = self.worker
+        started = time.monotonic()
+        if w.txns is not None:
+            w.drop_held(partition)  # (a new ownership starts from what committed, nothing else)
+        try:
+            async with w.unit_of_work():
+                complete = w.due_index.complete(partition)  # (else built from the table, once)
+                built = await w.punctuator.assign(
+                    partition,
+                    None if complete else w.local_states(partition),
+                    self.fired_up_to(partition),
+                )
+            if built:  # a data dir from before the index (a restored partition is indexed as restored)
+                w.counts.events["dueIndexBuilds"] += 1
+            w.jobs.checker.assign(partition, w.jobs.local_queues(partition))
+            for key, state in w.punctuator.elapsed_schedules(partition):
+                w.triggers.arm_elapsed(partition, key, state)
+        except Unreadable as exc:  # (given up, a rejoin requested: caught up from its index when back)
+            await w.punctuator.unreadable(exc)
+            return
+        except PartitionGone as exc:
+            # its producer did not start or was fenced meanwhile (a rejoin is requested): the other
+            # partitions still start firing now, not after the next rebalance
+            log.info("partition %d not taken up: %s", partition, exc)
+            w.punctuator.revoke(partition)
+            w.jobs.checker.revoke(partition)
+            return
+        log.info(
+            "partition %d assigned in %.3fs (%d schedules due within the horizon, fired up to %s)",
+            partition,
+            time.monotonic() - started,
+            w.punctuator.compiled_count(partition),
+            {u.value: t for u, t in self.fired_up_to(partition).items()},
+        )
+
+    # --- giving back -------------------------------------------------------------------------------
+
+    async def on_revoked(self, app: Any, revoked: Any, **_: Any) -> None:
+        w = self.worker
+        w.forget_tenant_counts()
+        # (a revocation is eager: every topic's partitions at once; the schedules' changelog is always there)
+        sources = (w.settings.light_topic, w.schedules.changelog_topic.get_topic_name())
+        partitions = {tp.partition for tp in revoked if tp.topic in sources}
+        whole = await w.ingest.revoke(partitions)  # its last fetch's writes and offsets are sent
+        if w.txns is not None:
+            # committed, producers stopped: nothing left open (given up uncommitted if their work is stuck)
+            await w.txns.revoke(partitions, commit=whole)
+            for partition in partitions:  # what a partition given up uncommitted held must not outlive it
+                w.drop_held(partition)
+        elif w.freeze is None or not w.freeze.suspect():  # (a frozen worker's watermarks are stale)
+            await w.punctuator.drain()
+            await w.await_progress_sent()
+        for partition in partitions:
+            w.punctuator.revoke(partition)
+            w.jobs.checker.revoke(partition)
