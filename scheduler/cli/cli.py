@@ -85,9 +85,15 @@ def cmd_worker(args: argparse.Namespace) -> None:
 def cmd_launcher(args: argparse.Namespace) -> None:
     """The launcher as its own process: runs the programs of launch requests, reports their states."""
     from scheduler.launcher.launcher import Launcher
+    from scheduler.worker.liveness import Liveness
 
     async def main() -> None:
-        launcher = Launcher(_settings(args))
+        settings = _settings(args)
+        launcher = Launcher(settings)
+        # its launch requests' consumer is watched: stalled, it is replaced (see launcher/launches.py)
+        liveness = Liveness(stall_after_s=settings.stall_after_s, leave_after_s=0)
+        liveness.watch(launcher.launches)
+        watching = asyncio.create_task(liveness.run())
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):  # a clean stop: no more launches, the runs finish
@@ -98,7 +104,7 @@ def cmd_launcher(args: argparse.Namespace) -> None:
         try:
             await launcher.stop()
         finally:
-            for task in (taking, asked):
+            for task in (taking, asked, watching):
                 task.cancel()
             if taking.done() and not taking.cancelled() and taking.exception() is not None:
                 raise taking.exception()  # type: ignore[misc]

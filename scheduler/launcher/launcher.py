@@ -35,12 +35,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import ConsumerStoppedError
 
 from scheduler.domain.events import program_key
 from scheduler.domain.runs import RunStatus
-from scheduler.kafka.config import Settings, consumer_options, isolation
+from scheduler.kafka.config import Settings, consumer_options
 from scheduler.kafka.producer import BatchedProducer, TopicCreator
+from scheduler.launcher.launches import LaunchRequests
 from scheduler.launcher.spark_runner import STATE_MARKER
 from scheduler.wire.codec import DecodeError, decode, decode_notification, encode, encode_json
 from scheduler.worker.programs import ProgramRegistry, ProgramSpec, program_env
@@ -103,7 +103,7 @@ class Launcher:
             "abandoned": 0,
         }
         self._tasks: list[asyncio.Task[None]] = []
-        self._launches: AIOKafkaConsumer | None = None
+        self.launches = LaunchRequests(settings, self.handle)  # (watched: see launches.py)
         self._background: set[asyncio.Task[Any]] = set()  # runs, stops, suspends, time limits
         self._closing = False
         self._control_read = asyncio.Event()
@@ -148,39 +148,16 @@ class Launcher:
         ]
         # no launch before every stop asked so far is known and claims can be seen accepted
         await asyncio.gather(self._control_read.wait(), self._transitions_followed.wait())
-        consumer = AIOKafkaConsumer(
-            self.settings.launch_topic,
-            bootstrap_servers=self.settings.bootstrap_servers,
-            group_id=f"{self.settings.app_id}-launcher",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=50,
-            **isolation(self.settings.broker_profile),
-            session_timeout_ms=10_000,
-            heartbeat_interval_ms=1_000,
-        )
         if self._closing:
             return
-        await consumer.start()
-        self._launches = consumer
         log.info("launcher %s taking launches", self.name)
-        try:
-            async for msg in consumer:
-                if self._closing:
-                    break
-                await self.handle(msg.value)
-                await consumer.commit()  # once its claim is sent: a crash before reads it again
-        except ConsumerStoppedError:
-            pass
-        finally:
-            await consumer.stop()  # (leaves the group: the other launchers take its partitions)
+        await self.launches.run()
 
     async def stop(self) -> None:
         """Take no more launches, let the runs held finish, then go: what is left dies with this process
         and ends FAILED when its lease runs out. Never stops a run by itself."""
         self._closing = True
-        if self._launches is not None:
-            await self._launches.stop()
+        await self.launches.stop()
         deadline = time.monotonic() + self.settings.launcher_drain_s
         if self.runs:
             log.info(

@@ -730,6 +730,7 @@ class _Timers(Service):
             from scheduler.launcher.launcher import Launcher
 
             self.launcher = Launcher(self.worker.settings, self.worker.registry)
+            self.worker.liveness.watch(self.launcher.launches)
             self.add_future(self.launcher.run())
 
     async def on_stop(self) -> None:

@@ -5,6 +5,8 @@
                            record), as one whose fetcher or group coordination died; the one that replaces
                            it works
     commands-deaf=always   every commands consumer does (the worker cannot heal: it must leave the group)
+    launches-deaf=once     the launcher's first consumer of launch requests answers every fetch with nothing; the
+                           one that replaces it works
     take-up-hangs=on       every take-up of an assignment waits forever, as a worker that holds partitions
                            and never serves them (it must leave the group: see liveness.Membership)
     schedule-reads=N       the punctuator's first N reads of a schedule fail, as when a partition's store,

@@ -124,6 +124,42 @@ def test_a_worker_holding_partitions_it_never_takes_up_leaves_and_they_are_serve
             assert answer.status_code == 200, answer.text
 
 
+def test_a_launcher_whose_launches_consumer_goes_deaf_says_so_heals_and_runs_the_program(start_worker):
+    """The embedded launcher's consumer of launch requests is a watched loop too (launcher/launches.py):
+    deaf, it is found stalled, replaced, and the launch it held back runs."""
+    import sys
+
+    w = start_worker(
+        SCHEDULER_LAUNCHER="embedded", SCHEDULER_FAILPOINTS="launches-deaf=once", SCHEDULER_STALL_AFTER_S="3"
+    )
+    program = "demo/tools/command/deaf-launch"
+    with httpx.Client(base_url=w.url, timeout=30) as client:
+        spec = {"kind": "command", "argv": [sys.executable, "-c", "print('ran')"]}
+        assert client.put(f"/programs/{program}", json=spec).status_code == 202
+        deadline = time.monotonic() + 30
+        while client.get(f"/programs/{program}").status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.2)  # (registered through the programs topic)
+        start = int((time.time() + 2) * 1000)
+        body = {"tenant": "demo", "name": "deaf-launch", "program": program, "enabled": True,
+                "trigger": {"type": "frequency", "timeUnit": "HOURS", "time": 1, "start": start}}  # fmt: skip
+        answer = client.post("/schedules?wait=applied", json=body)
+        assert answer.status_code == 200, answer.text
+        seen: list[dict[str, object]] = []
+        runs: list[dict[str, object]] = []
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            health = client.get("/health").json()
+            seen += [s for s in health["stalled"] if s["loop"] == "launches"]
+            r = client.get(f"/programs/{program}/runs")
+            runs = r.json()["runs"] if r.status_code == 200 else []
+            if runs and runs[-1]["status"] == "COMPLETED":
+                break
+            time.sleep(0.3)
+        assert runs and runs[-1]["status"] == "COMPLETED", (runs, w.log_tail())
+        assert seen and "launch requests behind the end of the launch topic" in str(seen[0]["reason"]), seen
+        assert _metric(client.get("/metrics").text, 'scheduler_loop_heals_total{loop="launches"}') == 1
+
+
 async def test_a_registry_follower_gone_deaf_is_stalled_then_follows_again(broker, app_id):
     """The programs (and calendars) followers are loops too: one whose consumer answers nothing while
     definitions arrive is found stalled and follows its topic again with a new consumer."""
