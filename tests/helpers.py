@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import io
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -575,3 +576,10 @@ class RunProcess:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=10)
+
+
+def metric(text: str, name: str) -> float:
+    """A sample without labels from a /metrics page, failing if the page has none."""
+    found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
+    assert found, f"no {name} in /metrics"
+    return float(found.group(1))

@@ -149,26 +149,30 @@ class Transactions:
     def owns(self, partition: int) -> bool:
         return partition in self._txns
 
-    async def assign(self, partitions: Iterable[int]) -> None:
+    async def assign(self, partitions: Iterable[int], current: Callable[[], bool] | None = None) -> None:
         """Start the producers of these partitions (those not started yet): each fences the partition's
         previous owner and aborts what it left open. Returns once all have started (or failed: logged; the
-        partition is then not owned and its work fails until the next assignment)."""
-        waits = [self._start(p) for p in partitions]
+        partition is then not owned and its work fails until the next assignment).
+
+        `current`: asked once each producer has started, before it is used; False (the assignment may be
+        another worker's by now: this one stood still while the producer started) stops it unused: it
+        commits nothing, and the partition is not owned."""
+        waits = [self._start(p, current) for p in partitions]
         if waits:
             await asyncio.gather(*waits)
 
-    def _start(self, partition: int) -> asyncio.Future[None]:
+    def _start(self, partition: int, current: Callable[[], bool] | None = None) -> asyncio.Future[None]:
         if partition in self._txns:
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             done.set_result(None)
             return done
         starting = self._starting.get(partition)
         if starting is None:
-            starting = self._starting[partition] = asyncio.ensure_future(self._started(partition))
+            starting = self._starting[partition] = asyncio.ensure_future(self._started(partition, current))
             starting.add_done_callback(lambda _: self._starting.pop(partition, None))
         return asyncio.shield(starting)
 
-    async def _started(self, partition: int) -> None:
+    async def _started(self, partition: int, current: Callable[[], bool] | None) -> None:
         tid = transactional_id(self._app_id, partition)
         while True:
             producer = BatchedProducer(self._bootstrap, linger_ms=0, transactional_id=tid)
@@ -182,6 +186,14 @@ class Transactions:
                 await producer.stop(1.0)
                 await asyncio.sleep(1)
                 continue
+            if current is not None and not current():
+                log.warning(
+                    "transactional producer %s started after this worker stood still past its session: "
+                    "stopped unused (its assignment may be another worker's now)",
+                    tid,
+                )
+                await producer.stop(1.0)
+                return
             self._txns[partition] = _Txn(producer)
             return
 

@@ -214,12 +214,10 @@ class Worker:
         )
         self.journal = Journal(settings.journal_path) if settings.journal_path else None
         self.counts = WorkerCounts()  # every counter of the worker: /metrics and /health
-        # without transactions nothing fences this worker's writes once a freeze outlived its session
-        self.freeze = (
-            FreezeGuard(app, app.conf.broker_session_timeout, app.conf.broker_heartbeat_interval)
-            if self.txns is None
-            else None
-        )
+        # the freezes this worker stood still past its session: with transactions an assignment made before
+        # one is not taken up (ownership.py); without them nothing else fences its writes (freeze.py)
+        self.freezes = FreezeGuard(app, app.conf.broker_session_timeout, app.conf.broker_heartbeat_interval)
+        self.freeze = self.freezes if self.txns is None else None
         self.punctuator = Punctuator(
             self.send_fire,
             self._load,
@@ -282,7 +280,7 @@ class Worker:
 
         self.ownership = Ownership(self)
         self.ownership.membership().watched_by(self.liveness)
-        app.add_dependency(_Watchdog(self.liveness))  # (from the app's start: see Membership)
+        app.add_dependency(_Watchdog(self.liveness, self.freezes))  # (from the app's start: see Membership)
 
         if self.txns is None:  # each hop a Faust agent, at-least-once (see hops.py)
             for topic, name in (
@@ -691,14 +689,20 @@ class Worker:
 
 
 class _Watchdog(Service):
-    """The loops' watchdog (liveness.py), started with the app: before its first recovery completes too."""
+    """The loops' watchdog (liveness.py) and the freeze guard (freeze.py), started with the app: before its
+    first assignment is taken up too."""
 
-    def __init__(self, liveness: Liveness, **kwargs: Any) -> None:
+    def __init__(self, liveness: Liveness, freezes: FreezeGuard, **kwargs: Any) -> None:
         self.liveness = liveness
+        self.freezes = freezes
         super().__init__(**kwargs)
 
     async def on_start(self) -> None:
+        self.freezes.start()
         self.add_future(self.liveness.run())
+
+    async def on_stop(self) -> None:
+        self.freezes.stop()
 
 
 class _Timers(Service):
@@ -715,8 +719,6 @@ class _Timers(Service):
         for unit in TimeUnit:
             self.add_future(p.run_timer(unit))
         txns = self.worker.txns
-        if self.worker.freeze is not None:
-            self.worker.freeze.start()
         if txns is None:
             self.add_future(p.run_progress(self.worker.settings.progress_interval_ms / 1000))
         else:
@@ -734,8 +736,6 @@ class _Timers(Service):
             self.add_future(self.launcher.run())
 
     async def on_stop(self) -> None:
-        if self.worker.freeze is not None:
-            self.worker.freeze.stop()
         launcher = getattr(self, "launcher", None)
         if launcher is not None:
             await launcher.stop()

@@ -9,6 +9,9 @@
                            one that replaces it works
     take-up-hangs=on       every take-up of an assignment waits forever, as a worker that holds partitions
                            and never serves them (it must leave the group: see liveness.Membership)
+    freeze-at-assignment=S the whole process stands still S seconds (SIGSTOP; a child process sends SIGCONT)
+                           as its first assignment of partitions begins, before their producers start: a
+                           process paused by its host between the group's decision and its own take-up
     schedule-reads=N       the punctuator's first N reads of a schedule fail, as when a partition's store,
                            closed under a revocation while a scan of it was still open, cannot be opened
                            again ("lock hold by current process")
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import subprocess
 from collections.abc import Callable
 from typing import Any
 
@@ -62,3 +67,17 @@ async def maybe_hang_take_up() -> None:
     """Waits forever if the take-up-hangs failpoint is set."""
     if failpoint("take-up-hangs") is not None:
         await asyncio.Event().wait()
+
+
+_froze = False
+
+
+async def maybe_freeze_at_assignment(has_partitions: bool) -> None:
+    """Stops the whole process for the failpoint's seconds, at its first assignment of partitions."""
+    global _froze
+    seconds = failpoint("freeze-at-assignment")
+    if seconds is None or _froze or not has_partitions:
+        return
+    _froze = True
+    subprocess.Popen(["sh", "-c", f"sleep {float(seconds)}; kill -CONT {os.getpid()}"])
+    os.kill(os.getpid(), signal.SIGSTOP)

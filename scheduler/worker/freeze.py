@@ -7,7 +7,12 @@ fetched, from their stale tables, until the coordinator tells it to rejoin: what
 changelogs after the new owner's writes, so the next restore of that key takes the stale value (a trigger
 progress's job sequence went back and the jobs it numbered again were dropped as launched already; a
 schedule could go back to an older version). With transactions (Kafka) the new owner's producer fences the
-old one and none of it commits. Without them (the embedded Tansu broker), this guard is the fence:
+old one and none of it commits — unless the old one froze *before* its own producers started: woken, it
+would take up an assignment the group had already given to others, and its producers would fence the
+partitions' current owners, then fire from tables restored before those owners' last commits (campaign seed
+119: 15 to 338 instants fired twice). So with transactions this guard only dates freezes: an assignment
+made at or before a freeze is `stale`, and its producers are never started (worker/ownership.py). Without
+transactions (the embedded Tansu broker), this guard is the fence:
 
 - a thread ticks every TICK_S; a gap much longer than that means the whole process stood still (a blocked
   event loop does not stop the thread, nor the consumer's heartbeat thread: only a process-wide freeze stops
@@ -58,6 +63,7 @@ class FreezeGuard:
         self._tick = _clock()
         self._suspect_rebalances: int | None = None  # the app's rebalance count when the freeze was seen
         self._suspect_at = 0.0
+        self.last_freeze_rebalance: int | None = None  # the app's rebalance count when the last one was seen
         self.freezes = 0  # freezes seen
         self.dropped = 0  # units of work dropped because a rebalance came after a freeze
         self._stop = threading.Event()
@@ -80,6 +86,8 @@ class FreezeGuard:
         if self._thread is None:
             return  # not started: nothing is watched yet
         gap, self._tick = now - self._tick, now
+        if gap > self.limit_s:
+            self.last_freeze_rebalance = self.app.rebalancing_count
         if gap > self.limit_s and self._suspect_rebalances is None:
             self._suspect_rebalances = self.app.rebalancing_count
             self._suspect_at = now
@@ -90,6 +98,15 @@ class FreezeGuard:
                 gap,
                 self.session_timeout_s,
             )
+
+    def stale(self, rebalance: int) -> bool:
+        """Whether the assignment of the app's rebalance number `rebalance` may be another worker's by now:
+        this worker stood still past its session after that rebalance began (its count rises as the
+        rebalance begins, before the worker rejoins), so the group may have moved on without it. A freeze
+        seen just after the next rebalance began dates that one too: it is asked again (one more rebalance,
+        never a zombie's take-up)."""
+        self._seen(_clock())
+        return self.last_freeze_rebalance is not None and rebalance <= self.last_freeze_rebalance
 
     def recovered(self) -> None:
         """The tables of an assignment made after the freeze are restored (the worker's recovery callback,

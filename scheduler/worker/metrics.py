@@ -270,6 +270,23 @@ class WorkerCollector(Collector):
             counts.events["invalidTransitions"],
         )
         yield _counter("scheduler_events", "Events applied by the event agent", counts.events["events"])
+        yield _counter(
+            "scheduler_partitions_fenced",
+            "Partitions whose transaction was given up because another producer of its transactional id "
+            "took over (this worker was fenced: its partition has a new owner, or a zombie woke)",
+            counts.events["partitionsFenced"],
+        )
+        yield _counter(
+            "scheduler_transactions_failed",
+            "Partitions whose transaction was given up for another failure (redone from the last commit)",
+            counts.events["transactionsFailed"],
+        )
+        yield _counter(
+            "scheduler_assignments_stale",
+            "Assignments not taken up because this worker stood still past its session after they were "
+            "made (a rejoin is asked for instead: see freeze.py)",
+            counts.events["assignmentsStale"],
+        )
         alerts = CounterMetricFamily(
             "scheduler_alerts", "SLA misses raised (Alert records on the alerts topic)", labels=["kind"]
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from scheduler.domain.model import TimeUnit
@@ -21,7 +22,7 @@ from scheduler.kafka.group import membership_progress, recovery_is_current, requ
 from scheduler.kafka.tables import forget_persisted_offset, partition_db
 from scheduler.kafka.transactions import PartitionGone
 from scheduler.wire.codec import decode
-from scheduler.worker.failpoints import maybe_hang_take_up
+from scheduler.worker.failpoints import maybe_freeze_at_assignment, maybe_hang_take_up
 from scheduler.worker.ingest import freeze_long_lived
 from scheduler.worker.liveness import Membership, not_serving_because
 from scheduler.worker.ports import OwnerPort
@@ -44,6 +45,7 @@ class Ownership:
         self.owned: set[int] = set()  # the partitions of the last assignment restored
         self.fenced_late: set[int] = set()  # partitions of this rebalance fenced after their restore began
         self._taking_up = asyncio.Lock()  # (see on_recovered)
+        self._assignment = (0, 0)  # (consumer generation, the app's rebalance count) of the last assignment
 
     def install(self) -> None:
         """Hook into the app: the schedules table's recovery, revocations, and the tables' rebalance."""
@@ -82,6 +84,31 @@ class Ownership:
     def generation(self) -> int:
         return int(getattr(self.worker.faust_app, "consumer_generation_id", 0) or 0)
 
+    def _rebalance_of(self, generation: int) -> int:
+        """The app's rebalance count when the assignment of this generation was made."""
+        assigned, rebalance = self._assignment
+        return rebalance if assigned == generation else int(self.worker.faust_app.rebalancing_count)
+
+    def _stale(self, rebalance: int) -> bool:
+        """Whether this worker stood still past its session since that rebalance began (freeze.py): the group
+        may have given its assignment to others, whose producers its own would fence. It is not taken up: a
+        rejoin is asked for, and the next assignment is."""
+        if not self.worker.freezes.stale(rebalance):
+            return False
+        self.worker.counts.events["assignmentsStale"] += 1
+        log.warning(
+            "this worker stood still past its session during rebalance %d: its assignment is not taken up "
+            "(its producers would fence the partitions' current owners); a rejoin is requested",
+            rebalance,
+        )
+        request_rejoin(self.worker.faust_app)
+        return True
+
+    def _current(self, rebalance: int) -> Callable[[], bool]:
+        """Asked by each producer of the assignment once started (Transactions.assign): a freeze while it
+        started makes it stop unused."""
+        return lambda: not self.worker.freezes.stale(rebalance)
+
     # --- before the restore ------------------------------------------------------------------------
 
     def _start_transactions_before_recovery(self) -> None:
@@ -94,11 +121,15 @@ class Ownership:
         assert txns is not None
 
         async def start_then_rebalance(*args: Any, **kwargs: Any) -> None:
+            await maybe_freeze_at_assignment(bool(self.active_partitions()))
+            rebalance = int(self.worker.faust_app.rebalancing_count)
+            self._assignment = (self.generation(), rebalance)
             partitions = self.active_partitions()
-            starting = asyncio.ensure_future(txns.assign(partitions))
-            await asyncio.wait(
-                [starting], timeout=FENCE_BEFORE_RESTORE_S
-            )  # (on_recovered waits for the rest)
+            if not self._stale(rebalance):
+                starting = asyncio.ensure_future(txns.assign(partitions, self._current(rebalance)))
+                await asyncio.wait(
+                    [starting], timeout=FENCE_BEFORE_RESTORE_S
+                )  # (on_recovered waits for the rest)
             self.fenced_late = {p for p in partitions if not txns.owns(p)}
             await on_rebalance(*args, **kwargs)
 
@@ -144,14 +175,17 @@ class Ownership:
             log.info("recovery of an earlier rebalance completed: the current one is awaited")
             return
         generation = self.generation()
+        rebalance = self._rebalance_of(generation)
         if w.txns is not None:  # each fences its previous owner (long while a broker is away: not locked)
-            await w.txns.assign(self.active_partitions())
+            if self._stale(rebalance):
+                return
+            await w.txns.assign(self.active_partitions(), self._current(rebalance))
         # One recovery's take-up at a time, and only while its assignment is the current one: Faust runs this
         # in a task of its own that a newer rebalance does not cancel. An older take-up that went on would
         # assign partitions from its own view of the tables while the newer one assigned them again: both
         # caught up from the same watermark into one transaction (campaign seed 4000: 3 instants fired twice).
         async with self._taking_up:
-            await self._take_up(generation)
+            await self._take_up(generation, rebalance)
 
     def _superseded(self, generation: int) -> bool:
         if self.generation() == generation:
@@ -159,8 +193,8 @@ class Ownership:
         log.info("the take-up of generation %d stops: a newer assignment takes the partitions up", generation)
         return True
 
-    async def _take_up(self, generation: int) -> None:
-        if self._superseded(generation):
+    async def _take_up(self, generation: int, rebalance: int) -> None:
+        if self._superseded(generation) or (self.worker.txns is not None and self._stale(rebalance)):
             return
         await maybe_hang_take_up()
         w = self.worker
@@ -176,7 +210,9 @@ class Ownership:
         if w.txns is not None:
             for partition in w.txns.partitions - active:
                 await w.txns.revoke([partition])
-            await w.txns.assign(active)  # each fenced its previous owner
+            await w.txns.assign(active, self._current(rebalance))  # each fenced its previous owner
+            if self._stale(rebalance):  # (it stood still while they started: none of them is used)
+                return
             late, self.fenced_late = self.fenced_late & active, set()
             if late:
                 # fenced only after their restore began: what the previous owner committed meanwhile may

@@ -230,7 +230,8 @@ class OwnerPort(Protocol):
     schedules: Table
     progress: Table
     txns: Transactions | None
-    freeze: FreezeGuard | None
+    freeze: FreezeGuard | None  # (without transactions)
+    freezes: FreezeGuard
     punctuator: Punctuator
     due_index: DueIndex
 

@@ -35,7 +35,16 @@ from scheduler.domain.model import (
 from scheduler.kafka.partitioner import kafka_partition
 from scheduler.wire.codec import encode, encode_command, key_bytes
 from scheduler.wire.command_headers import command_headers
-from tests.helpers import Api, TopicReader, dead_letter, decode_launch, on_kafka, owned, produce
+from tests.helpers import (
+    Api,
+    TopicReader,
+    dead_letter,
+    decode_launch,
+    metric,
+    on_kafka,
+    owned,
+    produce,
+)
 
 pytestmark = [pytest.mark.integration]
 
@@ -207,6 +216,56 @@ async def test_a_paused_worker_that_wakes_after_its_partitions_moved_fires_nothi
     newer = [x for x in records if x.key.name == "s000" and x.data == {"v": "newer"}]
     assert newer and not [x for x in records if x.data == {"v": "stale"}], "the stale write was applied"
     assert _fenced(a) or not on_kafka(), "A never noticed it was fenced"
+
+
+@pytest.mark.serial
+@pytest.mark.timeout(300)
+async def test_a_worker_frozen_between_its_assignment_and_its_take_up_never_fences_the_owner_that_followed(
+    broker, start_worker, app_id, tmp_path
+):
+    """B joins; its whole process freezes (SIGSTOP) as its first assignment begins, before its producers
+    start, for longer than its session; meanwhile the group gives every partition back to A. Woken, B must
+    not take that assignment up: its producers would fence A's, and it would fire from tables restored
+    before A's last commits (campaign seed 119 on 3 brokers: 15 to 338 instants fired twice). It rejoins
+    instead: A is never fenced, and a read_committed reader sees every due instant once."""
+    out = f"{app_id}-out"
+    a = start_worker()
+    schedules = 24
+    cmds = [
+        ScheduleCommand(s.key, Action.INSERT, s)
+        for s in (_every_second(f"z{i:03d}", out) for i in range(schedules))
+    ]
+    async with TopicReader(broker.bootstrap_servers, out) as reader:
+        await produce(broker.bootstrap_servers, f"{app_id}-commands",
+                      [(key_bytes(c.key), encode_command(c)) for c in cmds])  # fmt: skip
+        await reader.wait_for(lambda r: len({x.key.name for x in r}) == schedules, timeout_s=60)
+        window_start = _now() + 1_000
+        b = await asyncio.to_thread(
+            start_worker,
+            partitions=1,  # (after its freeze and the rejoin)
+            SCHEDULER_DATA_DIR=str(tmp_path / "b"),
+            SCHEDULER_FAILPOINTS="freeze-at-assignment=15",
+        )
+        await _until(lambda: len(owned(a)) + len(owned(b)) == 4, "the group never settled", timeout_s=60)
+        await asyncio.sleep(3)  # (a fenced A would notice at its next commit: within a second)
+        window_end = _now()
+        expected = range((window_start // 1000 + 1) * 1000, window_end, 1000)
+        await reader.wait_for(lambda r: len(_fired(r, expected)) == schedules * len(expected), timeout_s=30)
+        await asyncio.sleep(3)
+        records = list(reader.records)
+
+    async with httpx.AsyncClient(timeout=10) as client:
+        a_metrics = (await client.get(f"{a.url}/metrics")).text
+        b_metrics = (await client.get(f"{b.url}/metrics")).text
+    assert metric(a_metrics, "scheduler_partitions_fenced_total") == 0, (
+        "the woken B started the producers of an assignment the group had given to A since: A was fenced"
+    )
+    assert metric(b_metrics, "scheduler_assignments_stale_total") >= 1, (
+        "B never saw its freeze (the failpoint did not fire, or the guard did not date it)"
+    )
+    seen = Counter((x.key.name, x.due_at) for x in records if x.due_at in expected)
+    repeated = {k: n for k, n in seen.items() if n > 1}
+    assert not repeated, f"{len(repeated)} due instants fired twice, e.g. {list(repeated.items())[:5]}"
 
 
 def _fenced(worker: Any) -> bool:

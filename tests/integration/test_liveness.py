@@ -5,14 +5,13 @@ that cannot heal leaves (exit code 75) and its partitions move to a worker that 
 
 from __future__ import annotations
 
-import re
 import time
 
 import httpx
 import pytest
 
 from scheduler.worker.liveness import LEFT_EXIT_CODE
-from tests.helpers import owned, wait_split
+from tests.helpers import metric, owned, wait_split
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -20,12 +19,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 def _schedule(name: str, topic: str) -> dict[str, object]:
     return {"tenant": "acme", "name": name, "trigger": {"type": "cron", "expression": "0 0 1 1 *"},
             "topic": topic}  # fmt: skip
-
-
-def _metric(text: str, name: str) -> float:
-    found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
-    assert found, f"no {name} in /metrics"
-    return float(found.group(1))
 
 
 def test_a_worker_whose_commands_consumer_goes_deaf_says_so_heals_and_applies_the_writes(start_worker):
@@ -58,9 +51,9 @@ def test_a_worker_whose_commands_consumer_goes_deaf_says_so_heals_and_applies_th
         health = client.get("/health").json()
         assert health["ready"] and health["stalled"] == [] and health["commandsApplied"] == len(names)
         metrics = client.get("/metrics").text
-        assert _metric(metrics, 'scheduler_loop_heals_total{loop="commands"}') == 1
-        assert _metric(metrics, 'scheduler_loop_stalls_total{loop="commands"}') == 1
-        assert _metric(metrics, 'scheduler_loop_stalled{loop="commands"}') == 0
+        assert metric(metrics, 'scheduler_loop_heals_total{loop="commands"}') == 1
+        assert metric(metrics, 'scheduler_loop_stalls_total{loop="commands"}') == 1
+        assert metric(metrics, 'scheduler_loop_stalled{loop="commands"}') == 0
 
 
 def test_a_worker_that_cannot_heal_leaves_and_its_partitions_commands_are_applied_elsewhere(start_worker):
@@ -157,7 +150,7 @@ def test_a_launcher_whose_launches_consumer_goes_deaf_says_so_heals_and_runs_the
             time.sleep(0.3)
         assert runs and runs[-1]["status"] == "COMPLETED", (runs, w.log_tail())
         assert seen and "launch requests behind the end of the launch topic" in str(seen[0]["reason"]), seen
-        assert _metric(client.get("/metrics").text, 'scheduler_loop_heals_total{loop="launches"}') == 1
+        assert metric(client.get("/metrics").text, 'scheduler_loop_heals_total{loop="launches"}') == 1
 
 
 async def test_a_registry_follower_gone_deaf_is_stalled_then_follows_again(broker, app_id):

@@ -166,3 +166,18 @@ async def test_the_rebalances_after_a_freeze_restore_the_partitions_owned_from_t
         {"trigger-progress": None, "job-queue": None},
     ]
     assert all(t.data._db_for_partition(0)[b"k"] == b"v" for t in tables.values())
+
+
+def test_an_assignment_made_before_a_freeze_past_the_session_is_stale_and_the_next_one_is_not(
+    clock: _Clock,
+) -> None:
+    """With transactions (ownership.py): a worker frozen between the group's assignment and its take-up must
+    not start that assignment's producers; they would fence the partitions' owners of the next one."""
+    app = SimpleNamespace(rebalancing=True, rebalancing_count=4)
+    guard = _guard(app)
+    clock.now += 5.0  # shorter than the session could have run out: nothing is stale
+    assert not guard.stale(4)
+    clock.now += 14.5  # SIGSTOP between rebalance 4's sync and its take-up
+    assert guard.stale(4) and guard.stale(3)
+    app.rebalancing_count = 5  # the rejoin after the wake
+    assert not guard.stale(5)

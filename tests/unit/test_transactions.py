@@ -377,3 +377,38 @@ def test_owned_by_sets_and_resets_the_owner() -> None:
     with pytest.raises(RuntimeError), owned_by(5):
         raise RuntimeError
     assert OWNER.get() is None
+
+
+# --- starting -------------------------------------------------------------------------------------
+
+
+class StartedProducer(FakeBatchedProducer):
+    """A producer whose start succeeds at once (its InitProducerId fenced the previous owner)."""
+
+    made: list[StartedProducer] = []
+
+    def __init__(self, *_: Any, **__: Any) -> None:
+        super().__init__([])
+        StartedProducer.made.append(self)
+
+    async def start(self) -> None:
+        pass
+
+
+async def test_a_producer_started_once_its_assignment_went_stale_is_stopped_unused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worker stood still while the producer started (freeze.py): what the group assigned may be another
+    worker's now; the producer must not be used, or what it commits would repeat that worker's."""
+    import scheduler.kafka.transactions as transactions
+
+    monkeypatch.setattr(transactions, "BatchedProducer", StartedProducer)
+    StartedProducer.made = []
+    t = Transactions("unused:9092", "app")
+    current = {1: True, 2: False}
+    for p in (1, 2):
+        await t.assign([p], lambda p=p: current[p])  # type: ignore[misc]
+    assert t.partitions == {1}
+    assert [producer.stopped for producer in StartedProducer.made] == [False, True]
+    with pytest.raises(PartitionGone):
+        await t.send(2, "out", b"k", b"v")
