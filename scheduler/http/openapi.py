@@ -30,6 +30,7 @@ from scheduler.http import responses
 from scheduler.http.api import BackfillIn, EventIn, RunIn, ScheduleBody, ScheduleIn, TaskDefinitionIn
 from scheduler.http.applied import WAIT_MAX_MS
 from scheduler.http.auth import READ, WRITE
+from scheduler.http.messages import ID_PATTERN, MAX_HTTP_ID, MessageIn
 from scheduler.worker.programs import ProgramSpec
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ _BODY_MODELS: tuple[type[BaseModel], ...] = (
     BackfillIn,
     TaskDefinitionIn,
     EventIn,
+    MessageIn,
     ProgramSpec,
     CalendarIn,
 )
@@ -97,6 +99,14 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "ranges": [{"from": "2026-08-01", "to": "2026-08-15"}],
         "weekdays": ["SAT", "SUN"],
     },
+    "MessageIn": {
+        "id": "order-1234-expiry",
+        "topic": "acme-orders",
+        "deliverAt": 1_795_307_000_000,
+        "key": "order-1234",
+        "value": '{"action": "expire"}',
+        "headers": {"source": "checkout"},
+    },
     "RunIn": {"at": 1_795_307_000_000},
     "BackfillIn": {"from": 1_795_300_000_000, "to": 1_795_307_000_000},
 }
@@ -131,6 +141,13 @@ def _path(name: str, description: str, example: str, **schema: Any) -> dict[str,
         "schema": {"type": "string", "minLength": 1, **schema},
         "example": example,
     }
+
+
+_MESSAGE_ID = {
+    "name": "id", "in": "path", "required": True, "description": "the message id (its record's key)",
+    "schema": {"type": "string", "minLength": 1, "maxLength": MAX_HTTP_ID, "pattern": ID_PATTERN},
+    "example": "order-1234-expiry",
+}  # fmt: skip
 
 
 def _query(name: str, description: str, required: bool = False, **schema: Any) -> dict[str, Any]:
@@ -422,6 +439,30 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
                 body="EventIn",
                 scope=WRITE,
             )
+        },
+        "/messages": {
+            "post": _op(
+                "Deliver a record to a topic at an instant (a delayed message; the same id replaces it)",
+                {202: _json(_ref("MessageAccepted"), "the record is on the delayed topic")},
+                (400, 403),
+                body="MessageIn",
+                scope=WRITE,
+            )
+        },
+        "/messages/{id}": {
+            "get": _op(
+                "A delayed message still pending",
+                {200: _json(_ref("DelayedMessage"), "the message, pending")},
+                (403, 404, 503),
+                [_MESSAGE_ID],
+            ),
+            "delete": _op(
+                "Cancel a delayed message (a tombstone of its id on the delayed topic)",
+                {202: _json(_ref("MessageAccepted"), "the tombstone is on the delayed topic")},
+                (403,),
+                [_MESSAGE_ID],
+                scope=WRITE,
+            ),
         },
         "/triggers": {
             "get": _op(

@@ -239,6 +239,22 @@ class EventAccepted(Answer):
     timestamp: Ms
 
 
+class MessageAccepted(Answer):
+    id: str
+    deliverAt: Ms | None = Field(description="when it is delivered; null: the record cancels it")
+
+
+class DelayedMessage(Answer):
+    id: str
+    topic: str
+    deliverAt: Ms
+    key: str | None = Field(description="the delivered record's key; null: the id")
+    valueBase64: str | None
+    headers: dict[str, str] = Field(description="the caller's headers, delivered with the record")
+    receivedAt: Ms
+    status: Literal["pending"]
+
+
 class IndexedTrigger(Answer):
     schedule: str
     path: str
@@ -364,6 +380,8 @@ MODELS: tuple[type[BaseModel], ...] = (
     TaskDefinitions,
     TriggerProgress,
     EventAccepted,
+    MessageAccepted,
+    DelayedMessage,
     IndexEntry,
     Job,
     Jobs,

@@ -15,7 +15,7 @@ import heapq
 import itertools
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
@@ -49,7 +49,7 @@ from scheduler.domain.tenancy import (
     schedule_tenants,
 )
 from scheduler.domain.triggers.progress import describe
-from scheduler.http import auth
+from scheduler.http import auth, messages
 from scheduler.http import responses as out
 from scheduler.http.api import (
     BackfillIn,
@@ -64,6 +64,7 @@ from scheduler.http.api import (
     validation_errors,
 )
 from scheduler.http.applied import WAIT_MAX_MS, AppliedWaits, wait_ms
+from scheduler.http.calls import Call, answer, deny_tenants, field_error
 from scheduler.http.cluster import ROUTED_HEADER, Cluster, Unavailable
 from scheduler.launcher.launcher import RUN_ACTION_NEEDS, RunAction, control_request
 from scheduler.wire.codec import (
@@ -104,62 +105,6 @@ MAX_REQUEST_TIMEOUT_MS = 3_600_000
 
 
 # --- the shared steps --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Call:
-    """One request as a handler sees it: its view (to answer), the request, the path's parameters and
-    the parsed body (None if the route takes none, or took an empty one)."""
-
-    view: View
-    request: Request
-    params: dict[str, str] = field(default_factory=dict)
-    body: Any = None
-    received_at: int = 0  # epoch ms when the handling began (an HTTP write's deadline counts from it)
-
-    @property
-    def key(self) -> ScheduleKey:
-        return ScheduleKey(self.params["tenant"], self.params["name"])
-
-    @property
-    def program(self) -> str:
-        return "/".join(self.params[p] for p in ("namespace", "application", "type", "name"))
-
-    def answer(self, model: type[BaseModel], body: Any, status: int = 200) -> Response:
-        return answer(self.view, model, body, status)
-
-    def error(self, status: int, **fields: Any) -> Response:
-        return answer(self.view, out.Error, fields, status)
-
-    def field_error(self, name: str, message: str) -> Response:
-        return field_error(self.view, name, message)
-
-    def unavailable(self, why: str) -> Response:
-        response = self.error(503, error="unavailable", reason=why)
-        response.headers["Retry-After"] = "2"
-        return response
-
-
-def answer(view: View, model: type[BaseModel], body: Any, status: int = 200) -> Response:
-    """`body` through its response model (scheduler.http.responses): validated, then dumped with the keys it
-    was given. The OpenAPI document's response schemas are these models'."""
-    typed = model.model_validate(body)
-    return view.json(typed.model_dump(mode="json", exclude_unset=True), status=status)
-
-
-def field_error(view: View, name: str, message: str, status: int = 400) -> Response:
-    errors = {"error": "invalid request", "fields": [{"field": name, "message": message}]}
-    return answer(view, out.ValidationError, errors, status)
-
-
-def deny_tenants(view: View, request: Request, *tenants: str) -> Response | None:
-    """403 unless the request's token holds every one of `tenants`."""
-    who = auth.principal_of(request)
-    for tenant in sorted(set(tenants)):
-        if not who.sees(tenant):
-            reason = f"this token may not access tenant {tenant!r}"
-            return answer(view, out.Error, {"error": "forbidden", "reason": reason}, status=403)
-    return None
 
 
 async def parse_body(
@@ -1169,6 +1114,9 @@ ROUTES: list[Route] = [
     Route("GET", f"{_SCHEDULE}/trigger", H.trigger_progress, guard="tenant"),
     Route("GET", f"{_SCHEDULE}/history", H.history, guard="tenant"),
     Route("POST", "/events", H.publish_event, body=EventIn),
+    Route("POST", "/messages", messages.post_message, body=messages.MessageIn),
+    Route("GET", "/messages/{id:.+}", messages.get_message),  # (an id may hold '{' or '/')
+    Route("DELETE", "/messages/{id:.+}", messages.delete_message),
     Route("GET", "/triggers", H.index_entry),
     Route("GET", "/jobs", H.list_jobs),
     Route("GET", "/programs", H.list_programs),

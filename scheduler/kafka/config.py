@@ -39,6 +39,7 @@ ENV_VARS = {
     "SCHEDULER_DEAD_LETTER_TOPIC": "dead_letter_topic",
     "SCHEDULER_ALERTS_TOPIC": "alerts_topic",
     "SCHEDULER_EVENTS_TOPIC": "events_topic",
+    "SCHEDULER_DELAYED_TOPIC": "delayed_topic",
     "SCHEDULER_LAUNCH_TOPIC": "launch_topic",
     "SCHEDULER_PROGRAMS_FILE": "programs_file",
     "SCHEDULER_LAUNCHER": "launcher",
@@ -88,6 +89,7 @@ class Settings(BaseModel):
     dead_letter_topic: str = ""
     alerts_topic: str = ""  # SLA misses (Avro Alert); default <app>-alerts
     events_topic: str = ""
+    delayed_topic: str = ""  # records to deliver later (worker/delayed.py); default <app>-delayed
     launch_topic: str = ""
     programs_file: Path | None = None
     launcher: Literal["off", "embedded"] = "off"  # embedded: the worker also runs the launcher
@@ -152,6 +154,8 @@ class Settings(BaseModel):
             self.datasets_dir = self.data_dir / "datasets"
         if not self.events_topic:
             self.events_topic = f"{self.app_id}-events"
+        if not self.delayed_topic:
+            self.delayed_topic = f"{self.app_id}-delayed"
         if not self.dead_letter_topic:
             self.dead_letter_topic = f"{self.app_id}-dead-letters"
         if not self.alerts_topic:
@@ -210,6 +214,7 @@ class Settings(BaseModel):
             self.dead_letter_topic: {},
             self.alerts_topic: {},
             self.events_topic: {},
+            self.delayed_topic: {},
             # the hops between agents (Faust's agents create them too; with transactions there are none)
             self.index_topic: {},
             self.trigger_topic: {},

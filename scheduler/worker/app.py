@@ -66,6 +66,7 @@ from scheduler.wire.dead_letters import dead_letter_record, origin
 from scheduler.worker.calendars import CalendarRegistry
 from scheduler.worker.command_handler import CommandHandler
 from scheduler.worker.counters import WorkerCounts
+from scheduler.worker.delayed import DelayedMessages
 from scheduler.worker.event_routing import EventRouting
 from scheduler.worker.failpoints import failing_reads
 from scheduler.worker.freeze import FreezeGuard
@@ -101,6 +102,7 @@ STAGED_TABLES = (
     "run_records",
     "recent_events",
     "schedule_history",
+    "delayed",
 )
 
 
@@ -161,6 +163,11 @@ class Worker:
                 settings.program_status_topic,
             )
         )
+        self.delayed_topic = app.topic(
+            settings.delayed_topic, partitions=settings.partitions, internal=True, **raw
+        )
+        # delayed messages, pending (scheduler.worker.delayed)
+        self.delayed: Any = raw_table(app, "delayed", settings.partitions, settings.rocksdb_cache_mb)
         self.trigger_index: Any = raw_table(
             app, "trigger-index", settings.partitions, settings.rocksdb_cache_mb
         )
@@ -251,6 +258,7 @@ class Worker:
         self._writes: dict[int, list[tuple[bytes, bytes | None, int]]] = {}
         self._unwritten: dict[int, dict[bytes, bytes | None]] = {}  # partition -> writes not in RocksDB yet
         self.commands = CommandHandler(self)
+        self.delayed_messages = DelayedMessages(self)
         hops = {
             settings.light_topic: self.commands.handle_task_definition,
             settings.index_topic: self.routing.handle_index_update,
@@ -258,6 +266,7 @@ class Worker:
             settings.program_status_topic: self.routing.handle_transition,
             settings.trigger_topic: self.triggers.handle,
             settings.jobs_topic: self.jobs.handle,
+            settings.delayed_topic: self.delayed_messages.handle,
         }
         # the commands topic, a fetch at a time (not a Faust agent); with transactions the hops too
         self.ingest = CommandIngest(self, hops=hops if self.txns is not None else None)
@@ -290,6 +299,7 @@ class Worker:
                 (status_topic, "program-status-agent"),
                 (trigger_topic, "trigger-agent"),
                 (jobs_topic, "job-queue-agent"),
+                (self.delayed_topic, "delayed-agent"),
             ):
                 app.agent(topic, name=name)(agent(hops[topic.get_topic_name()], self.may_work))
         for table in app.tables.values():  # (last: the other wrappers see only what is applied)
@@ -309,7 +319,7 @@ class Worker:
         self,
         topic: str,
         key: bytes | None,
-        value: bytes,
+        value: bytes | None,
         partition: int | None = None,
         headers: list[tuple[str, bytes]] | None = None,
     ) -> asyncio.Future[object]:
@@ -724,6 +734,7 @@ class _Timers(Service):
         else:
             self.add_future(txns.run())
         self.add_future(self.worker.jobs.checker.run())
+        self.add_future(self.worker.delayed_messages.run())
         self.add_future(self.worker.registry.start())
         self.add_future(self.worker.calendars.start())
         self.add_future(self.worker.ingest.run())
@@ -736,6 +747,7 @@ class _Timers(Service):
             self.add_future(self.launcher.run())
 
     async def on_stop(self) -> None:
+        self.worker.delayed_messages.stop()
         launcher = getattr(self, "launcher", None)
         if launcher is not None:
             await launcher.stop()

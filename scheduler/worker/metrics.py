@@ -270,6 +270,16 @@ class WorkerCollector(Collector):
             counts.events["invalidTransitions"],
         )
         yield _counter("scheduler_events", "Events applied by the event agent", counts.events["events"])
+        delayed = CounterMetricFamily(
+            "scheduler_delayed",
+            "Delayed messages (the delayed topic and POST /messages), by outcome: held, replaced (a record "
+            "of a pending id), cancelled (a tombstone of one), cancel_unknown (of none), delivered, refused "
+            "(dead-lettered)",
+            labels=["outcome"],
+        )
+        for outcome, name in DELAYED_OUTCOMES:
+            delayed.add_metric([outcome], counts.events[name])
+        yield delayed
         yield _counter(
             "scheduler_partitions_fenced",
             "Partitions whose transaction was given up because another producer of its transactional id "
@@ -361,6 +371,16 @@ class WorkerCollector(Collector):
             " the commands topic is quiet)",
             value=counts.commands_frozen,
         )
+
+
+DELAYED_OUTCOMES = (
+    ("held", "delayedHeld"),
+    ("replaced", "delayedReplaced"),
+    ("cancelled", "delayedCancelled"),
+    ("cancel_unknown", "delayedCancelsUnknown"),
+    ("delivered", "delayedDelivered"),
+    ("refused", "delayedRefused"),
+)
 
 
 def _counter(name: str, documentation: str, value: float) -> CounterMetricFamily:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from faust.types import EventT
 
+    from scheduler.domain.delayed import DelayedMessage
     from scheduler.domain.jobs import ProgramQueue
     from scheduler.domain.model import ScheduleCommand, ScheduleKey, ScheduleState
     from scheduler.domain.triggers.progress import TriggerProgress
@@ -101,6 +102,44 @@ class JobQueuePort(Outbox, Protocol):
     run_records: Table
 
 
+class Owned(Protocol):
+    @property
+    def partitions(self) -> set[int]:
+        """The partitions taken up here."""
+        ...
+
+
+class Producing(Protocol):
+    async def produce(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> asyncio.Future[object]:
+        """A record: in the transaction of the partition whose work this is, else outside any."""
+        ...
+
+
+class DelayedPort(Outbox, Producing, Protocol):
+    """Delayed messages (scheduler.worker.delayed): their table, the partitions taken up, producing in the
+    partition's transaction (or outside any, then waiting for the freeze guard's word)."""
+
+    delayed: Table
+    txns: Transactions | None
+    topics: TopicCreator
+
+    @property
+    def punctuator(self) -> Owned: ...
+
+    async def may_work(self) -> bool: ...
+
+
+class DelayedReader(Protocol):
+    def pending(self, partition: int, id: bytes) -> DelayedMessage | None: ...
+
+
 class MetricsPort(Protocol):
     """The /metrics collector: counters, and the tables whose sizes it counts."""
 
@@ -145,7 +184,7 @@ class AppliedReader(Protocol):
     async def wait_applied(self, partition: int, offset: int, timeout_s: float) -> bool: ...
 
 
-class WebPort(Outbox, MetricsPort, CommandSender, Protocol):
+class WebPort(Outbox, MetricsPort, CommandSender, Producing, Protocol):
     """The HTTP views: local reads of every table, commands out, the program and calendar registries,
     the commands ingest's applied offsets, and what /health tells."""
 
@@ -160,6 +199,9 @@ class WebPort(Outbox, MetricsPort, CommandSender, Protocol):
 
     @property
     def jobs(self) -> QueueReader: ...
+
+    @property
+    def delayed_messages(self) -> DelayedReader: ...
 
     def tenant_full(self, partition: int, tenant: str) -> bool: ...
 

@@ -24,6 +24,7 @@ from scheduler.http.api import (
     TaskDefinitionIn,
     schedule_json,
 )
+from scheduler.http.messages import MessageIn
 from scheduler.http.openapi import EXAMPLES, build_spec
 from scheduler.http.web import _job_json, register_views
 from scheduler.kafka.config import Settings
@@ -93,6 +94,7 @@ def test_request_bodies_are_the_models_schemas_and_their_examples_validate():
         "BackfillIn": BackfillIn,
         "TaskDefinitionIn": TaskDefinitionIn,
         "EventIn": EventIn,
+        "MessageIn": MessageIn,
         "ProgramSpec": ProgramSpec,
         "CalendarIn": CalendarIn,
     }

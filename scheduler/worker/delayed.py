@@ -1,0 +1,205 @@
+"""Delayed messages (domain/delayed.py): held in the partition's `delayed` table, delivered when due.
+
+Input: the delayed topic (`<app>-delayed`), co-partitioned with the schedules. With transactions its records
+are a hop of the commands ingest (ingest.py): a record's table writes and the position after it commit in
+its partition's transaction. Without them a Faust agent reads it, at least once (a record applied twice
+writes the same entries again).
+
+Delivery: every TICK_S the loop scans, for each partition this worker has taken up, the table's due keys up to
+now (a RocksDB seek: only what is due is read, whatever is pending) and delivers them in due order, at most
+BATCH per partition and tick. With transactions a delivery — the record sent to its target topic and both
+entries deleted — commits in the partition's transaction with the fires, so a read_committed consumer sees
+each message once across failovers; a delete held for the commit hides the entry from the next scan
+(StagedTable.get). Without them the record is sent, then (once the broker has it) the entries are deleted
+in the changelog and the store: a crash in between delivers it again, with the same `scheduler-id` header.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from scheduler.domain.delayed import (
+    DelayedMessage,
+    InvalidDelayed,
+    due_key,
+    due_until,
+    from_delayed_record,
+    id_key,
+)
+from scheduler.kafka.tables import partition_db, partition_items_from, write_local
+from scheduler.kafka.transactions import PartitionGone, owned_by
+from scheduler.wire.codec import decode, encode
+from scheduler.worker.hops import safely
+from scheduler.worker.ports import DelayedPort
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.05
+BATCH = 2_000  # messages delivered per partition and tick (the rest the next tick: other work runs between)
+
+
+def encode_message(m: DelayedMessage) -> bytes:
+    return encode("DelayedMessage", m.to_record())
+
+
+def decode_message(raw: bytes) -> DelayedMessage:
+    return DelayedMessage.from_record(decode("DelayedMessage", raw))
+
+
+class DelayedMessages:
+    def __init__(self, worker: DelayedPort) -> None:
+        self.worker = worker
+        self._stopped = False
+
+    @property
+    def table(self) -> Any:
+        return self.worker.delayed
+
+    # --- input --------------------------------------------------------------------------------------
+
+    async def handle(self, event: Any) -> None:
+        """A record of the delayed topic (a Faust event, or the ingest's): held, replaced, or cancelled."""
+        await safely(self.worker, event, "a delayed message", self._handle)
+
+    async def _handle(self, event: Any) -> None:
+        msg = event.message
+        counts = self.worker.counts.events
+        key = b"" if msg.key is None else bytes(msg.key)
+        try:
+            m = from_delayed_record(key, msg.value, getattr(msg, "headers", None), self.worker.clock())
+        except InvalidDelayed as exc:
+            counts["delayedRefused"] += 1
+            await self.worker.dead_letter(event, str(exc))
+            return
+        if m is not None:
+            await self.worker.topics.ensure(m.topic)  # (a cluster that creates no topic on first use)
+        replaced = self._remove(key)
+        if m is None:
+            counts["delayedCancelled" if replaced else "delayedCancelsUnknown"] += 1
+            return
+        self.table[due_key(m.deliver_at, m.id)] = encode_message(m)
+        self.table[id_key(m.id)] = m.deliver_at.to_bytes(8, "big")
+        counts["delayedReplaced" if replaced else "delayedHeld"] += 1
+
+    def _remove(self, id: bytes) -> bool:
+        """Forget the message of this id, if one is pending (the current work's partition)."""
+        raw = self.table.get(id_key(id))
+        if raw is None:
+            return False
+        del self.table[due_key(int.from_bytes(raw, "big"), id)]
+        del self.table[id_key(id)]
+        return True
+
+    # --- reads ---------------------------------------------------------------------------------------
+
+    def pending(self, partition: int, id: bytes) -> DelayedMessage | None:
+        """The message of this id pending in the partition (committed), None if there is none."""
+        db_get = partition_db(self.table, partition).get
+        raw = db_get(id_key(id))
+        if raw is None:
+            return None
+        stored = db_get(due_key(int.from_bytes(raw, "big"), id))
+        return None if stored is None else decode_message(stored)
+
+    def pending_count(self, partitions: set[int]) -> int:
+        """Messages pending in these partitions (a scan of their id entries)."""
+        return sum(1 for p in partitions for _ in partition_items_from(self.table, p, b"i"))
+
+    # --- delivery ------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Deliver what is due, every TICK_S, until stop(); a failed turn is logged and the next goes on."""
+        while not self._stopped:
+            try:
+                await self.deliver_due()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("a delayed-messages turn failed: going on")
+            await asyncio.sleep(TICK_S)
+
+    def stop(self) -> None:
+        self._stopped = True
+
+    async def deliver_due(self) -> int:
+        """Deliver every message due now in the partitions taken up here; how many were delivered."""
+        now = self.worker.clock()
+        delivered = 0
+        for partition in sorted(self.worker.punctuator.partitions):
+            due = self._due(partition, now)
+            if due:
+                delivered += await self._deliver(partition, due, now)
+        return delivered
+
+    def _due(self, partition: int, now: int) -> list[tuple[bytes, bytes]]:
+        until = due_until(now)
+        out: list[tuple[bytes, bytes]] = []
+        try:
+            for key, value in partition_items_from(self.table, partition, b"d"):
+                if key >= until or len(out) >= BATCH:
+                    break
+                out.append((key, value))
+        except Exception:  # (a partition closed under a revocation meanwhile: the next turn sees)
+            log.debug("delayed scan of partition %d failed", partition, exc_info=True)
+            return []
+        return out
+
+    async def _deliver(self, partition: int, due: list[tuple[bytes, bytes]], now: int) -> int:
+        txns = self.worker.txns
+        if txns is None:
+            return await self._deliver_at_least_once(partition, due, now)
+        delivered = 0
+        try:
+            async with txns.work():
+                with owned_by(partition):
+                    for key, raw in due:
+                        if self.table.get(key) is None:  # delivered: its delete waits for the commit
+                            continue
+                        m = decode_message(raw)
+                        await self.worker.produce(
+                            m.topic, m.delivered_key, m.value or b"", headers=m.delivered_headers(now)
+                        )
+                        self._forget(key, m)
+                        delivered += 1
+        except PartitionGone:  # given up meanwhile: its next owner delivers what did not commit
+            pass
+        self.worker.counts.events["delayedDelivered"] += delivered
+        return delivered
+
+    async def _deliver_at_least_once(self, partition: int, due: list[tuple[bytes, bytes]], now: int) -> int:
+        if not await self.worker.may_work():  # frozen past the session and a rebalance followed
+            return 0
+        sent = []
+        for key, raw in due:
+            m = decode_message(raw)
+            sent.append(
+                (key, m, await self.worker.produce(
+                    m.topic, m.delivered_key, m.value or b"", headers=m.delivered_headers(now)
+                ))
+            )  # fmt: skip
+        delivered = 0
+        for key, m, future in sent:
+            try:
+                await future
+            except Exception:
+                log.warning(
+                    "a delayed message was not acknowledged: delivered again next turn", exc_info=True
+                )
+                continue
+            writes: dict[bytes, bytes | None] = {key: None}
+            if partition_db(self.table, partition).get(id_key(m.id)) == key[1:9]:  # (not replaced meanwhile)
+                writes[id_key(m.id)] = None
+            for k in writes:
+                self.table.send_changelog(partition, k, None)
+            write_local(self.table, partition, writes)
+            delivered += 1
+        self.worker.counts.events["delayedDelivered"] += delivered
+        return delivered
+
+    def _forget(self, key: bytes, m: DelayedMessage) -> None:
+        """Both entries of a message delivered (the id entry only if it still names this one)."""
+        del self.table[key]
+        if self.table.get(id_key(m.id)) == key[1:9]:
+            del self.table[id_key(m.id)]

@@ -1,0 +1,162 @@
+"""Delayed messages end to end (scheduler/worker/delayed.py): records produced to `<app>-delayed` with
+etf1/kafka-message-scheduler's headers are delivered to their target topic at their instant, key, value and
+headers intact; a tombstone cancels, a record of the same id replaces, a past instant delivers at once, a
+record that names no instant is dead-lettered. On Kafka a read_committed reader sees each once, across the
+owner's SIGKILL; on Tansu each at least once, with its id in a header."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any
+
+import httpx
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from tests.helpers import TopicReader, dead_letter, ensure_topic, on_kafka, owned
+
+pytestmark = [pytest.mark.integration, pytest.mark.embedded, pytest.mark.timeout(240)]
+
+
+def _now() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _headers(at: int | str, topic: str, key: bytes | None = None, **more: bytes) -> list[tuple[str, bytes]]:
+    out = [("scheduler-epoch", str(at).encode()), ("scheduler-target-topic", topic.encode())]
+    if key is not None:
+        out.append(("scheduler-target-key", key))
+    return out + [(k.replace("_", "-"), v) for k, v in more.items()]
+
+
+async def _send(bootstrap: str, topic: str, records: list[tuple[bytes, bytes | None, list[Any]]]) -> None:
+    """Each (key, value, headers) in order, as an etf1 producer writes them (the default partitioner)."""
+    await ensure_topic(bootstrap, topic)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    await producer.start()
+    try:
+        sent = [
+            await producer.send(topic, value, key=key, headers=headers) for key, value, headers in records
+        ]
+        await asyncio.gather(*sent)
+    finally:
+        await producer.stop()
+
+
+def _header(msg: Any, name: str) -> bytes | None:
+    return next((v for k, v in msg.headers if k == name), None)
+
+
+async def test_delayed_records_are_delivered_at_their_instant_cancelled_replaced_or_dead_lettered(
+    broker, worker, app_id
+):
+    out = f"{app_id}-out"
+    delayed = worker.topic("delayed")
+    t0 = _now()
+    due = t0 + 4_000
+    async with (
+        TopicReader(broker.bootstrap_servers, out, decoder=lambda v: v) as reader,
+        TopicReader(broker.bootstrap_servers, worker.topic("dead-letters"), decoder=dead_letter) as dead,
+    ):
+        await _send(broker.bootstrap_servers, delayed, [
+            (b"m1", b"v1", _headers(due, out, b"k1", trace_id=b"abc")),  # ms
+            (b"m2", b"v2", _headers(due, out)),
+            (b"m2", None, []),  # cancelled
+            (b"m3", b"v3-first", _headers(t0 + 120_000, out)),
+            (b"m3", b"v3", _headers(due, out)),  # replaces the first, due much later
+            (b"m4", b"v4", _headers((t0 - 30_000) // 1000, out)),  # etf1's seconds, past: at once
+            (b"m5", b"v5", [("scheduler-target-topic", out.encode())]),  # no instant
+        ])  # fmt: skip
+        records = await reader.wait_for(lambda r: len(r) >= 3, timeout_s=30)
+        await asyncio.sleep(3)  # (what must not come: m2, m3's first version, a repeat)
+        got = {bytes(_header(m, "scheduler-id") or b""): m for m in reader.raw}
+        records = list(reader.raw)
+        reasons = [d["reason"] for d in await dead.wait_for(lambda r: len(r) >= 1, timeout_s=10)]
+
+    ids = Counter(bytes(_header(m, "scheduler-id") or b"") for m in records)
+    assert ids == Counter({b"m1": 1, b"m3": 1, b"m4": 1}), ids
+    m1 = got[b"m1"]
+    assert (m1.key, m1.value) == (b"k1", b"v1")
+    assert _header(m1, "trace-id") == b"abc" and _header(m1, "scheduler-epoch") == str(due).encode()
+    delivered_at = int(_header(m1, "scheduler-delivered-at") or b"0")
+    assert delivered_at >= due, f"m1 delivered {due - delivered_at} ms early"
+    assert (got[b"m3"].key, got[b"m3"].value) == (b"m3", b"v3"), "the replacement is what is delivered"
+    assert int(_header(got[b"m4"], "scheduler-delivered-at") or b"0") < due, (
+        "a past instant waits for nothing"
+    )
+    assert any("scheduler-epoch" in r for r in reasons), reasons
+
+
+@pytest.mark.serial
+async def test_a_burst_of_delayed_messages_survives_its_owner_killed_mid_window(
+    broker, start_worker, app_id, tmp_path
+):
+    """2,000 messages due over 12 s on two workers; one is SIGKILLed mid-window: every message arrives, and
+    on Kafka a read_committed reader sees each exactly once (on Tansu repeats carry the same id)."""
+    out = f"{app_id}-burst"
+    a = start_worker()
+    b = start_worker(partitions=1, SCHEDULER_DATA_DIR=str(tmp_path / "b"))
+    n = 2_000
+    t0 = _now() + 3_000
+    records = [(f"b{i:05d}".encode(), f"v{i}".encode(), _headers(t0 + i * 6, out)) for i in range(n)]
+    async with TopicReader(broker.bootstrap_servers, out, decoder=lambda v: v) as reader:
+        await _send(broker.bootstrap_servers, b.topic("delayed"), records)
+        while _now() < t0 + 5_000:
+            await asyncio.sleep(0.1)
+        victim = b if owned(b) else a
+        victim.kill()
+        await reader.wait_for(lambda r: len({bytes(_header(m, "scheduler-id") or b"") for m in reader.raw}) >= n,
+                              timeout_s=90)  # fmt: skip
+        await asyncio.sleep(3)
+        seen = Counter(bytes(_header(m, "scheduler-id") or b"") for m in reader.raw)
+    assert set(seen) == {key for key, _, _ in records}
+    repeated = {k: c for k, c in seen.items() if c > 1}
+    if on_kafka():
+        assert not repeated, f"{len(repeated)} delivered twice, e.g. {list(repeated.items())[:5]}"
+    early = [
+        m
+        for m in reader.raw
+        if int(_header(m, "scheduler-delivered-at") or b"0") < int(_header(m, "scheduler-epoch") or b"0")
+    ]
+    assert not early, f"{len(early)} delivered before their instant"
+
+
+async def test_over_http_a_message_is_held_shown_cancelled_and_delivered(broker, worker, app_id):
+    out = f"{app_id}-http"
+    due = _now() + 3_000
+    async with (
+        TopicReader(broker.bootstrap_servers, out, decoder=lambda v: v) as reader,
+        httpx.AsyncClient(base_url=worker.url, timeout=10) as client,
+    ):
+        body = {"id": "h1", "topic": out, "deliverAt": due, "key": "k", "valueBase64": "AAE=",
+                "headers": {"source": "test"}}  # fmt: skip
+        r = await client.post("/messages", json=body)
+        assert r.status_code == 202, r.text
+        assert r.json() == {"id": "h1", "deliverAt": due}
+        r = await client.post("/messages", json={**body, "id": "h2", "value": "gone", "valueBase64": None})
+        assert r.status_code == 202, r.text
+        deadline = time.monotonic() + 10
+        while (r := await client.get("/messages/h1")).status_code != 200:  # (held once the worker read it)
+            assert time.monotonic() < deadline, r.text
+            await asyncio.sleep(0.2)
+        shown = r.json()
+        assert (shown["topic"], shown["deliverAt"], shown["key"], shown["valueBase64"]) == (
+            out,
+            due,
+            "k",
+            "AAE=",
+        )
+        assert shown["headers"]["source"] == "test" and shown["status"] == "pending"
+        assert (await client.delete("/messages/h2")).status_code == 202
+        r = await client.post("/messages", json={**body, "topic": "not a topic"})
+        assert r.status_code == 400 and r.json()["fields"][0]["field"] == "topic", r.text
+        await reader.wait_for(lambda r: len(r) >= 1, timeout_s=20)
+        await asyncio.sleep(2)
+        assert (await client.get("/messages/h1")).status_code == 404, "a delivered message is forgotten"
+        assert (await client.get("/messages/h2")).status_code == 404, "a cancelled message is forgotten"
+        metrics = (await client.get("/metrics")).text
+    assert [(m.key, m.value, _header(m, "scheduler-id")) for m in reader.raw] == [(b"k", b"\x00\x01", b"h1")]
+    assert 'scheduler_delayed_total{outcome="delivered"} 1.0' in metrics
+    assert 'scheduler_delayed_total{outcome="cancelled"} 1.0' in metrics
