@@ -785,6 +785,35 @@ async def cmd_events_publish(client: HttpClient, args: argparse.Namespace) -> No
     )
 
 
+async def cmd_messages_send(client: HttpClient, args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from scheduler.cli.client import UsageError, parse_instant, parse_payload
+    from scheduler.cli.render import iso
+
+    if args.value is not None and args.file:
+        raise UsageError("give either --value or -f FILE, not both")
+    value: str | bytes | None = Path(args.file).read_bytes() if args.file else args.value
+    at = parse_instant(args.at)
+    answer = await client.send_at(
+        args.id, args.topic, value, at, key=args.key, headers=parse_payload(args.header)
+    )
+    _print(args, answer, f"{args.id}: delivered to {args.topic} at {iso(at)}")
+
+
+async def cmd_messages_get(client: HttpClient, args: argparse.Namespace) -> None:
+    from scheduler.cli.render import iso
+
+    m = await client.message(args.id)
+    _print(
+        args, m, f"{m['id']}: pending, to {m['topic']} at {iso(m['deliverAt'])} (key {m['key'] or m['id']})"
+    )
+
+
+async def cmd_messages_cancel(client: HttpClient, args: argparse.Namespace) -> None:
+    _print(args, await client.cancel(args.id), f"{args.id}: cancelled (if it was pending)")
+
+
 def cmd_token_new(args: argparse.Namespace) -> int:
     """A fresh random token, printed once, and the tokens-file entry that holds only its SHA-256."""
     from scheduler.cli.client import parse_list
@@ -953,6 +982,37 @@ def _add_client_commands(sub: Any) -> None:
         "-f", "--file", help="one event ({eventType, payload, timestamp?}), a list, or {events: [...]}"
     )
     p.add_argument("--timestamp", help="event time (ISO-8601 or epoch ms; default: the server's now)")
+
+    messages = sub.add_parser(
+        "messages", help="delayed messages: a record delivered to a topic later (HTTP API)"
+    )
+    group = messages.add_subparsers(dest="subcommand", required=True)
+    p = leaf(
+        group,
+        "send",
+        cmd_messages_send,
+        "deliver a record to a topic at an instant (the same id replaces it)",
+    )
+    p.add_argument("id", metavar="ID", help="the message id (cancel and replace by it)")
+    p.add_argument("topic", metavar="TOPIC", help="where it is delivered")
+    p.add_argument(
+        "--at", required=True, help="ISO-8601 (naive = UTC), epoch ms, or from now: +30s, +5m, +2h"
+    )
+    p.add_argument("--key", help="the delivered record's key (default: the id)")
+    p.add_argument("--value", help="the value, as text")
+    p.add_argument("-f", "--file", help="the value, as the bytes of this file")
+    p.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a header delivered with it; repeat it",
+    )
+    for name, command, what in (
+        ("get", cmd_messages_get, "a pending message"),
+        ("cancel", cmd_messages_cancel, "cancel a pending message"),
+    ):
+        leaf(group, name, command, what).add_argument("id", metavar="ID")
 
     token = sub.add_parser("token", help="API tokens")
     group = token.add_subparsers(dest="subcommand", required=True)

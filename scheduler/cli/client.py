@@ -4,6 +4,7 @@ the client library's, scheduler.client.http). What the commands print is schedul
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -56,17 +57,23 @@ def parse_list(text: str) -> list[str]:
 
 
 def parse_instant(text: str, now_ms: int | None = None) -> int:
-    """Epoch ms from ISO-8601 (naive = UTC; a date alone = its midnight UTC), digits (epoch ms), or 'now'."""
+    """Epoch ms from ISO-8601 (naive = UTC; a date alone = its midnight UTC), digits (epoch ms), 'now', or
+    from now: +90s, +5m, +2h, +1d."""
     text = text.strip()
+    now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
     if text == "now":
-        return now_ms if now_ms is not None else time.time_ns() // 1_000_000
+        return now
+    later = re.fullmatch(r"\+(\d+(?:\.\d+)?)(ms|s|m|h|d)", text)
+    if later:
+        unit = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}[later.group(2)]
+        return now + round(float(later.group(1)) * unit)
     if text.isdigit():
         return int(text)
     try:
         dt = datetime.fromisoformat(text)
     except ValueError:
         raise UsageError(
-            f"not an instant: {text!r} (ISO-8601 like 2026-11-22T10:00:00Z, epoch ms, or 'now')"
+            f"not an instant: {text!r} (ISO-8601 like 2026-11-22T10:00:00Z, epoch ms, 'now', or +30s, +5m, +2h)"
         ) from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)

@@ -17,6 +17,7 @@ partition it wrote.
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -308,6 +309,39 @@ class HttpClient:
 
     async def publish(self, event: dict[str, Any]) -> Any:
         return await self.request("POST", "/events", body=event)
+
+    # --- delayed messages ---------------------------------------------------------------------
+
+    async def send_at(
+        self,
+        id: str,
+        topic: str,
+        value: bytes | str | None,
+        at_ms: int,
+        *,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        """POST /messages: `value` delivered to `topic` at `at_ms` (epoch ms); the same id replaces it."""
+        body: dict[str, Any] = {
+            "id": id,
+            "topic": topic,
+            "deliverAt": at_ms,
+            "key": key,
+            "headers": headers or {},
+        }
+        if isinstance(value, bytes):
+            body["valueBase64"] = base64.b64encode(value).decode()
+        else:
+            body["value"] = value
+        return await self.request("POST", "/messages", body=body)
+
+    async def message(self, id: str) -> Any:
+        """GET /messages/{id}: the message, while it is pending (404 once delivered or cancelled)."""
+        return await self.request("GET", f"/messages/{quote(id, safe='')}")
+
+    async def cancel(self, id: str) -> Any:
+        return await self.request("DELETE", f"/messages/{quote(id, safe='')}")
 
 
 def _note_last(result: BulkResult, body: dict[str, Any], answer: Any) -> None:

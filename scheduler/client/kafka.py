@@ -26,6 +26,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from scheduler.domain.delayed import EPOCH_HEADER, TARGET_KEY_HEADER, TARGET_TOPIC_HEADER
 from scheduler.domain.events import Notification, event_key
 from scheduler.domain.events import parse as parse_event
 from scheduler.domain.model import Action, FiredTask, Schedule, ScheduleCommand, ScheduleKey
@@ -84,6 +85,7 @@ class CommandProducer:
         partitions: int = DEFAULT_PARTITIONS,
         commands_topic: str | None = None,
         events_topic: str | None = None,
+        delayed_topic: str | None = None,
         by: str | None = None,
         **producer_options: Any,
     ) -> None:
@@ -91,6 +93,7 @@ class CommandProducer:
         self.partitions = partitions
         self.commands_topic = commands_topic or f"{app_id}-commands"
         self.events_topic = events_topic or f"{app_id}-events"
+        self.delayed_topic = delayed_topic or f"{app_id}-delayed"
         self.by = by
         options = {"acks": "all", "linger_ms": 5, "max_batch_size": 512 * 1024, **producer_options}
         self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, **options)
@@ -160,6 +163,37 @@ class CommandProducer:
             partition=kafka_partition(key, self.partitions),
         )
         return key.decode()
+
+    # --- delayed messages -----------------------------------------------------------------------
+
+    async def send_at(
+        self,
+        id: str | bytes,
+        topic: str,
+        value: bytes | None,
+        at_ms: int,
+        *,
+        key: bytes | None = None,
+        headers: Iterable[tuple[str, bytes]] = (),
+    ) -> None:
+        """Deliver `value` to `topic` at `at_ms` (epoch ms), with `key` (else the id) and `headers`: a
+        delayed message (docs: Deliver a record later). The same id again replaces it; `cancel` drops it."""
+        control = [(EPOCH_HEADER, str(at_ms).encode()), (TARGET_TOPIC_HEADER, topic.encode())]
+        if key is not None:
+            control.append((TARGET_KEY_HEADER, key))
+        await self._delayed(id, value if value is not None else b"", [*control, *headers])
+
+    async def cancel(self, id: str | bytes) -> None:
+        """Cancel the delayed message of this id (a tombstone: nothing happens if none is pending)."""
+        await self._delayed(id, None, None)
+
+    async def _delayed(
+        self, id: str | bytes, value: bytes | None, headers: list[tuple[str, bytes]] | None
+    ) -> None:
+        kb = id.encode() if isinstance(id, str) else id
+        await self._producer.send_and_wait(
+            self.delayed_topic, value, key=kb, partition=kafka_partition(kb, self.partitions), headers=headers
+        )
 
 
 @dataclass(frozen=True)

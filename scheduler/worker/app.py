@@ -287,6 +287,15 @@ class Worker:
             )
         )
 
+        self.liveness.watch(
+            Counted(
+                "delayed",
+                self.delayed_messages.overdue,
+                lambda: self.counts.events["delayedDelivered"],
+                "partitions with a delayed message past due",
+            )
+        )
+
         self.ownership = Ownership(self)
         self.ownership.membership().watched_by(self.liveness)
         app.add_dependency(_Watchdog(self.liveness, self.freezes))  # (from the app's start: see Membership)

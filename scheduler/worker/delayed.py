@@ -107,6 +107,18 @@ class DelayedMessages:
         """Messages pending in these partitions (a scan of their id entries)."""
         return sum(1 for p in partitions for _ in partition_items_from(self.table, p, b"i"))
 
+    def overdue(self, late_ms: int = 2_000) -> int:
+        """Partitions taken up here whose first message was due more than late_ms ago (liveness.py)."""
+        bound = due_until(self.worker.clock() - late_ms)
+        late = 0
+        for partition in sorted(self.worker.punctuator.partitions):
+            try:
+                first = next(partition_items_from(self.table, partition, b"d"), None)
+            except Exception:  # (a partition closed under a revocation meanwhile)
+                continue
+            late += first is not None and first[0] < bound
+        return late
+
     # --- delivery ------------------------------------------------------------------------------------
 
     async def run(self) -> None:

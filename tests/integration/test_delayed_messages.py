@@ -7,6 +7,7 @@ owner's SIGKILL; on Tansu each at least once, with its id in a header."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import Counter
 from typing import Any
@@ -15,6 +16,8 @@ import httpx
 import pytest
 from aiokafka import AIOKafkaProducer
 
+from scheduler.client.http import ApiError, HttpClient
+from scheduler.client.kafka import CommandProducer
 from tests.helpers import TopicReader, dead_letter, ensure_topic, on_kafka, owned
 
 pytestmark = [pytest.mark.integration, pytest.mark.embedded, pytest.mark.timeout(240)]
@@ -160,3 +163,52 @@ async def test_over_http_a_message_is_held_shown_cancelled_and_delivered(broker,
     assert [(m.key, m.value, _header(m, "scheduler-id")) for m in reader.raw] == [(b"k", b"\x00\x01", b"h1")]
     assert 'scheduler_delayed_total{outcome="delivered"} 1.0' in metrics
     assert 'scheduler_delayed_total{outcome="cancelled"} 1.0' in metrics
+
+
+async def test_the_client_library_sends_replaces_and_cancels_delayed_messages(broker, worker, app_id):
+    """CommandProducer.send_at / cancel onto the delayed topic, HttpClient.send_at / message / cancel."""
+    out = f"{app_id}-lib"
+    due = _now() + 3_000
+    async with (
+        TopicReader(broker.bootstrap_servers, out, decoder=lambda v: v) as reader,
+        CommandProducer(broker.bootstrap_servers, app_id=app_id, partitions=4) as producer,
+        HttpClient(worker.url) as api,
+    ):
+        await producer.send_at("lib-1", out, b"first", due + 60_000)
+        await producer.send_at("lib-1", out, b"one", due, key=b"k1", headers=[("h", b"1")])  # replaces
+        await producer.send_at("lib-2", out, b"two", due)
+        await producer.cancel("lib-2")
+        await api.send_at("lib-3", out, "three", due, headers={"h": "3"})
+        await api.send_at("lib-4", out, b"\x00four", due)
+        deadline = time.monotonic() + 10
+        while True:  # (held once the owner read it)
+            try:
+                shown = await api.message("lib-4")
+                break
+            except ApiError as exc:
+                assert exc.status == 404 and time.monotonic() < deadline, exc
+                await asyncio.sleep(0.2)
+        assert shown["valueBase64"] == "AGZvdXI=" and shown["deliverAt"] == due
+        await api.cancel("lib-4")
+        await reader.wait_for(lambda r: len(r) >= 2, timeout_s=20)
+        await asyncio.sleep(2)
+    got = sorted((_header(m, "scheduler-id"), m.key, m.value, _header(m, "h")) for m in reader.raw)
+    assert got == [(b"lib-1", b"k1", b"one", b"1"), (b"lib-3", b"lib-3", b"three", b"3")]
+
+
+def test_the_cli_sends_shows_and_cancels_a_delayed_message(worker):
+    from tests.integration.test_cli import cli
+
+    sent = cli(
+        worker.url, "messages", "send", "cli-1", "cli-out", "--at", "+1h", "--value", "v", "--header", "a=b"
+    )
+    assert sent.returncode == 0 and "cli-1: delivered to cli-out at" in sent.stdout, sent.stderr
+    deadline = time.monotonic() + 15
+    while (shown := cli(worker.url, "messages", "get", "cli-1", "--json")).returncode != 0:
+        assert time.monotonic() < deadline and "404" in shown.stderr + shown.stdout, shown.stderr
+        time.sleep(0.3)
+    body = json.loads(shown.stdout)
+    assert (body["topic"], body["headers"]["a"], body["valueBase64"]) == ("cli-out", "b", "dg==")
+    assert cli(worker.url, "messages", "cancel", "cli-1").returncode == 0
+    bad = cli(worker.url, "messages", "send", "cli-2", "cli-out", "--at", "soon")
+    assert bad.returncode != 0 and "+30s" in bad.stderr, bad.stderr

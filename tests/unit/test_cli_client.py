@@ -140,15 +140,22 @@ def test_event_payload_from_key_value_arguments() -> None:
         ("2026-11-22", 1795305600000),
         ("1795341600000", 1795341600000),
         ("now", 42),
+        ("+30s", 30_042),
+        ("+1.5m", 90_042),
+        ("+2h", 7_200_042),
+        ("+1d", 86_400_042),
+        ("+250ms", 292),
     ],
 )
-def test_instants_are_iso_8601_epoch_ms_or_now(text: str, ms: int) -> None:
+def test_instants_are_iso_8601_epoch_ms_now_or_from_now(text: str, ms: int) -> None:
     assert parse_instant(text, now_ms=42) == ms
 
 
 def test_a_bad_instant_says_what_is_accepted() -> None:
     with pytest.raises(UsageError, match="ISO-8601"):
         parse_instant("yesterday")
+    with pytest.raises(UsageError, match=r"\+30s"):
+        parse_instant("+30 s")
 
 
 def test_iso_shows_milliseconds_only_when_there_are_any() -> None:

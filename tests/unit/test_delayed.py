@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
 import pytest
+from rocksdict import Options, Rdict
 
 from scheduler.domain.delayed import (
     MAX_VALUE_BYTES,
@@ -14,7 +20,8 @@ from scheduler.domain.delayed import (
     instant_of,
     parse_epoch,
 )
-from scheduler.worker.delayed import decode_message, encode_message
+from scheduler.worker.counters import WorkerCounts
+from scheduler.worker.delayed import DelayedMessages, decode_message, encode_message
 
 pytestmark = pytest.mark.unit
 
@@ -91,3 +98,107 @@ def test_due_keys_sort_by_instant_then_id_and_due_until_bounds_them() -> None:
 def test_a_message_round_trips_with_null_key_value_and_header() -> None:
     m = DelayedMessage(b"\x00\xff", 5, "t", None, None, (("h", None),), 1)
     assert decode_message(encode_message(m)) == m
+
+
+# --- the service (scheduler/worker/delayed.py) on a RocksDB table, without transactions -------------
+
+
+class _Table:
+    """One partition of a raw Faust table as the service uses it: get / [] / del in the current event's
+    partition, its RocksDB, and the changelog records it sends."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = Rdict(str(path), Options(raw_mode=True))
+        self.data = SimpleNamespace(offset_key=b"__offset__", _db_for_partition=lambda p: self.db)
+        self.changelog: list[tuple[int, bytes, bytes | None]] = []
+
+    def get(self, key: bytes) -> bytes | None:
+        return self.db.get(key)
+
+    def __setitem__(self, key: bytes, value: bytes) -> None:
+        self.db[key] = value
+
+    def __delitem__(self, key: bytes) -> None:
+        del self.db[key]
+
+    def send_changelog(self, partition: int, key: bytes, value: bytes | None) -> None:
+        self.changelog.append((partition, key, value))
+
+
+class _Worker:
+    def __init__(self, table: _Table) -> None:
+        self.delayed = table
+        self.txns = None
+        self.now = 1_795_000_000_000  # (an epoch below 10^11 would read as seconds)
+        self.clock = lambda: self.now
+        self.counts = WorkerCounts()
+        self.sent: list[tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]]]] = []
+        self.dead: list[str] = []
+        self.topics = SimpleNamespace(ensure=self._ensure)
+        self.punctuator = SimpleNamespace(partitions={0})
+
+    async def _ensure(self, *topics: str) -> None:
+        pass
+
+    async def produce(self, topic, key, value, partition=None, headers=None):  # type: ignore[no-untyped-def]
+        self.sent.append((topic, key, value, headers or []))
+        done = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+    async def may_work(self) -> bool:
+        return True
+
+    async def dead_letter(self, event: Any, reason: str) -> None:
+        self.dead.append(reason)
+
+
+def _event(key: bytes, value: bytes | None, at: int | None = None, topic: str = "out") -> Any:
+    headers = (
+        []
+        if at is None
+        else [("scheduler-epoch", str(at).encode()), ("scheduler-target-topic", topic.encode())]
+    )
+    return SimpleNamespace(message=SimpleNamespace(key=key, value=value, headers=headers))
+
+
+async def test_held_replaced_cancelled_and_delivered_in_due_order_once(tmp_path: Path) -> None:
+    worker = _Worker(_Table(tmp_path / "db"))
+    service = DelayedMessages(worker)  # type: ignore[arg-type]
+    now = worker.now
+    for event in (
+        _event(b"late", b"L", now + 5_000),
+        _event(b"b", b"B", now - 10),
+        _event(b"a", b"A", now - 20),
+        _event(b"gone", b"G", now - 30),
+        _event(b"gone", None),  # cancelled
+        _event(b"moved", b"M1", now - 40),
+        _event(b"moved", b"M2", now + 60_000),  # replaced: due later
+        _event(b"bad", b"x"),  # no instant
+    ):
+        await service.handle(event)
+    assert await service.deliver_due() == 2
+    assert [(key, value) for _, key, value, _ in worker.sent] == [(b"a", b"A"), (b"b", b"B")]
+    assert await service.deliver_due() == 0, "delivered once: its entries went with it"
+    assert service.pending(0, b"moved") is not None and service.pending(0, b"a") is None
+    worker.now += 60_000
+    assert await service.deliver_due() == 2
+    assert [value for _, _, value, _ in worker.sent[2:]] == [b"L", b"M2"]
+    assert len(worker.dead) == 1 and "scheduler-epoch" in worker.dead[0]
+    events = worker.counts.events
+    assert (events["delayedHeld"], events["delayedReplaced"], events["delayedCancelled"]) == (5, 1, 1)
+    assert events["delayedDelivered"] == 4 and events["delayedRefused"] == 1
+    assert list(worker.delayed.db.keys()) == [], "nothing left pending"
+
+
+async def test_a_partition_with_a_message_long_past_due_is_overdue_until_it_is_delivered(
+    tmp_path: Path,
+) -> None:
+    worker = _Worker(_Table(tmp_path / "db"))
+    service = DelayedMessages(worker)  # type: ignore[arg-type]
+    await service.handle(_event(b"soon", b"x", worker.now - 1_000))
+    assert service.overdue(late_ms=2_000) == 0, "due a second ago: not late yet"
+    await service.handle(_event(b"late", b"x", worker.now - 3_000))
+    assert service.overdue(late_ms=2_000) == 1
+    await service.deliver_due()
+    assert service.overdue(late_ms=2_000) == 0
