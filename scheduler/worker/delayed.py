@@ -103,10 +103,6 @@ class DelayedMessages:
         stored = db_get(due_key(int.from_bytes(raw, "big"), id))
         return None if stored is None else decode_message(stored)
 
-    def pending_count(self, partitions: set[int]) -> int:
-        """Messages pending in these partitions (a scan of their id entries)."""
-        return sum(1 for p in partitions for _ in partition_items_from(self.table, p, b"i"))
-
     def overdue(self, late_ms: int = 2_000) -> int:
         """Partitions taken up here whose first message was due more than late_ms ago (liveness.py)."""
         bound = due_until(self.worker.clock() - late_ms)
