@@ -142,14 +142,8 @@ async def test_a_paused_worker_that_wakes_after_its_partitions_moved_fires_nothi
     out = f"{app_id}-out"
     a = start_worker()
     schedules = 40
-    cmds = [
-        ScheduleCommand(s.key, Action.INSERT, s)
-        for s in (_every_second(f"s{i:03d}", out) for i in range(schedules))
-    ]
     async with TopicReader(broker.bootstrap_servers, out) as reader:
-        await produce(broker.bootstrap_servers, f"{app_id}-commands",
-                      [(key_bytes(c.key), encode_command(c)) for c in cmds])  # fmt: skip
-        await reader.wait_for(lambda r: len({x.key.name for x in r}) == schedules, timeout_s=60)
+        await _all_firing(broker, app_id, reader, [f"s{i:03d}" for i in range(schedules)])
         b = start_worker(partitions=1, SCHEDULER_DATA_DIR=str(tmp_path / "b"))  # shares the partitions with A
         window_start = _now() + 1_000
         await asyncio.sleep(4)
@@ -231,14 +225,8 @@ async def test_a_worker_frozen_between_its_assignment_and_its_take_up_never_fenc
     out = f"{app_id}-out"
     a = start_worker()
     schedules = 24
-    cmds = [
-        ScheduleCommand(s.key, Action.INSERT, s)
-        for s in (_every_second(f"z{i:03d}", out) for i in range(schedules))
-    ]
     async with TopicReader(broker.bootstrap_servers, out) as reader:
-        await produce(broker.bootstrap_servers, f"{app_id}-commands",
-                      [(key_bytes(c.key), encode_command(c)) for c in cmds])  # fmt: skip
-        await reader.wait_for(lambda r: len({x.key.name for x in r}) == schedules, timeout_s=60)
+        await _all_firing(broker, app_id, reader, [f"z{i:03d}" for i in range(schedules)])
         window_start = _now() + 1_000
         b = await asyncio.to_thread(
             start_worker,
@@ -266,6 +254,15 @@ async def test_a_worker_frozen_between_its_assignment_and_its_take_up_never_fenc
     seen = Counter((x.key.name, x.due_at) for x in records if x.due_at in expected)
     repeated = {k: n for k, n in seen.items() if n > 1}
     assert not repeated, f"{len(repeated)} due instants fired twice, e.g. {list(repeated.items())[:5]}"
+
+
+async def _all_firing(broker: Any, app_id: str, reader: TopicReader, names: list[str]) -> None:
+    """Every-second schedules of these names onto the commands topic (firing to the reader's topic), until
+    each has fired once."""
+    cmds = [ScheduleCommand(s.key, Action.INSERT, s) for s in (_every_second(n, reader.topic) for n in names)]
+    await produce(broker.bootstrap_servers, f"{app_id}-commands",
+                  [(key_bytes(c.key), encode_command(c)) for c in cmds])  # fmt: skip
+    await reader.wait_for(lambda r: len({x.key.name for x in r}) == len(names), timeout_s=60)
 
 
 def _fenced(worker: Any) -> bool:
