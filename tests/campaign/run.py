@@ -4,7 +4,8 @@ The checks, each against what a definition says and what the output topics hold 
 - missed: an instant a definition must fire (at or after its notBefore, set LEAD_S after the schedule was
   sent, and after the schedule became active: the scheduler fires no instant before its schedule existed)
   that never fired; for light-scheduler definitions (COALESCE: a takeover fires the latest of the instants
-  it missed), only the instants due outside the faults' windows; for event-driven schedules, an
+  it missed), only the instants due outside the faults' windows and a worker's join (its rebalance is a
+  takeover too: seed 8100 coalesced two instants while the workers started during the load joined); for event-driven schedules, an
   acknowledged event (sent after its schedule was applied) in no launch request of its schedule;
 - applied past the lead: an acknowledged schedule that became active more than LEAD_S after it was sent
   (counted and shown, with the longest send -> active time); one never shown is lost (a failure);
@@ -93,6 +94,8 @@ class Campaign:
         self.ready: set[int] = set()  # started and answered ready once
         self.refused: set[str] = set()  # schedules whose creation was not acknowledged (not checked)
         self.faults_done: list[dict[str, Any]] = []
+        self.joins: list[dict[str, Any]] = []  # a worker started while others ran: {worker, at, healedAt}
+        self.joining: list[asyncio.Future[None]] = []
         self.stalls: list[dict[str, Any]] = []  # what /health said, per worker and loop
         self.left: list[dict[str, Any]] = []  # workers that left (exit 75), started again
         self.died: list[dict[str, Any]] = []  # workers that exited otherwise (a failure), started again
@@ -132,6 +135,14 @@ class Campaign:
                     return
                 await asyncio.sleep(1)
 
+    async def _join(self, i: int) -> None:
+        """Start worker i while others run; its rebalance is a window like a fault's (from its start until it
+        is ready), for the COALESCE schedules."""
+        at = now_ms()
+        self._start(i)
+        await self._joined(i)
+        self.joins.append({"worker": i, "at": at, "healedAt": now_ms()})
+
     async def start_workers(self, loading: asyncio.Event) -> None:
         """As the plan says: all at once, one by one, the rest during the load, or the last mid-run."""
         start, n = self.plan.start, self.plan.workers
@@ -149,7 +160,7 @@ class Campaign:
         elif start == "during_load":
             await loading.wait()
             for i in range(first, n):
-                self._start(i)
+                self.joining.append(asyncio.ensure_future(self._join(i)))
                 await asyncio.sleep(self.rnd.uniform(0.2, 2))
 
     def live_urls(self) -> list[str]:
@@ -423,12 +434,10 @@ class Campaign:
                 faults = asyncio.ensure_future(self.fault_loop(began))
                 if plan.start == "joins_mid_run":
                     await asyncio.sleep(plan.duration_s / 2)
-                    self._start(plan.workers - 1)
-                    joining = asyncio.ensure_future(self._joined(plan.workers - 1))
+                    self.joining.append(asyncio.ensure_future(self._join(plan.workers - 1)))
                 await asyncio.sleep(max(0.0, began + plan.duration_s - time.monotonic()))
                 await faults  # (the last one heals)
-                if plan.start == "joins_mid_run":
-                    await joining
+                await asyncio.gather(*self.joining)
                 window_end = now_ms() - 1000
                 stop.set()
                 acknowledged = await updating if updating is not None else 0
@@ -437,7 +446,7 @@ class Campaign:
                 checked = [d for d in defs if d.name not in self.refused]
                 self.applied = await self._applied()
                 settled = time.monotonic() + SETTLE_S
-                windows = fault_windows(self.faults_done)
+                windows = fault_windows(self.faults_done + self.joins)
 
                 def missing() -> bool:
                     got = Fired.of(arrived(fires), arrived(light))
@@ -562,6 +571,7 @@ class Campaign:
             "writeErrors": dict(self.write_errors),
             "schedulesNotAcknowledged": len(self.refused),
             "faults": self.faults_done,
+            "joins": self.joins,
             "stalls": self.stalls,
             "stallsHealed": sum("healedAt" in s for s in self.stalls),
             "workersLeft": self.left,
