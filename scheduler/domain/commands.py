@@ -28,6 +28,7 @@ from scheduler.domain.model import (
     ScheduleState,
     validate_string_map,
 )
+from scheduler.domain.triggers.instants import fire_instants
 
 MAX_BACKFILL_FIRES = 10_000
 #: RUN / BACKFILL instants: from 2000-01-01 to 2200-01-01 (epoch ms)
@@ -99,14 +100,14 @@ def _manual_dues(state: ScheduleState, cmd: ScheduleCommand) -> Iterator[int]:
     if cmd.action is Action.RUN:
         yield start
         return
-    leaves = [leaf for _, leaf in state.time_leaves()]
-    if not leaves:
+    if not state.time_leaves():
         raise CommandRejected(f"BACKFILL of {cmd.key.id!r}: it has no time trigger (use RUN)")
-    for leaf in leaves:
-        due = leaf.next_due(start - 1)
-        while due is not None and due <= end:
-            yield due
-            due = leaf.next_due(due)
+    # the instants the schedule fires at (an AND/OR as its tree decides: one instant, one job), its leaves
+    # that wait for events left out (AND(a cron, new data) backfills the cron's instants)
+    for due in fire_instants(state, start - 1, ignore_events=True):
+        if due > end:
+            return
+        yield due
 
 
 def check_conditions(

@@ -32,6 +32,7 @@ from scheduler.domain.events import parse as parse_event
 from scheduler.domain.jobs import Job, priority_order
 from scheduler.domain.model import (
     Action,
+    CompositeTrigger,
     InvalidSchedule,
     ProgramId,
     ScheduleCommand,
@@ -48,6 +49,7 @@ from scheduler.domain.tenancy import (
     schedule_id_tenant,
     schedule_tenants,
 )
+from scheduler.domain.triggers.instants import upcoming
 from scheduler.domain.triggers.progress import describe
 from scheduler.http import auth, messages
 from scheduler.http import responses as out
@@ -96,7 +98,6 @@ NEXT_CURSOR_HEADER = "X-Next-Cursor"
 MAX_NEXT = 1_000
 #: next fire times (or backfill instants) a dry run shows
 MAX_PREVIEW = 10
-MAX_EXCLUDED_LOOKAHEAD = 10_000  # instants /next looks past when calendars exclude them
 #: a write's own timeout (ms), counted from when the worker took it: its command is not produced after it
 TIMEOUT_HEADER = "X-Request-Timeout-Ms"
 #: a write's deadline (epoch ms, by the client's clock): its command is not produced after it
@@ -439,7 +440,7 @@ class Handlers:
             preview["enabled"] = {Action.ENABLE: True, Action.DISABLE: False}.get(
                 cmd.action, state.schedule.enabled
             )
-            preview["next"] = next_time_fires(state, now, MAX_PREVIEW, self._excluded(state))
+            preview["next"] = upcoming(state, now, MAX_PREVIEW, excluded=self._excluded(state))[0]
         return preview
 
     def _past(self, call: Call, deadline: int) -> Response | None:
@@ -584,19 +585,30 @@ class Handlers:
                 raise ValueError
         except ValueError:
             return call.field_error("n", f"must be an integer between 1 and {MAX_NEXT}")
-        try:
-            current = await self.fetch(call.key, call.request)
-        except Unavailable as exc:
-            return call.unavailable(str(exc))
-        if current is None:
+        kb = key_bytes(call.key)
+        if (forwarded := await self._forwarded(call, kb)) is not None:
+            return forwarded  # (its owner knows how far an AND/OR got since its last job)
+        state = self.worker.local_state(kb)
+        if state is None:
             return call.error(404, error="not found", key=call.key.id)
-        state = state_from_json(current)
-        skipped: list[dict[str, Any]] = []
-        fires = next_time_fires(state, self.worker.clock(), n, self._excluded(state), skipped)
+        fires, skipped = self._upcoming(state, n)
         return call.answer(
             out.NextFires,
-            {"key": call.key.id, "enabled": state.schedule.enabled, "next": fires, "excluded": skipped},
+            {
+                "key": call.key.id,
+                "enabled": state.schedule.enabled,
+                "next": fires,
+                "excluded": [{"at": at, "calendar": c} for at, c in skipped[:MAX_NEXT]],
+            },
         )
+
+    def _upcoming(self, state: ScheduleState, n: int) -> tuple[list[int], list[tuple[int, str]]]:
+        """Its next `n` fire instants here (its owner), with the trigger progress of an AND/OR."""
+        composite = isinstance(state.schedule.trigger, CompositeTrigger)
+        progress = (
+            self.worker.triggers.load_progress(key_bytes(state.schedule.key), state) if composite else None
+        )
+        return upcoming(state, self.worker.clock(), n, excluded=self._excluded(state), progress=progress)
 
     def _excluded(self, state: ScheduleState) -> Callable[[int], str | None] | None:
         """instant -> the calendar of the schedule's that holds its day (None when it excludes none)."""
@@ -854,7 +866,7 @@ class Handlers:
     def _next_fire(self, state: ScheduleState) -> int | None:
         if not state.schedule.enabled:
             return None
-        nxt = next_time_fires(state, self.worker.clock(), 1, self._excluded(state))
+        nxt = self._upcoming(state, 1)[0]
         return nxt[0] if nxt else None
 
     def _local_json(self, state: ScheduleState) -> dict[str, Any]:
@@ -1136,39 +1148,6 @@ ROUTES: list[Route] = [
     Route("GET", "/stats/fires", H.fire_stats),
     Route("GET", "/health", H.health),
 ]
-
-
-def next_time_fires(
-    state: ScheduleState,
-    now: int,
-    n: int,
-    excluded: Callable[[int], str | None] | None = None,
-    skipped: list[dict[str, Any]] | None = None,
-) -> list[int]:
-    """The next `n` instants any time trigger of the schedule comes due (none for event-only triggers).
-    `excluded`: instant -> the calendar that holds its day; such instants are left out, and listed in
-    `skipped` (as {"at", "calendar"}, at most MAX_NEXT of them) when it is given."""
-    leaves = [t for _, t in state.time_leaves()]
-    after = max(now, state.active_since) - 1
-    cursors = [t.next_due(after) for t in leaves]
-    dues: list[int] = []
-    looked = 0
-    while len(dues) < n and looked < n + MAX_EXCLUDED_LOOKAHEAD:
-        live = [(due, i) for i, due in enumerate(cursors) if due is not None]
-        if not live:
-            break
-        due, i = min(live)
-        cursors[i] = leaves[i].next_due(due)
-        if dues and due == dues[-1]:
-            continue
-        looked += 1
-        calendar = excluded(due) if excluded is not None else None
-        if calendar is not None:
-            if skipped is not None and len(skipped) < MAX_NEXT and (not skipped or skipped[-1]["at"] != due):
-                skipped.append({"at": due, "calendar": calendar})
-            continue
-        dues.append(due)
-    return dues
 
 
 def _job_json(job: Job) -> dict[str, Any]:

@@ -179,7 +179,7 @@ class TriggerAgent:
             else:
                 jid = f"{s.key.id}@v{state.version}.{progress.seq + 1}"  # (URL-safe: no "#")
             job = new_job(state, jid, job_arguments(state, progress.events), now, list(progress.events))
-            reset(progress, now)
+            reset(progress, now, None if parsed is not None else fired.due)
             await submit_job(worker, state, job)
         worker.trigger_progress[key] = progress_record(progress, worker.generation())
         self.arm_elapsed(event.message.partition, key, state, progress)

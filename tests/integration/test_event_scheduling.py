@@ -6,6 +6,7 @@ reads launch requests and publishes the program-status events of the runs (run i
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from datetime import datetime, timedelta
 from typing import Any
@@ -398,6 +399,49 @@ async def test_or_of_a_succeeded_or_two_partitions_fires_on_either(broker, worke
         await api.partitions(f"{T}.feed", "a", "b")
         await launches.wait_for(lambda r: len(r) >= 2)
     assert [x["arguments"]["trigger.eventType"] for x in launches.records] == ["program-status", "partition"]
+
+
+async def _launched_as_promised(
+    broker: Any, worker: Any, app_id: str, name: str, tree: dict[str, Any], n: int
+) -> tuple[list[int], list[int]]:
+    """Create a schedule of `tree`, read its `/next` (n instants), then the instants its launches came for
+    from the first promised to the last: (promised, launched)."""
+    out = f"{app_id}-launches"
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(schedule(name, tree, ETL, out))
+        promised = (await api.client.get(f"/schedules/{T}/{name}/next", params={"n": str(n)})).json()["next"]
+        assert len(promised) == n
+        await launches.wait_for(
+            lambda r: any(int(x["arguments"]["trigger.due"]) >= promised[-1] for x in of(r, name)),
+            timeout_s=(promised[-1] - time.time() * 1000) / 1000 + 20,
+        )
+        await quiet(1)  # (a second launch of the last instant would come now)
+    launched = [int(x["arguments"]["trigger.due"]) for x in of(launches.records, name)]
+    return promised, [t for t in launched if promised[0] <= t <= promised[-1]]
+
+
+@pytest.mark.embedded
+async def test_an_or_of_two_time_triggers_due_at_one_instant_launches_it_once(broker, worker, app_id):
+    """Issue 39: OR(*/5 s, */10 s) launched :00, :10 … twice (each child made a job). One instant, one job."""
+    either = {"type": "or", "triggers": [
+        {"type": "cron", "expression": "*/2 * * * * *"}, {"type": "cron", "expression": "*/4 * * * * *"},
+    ]}  # fmt: skip
+    promised, launched = await _launched_as_promised(broker, worker, app_id, "either-time", either, 5)
+    assert [b - a for a, b in itertools.pairwise(promised)] == [2000] * 4
+    assert launched == promised, "an instant launched twice, or one /next promised did not launch"
+
+
+@pytest.mark.embedded
+async def test_an_and_of_two_frequencies_launches_at_the_instants_next_promised(broker, worker, app_id):
+    """Issue 39: `/next` of AND(every 4 s, every 6 s) listed every instant of either child; it launches when
+    both came due since the last job. AND(every 2 s, every 3 s): at 3, 6, 9 … s."""
+    both = {"type": "and", "triggers": [
+        {"type": "frequency", "timeUnit": "SECONDS", "time": 2},
+        {"type": "frequency", "timeUnit": "SECONDS", "time": 3},
+    ]}  # fmt: skip
+    promised, launched = await _launched_as_promised(broker, worker, app_id, "both-time", both, 4)
+    assert [b - a for a, b in itertools.pairwise(promised)] == [3000] * 3
+    assert launched == promised
 
 
 # --- seed 000: a repeated trigger ("program P succeeded N times") and a lifecycle trigger ("P started") ---

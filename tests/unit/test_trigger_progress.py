@@ -363,6 +363,7 @@ def test_progress_json_shape() -> None:
         "sources": {},
         "seq": 0,
         "lastJobAt": None,
+        "lastDue": None,
     }
 
 

@@ -25,6 +25,9 @@ class TriggerProgress:
     sources: dict[str, int] = field(default_factory=dict)  # source -> highest offset/instant applied
     seq: int = 0  # jobs created so far for this version
     last_job_at: int | None = None
+    # the due instant of the time fire that made the last job: a leaf's fire at or before it made no job
+    # (two leaves of an OR due at one instant make one job; a leftover of that instant counts for no next)
+    last_due: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -34,6 +37,7 @@ class TriggerProgress:
             "sources": self.sources,
             "seq": self.seq,
             "lastJobAt": self.last_job_at,
+            "lastDue": self.last_due,
         }
 
     @classmethod
@@ -45,6 +49,7 @@ class TriggerProgress:
             d["sources"],
             d["seq"],
             d.get("lastJobAt"),
+            d.get("lastDue"),
         )
 
     def seen(self, source: str, position: int) -> bool:
@@ -95,9 +100,11 @@ def apply(
     """Record what reached the leaf at `path` (event None: its time trigger came due at `due`);
     True if it counted toward the trigger."""
     leaf = find(trigger, path)
-    lp = progress.leaves.setdefault(path, LeafProgress())
     if leaf is None or isinstance(leaf, CompositeTrigger):
         return False
+    if event is None and due is not None and progress.last_due is not None and due <= progress.last_due:
+        return False  # (its instant made a job already: one instant, one job)
+    lp = progress.leaves.setdefault(path, LeafProgress())
     counted = leaf.record(lp, Reached(event, now, due, since_job(progress, active_since)))
     if counted and len(progress.events) < MAX_EVENTS_KEPT:
         progress.events.append(summary)
@@ -167,9 +174,11 @@ def watchdog_due(progress: TriggerProgress, active_since: int, every_ms: int, no
     return since_job(progress, active_since) + (passed[-1] if passed else 1) * every_ms
 
 
-def reset(progress: TriggerProgress, now: int = 0) -> None:
-    """After a job was created: everything seen so far belongs to that job."""
+def reset(progress: TriggerProgress, now: int = 0, due: int | None = None) -> None:
+    """After a job was created (by a time fire due at `due`): everything seen so far belongs to that job."""
     progress.leaves.clear()
     progress.events.clear()
     progress.seq += 1
     progress.last_job_at = now
+    if due is not None:
+        progress.last_due = max(due, progress.last_due or due)
