@@ -329,6 +329,12 @@ def _print(args: argparse.Namespace, data: Any, text: str | None) -> None:
         print(text)
 
 
+def _instant(text: str | None) -> int | None:
+    from scheduler.cli.client import parse_instant
+
+    return None if text is None else parse_instant(text)
+
+
 def _accepted(answer: Any, what: str) -> str:
     action = answer.get("action") if isinstance(answer, dict) else None
     if isinstance(answer, dict) and answer.get("applied"):
@@ -405,7 +411,7 @@ async def cmd_schedules_create(client: HttpClient, args: argparse.Namespace) -> 
 
 
 async def cmd_schedules_list(client: HttpClient, args: argparse.Namespace) -> None:
-    from scheduler.cli.render import iso, table, trigger_summary
+    from scheduler.cli.render import iso, paused_text, table, trigger_summary
 
     if args.all:
         answer = {"schedules": [s async for s in client.all_schedules(args.tenant, args.limit)]}
@@ -415,7 +421,7 @@ async def cmd_schedules_list(client: HttpClient, args: argparse.Namespace) -> No
     rows = [
         (
             s["key"],
-            s["enabled"],
+            s["enabled"] if s.get("paused") is None else paused_text(s["paused"], short=True),
             trigger_summary(s),
             iso(s.get("nextFireAt")),
             s.get("program") or s["topic"],
@@ -432,11 +438,12 @@ async def cmd_schedules_list(client: HttpClient, args: argparse.Namespace) -> No
 
 async def cmd_schedules_get(client: HttpClient, args: argparse.Namespace) -> None:
     from scheduler.cli.client import parse_schedule_ref
-    from scheduler.cli.render import fields_table
+    from scheduler.cli.render import fields_table, paused_text
 
     answer = await client.schedule(*parse_schedule_ref(args.schedule))
     times = ("createdAt", "updatedAt", "activeSince", "nextFireAt")
-    _print(args, answer, fields_table(answer, times))
+    shown = {**answer, "paused": None if answer.get("paused") is None else paused_text(answer["paused"])}
+    _print(args, answer, fields_table(shown, times))
 
 
 async def cmd_schedules_update(client: HttpClient, args: argparse.Namespace) -> int:
@@ -481,6 +488,8 @@ def _schedule_action(action: str) -> ClientCommand:
         tenant, name = parse_schedule_ref(args.schedule)
         if action == "delete":
             answer = await client.delete(tenant, name)
+        elif action == "disable":
+            answer = await client.disable(tenant, name, args.note, _instant(args.until))
         else:
             answer = await client.action(tenant, name, action)
         _print(args, answer, _accepted(answer, args.schedule))
@@ -513,10 +522,14 @@ async def cmd_schedules_history(client: HttpClient, args: argparse.Namespace) ->
 
     tenant, name = parse_schedule_ref(args.schedule)
     answer = await client.schedule(tenant, name, "history")
-    rows = [
-        (v["version"], iso(v["at"]), v["by"], v["action"], ", ".join(v["changed"]) or "-")
-        for v in answer["versions"]
-    ]
+
+    def changed(v: dict[str, Any]) -> str:
+        text = ", ".join(v["changed"]) or "-"
+        if v.get("until") is not None:  # (a pause's end; an ENABLE: the pause it ended)
+            text += f"; until {iso(v['until'])}"
+        return text + (f"; note: {v['note']}" if v.get("note") else "")
+
+    rows = [(v["version"], iso(v["at"]), v["by"], v["action"], changed(v)) for v in answer["versions"]]
     _print(args, answer, table(["VERSION", "AT (UTC)", "BY", "ACTION", "CHANGED"], rows))
 
 
@@ -894,8 +907,12 @@ def _add_client_commands(sub: Any) -> None:
     ref(p)
     p.add_argument("-f", "--file", required=True, help="the schedule (tenant/name may be omitted)")
     p.add_argument("--dry-run", action="store_true", help="validate locally, send nothing")
-    for action in ("delete", "enable", "disable"):
+    for action in ("delete", "enable"):
         ref(leaf(group, action, _schedule_action(action), f"{action} a schedule"))
+    p = leaf(group, "disable", _schedule_action("disable"), "disable (pause) a schedule, with a note")
+    ref(p)
+    p.add_argument("--note", help="why it is paused (shown by get, list, history and the admin page)")
+    p.add_argument("--until", help="enable it again then, by itself: ISO-8601, epoch ms, or +30m, +2h, +1d")
     p = leaf(group, "next", cmd_schedules_next, "the next fire times (ISO-8601 UTC and epoch ms)")
     ref(p)
     p.add_argument("-n", type=int, default=10, help="how many (default 10)")

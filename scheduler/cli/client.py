@@ -14,7 +14,17 @@ from urllib.parse import quote
 
 #: fields GET /schedules adds to a schedule; dropped from files so a listing can be imported again
 OUTPUT_ONLY = frozenset(
-    {"key", "createdAt", "updatedAt", "activeSince", "version", "nextFireAt", "triggerText", "finished"}
+    {
+        "key",
+        "createdAt",
+        "updatedAt",
+        "activeSince",
+        "version",
+        "nextFireAt",
+        "triggerText",
+        "finished",
+        "paused",
+    }
 )
 
 

@@ -78,6 +78,19 @@ def fields_table(obj: dict[str, Any], times: Iterable[str] = ()) -> str:
     return "\n".join(f"{k.ljust(width)}  {v}".rstrip() for k, v in rows)
 
 
+def paused_text(paused: dict[str, Any], short: bool = False) -> str:
+    """A schedule's pause in words: `paused until <when>: <note>` (short: for a table cell), then since
+    when and by whom."""
+    until = paused.get("until")
+    head = "paused" + ("" if until is None else f" until {iso(until)}")
+    note = paused.get("note")
+    if short:
+        return head + ("" if not note else f": {note if len(note) <= 40 else note[:39] + '…'}")
+    by = paused.get("by")
+    since = f" (since {iso(paused['at'])}{'' if by is None else f' by {by}'})"
+    return head + ("" if not note else f": {note}") + since
+
+
 def trigger_summary(schedule: dict[str, Any]) -> str:
     """A schedule's trigger in words: the server's `triggerText` (each trigger kind describes itself)."""
     return str(schedule.get("triggerText") or cell(schedule.get("trigger")))

@@ -279,6 +279,11 @@ class HttpClient:
     async def delete(self, tenant: str, name: str) -> Any:
         return await self.request("DELETE", schedule_path(tenant, name), params=self._wait())
 
+    async def disable(self, tenant: str, name: str, note: str | None = None, until: int | None = None) -> Any:
+        """Pause the schedule: with a note for people, and an instant (epoch ms) it resumes at by itself."""
+        body = {k: v for k, v in (("note", note), ("until", until)) if v is not None}
+        return await self.action(tenant, name, "disable", body or None)
+
     async def action(self, tenant: str, name: str, action: str, body: Any = None) -> Any:
         """POST /schedules/{tenant}/{name}/{enable|disable|run|backfill}."""
         return await self.request("POST", schedule_path(tenant, name, action), body=body, params=self._wait())

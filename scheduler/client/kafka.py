@@ -29,7 +29,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from scheduler.domain.delayed import EPOCH_HEADER, TARGET_KEY_HEADER, TARGET_TOPIC_HEADER
 from scheduler.domain.events import Notification, event_key
 from scheduler.domain.events import parse as parse_event
-from scheduler.domain.model import Action, FiredTask, Schedule, ScheduleCommand, ScheduleKey
+from scheduler.domain.model import Action, FiredTask, PauseRequest, Schedule, ScheduleCommand, ScheduleKey
 from scheduler.kafka.config import isolation
 from scheduler.kafka.partitioner import kafka_partition
 from scheduler.wire.codec import (
@@ -136,8 +136,12 @@ class CommandProducer:
     async def enable(self, key: ScheduleKey, **conditions: Any) -> None:
         await self.send(ScheduleCommand(key, Action.ENABLE), **conditions)
 
-    async def disable(self, key: ScheduleKey, **conditions: Any) -> None:
-        await self.send(ScheduleCommand(key, Action.DISABLE), **conditions)
+    async def disable(
+        self, key: ScheduleKey, note: str | None = None, until: int | None = None, **conditions: Any
+    ) -> None:
+        """Pause it: with a note for people, and an instant (epoch ms) it resumes at by itself."""
+        pause = None if note is None and until is None else PauseRequest(note, until)
+        await self.send(ScheduleCommand(key, Action.DISABLE, pause=pause), **conditions)
 
     # --- many, and events -----------------------------------------------------------------------
 

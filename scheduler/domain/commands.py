@@ -7,11 +7,14 @@
   was (ENABLE/DISABLE change that) and restarts its timing from now: no catch-up for the old definition.
 - DELETE removes the schedule; no fire is due after it is applied.
 - ENABLE resumes a disabled schedule from now: fires missed while it was disabled are not caught up.
-- DISABLE pauses it. ENABLE of an enabled and DISABLE of a disabled schedule are no-ops.
+- DISABLE pauses it, keeping since when and who sent it, and what its `pause` says: a note, and an instant
+  it resumes by itself at (the worker holds an ENABLE carrying that pause as a delayed message; that
+  resume enables the schedule only if it is still in that very pause, else it is a no-op). ENABLE of an
+  enabled schedule is a no-op; so is DISABLE of a disabled one, unless it brings another note or instant.
 - UPDATE, DELETE, ENABLE and DISABLE of a schedule that does not exist are refused.
 - RUN fires the schedule once at its instant (a job for a program schedule, a FiredTask otherwise), even
-  when it is disabled, with its runtime arguments over the schedule's data; BACKFILL fires every due instant of its time triggers in the range (at most
-  MAX_BACKFILL_FIRES). Neither changes the schedule; of a schedule that does not exist they are refused.
+  when it is disabled, with its runtime arguments over the schedule's data; BACKFILL fires every instant
+  its time triggers fire it at in the range (at most MAX_BACKFILL_FIRES). Neither changes the schedule; of a schedule that does not exist they are refused.
 A refused command raises CommandRejected and changes nothing; the worker dead-letters it.
 """
 
@@ -21,10 +24,15 @@ import asyncio
 import dataclasses
 from collections.abc import Iterator
 
+from scheduler.domain.basics import MAX_INSTANT_MS
 from scheduler.domain.model import (
+    MAX_PAUSE_NOTE,
     Action,
     InvalidSchedule,
+    Paused,
+    PauseRequest,
     ScheduleCommand,
+    ScheduleKey,
     ScheduleState,
     validate_string_map,
 )
@@ -37,6 +45,15 @@ MIN_FIRE_MS, MAX_FIRE_MS = 946_684_800_000, 7_258_118_400_000
 
 class CommandRejected(ValueError):
     pass
+
+
+#: who a pause's resume is by (the schedule's history shows it)
+RESUME_BY = "pausedUntil"
+
+
+def resume_id(key: ScheduleKey) -> bytes:
+    """The delayed message id of a schedule's resume (one per schedule: a new pause's replaces it)."""
+    return f"scheduler.resume/{key.id}".encode()
 
 
 def validate_command(cmd: ScheduleCommand) -> None:
@@ -64,6 +81,25 @@ def validate_command(cmd: ScheduleCommand) -> None:
         raise InvalidSchedule("fireRange", f"{cmd.action.value} takes no fire range")
     elif cmd.arguments:
         raise InvalidSchedule("arguments", f"{cmd.action.value} takes no runtime arguments")
+    if cmd.pause is not None:
+        _validate_pause(cmd)
+
+
+def _validate_pause(cmd: ScheduleCommand) -> None:
+    pause = cmd.pause
+    assert pause is not None
+    if cmd.action not in (Action.DISABLE, Action.ENABLE):
+        raise InvalidSchedule("pause", f"{cmd.action.value} takes no pause (DISABLE does)")
+    if cmd.action is Action.ENABLE and pause.until_ms is None:
+        raise InvalidSchedule("until", "the resume of a pause names the instant the pause ends")
+    if pause.until_ms is not None and not 0 <= pause.until_ms <= MAX_INSTANT_MS:
+        raise InvalidSchedule("until", "must be epoch milliseconds between 1970 and 2200")
+    note = pause.note
+    if note is not None:
+        if len(note) > MAX_PAUSE_NOTE:
+            raise InvalidSchedule("note", f"longer than {MAX_PAUSE_NOTE} characters")
+        if any(ord(c) < 32 and c not in "\n\t" or ord(c) == 127 for c in note):
+            raise InvalidSchedule("note", "has control characters (other than newline and tab)")
 
 
 def manual_fires(state: ScheduleState, cmd: ScheduleCommand) -> list[int]:
@@ -130,10 +166,14 @@ def check_conditions(
             raise CommandRejected(f"meant for version {if_version} (If-Match), the schedule is at {found}")
 
 
-def apply_command(current: ScheduleState | None, cmd: ScheduleCommand, now_ms: int) -> ScheduleState | None:
-    """The table's new value for the command's key (None: deleted)."""
+def apply_command(
+    current: ScheduleState | None, cmd: ScheduleCommand, now_ms: int, by: str | None = None
+) -> ScheduleState | None:
+    """The table's new value for the command's key (None: deleted); `by`: who sent it (a pause keeps it)."""
     validate_command(cmd)
     action = cmd.action
+    if action is Action.ENABLE and cmd.pause is not None:
+        return _resumed(current, cmd.pause, now_ms)
     if action is Action.INSERT:
         assert cmd.schedule is not None
         if current is not None:
@@ -156,7 +196,18 @@ def apply_command(current: ScheduleState | None, cmd: ScheduleCommand, now_ms: i
     if action is Action.DELETE:
         return None
     enable = action is Action.ENABLE
-    if current.schedule.enabled == enable:
+    if enable:
+        paused = None
+    else:
+        request = cmd.pause or PauseRequest()
+        was = current.paused
+        if not current.schedule.enabled and (
+            cmd.pause is None
+            or (was is not None and (was.note, was.until_ms) == (request.note, request.until_ms))
+        ):
+            return current  # (a replay, or a DISABLE that says nothing new)
+        paused = Paused(now_ms, request.note, by, request.until_ms)
+    if current.schedule.enabled == enable and enable:
         return current
     return dataclasses.replace(
         current,
@@ -164,4 +215,21 @@ def apply_command(current: ScheduleState | None, cmd: ScheduleCommand, now_ms: i
         updated_at=now_ms,
         active_since=now_ms if enable else current.active_since,
         version=current.version + 1,
+        paused=paused,
+    )
+
+
+def _resumed(current: ScheduleState | None, pause: PauseRequest, now_ms: int) -> ScheduleState | None:
+    """The resume of the pause ending at `pause.until_ms` (delivered then): enabled, if the schedule is still
+    in that pause; else nothing changes (enabled, paused again, updated to another pause, or deleted since)."""
+    was = None if current is None else current.paused
+    if current is None or current.schedule.enabled or was is None or was.until_ms != pause.until_ms:
+        return current
+    return dataclasses.replace(
+        current,
+        schedule=dataclasses.replace(current.schedule, enabled=True),
+        updated_at=now_ms,
+        active_since=now_ms,
+        version=current.version + 1,
+        paused=None,
     )

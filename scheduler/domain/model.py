@@ -365,6 +365,29 @@ def _check_tree_shape(trigger: Trigger) -> None:
                 raise InvalidSchedule("trigger", f"more than {MAX_TRIGGER_LEAVES} triggers")
 
 
+#: the longest note a pause keeps (characters)
+MAX_PAUSE_NOTE = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class PauseRequest:
+    """What a DISABLE may say: why (a note for people), and until when (it resumes by itself then). An
+    ENABLE carrying one is the resume of the pause ending at `until_ms` (a no-op once that pause changed)."""
+
+    note: str | None = None
+    until_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Paused:
+    """A disabled schedule's pause: since when, why, by whom (the DISABLE's `scheduler-by`), until when."""
+
+    at_ms: int
+    note: str | None = None
+    by: str | None = None
+    until_ms: int | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class ScheduleState:
     """What the schedules table holds for one schedule."""
@@ -374,6 +397,7 @@ class ScheduleState:
     updated_at: int
     active_since: int  # fires due before this instant are never owed
     version: int = 1
+    paused: Paused | None = None  # (a DISABLE's; None while enabled)
 
     def evaluator(self) -> TimeTrigger:
         """The evaluator of a top-level time trigger (as the schedule's bounds, spread and jitter move it)."""
@@ -410,6 +434,7 @@ class ScheduleCommand:
     schedule: Schedule | None = None
     fire_range: tuple[int, int] | None = None  # RUN / BACKFILL: epoch ms, both ends included
     arguments: dict[str, str] = field(default_factory=dict)  # RUN / BACKFILL: runtime arguments
+    pause: PauseRequest | None = None  # DISABLE: why, until when; ENABLE: the resume of that pause
 
 
 @dataclass(frozen=True, slots=True)

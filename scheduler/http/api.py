@@ -12,6 +12,7 @@ from pydantic import (
     field_validator,
 )
 
+from scheduler.domain.basics import MAX_INSTANT_MS
 from scheduler.domain.constraints import (
     CONSTRAINT_KINDS,
     CONSTRAINT_TAGS,
@@ -24,10 +25,12 @@ from scheduler.domain.constraints import (
 from scheduler.domain.model import (
     MAX_CONSTRAINTS,
     MAX_FREQUENCY_TIME,
+    MAX_PAUSE_NOTE,
     MAX_PRIORITY,
     MAX_TRIGGER_LEAVES,
     CatchUpPolicy,
     OutputFormat,
+    Paused,
     ProgramId,
     Schedule,
     ScheduleKey,
@@ -270,7 +273,12 @@ def schedule_json(state: ScheduleState, next_fire_at: int | None, finished: bool
         **s.plain_fields(),
         "finished": finished,
         "nextFireAt": next_fire_at,
+        "paused": None if state.paused is None else paused_json(state.paused),
     }
+
+
+def paused_json(p: Paused) -> dict[str, Any]:
+    return {"at": p.at_ms, "note": p.note, "by": p.by, "until": p.until_ms}
 
 
 def schedule_body_json(s: Schedule) -> dict[str, Any]:
@@ -283,8 +291,14 @@ def schedule_body_json(s: Schedule) -> dict[str, Any]:
 def state_from_json(d: dict[str, Any]) -> ScheduleState:
     """Inverse of schedule_json (how one worker reads what another answered)."""
     body = ScheduleIn.model_validate({k: d[k] for k in ScheduleIn.model_fields})
+    p = d.get("paused")
     return ScheduleState(
-        body.to_schedule(body.key()), d["createdAt"], d["updatedAt"], d["activeSince"], d["version"]
+        body.to_schedule(body.key()),
+        d["createdAt"],
+        d["updatedAt"],
+        d["activeSince"],
+        d["version"],
+        None if p is None else Paused(p["at"], p["note"], p["by"], p["until"]),
     )
 
 
@@ -298,6 +312,16 @@ class RunIn(_In):
     at: int | None = Field(None, ge=_FIRE_MIN, le=_FIRE_MAX, description="epoch milliseconds")
     arguments: dict[str, str] = Field(
         default_factory=dict, description="runtime arguments, over the schedule's data (limits as data's)"
+    )
+
+
+class PauseIn(_In):
+    """Body of POST /schedules/{tenant}/{name}/disable (optional): why it is paused, and when it resumes by
+    itself (epoch ms, in the future)."""
+
+    note: str | None = Field(None, max_length=MAX_PAUSE_NOTE, description="for people: why it is paused")
+    until: int | None = Field(
+        None, ge=0, le=MAX_INSTANT_MS, description="epoch milliseconds: it is enabled again then, by itself"
     )
 
 

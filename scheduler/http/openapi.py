@@ -27,7 +27,7 @@ from scheduler.domain.model import (
 )
 from scheduler.domain.runs import RunStatus
 from scheduler.http import responses
-from scheduler.http.api import BackfillIn, EventIn, RunIn, ScheduleBody, ScheduleIn, TaskDefinitionIn
+from scheduler.http.api import BackfillIn, EventIn, PauseIn, RunIn, ScheduleBody, ScheduleIn, TaskDefinitionIn
 from scheduler.http.applied import WAIT_MAX_MS
 from scheduler.http.auth import READ, WRITE
 from scheduler.http.messages import ID_PATTERN, MAX_HTTP_ID, MessageIn
@@ -42,6 +42,7 @@ _BODY_MODELS: tuple[type[BaseModel], ...] = (
     ScheduleIn,
     ScheduleBody,
     RunIn,
+    PauseIn,
     BackfillIn,
     TaskDefinitionIn,
     EventIn,
@@ -108,6 +109,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "headers": {"source": "checkout"},
     },
     "RunIn": {"at": 1_795_307_000_000},
+    "PauseIn": {"note": "warehouse migration, back after it", "until": 1_795_310_000_000},
     "BackfillIn": {"from": 1_795_300_000_000, "to": 1_795_307_000_000},
 }
 
@@ -335,7 +337,15 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
             "post": _op("Enable a schedule", accepted, schedule_write, _SCHEDULE_KEY, scope=WRITE)
         },
         "/schedules/{tenant}/{name}/disable": {
-            "post": _op("Disable a schedule", accepted, schedule_write, _SCHEDULE_KEY, scope=WRITE)
+            "post": _op(
+                "Disable (pause) a schedule: with a note, and an instant it resumes at by itself",
+                accepted,
+                schedule_write,
+                _SCHEDULE_KEY,
+                body="PauseIn",
+                scope=WRITE,
+                body_required=False,
+            )
         },
         "/schedules/{tenant}/{name}/run": {
             "post": _op(

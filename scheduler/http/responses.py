@@ -111,6 +111,13 @@ class Retry(Answer):
     maxDelayMs: int
 
 
+class Paused(Answer):
+    at: Ms = Field(description="when it was disabled")
+    note: str | None = Field(None, description="why (the DISABLE's note)")
+    by: str | None = Field(None, description="who disabled it (as the history's `by`)")
+    until: Ms | None = Field(None, description="it is enabled again then, by itself")
+
+
 class Schedule(Answer):
     key: str
     tenant: str
@@ -145,6 +152,7 @@ class Schedule(Answer):
         description="past its end (notAfter passed, or a one-shot whose instant passed): kept, fires no more",
     )
     nextFireAt: Ms | None = Field(description="null when disabled or event-triggered only")
+    paused: Paused | None = Field(None, description="why, by whom and until when it was disabled")
 
 
 class ScheduleList(Answer):
@@ -227,6 +235,10 @@ class HistoryVersion(Answer):
         None, description="the definition it left, as PUT takes it (null: deleted, or unchanged)"
     )
     fires: int | None = None
+    note: str | None = Field(None, description="disable: its note")
+    until: Ms | None = Field(
+        None, description="disable: when it resumes by itself; enable: the pause it ended"
+    )
 
 
 class ScheduleHistory(Answer):

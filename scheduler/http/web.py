@@ -34,6 +34,7 @@ from scheduler.domain.model import (
     Action,
     CompositeTrigger,
     InvalidSchedule,
+    PauseRequest,
     ProgramId,
     ScheduleCommand,
     ScheduleKey,
@@ -56,6 +57,7 @@ from scheduler.http import responses as out
 from scheduler.http.api import (
     BackfillIn,
     EventIn,
+    PauseIn,
     RunIn,
     ScheduleBody,
     ScheduleIn,
@@ -221,7 +223,12 @@ class Handlers:
         return await self.submit(call, ScheduleCommand(call.key, Action.ENABLE))
 
     async def disable(self, call: Call) -> Response:
-        return await self.submit(call, ScheduleCommand(call.key, Action.DISABLE))
+        """Pause: with a note, and an instant it resumes at by itself (PauseIn), both optional."""
+        body: PauseIn | None = call.body
+        pause = None if body is None else PauseRequest(body.note, body.until)
+        if pause is not None and pause.until_ms is not None and pause.until_ms <= self.worker.clock():
+            return call.field_error("until", "must be in the future (epoch milliseconds)")
+        return await self.submit(call, ScheduleCommand(call.key, Action.DISABLE, pause=pause))
 
     async def run_now(self, call: Call) -> Response:
         """Fire once now (or at `at`), whatever the triggers say: a job for a program schedule."""
@@ -663,7 +670,7 @@ class Handlers:
                 last = None
             versions.append(
                 {"version": e.version, "at": e.at, "by": e.by, "action": e.action, "changed": changed,
-                 "schedule": body, "fires": e.fires}
+                 "schedule": body, "fires": e.fires, "note": e.note, "until": e.until}
             )  # fmt: skip
         return call.answer(out.ScheduleHistory, {"key": call.key.id, "versions": versions[::-1]})
 
@@ -1116,7 +1123,7 @@ ROUTES: list[Route] = [
     Route("PUT", _SCHEDULE, H.update_schedule, guard="tenant", body=ScheduleBody),
     Route("DELETE", _SCHEDULE, H.delete_schedule),
     Route("POST", f"{_SCHEDULE}/enable", H.enable),
-    Route("POST", f"{_SCHEDULE}/disable", H.disable),
+    Route("POST", f"{_SCHEDULE}/disable", H.disable, body=PauseIn, empty_body_ok=True),
     Route("POST", f"{_SCHEDULE}/run", H.run_now, guard="tenant", body=RunIn, empty_body_ok=True),
     Route("POST", f"{_SCHEDULE}/backfill", H.backfill, guard="tenant", body=BackfillIn),
     Route("GET", f"{_SCHEDULE}/next", H.next_fires, guard="tenant"),

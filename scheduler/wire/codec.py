@@ -29,6 +29,8 @@ from scheduler.domain.model import (
     FiredTask,
     FrequencyTrigger,
     OutputFormat,
+    Paused,
+    PauseRequest,
     Schedule,
     ScheduleCommand,
     ScheduleKey,
@@ -336,6 +338,7 @@ def encode_command(cmd: ScheduleCommand) -> bytes:
             if cmd.fire_range is None
             else {"fromMs": cmd.fire_range[0], "toMs": cmd.fire_range[1]},
             "arguments": cmd.arguments,
+            "pause": None if cmd.pause is None else {"note": cmd.pause.note, "untilMs": cmd.pause.until_ms},
         },
     )
 
@@ -347,8 +350,8 @@ def decode_command(data: bytes | None) -> ScheduleCommand:
 def decode_command_with_schedule(data: bytes | None) -> tuple[ScheduleCommand, bytes | None]:
     """The command, and its schedule's own Avro bytes (for encode_state) when it carries one. A record
     is its fields' encodings end to end, so they are the bytes between the key, action and union branch
-    at the head and the null fireRange and empty arguments (a byte each) at the tail: what INSERT and
-    UPDATE carry."""
+    at the head and the null fireRange, empty arguments and null pause (a byte each) at the tail: what
+    INSERT and UPDATE carry."""
     fast = _read_time_command(data)
     return fast if fast is not None else _avro_command_with_schedule(data)
 
@@ -361,11 +364,12 @@ def _avro_command_with_schedule(data: bytes | None) -> tuple[ScheduleCommand, by
         sched is not None
         and rec.get("fireRange") is None
         and not rec.get("arguments")
+        and rec.get("pause") is None
         and payload is not None
     ):  # (current bytes only)
         start = _skip_string(payload, _skip_string(payload, 0))  # the key: tenant, name
         start = _skip_long(payload, _skip_long(payload, start))  # the action, the union branch
-        schedule_avro = payload[start:-2]
+        schedule_avro = payload[start:-3]
     return _command(rec, sched), schedule_avro
 
 
@@ -462,6 +466,8 @@ def _read_time_command(data: bytes | None) -> tuple[ScheduleCommand, bytes | Non
             end = r.pos
         fire_range = (r.long(), r.long()) if r.index(2) else None
         arguments = r.string_map()
+        if r.index(2):  # (bytes of a release before `pause` end before it: the Avro reader reads them)
+            raise _Defer  # (a pause: the Avro reader reads it)
     except (_Defer, IndexError, UnicodeDecodeError):
         return None
     if r.pos != len(data):
@@ -532,6 +538,9 @@ def _command(rec: dict[str, Any], sched: dict[str, Any] | None) -> ScheduleComma
         if rec.get("fireRange") is None
         else (rec["fireRange"]["fromMs"], rec["fireRange"]["toMs"]),
         arguments=dict(rec.get("arguments") or {}),
+        pause=None
+        if rec.get("pause") is None
+        else PauseRequest(rec["pause"]["note"], rec["pause"]["untilMs"]),
     )
 
 
@@ -587,21 +596,44 @@ def encode_state(st: ScheduleState, schedule_avro: bytes | None = None) -> bytes
     created = _zigzag(st.created_at)  # an INSERT's three instants are one
     updated = created if st.updated_at == st.created_at else _zigzag(st.updated_at)
     active = created if st.active_since == st.created_at else _zigzag(st.active_since)
-    return b"".join((schedule_avro, created, updated, active, _zigzag(st.version)))
+    paused = _NULL if st.paused is None else _encode_paused(st.paused)
+    return b"".join((schedule_avro, created, updated, active, _zigzag(st.version), paused))
+
+
+_NULL = b"\x00"  # (a union's null branch)
+
+
+def _encode_paused(p: Paused) -> bytes:
+    """The `paused` union's record branch (1), as the Avro writer writes it."""
+    out = [b"\x02"]
+    for text in (p.note, p.by):
+        if text is None:
+            out.append(_NULL)
+        else:
+            raw = text.encode()
+            out += [b"\x02", _zigzag(len(raw)), raw]
+    out.append(_NULL if p.until_ms is None else b"\x02" + _zigzag(p.until_ms))
+    out.append(_zigzag(p.at_ms))
+    return b"".join(out)
 
 
 def state_version(data: bytes) -> int | None:
-    """A ScheduleState's version without decoding the rest: its last field, the varint that ends the
-    record (its last byte has the high bit clear, the bytes before it in the varint have it set)."""
-    if not data or data[-1] & 0x80:
+    """A ScheduleState's version without decoding the rest, for a state that is not paused: then the record
+    ends with the version's varint and the null `paused` (a zero byte; a paused state ends with its
+    atMs, a positive varint, whose last byte is never zero). Anything else (paused, or written by a release
+    before `paused`, or not a state) is decoded whole; None if it does not decode."""
+    if len(data) >= 2 and data[-1] == 0 and not data[-2] & 0x80:
+        start = len(data) - 2
+        while start > 0 and data[start - 1] & 0x80:
+            start -= 1
+        n = 0
+        for shift, byte in enumerate(data[start:-1]):
+            n |= (byte & 0x7F) << (7 * shift)
+        return (n >> 1) ^ -(n & 1)
+    try:
+        return decode_state(data).version
+    except DecodeError:
         return None
-    start = len(data) - 1
-    while start > 0 and data[start - 1] & 0x80:
-        start -= 1
-    n = 0
-    for shift, byte in enumerate(data[start:]):
-        n |= (byte & 0x7F) << (7 * shift)
-    return (n >> 1) ^ -(n & 1)
 
 
 def decode_state(data: bytes) -> ScheduleState:
@@ -615,7 +647,12 @@ def decode_state(data: bytes) -> ScheduleState:
         updated_at=rec["updatedAt"],
         active_since=rec["activeSince"],
         version=rec["version"],
+        paused=None if rec.get("paused") is None else _paused(rec["paused"]),
     )
+
+
+def _paused(rec: dict[str, Any]) -> Paused:
+    return Paused(rec["atMs"], rec["note"], rec["by"], rec["untilMs"])
 
 
 def _read_time_state(data: bytes) -> ScheduleState | None:
@@ -629,6 +666,8 @@ def _read_time_state(data: bytes) -> ScheduleState | None:
     try:
         schedule = _read_time_schedule(r, _symbols())
         created, updated, active, version = r.long(), r.long(), r.long(), r.long()
+        if r.index(2):  # (bytes of a release before `paused` end before it: the Avro reader reads them)
+            raise _Defer  # (paused: the Avro reader reads it)
     except (_Defer, IndexError, UnicodeDecodeError):
         return None
     if r.pos != len(data) or not _INT_MIN <= version <= _INT_MAX:

@@ -177,20 +177,30 @@ class HistoryEntry:
     action: str
     schedule: bytes | None = None
     fires: int | None = None  # RUN / BACKFILL: how many
+    note: str | None = None  # DISABLE: its pause's note
+    until: int | None = None  # DISABLE: when its pause ends; ENABLE: the pause it resumed
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"v": self.version, "at": self.at, "by": self.by, "action": self.action}
         if self.schedule is not None:
             d["schedule"] = self.schedule.hex()
-        if self.fires is not None:
-            d["fires"] = self.fires
+        for name, value in (("fires", self.fires), ("note", self.note), ("until", self.until)):
+            if value is not None:
+                d[name] = value
         return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> HistoryEntry:
         raw = d.get("schedule")
         return cls(
-            d["v"], d["at"], d["by"], d["action"], None if raw is None else bytes.fromhex(raw), d.get("fires")
+            d["v"],
+            d["at"],
+            d["by"],
+            d["action"],
+            None if raw is None else bytes.fromhex(raw),
+            d.get("fires"),
+            d.get("note"),
+            d.get("until"),
         )
 
 

@@ -15,13 +15,23 @@ from faust.types import EventT
 
 from scheduler.domain.calendars import calendar_key
 from scheduler.domain.commands import (
+    RESUME_BY,
     CommandRejected,
     apply_command,
     check_conditions,
     manual_fires_yielding,
+    resume_id,
     validate_command,
 )
-from scheduler.domain.model import Action, InvalidSchedule, ScheduleCommand, ScheduleState
+from scheduler.domain.delayed import EPOCH_HEADER, TARGET_KEY_HEADER, TARGET_TOPIC_HEADER
+from scheduler.domain.model import (
+    Action,
+    InvalidSchedule,
+    PauseRequest,
+    ScheduleCommand,
+    ScheduleKey,
+    ScheduleState,
+)
 from scheduler.domain.tenancy import partition_share
 from scheduler.kafka.partitioner import kafka_partition as partition_for
 from scheduler.kafka.tables import partition_db, partition_items
@@ -30,13 +40,20 @@ from scheduler.wire.codec import (
     command_from_task_definition,
     decode_command_with_schedule,
     decode_state,
+    encode_command,
     encode_schedule,
     encode_state,
     fire_bytes,
     key_bytes,
     key_from_bytes,
 )
-from scheduler.wire.command_headers import command_by, command_conditions, command_headers, condition_headers
+from scheduler.wire.command_headers import (
+    BY_HEADER,
+    command_by,
+    command_conditions,
+    command_headers,
+    condition_headers,
+)
 from scheduler.wire.dead_letters import moved_headers
 from scheduler.wire.messages import HistoryEntry, add_history
 from scheduler.worker.hops import record_time_ms, safely
@@ -112,7 +129,8 @@ class CommandHandler:
                     f"tenant {cmd.key.tenant!r} holds its maximum of schedules "
                     f"({self.worker.settings.max_schedules_per_tenant}, SCHEDULER_MAX_SCHEDULES_PER_TENANT)"
                 )
-            new = apply_command(current, cmd, self.worker.clock())
+            by = command_by(getattr(msg, "headers", None)) or "topic"
+            new = apply_command(current, cmd, self.worker.clock(), by)
             if cmd.schedule is not None and cmd.schedule.program is not None:
                 await self.worker.registry.start()
                 if self.worker.registry.get(cmd.schedule.program.id) is None:
@@ -132,7 +150,6 @@ class CommandHandler:
             await self.worker.dead_letter(event, f"{cmd.action.value} {cmd.key.id}: {exc}")
             return
         asked_at = record_time_ms(msg) or self.worker.clock()  # when it was asked for: its record's time
-        by = command_by(getattr(msg, "headers", None)) or "topic"
         if cmd.action in (Action.RUN, Action.BACKFILL):
             assert current is not None
             fired = await self._manual_fires(event, kb, current, cmd)
@@ -154,8 +171,13 @@ class CommandHandler:
                 by,
                 cmd.action.value,
                 None if new is None else encode_schedule(new.schedule),
+                note=None if cmd.pause is None else cmd.pause.note,
+                until=None if cmd.pause is None else cmd.pause.until_ms,
             ),
         )
+        paused = None if new is None else new.paused
+        if cmd.action is Action.DISABLE and paused is not None and paused.until_ms is not None:
+            await self._hold_resume(cmd.key, kb, paused.until_ms)
         counts = self._tenant_counts.get(partition)
         if counts is not None and (current is None) != (new is None):
             counts[cmd.key.tenant] += 1 if current is None else -1
@@ -174,6 +196,21 @@ class CommandHandler:
             self.worker.triggers.arm_elapsed(partition, kb, new)
         if self.worker.journal is not None:
             self.worker.journal.append(kb, bytes(msg.value or b""))
+
+    async def _hold_resume(self, key: ScheduleKey, kb: bytes, until: int) -> None:
+        """A pause with an end: its resume (an ENABLE carrying the pause) is held as a delayed message
+        for the commands topic, delivered at `until` (with transactions, in this command's transaction). Its
+        id is the schedule's, so a later pause's resume replaces it; one that outlived its pause (enabled
+        by hand, paused again, deleted) is a no-op when delivered (commands.apply_command)."""
+        w = self.worker
+        resume = ScheduleCommand(key, Action.ENABLE, pause=PauseRequest(until_ms=until))
+        headers = [
+            (EPOCH_HEADER, str(until).encode()),
+            (TARGET_TOPIC_HEADER, w.settings.commands_topic.encode()),
+            (TARGET_KEY_HEADER, kb),
+            (BY_HEADER, RESUME_BY.encode()),
+        ]
+        await w.produce(w.settings.delayed_topic, resume_id(key), encode_command(resume), headers=headers)
 
     async def _lifecycle(
         self,

@@ -304,7 +304,7 @@ class OwnerPort(Protocol):
         ...
 
 
-class CommandPort(Outbox, CommandSender, Protocol):
+class CommandPort(Outbox, CommandSender, Producing, Protocol):
     """The command path (scheduler.worker.command_handler): a schedule's stored state and its writes, the
     registries a command's program and calendars are checked against, and the services a command's effect
     reaches (the punctuator's heap, the routing's index, the trigger progress, the pending jobs)."""

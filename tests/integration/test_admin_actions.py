@@ -104,11 +104,14 @@ async def test_every_action_round_trips_through_the_page(
         assert '"action": "UPDATE"' in await confirm(page)
         await expect(row(page, "acme/paris-morning").locator("td.trigger")).to_contain_text("18")
 
-        # disable, then enable
+        # disable with a note (a pause: the list says why, since when and by whom), then enable
         await row(page, "acme/paris-morning").locator("button.disable").click()
+        await page.fill('[name="note"]', "warehouse migration")
         await expect(preview).to_contain_text("It will be disabled")
         await confirm(page)
-        await expect(row(page, "acme/paris-morning").locator("td.enabled")).to_have_text("no")
+        await expect(row(page, "acme/paris-morning").locator("td.enabled")).to_contain_text(
+            "paused: warehouse migration (since "
+        )
         await row(page, "acme/paris-morning").locator("button.enable").click()
         await expect(preview.locator("ol.fires li").first).to_contain_text("18:00:00")
         await confirm(page)

@@ -14,6 +14,7 @@ from scheduler.domain.model import (
     CronTrigger,
     FrequencyTrigger,
     OutputFormat,
+    Paused,
     Schedule,
     ScheduleKey,
     ScheduleState,
@@ -159,11 +160,21 @@ STATES = [
         T0,
         2,
     ),
+    ScheduleState(
+        Schedule(KEY, CronTrigger("0 0 3 * * *"), "reports"),
+        T0,
+        T0,
+        T0,
+        3,
+        Paused(T0 + 5, "why", "ops", T0 + 9),
+    ),
 ]
 
 
 @pytest.mark.parametrize(
-    "state", STATES, ids=["cron", "frequency-without-start", "task-definition-output", "frequency-with-start"]
+    "state",
+    STATES,
+    ids=["cron", "frequency-without-start", "task-definition-output", "frequency-with-start", "paused"],
 )
 @pytest.mark.parametrize("next_fire_at", [None, T0 + 60_000])
 def test_schedule_json_round_trips_through_state_from_json(
@@ -208,6 +219,7 @@ def test_schedule_json_shape() -> None:
         "excludeCalendars": [],
         "finished": False,
         "nextFireAt": T0 + 60_000,
+        "paused": None,
     }
     assert schedule_json(STATES[1], None)["trigger"] == {
         "type": "frequency",

@@ -17,6 +17,8 @@ from scheduler.domain.model import (
     FrequencyTrigger,
     InvalidSchedule,
     OutputFormat,
+    Paused,
+    PauseRequest,
     ProgramId,
     Schedule,
     ScheduleCommand,
@@ -264,10 +266,14 @@ def test_garbage_is_a_decode_error(data: bytes | None) -> None:
         codec.decode_command(data)
 
 
-@pytest.mark.parametrize("cut", [1, 2, 5, len(VALID_COMMAND) // 2, len(VALID_COMMAND) - 1])
+@pytest.mark.parametrize("cut", [1, 2, 5, len(VALID_COMMAND) // 2, len(VALID_COMMAND) - 2])
 def test_truncated_bytes_are_a_decode_error(cut: int) -> None:
     with pytest.raises(codec.DecodeError):
         codec.decode_command(VALID_COMMAND[:cut])
+
+
+def test_a_command_without_its_last_byte_is_what_release_0_3_0_wrote_before_pause() -> None:
+    assert codec.decode_command(VALID_COMMAND[:-1]) == codec.decode_command(VALID_COMMAND)
 
 
 @pytest.mark.parametrize("extra", [b"x", b"\x00", b"\x02\x02trailing"])
@@ -467,3 +473,38 @@ def test_a_schedules_history_keeps_its_newest_entries_and_each_definition() -> N
     assert codec.decode_schedule(entries[-1].schedule or b"") == CRON_SCHEDULE
     deleted = decode_history(add_history(None, HistoryEntry(3, T0, "topic", "DELETE")))
     assert deleted == [HistoryEntry(3, T0, "topic", "DELETE")]
+
+
+@pytest.mark.parametrize(
+    "pause",
+    [PauseRequest(), PauseRequest("db migration — back at noon", T0 + 60_000), PauseRequest(None, T0)],
+)
+def test_a_command_with_a_pause_round_trips(pause: PauseRequest) -> None:
+    for action in (Action.DISABLE, Action.ENABLE):
+        cmd = ScheduleCommand(KEY, action, pause=pause)
+        assert codec.decode_command(codec.encode_command(cmd)) == cmd
+
+
+@pytest.mark.parametrize(
+    "paused",
+    [None, Paused(T0), Paused(T0, "why", "ops", T0 + 1), Paused(T0, "", None, None), Paused(1, None, "é", 0)],
+)
+def test_a_state_with_a_pause_round_trips_and_the_hand_encoding_is_the_avro_one(
+    paused: Paused | None,
+) -> None:
+    st = ScheduleState(CRON_SCHEDULE, T0, T0 + 5, T0 + 5, 3, paused)
+    raw = codec.encode_state(st)
+    assert codec.decode_state(raw) == st
+    assert raw == codec.encode("ScheduleState", fastavro_record(st))
+
+
+def fastavro_record(st: ScheduleState) -> dict[str, Any]:
+    p = st.paused
+    return {
+        "schedule": codec.schedule_to_avro(st.schedule),
+        "createdAt": st.created_at,
+        "updatedAt": st.updated_at,
+        "activeSince": st.active_since,
+        "version": st.version,
+        "paused": None if p is None else {"note": p.note, "by": p.by, "untilMs": p.until_ms, "atMs": p.at_ms},
+    }

@@ -11,11 +11,14 @@ from scheduler.domain.commands import CommandRejected, apply_command, validate_c
 from scheduler.domain.model import (
     MAX_DATA_BYTES,
     MAX_DATA_ENTRIES,
+    MAX_PAUSE_NOTE,
     Action,
     CatchUpPolicy,
     CronTrigger,
     FrequencyTrigger,
     InvalidSchedule,
+    Paused,
+    PauseRequest,
     Schedule,
     ScheduleCommand,
     ScheduleKey,
@@ -185,6 +188,69 @@ def test_pause_then_resume_round_trip() -> None:
     assert resumed.schedule == schedule(enabled=True)
     assert resumed.active_since == T_CREATE + 20
     assert resumed.version == 3
+
+
+def pause(
+    note: str | None = None, until: int | None = None, action: Action = Action.DISABLE
+) -> ScheduleCommand:
+    return ScheduleCommand(KEY, action, pause=PauseRequest(note, until))
+
+
+def test_a_disable_keeps_since_when_by_whom_why_and_until_when_and_an_enable_clears_it() -> None:
+    paused = apply_command(existing(), pause("db migration", T_LATER + 60_000), T_LATER, by="ops")
+    assert paused is not None and not paused.schedule.enabled
+    assert paused.paused == Paused(T_LATER, "db migration", "ops", T_LATER + 60_000)
+    plain = apply_command(existing(), command(Action.DISABLE), T_LATER, by="ops")
+    assert plain is not None and plain.paused == Paused(T_LATER, None, "ops", None)
+    resumed = apply_command(paused, command(Action.ENABLE), T_LATER + 5)
+    assert resumed is not None and resumed.paused is None and resumed.schedule.enabled
+
+
+def test_an_update_keeps_the_pause_and_a_disable_of_a_disabled_schedule_changes_only_what_it_says() -> None:
+    paused = apply_command(existing(), pause("why", T_LATER + 60_000), T_LATER, by="ops")
+    assert paused is not None
+    updated = apply_command(paused, command(Action.UPDATE, schedule(data={"x": "y"})), T_LATER + 1)
+    assert updated is not None and updated.paused == paused.paused and not updated.schedule.enabled
+    assert apply_command(paused, pause("why", T_LATER + 60_000), T_LATER + 2) is paused  # (a replay)
+    assert apply_command(paused, command(Action.DISABLE), T_LATER + 2) is paused
+    again = apply_command(paused, pause("longer", T_LATER + 120_000), T_LATER + 3, by="dba")
+    assert again is not None and again.version == paused.version + 1
+    assert again.paused == Paused(T_LATER + 3, "longer", "dba", T_LATER + 120_000)
+
+
+def test_the_resume_of_a_pause_enables_only_a_schedule_still_in_that_pause() -> None:
+    until = T_LATER + 60_000
+    paused = apply_command(existing(), pause("why", until), T_LATER)
+    resume = pause(None, until, Action.ENABLE)
+    resumed = apply_command(paused, resume, until + 3)
+    assert resumed is not None and resumed.schedule.enabled and resumed.paused is None
+    assert resumed.active_since == until + 3
+    # enabled by hand, then paused again without an end: the old resume changes nothing
+    again = apply_command(
+        apply_command(paused, command(Action.ENABLE), T_LATER + 1), command(Action.DISABLE), T_LATER + 2
+    )
+    assert apply_command(again, resume, until + 3) is again
+    other = apply_command(paused, pause("longer", until + 1), T_LATER + 1)  # (another pause)
+    assert apply_command(other, resume, until + 3) is other
+    assert apply_command(None, resume, until + 3) is None  # (deleted since: nothing, no refusal)
+
+
+@pytest.mark.parametrize(
+    ("cmd", "field"),
+    [
+        (pause("x" * (MAX_PAUSE_NOTE + 1)), "note"),
+        (pause("bell\a"), "note"),
+        (pause(None, -1), "until"),
+        (pause(None, 8_000_000_000_000), "until"),
+        (pause(None, None, Action.ENABLE), "until"),
+        (ScheduleCommand(KEY, Action.DELETE, pause=PauseRequest("x")), "pause"),
+    ],
+)
+def test_a_pause_that_cannot_be_kept_is_refused_naming_its_field(cmd: ScheduleCommand, field: str) -> None:
+    with pytest.raises(InvalidSchedule) as exc:
+        validate_command(cmd)
+    assert exc.value.field == field
+    validate_command(pause("two lines\nand\ttabs", T_LATER))
 
 
 # --- validation -----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from scheduler.http import auth
 from scheduler.http.api import (
     BackfillIn,
     EventIn,
+    PauseIn,
     RunIn,
     ScheduleBody,
     ScheduleIn,
@@ -94,6 +95,7 @@ def test_request_bodies_are_the_models_schemas_and_their_examples_validate():
         "BackfillIn": BackfillIn,
         "TaskDefinitionIn": TaskDefinitionIn,
         "EventIn": EventIn,
+        "PauseIn": PauseIn,
         "MessageIn": MessageIn,
         "ProgramSpec": ProgramSpec,
         "CalendarIn": CalendarIn,

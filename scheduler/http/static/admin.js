@@ -172,7 +172,8 @@
         el("td", { class: "name" }, s.name),
         el("td", { class: "trigger" }, s.triggerText || s.trigger.type),
         el("td", { class: "program" }, s.program || ""),
-        el("td", { class: "enabled" }, s.finished ? "finished" : s.enabled ? "yes" : "no"),
+        el("td", { class: "enabled", title: s.paused ? pausedText(s.paused) : "" },
+          s.finished ? "finished" : s.enabled ? "yes" : s.paused ? pausedText(s.paused) : "no"),
         ...timeCells(next, s.finished ? "finished" : s.enabled ? "on events" : "disabled"),
         el("td", { class: "actions" }, ...scheduleActions(s)),
       );
@@ -304,7 +305,7 @@
     return [
       button("Edit", "edit", () => scheduleForm(s)),
       s.enabled
-        ? button("Disable", "disable", () => simpleAction("Disable", key, "disable"))
+        ? button("Disable", "disable", () => pauseForm(key))
         : button("Enable", "enable", () => simpleAction("Enable", key, "enable")),
       button("Run now", "run", () => runNowForm(key)),
       button("Backfill", "backfill", () => backfillForm(key)),
@@ -453,6 +454,30 @@
     });
   }
 
+  // disable = pause: why (a note everyone sees) and, optionally, when it resumes by itself
+  function pauseForm(key) {
+    openDialog({
+      title: `Disable ${key.tenant}/${key.name}`,
+      fields: [
+        field("Note (why: shown in the list, by `schedules get` and in the history)", "note", el("textarea", { rows: 2 })),
+        field("Until (optional, your time: it is enabled again then)", "until",
+          input({ type: "datetime-local", step: "1" })),
+      ],
+      confirm: "Disable",
+      build: () => {
+        const body = {};
+        if (value("note")) body.note = value("note");
+        if (value("until")) body.until = new Date(value("until")).getTime();
+        return ["POST", `${schedulePath(key.tenant, key.name)}/disable`, body];
+      },
+      preview: () => [el("p", {}, "It will be disabled: nothing fires, and pending jobs are dropped.")],
+    });
+  }
+
+  const pausedText = (p) =>
+    `paused${p.until ? ` until ${localTime(p.until)}` : ""}${p.note ? `: ${p.note}` : ""}` +
+    ` (since ${localTime(p.at)}${p.by ? ` by ${p.by}` : ""})`;
+
   function deleteAction(key) {
     openDialog({
       title: `Delete ${key.tenant}/${key.name}?`,
@@ -517,7 +542,7 @@
   }
 
   const OUTPUT_ONLY = ["key", "createdAt", "updatedAt", "activeSince", "version", "nextFireAt", "triggerText",
-    "finished", "tenant", "name"];
+    "finished", "tenant", "name", "paused"];
 
   // the schedule form: the common fields, the trigger by kind, anything else as JSON; validated as you
   // type by the server itself (a dry run of the write) with the next fire times in the schedule's zone
