@@ -87,7 +87,14 @@ def test_a_record_without_a_generation_reads_as_none() -> None:
 def test_a_schedule_states_version_is_read_from_its_last_bytes(version: int) -> None:
     from dataclasses import replace
 
-    from scheduler.domain.model import FrequencyTrigger, Paused, Schedule, ScheduleKey, ScheduleState, TimeUnit
+    from scheduler.domain.model import (
+        FrequencyTrigger,
+        Paused,
+        Schedule,
+        ScheduleKey,
+        ScheduleState,
+        TimeUnit,
+    )
     from scheduler.wire.codec import decode_state, encode_state, state_version
 
     for created, updated in ((1795662985081, 1795662985081), (1795662985081, 1795662999999), (0, 300)):
@@ -100,7 +107,9 @@ def test_a_schedule_states_version_is_read_from_its_last_bytes(version: int) -> 
         )
         raw = encode_state(st)
         assert state_version(raw) == decode_state(raw).version == version
-        paused = encode_state(replace(st, paused=Paused(updated, "why", None, 2**40 if version % 2 else None)))
+        paused = encode_state(
+            replace(st, paused=Paused(updated, "why", None, 2**40 if version % 2 else None))
+        )
         assert paused[-1] != 0 and state_version(paused) == version  # (decoded whole)
         before_paused = raw[:-1]  # (as a release before `paused` wrote it)
         assert state_version(before_paused) == decode_state(before_paused).version == version
