@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from faust.web import Request, Response, View
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from scheduler.domain.model import ScheduleKey
 from scheduler.http import auth
 from scheduler.http import responses as out
+from scheduler.http.api import validation_errors
+
+#: the most items one page of a list answers (the default of `limit` where a list has one)
+MAX_LIST = 10_000
+#: the header a list that answers a bare map or list (programs, light-scheduler's) puts its next cursor in
+NEXT_CURSOR_HEADER = "X-Next-Cursor"
+
+
+def cursor_text(key: bytes) -> str:
+    """A list's `next`: the last key of the page, base64url (opaque to clients)."""
+    return base64.urlsafe_b64encode(key).decode().rstrip("=")
 
 
 @dataclass(frozen=True)
@@ -67,3 +80,20 @@ def deny_tenants(view: View, request: Request, *tenants: str) -> Response | None
             reason = f"this token may not access tenant {tenant!r}"
             return answer(view, out.Error, {"error": "forbidden", "reason": reason}, status=403)
     return None
+
+
+async def parse_body(
+    view: View, request: Request, model: type[BaseModel], empty_ok: bool = False
+) -> tuple[Any, Response | None]:
+    """The body validated by `model`, or the 400 naming the field that is wrong."""
+    if empty_ok and not await cast(Any, request).read():
+        return None, None
+    try:
+        raw = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError, RecursionError):  # 10k-deep JSON
+        return None, field_error(view, "body", "not valid JSON")
+    try:
+        return model.model_validate(raw), None
+    except ValidationError as exc:
+        errors = {"error": "invalid request", "fields": validation_errors(exc)}
+        return None, answer(view, out.ValidationError, errors, status=400)

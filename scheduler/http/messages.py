@@ -39,7 +39,7 @@ class Handlers(Protocol):
 
     worker: WebPort
 
-    async def _forwarded(self, call: Call, key: bytes) -> Response | None:
+    async def forwarded(self, call: Call, key: bytes) -> Response | None:
         """The owner's answer if another worker owns `key` (None: this one does)."""
         ...
 
@@ -127,7 +127,7 @@ async def get_message(h: Handlers, call: Call) -> Response:
     if denied := _denied(call):
         return denied
     id = call.params["id"].encode()
-    if (forwarded := await h._forwarded(call, id)) is not None:
+    if (forwarded := await h.forwarded(call, id)) is not None:
         return forwarded
     m = h.worker.delayed_messages.pending(h.worker.partition_of(id), id)
     if m is None:

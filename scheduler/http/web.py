@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import heapq
 import itertools
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from operator import itemgetter
@@ -22,37 +21,30 @@ from urllib.parse import quote
 
 from aiohttp import web as aioweb
 from faust.web import Request, Response, View
-from pydantic import BaseModel, ValidationError
-from pydantic_core import PydanticSerializationError
+from pydantic import BaseModel
 
-from scheduler.domain.calendars import Calendar, CalendarIn, calendar_key
+from scheduler.domain.calendars import CalendarIn, calendar_key
 from scheduler.domain.commands import CommandRejected, manual_fires_yielding, validate_command
 from scheduler.domain.events import InvalidEvent, Notification, event_key
 from scheduler.domain.events import parse as parse_event
-from scheduler.domain.jobs import Job, priority_order
 from scheduler.domain.model import (
     Action,
     CompositeTrigger,
     InvalidSchedule,
     PauseRequest,
-    ProgramId,
     ScheduleCommand,
     ScheduleKey,
     ScheduleState,
     TimeUnit,
 )
-from scheduler.domain.runs import RunStatus
 from scheduler.domain.tenancy import (
     event_key_tenant,
     event_tenant,
-    job_filter_tenants,
-    program_tenant,
-    schedule_id_tenant,
     schedule_tenants,
 )
 from scheduler.domain.triggers.instants import upcoming
 from scheduler.domain.triggers.progress import describe
-from scheduler.http import auth, messages
+from scheduler.http import auth, calendars, jobs, messages, programs
 from scheduler.http import responses as out
 from scheduler.http.api import (
     BackfillIn,
@@ -65,18 +57,22 @@ from scheduler.http.api import (
     schedule_body_json,
     schedule_json,
     state_from_json,
-    validation_errors,
 )
 from scheduler.http.applied import WAIT_MAX_MS, AppliedWaits, wait_ms
-from scheduler.http.calls import Call, answer, deny_tenants, field_error
+from scheduler.http.calls import (
+    MAX_LIST,
+    NEXT_CURSOR_HEADER,
+    Call,
+    answer,
+    cursor_text,
+    deny_tenants,
+    parse_body,
+)
 from scheduler.http.cluster import ROUTED_HEADER, Cluster, Unavailable
-from scheduler.launcher.launcher import RUN_ACTION_NEEDS, RunAction, control_request
 from scheduler.wire.codec import (
     command_from_task_definition_record,
-    decode_json,
     decode_schedule,
     encode,
-    encode_json,
     key_bytes,
     key_from_bytes,
     notification_to_avro,
@@ -84,19 +80,16 @@ from scheduler.wire.codec import (
     tenant_prefix,
 )
 from scheduler.wire.command_headers import command_headers
-from scheduler.wire.messages import IndexEntry, RunStatusChanged, decode_history, encode_job_queue_message
+from scheduler.wire.messages import IndexEntry, decode_history
 from scheduler.worker.counters import quantile_ms
 from scheduler.worker.liveness import not_ready_because
-from scheduler.worker.programs import ProgramSpec
 
 if TYPE_CHECKING:
     from scheduler.worker.ports import WebPort
 
 __all__ = ["ROUTED_HEADER", "ROUTES", "answer", "register_views"]
 
-MAX_LIST = 10_000
 #: the response header of GET /schedulers (a bare list) that holds the next page's cursor
-NEXT_CURSOR_HEADER = "X-Next-Cursor"
 MAX_NEXT = 1_000
 #: next fire times (or backfill instants) a dry run shows
 MAX_PREVIEW = 10
@@ -108,23 +101,6 @@ MAX_REQUEST_TIMEOUT_MS = 3_600_000
 
 
 # --- the shared steps --------------------------------------------------------------------------------
-
-
-async def parse_body(
-    view: View, request: Request, model: type[BaseModel], empty_ok: bool = False
-) -> tuple[Any, Response | None]:
-    """The body validated by `model`, or the 400 naming the field that is wrong."""
-    if empty_ok and not await cast(Any, request).read():
-        return None, None
-    try:
-        raw = await request.json()
-    except (json.JSONDecodeError, UnicodeDecodeError, ValueError, RecursionError):  # 10k-deep JSON
-        return None, field_error(view, "body", "not valid JSON")
-    try:
-        return model.model_validate(raw), None
-    except ValidationError as exc:
-        errors = {"error": "invalid request", "fields": validation_errors(exc)}
-        return None, answer(view, out.ValidationError, errors, status=400)
 
 
 Handler = Callable[["Handlers", Call], Awaitable[Response]]
@@ -422,7 +398,7 @@ class Handlers:
         except ValueError:
             return call.field_error("waitMs", f"must be an integer of ms, 0 to {WAIT_MAX_MS}")
         kb = key_bytes(call.key)
-        if (forwarded := await self._forwarded(call, kb)) is not None:
+        if (forwarded := await self.forwarded(call, kb)) is not None:
             return forwarded
         applied = await self.applied.here(self.worker.partition_of(kb), offset, timeout)
         if applied is None:
@@ -477,88 +453,9 @@ class Handlers:
         )
         return call.answer(out.EventAccepted, {"eventKey": key, "timestamp": ts}, 202)
 
-    async def register_program(self, call: Call) -> Response:
-        program_id = call.program
-        try:
-            ProgramId.parse(program_id)
-        except InvalidSchedule as exc:
-            return call.field_error("program", exc.message)
-        body, error = await parse_body(call.view, call.request, ProgramSpec)
-        if error is not None:
-            return error
-        assert isinstance(body, ProgramSpec)
-        for field_name, message in body.problems():
-            return call.field_error(field_name, message)
-        try:
-            value = body.model_dump_json().encode()
-        except PydanticSerializationError:  # a lone surrogate (JSON's \udXXX escapes) has no UTF-8
-            return call.field_error("body", "not valid Unicode (a lone surrogate)")
-        await self.worker.send_keyed(
-            self.worker.settings.programs_topic, program_id.encode(), value, partition=None
-        )
-        return call.answer(out.ProgramAccepted, {"program": program_id}, 202)
-
-    async def stop_run(self, call: Call) -> Response:
-        return await self._control_run(call, "stop")
-
-    async def suspend_run(self, call: Call) -> Response:
-        return await self._control_run(call, "suspend")
-
-    async def resume_run(self, call: Call) -> Response:
-        return await self._control_run(call, "resume")
-
-    async def _control_run(self, call: Call, action: RunAction) -> Response:
-        """A user's stop, suspend or resume of a run: a request on the launcher control topic, for the
-        launcher that holds the run (a stop of a run not started yet is applied by its job queue too)."""
-        program_id, run_id = call.program, call.params["run_id"]
-        try:
-            owner = self.cluster.owner(program_id.encode())
-            if owner is None:
-                raw = self.worker.run_records.get(program_id.encode())
-                run = next((r for r in (decode_json(raw) if raw else []) if r["run_id"] == run_id), None)
-                status = 200 if run is not None else 404
-            else:
-                status, run = await self.cluster.get(
-                    f"{owner}/programs/{quote(program_id)}/runs/{quote(run_id, safe='')}", call.request
-                )
-                if status not in (200, 404):
-                    raise Unavailable(f"owner answered {status}")
-        except Unavailable as exc:
-            return call.unavailable(str(exc))
-        if status == 404 or run is None:
-            return call.error(404, error="not found", runId=run_id)
-        state = RunStatus(run["status"])
-        if state.terminal:
-            return call.error(409, error="conflict", reason=f"run already {run['status']}")
-        needed = RUN_ACTION_NEEDS.get(action)
-        if needed is not None and state is not needed:
-            return call.error(
-                409, error="conflict", reason=f"run is {state.value}: only a {needed.value} run can {action}"
-            )
-        if action == "stop" and state in (RunStatus.PENDING, RunStatus.PREPARING):
-            # not started: its program's job queue ends it at once (a launcher that takes it later, or
-            # holds the claim, sees it ended and does not run it)
-            cancelled = RunStatusChanged(
-                run_id,
-                RunStatus.STOPPED.value,
-                self.worker.clock(),
-                program_id,
-                {"error": "stopped before it started"},
-            )
-            await self.worker.send_keyed(
-                self.worker.settings.jobs_topic, program_id.encode(), encode_job_queue_message(cancelled)
-            )
-        await self.worker.send_keyed(
-            self.worker.settings.launcher_control_topic,
-            run_id.encode(),
-            control_request(action, run_id, program_id),
-            partition=None,
-        )
-        return call.answer(out.RunActionAccepted, {"runId": run_id, "action": action}, 202)
-
     # --- one-key queries: answered by the key's owner -----------------------------------------
 
-    async def _forwarded(self, call: Call, key: bytes) -> Response | None:
+    async def forwarded(self, call: Call, key: bytes) -> Response | None:
         """The owner's answer if another worker owns `key` (None: this one does)."""
         try:
             forwarded = await self.cluster.forward(call.request, key)
@@ -574,7 +471,7 @@ class Handlers:
 
     async def get_schedule(self, call: Call) -> Response:
         key = call.key
-        if (forwarded := await self._forwarded(call, key_bytes(key))) is not None:
+        if (forwarded := await self.forwarded(call, key_bytes(key))) is not None:
             return forwarded
         kb = key_bytes(key)
         state = self.worker.local_state(kb)
@@ -593,7 +490,7 @@ class Handlers:
         except ValueError:
             return call.field_error("n", f"must be an integer between 1 and {MAX_NEXT}")
         kb = key_bytes(call.key)
-        if (forwarded := await self._forwarded(call, kb)) is not None:
+        if (forwarded := await self.forwarded(call, kb)) is not None:
             return forwarded  # (its owner knows how far an AND/OR got since its last job)
         state = self.worker.local_state(kb)
         if state is None:
@@ -627,7 +524,7 @@ class Handlers:
 
     async def trigger_progress(self, call: Call) -> Response:
         kb = key_bytes(call.key)
-        if (forwarded := await self._forwarded(call, kb)) is not None:
+        if (forwarded := await self.forwarded(call, kb)) is not None:
             return forwarded
         state = self.worker.local_state(kb)
         if state is None:
@@ -647,7 +544,7 @@ class Handlers:
     async def history(self, call: Call) -> Response:
         """Every applied command of the schedule (the newest MAX_HISTORY): its version, who, when, what changed."""
         kb = key_bytes(call.key)
-        if (forwarded := await self._forwarded(call, kb)) is not None:
+        if (forwarded := await self.forwarded(call, kb)) is not None:
             return forwarded
         entries = decode_history(self.worker.schedule_history.get(kb))
         if not entries:
@@ -682,7 +579,7 @@ class Handlers:
         if denied := deny_tenants(call.view, call.request, event_key_tenant(event_key_)):
             return denied
         kb = event_key_.encode()
-        if (forwarded := await self._forwarded(call, kb)) is not None:
+        if (forwarded := await self.forwarded(call, kb)) is not None:
             return forwarded
         entry = IndexEntry.decode(self.worker.trigger_index.get(kb))
         triggers = sorted(entry.triggers.values(), key=lambda t: (t.schedule, t.path))
@@ -690,129 +587,7 @@ class Handlers:
             out.IndexEntry, {"eventKey": event_key_, "triggers": [t.to_json() for t in triggers]}
         )
 
-    async def _runs(self, call: Call) -> tuple[Response | None, list[dict[str, Any]]]:
-        """A program's run records, from the worker that owns its partition (or that worker's answer)."""
-        kb = call.program.encode()
-        if (forwarded := await self._forwarded(call, kb)) is not None:
-            return forwarded, []
-        raw = self.worker.run_records.get(kb)
-        return None, decode_json(raw) if raw is not None else []
-
-    async def one_run(self, call: Call) -> Response:
-        forwarded, runs = await self._runs(call)
-        if forwarded is not None:
-            return forwarded
-        run_id = call.params["run_id"]
-        run = next((r for r in runs if r["run_id"] == run_id), None)
-        if run is None:
-            return call.error(404, error="not found", runId=run_id)
-        return call.answer(out.Run, run)
-
-    async def program_runs(self, call: Call) -> Response:
-        forwarded, runs = await self._runs(call)
-        if forwarded is not None:
-            return forwarded
-        status = call.request.query.get("status")
-        listed = [r for r in runs if status is None or r["status"] == status]
-        return call.answer(out.Runs, {"program": call.program, "runs": listed})
-
-    async def program_status(self, call: Call) -> Response:
-        forwarded, runs = await self._runs(call)
-        if forwarded is not None:
-            return forwarded
-        if not runs:
-            await self.worker.registry.start()
-            if await self.worker.registry.lookup(call.program) is None:
-                return call.error(404, error="not found", program=call.program)
-        active = [r for r in runs if not RunStatus(r["status"]).terminal]
-        latest = runs[-1] if runs else None
-        if active:
-            status = RunStatus(active[-1]["status"]).program_status
-        else:
-            status = latest["status"] if latest else "NEVER_RUN"
-        return call.answer(
-            out.ProgramStatus,
-            {
-                "program": call.program,
-                "status": status,
-                "activeRuns": [{"runId": r["run_id"], "status": r["status"]} for r in active],
-                "lastRun": latest,
-            },
-        )
-
     # --- calendars ---------------------------------------------------------------------------------
-
-    async def put_calendar(self, call: Call) -> Response:
-        """Create or replace an exclusion calendar: on the calendars topic, which every worker follows."""
-        body: CalendarIn = call.body
-        tenant, name = call.params["tenant"], call.params["name"]
-        calendar = Calendar.from_body(tenant, name, body)
-        try:
-            ScheduleKey(tenant, "x").validate()
-            calendar.validate()
-        except InvalidSchedule as exc:
-            return call.field_error(exc.field, exc.message)
-        value = json.dumps(calendar.to_json()).encode()
-        await self.worker.send_keyed(
-            self.worker.settings.calendars_topic, calendar.id.encode(), value, partition=None
-        )
-        return call.answer(out.CalendarAccepted, {"calendar": calendar.id, "action": "PUT"}, 202)
-
-    async def delete_calendar(self, call: Call) -> Response:
-        key = calendar_key(call.params["tenant"], call.params["name"])
-        await self.worker.calendars.start()
-        if await self.worker.calendars.lookup(key) is None:
-            return call.error(404, error="not found", calendar=key)
-        await self.worker.tombstone(self.worker.settings.calendars_topic, key.encode())
-        return call.answer(out.CalendarAccepted, {"calendar": key, "action": "DELETE"}, 202)
-
-    async def get_calendar(self, call: Call) -> Response:
-        await self.worker.calendars.start()
-        calendar = await self.worker.calendars.lookup(
-            calendar_key(call.params["tenant"], call.params["name"])
-        )
-        if calendar is None:
-            return call.error(404, error="not found")
-        return call.answer(out.CalendarOut, calendar.to_json())
-
-    async def list_calendars(self, call: Call) -> Response:
-        await self.worker.calendars.start()
-        who = auth.principal_of(call.request)
-        tenant = call.request.query.get("tenant")
-        calendars = [
-            c.to_json()
-            for _, c in sorted(self.worker.calendars.all().items())
-            if who.sees(c.tenant) and (tenant is None or c.tenant == tenant)
-        ]
-        return call.answer(out.Calendars, {"calendars": calendars})
-
-    async def list_programs(self, call: Call) -> Response:
-        """The registered programs by id, in pages of `limit` (default and most: 10,000); the answer stays
-        a map (as before pages), the next page's cursor in the X-Next-Cursor header."""
-        paging = self._page_query(call, MAX_LIST, lambda raw: raw.decode())
-        if not isinstance(paging, tuple):
-            return paging
-        limit, after = paging
-        await self.worker.registry.start()
-        who = auth.principal_of(call.request)
-        start = "" if after is None else after.decode()
-        visible = (
-            (pid, spec)
-            for pid, spec in sorted(self.worker.registry.all().items())
-            if pid > start and who.sees(program_tenant(pid))
-        )
-        page = list(itertools.islice(visible, limit + 1))
-        answer = call.answer(out.Programs, {pid: spec.model_dump() for pid, spec in page[:limit]})
-        if len(page) > limit:
-            answer.headers[NEXT_CURSOR_HEADER] = cursor_text(page[limit - 1][0].encode())
-        return answer
-
-    async def get_program(self, call: Call) -> Response:
-        await self.worker.registry.start()
-        spec = await self.worker.registry.lookup(call.program)
-        if spec is None:
-            return call.error(404, error="not found")
-        return call.answer(ProgramSpec, spec.model_dump())
 
     async def fire_stats(self, call: Call) -> Response:
         """Fires and their lateness per minute over the last `minutes` (1-60, default 60) and the current
@@ -933,7 +708,7 @@ class Handlers:
 
     # --- list queries: fanned out to every worker ---------------------------------------------
 
-    def _page_query(
+    def page_query(
         self, call: Call, default: int, check: Callable[[bytes], Any] = key_from_bytes
     ) -> tuple[int, bytes | None] | Response:
         """`limit` and `cursor` of a list query, or the 400 naming the bad one (`check` raises on bytes
@@ -962,7 +737,7 @@ class Handlers:
         tenant = request.query.get("tenant") or None
         if tenant is not None and (denied := deny_tenants(call.view, request, tenant)):
             return denied
-        paging = self._page_query(call, 1000)
+        paging = self.page_query(call, 1000)
         if not isinstance(paging, tuple):
             return paging
         try:
@@ -982,7 +757,7 @@ class Handlers:
             return call.field_error("unit", f"must be one of {', '.join(TimeUnit.__members__)}")
         if host is not None and (denied := deny_tenants(call.view, request, host)):
             return denied
-        paging = self._page_query(call, MAX_LIST)
+        paging = self.page_query(call, MAX_LIST)
         if not isinstance(paging, tuple):
             return paging
         try:
@@ -1006,95 +781,11 @@ class Handlers:
             answer.headers[NEXT_CURSOR_HEADER] = cursor_text(after)
         return answer
 
-    async def list_jobs(self, call: Call) -> Response:
-        """Pending jobs of every program in pages (by queue, then queue order: highest priority first,
-        oldest trigger first; `next` is the cursor of the page after), filtered by schedule, program,
-        state or job id; and, on the first page, the recent outcomes (SKIP, DISCARD, CANCELLED: a bounded
-        list per program)."""
-        request = call.request
-        want = {k: request.query.get(k) or None for k in ("schedule", "program", "state", "jobId")}
-        if denied := deny_tenants(
-            call.view, request, *job_filter_tenants(want["schedule"], want["program"], want["jobId"])
-        ):
-            return denied
-        paging = self._page_query(call, 1000, job_cursor)
-        if not isinstance(paging, tuple):
-            return paging
-        limit, raw_after = paging
-        after = None if raw_after is None else job_cursor(raw_after)
-
-        def keep(item: dict[str, Any]) -> bool:
-            return (
-                (want["schedule"] is None or item.get("schedule") == want["schedule"])
-                and (want["program"] is None or item.get("program") == want["program"])
-                and (want["jobId"] is None or item.get("jobId") == want["jobId"])
-                and (want["state"] is None or item.get("state", item.get("outcome")) == want["state"])
-            )
-
-        who = auth.principal_of(request)
-        jobs: list[dict[str, Any]] = []
-        recent: list[dict[str, Any]] = []
-        for partition in sorted(self.worker.active_partitions()):
-            for _, queue in self.worker.jobs.local_queues(partition):
-                for job in queue.jobs:
-                    item = {"queue": queue.program, **_job_json(job)}
-                    visible = who.sees(schedule_id_tenant(job.schedule)) and keep(item)
-                    if visible and (after is None or job_order(item) > after):
-                        jobs.append(item)
-                for outcome in queue.outcomes if after is None else ():
-                    schedule = outcome.get("schedule")
-                    tenant = schedule_id_tenant(schedule) if schedule else program_tenant(queue.program)
-                    item = {"program": queue.program, **outcome}
-                    if who.sees(tenant) and keep(item):
-                        recent.append(item)
-        jobs = heapq.nsmallest(limit + 1, jobs, key=job_order)
-        if request.query.get("local"):  # (a fan-out: limit + 1, so the asking worker sees there are more)
-            return call.answer(out.Jobs, {"jobs": jobs, "recent": recent})
-        query = {k: v for k, v in want.items() if v}
-        query |= {k: v for k in ("limit", "cursor") if (v := request.query.get(k))}
-        try:
-            bodies = await self.cluster.fan_out_bodies(
-                request, "/jobs", query, {"jobs": jobs, "recent": recent}
-            )
-        except Unavailable as exc:
-            return call.unavailable(str(exc))
-        merged = heapq.nsmallest(limit + 1, (j for b in bodies for j in b["jobs"]), key=job_order)
-        page, more = merged[:limit], len(merged) > limit
-        outcomes = sorted((o for b in bodies for o in b["recent"]), key=lambda o: o.get("at", 0))
-        return call.answer(
-            out.Jobs,
-            {
-                "jobs": page,
-                "recent": outcomes,
-                "next": cursor_text(encode_json(list(job_order(page[-1])))) if more else None,
-            },
-        )
-
 
 def _schedule_order(schedule: dict[str, Any]) -> bytes:
     """Where a schedule's JSON comes in a list: its key's bytes (RocksDB's order: within a tenant, shorter
     names first, then by bytes)."""
     return key_bytes(ScheduleKey(schedule["tenant"], schedule["name"]))
-
-
-def job_order(item: dict[str, Any]) -> tuple[str, int, int, str]:
-    """A job's place in GET /jobs: its queue (its program's, or its concurrency group's), then the order
-    the queue checks its jobs in (by_priority), then its id."""
-    return (item["queue"], *priority_order(item["priority"], item["triggeredAt"]), item["jobId"])
-
-
-def job_cursor(raw: bytes) -> tuple[str, int, int, str]:
-    """The job order a /jobs cursor holds (ValueError for anything else)."""
-    value = decode_json(raw)
-    if not (
-        isinstance(value, list)
-        and len(value) == 4
-        and isinstance(value[0], str)
-        and isinstance(value[3], str)
-        and all(isinstance(v, int) and not isinstance(v, bool) for v in value[1:3])
-    ):
-        raise ValueError("not a job cursor")
-    return (value[0], value[1], value[2], value[3])
 
 
 def _minute_rows(bounds_ms: tuple[int, ...], history: dict[int, list[int]]) -> list[dict[str, Any]]:
@@ -1103,11 +794,6 @@ def _minute_rows(bounds_ms: tuple[int, ...], history: dict[int, list[int]]) -> l
          "p99Ms": quantile_ms(bounds_ms, counts, 0.99), "counts": counts}
         for at, counts in sorted(history.items())
     ]  # fmt: skip
-
-
-def cursor_text(key: bytes) -> str:
-    """A list's `next`: the last key of the page, base64url (opaque to clients)."""
-    return base64.urlsafe_b64encode(key).decode().rstrip("=")
 
 
 H = Handlers
@@ -1137,41 +823,21 @@ ROUTES: list[Route] = [
     Route("GET", "/messages/{id:.+}", messages.get_message),  # (an id may hold '{' or '/')
     Route("DELETE", "/messages/{id:.+}", messages.delete_message),
     Route("GET", "/triggers", H.index_entry),
-    Route("GET", "/jobs", H.list_jobs),
-    Route("GET", "/programs", H.list_programs),
-    Route("GET", "/calendars", H.list_calendars),
-    Route("PUT", _CALENDAR, H.put_calendar, guard="tenant", body=CalendarIn),
-    Route("GET", _CALENDAR, H.get_calendar, guard="tenant"),
-    Route("DELETE", _CALENDAR, H.delete_calendar, guard="tenant"),
-    Route("PUT", _PROGRAM, H.register_program, guard="namespace"),
-    Route("GET", _PROGRAM, H.get_program, guard="namespace"),
-    Route("GET", f"{_PROGRAM}/status", H.program_status, guard="namespace"),
-    Route("GET", f"{_PROGRAM}/runs", H.program_runs, guard="namespace"),
+    Route("GET", "/jobs", jobs.list_jobs),
+    Route("GET", "/programs", programs.list_programs),
+    Route("GET", "/calendars", calendars.list_calendars),
+    Route("PUT", _CALENDAR, calendars.put_calendar, guard="tenant", body=CalendarIn),
+    Route("GET", _CALENDAR, calendars.get_calendar, guard="tenant"),
+    Route("DELETE", _CALENDAR, calendars.delete_calendar, guard="tenant"),
+    Route("PUT", _PROGRAM, programs.register_program, guard="namespace"),
+    Route("GET", _PROGRAM, programs.get_program, guard="namespace"),
+    Route("GET", f"{_PROGRAM}/status", programs.program_status, guard="namespace"),
+    Route("GET", f"{_PROGRAM}/runs", programs.program_runs, guard="namespace"),
     # Run ids contain '/' (they are job ids): the stop route must be matched before the one-run route.
-    Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/stop", H.stop_run, guard="namespace"),
-    Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/suspend", H.suspend_run, guard="namespace"),
-    Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/resume", H.resume_run, guard="namespace"),
-    Route("GET", f"{_PROGRAM}/runs/{{run_id:.+}}", H.one_run, guard="namespace"),
+    Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/stop", programs.stop_run, guard="namespace"),
+    Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/suspend", programs.suspend_run, guard="namespace"),
+    Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/resume", programs.resume_run, guard="namespace"),
+    Route("GET", f"{_PROGRAM}/runs/{{run_id:.+}}", programs.one_run, guard="namespace"),
     Route("GET", "/stats/fires", H.fire_stats),
     Route("GET", "/health", H.health),
 ]
-
-
-def _job_json(job: Job) -> dict[str, Any]:
-    return {
-        "jobId": job.job_id,
-        "schedule": job.schedule,
-        "program": job.program,
-        "state": job.state,
-        "triggeredAt": job.triggered_at,
-        "arguments": job.arguments,
-        "events": len(job.events),
-        # why it has not launched: the constraint holding it, and until when (None: until a run changes)
-        "blockedBy": job.blocked_by,
-        "reason": job.reason,
-        "checkAt": job.check_at,
-        "attempt": job.attempt,
-        "runId": job.run_id,
-        "priority": job.priority,
-        "deadlineAt": job.deadline_at,
-    }

@@ -25,9 +25,10 @@ from scheduler.http.api import (
     TaskDefinitionIn,
     schedule_json,
 )
+from scheduler.http.jobs import job_json as _job_json
 from scheduler.http.messages import MessageIn
 from scheduler.http.openapi import EXAMPLES, build_spec
-from scheduler.http.web import _job_json, register_views
+from scheduler.http.web import register_views
 from scheduler.kafka.config import Settings
 from scheduler.wire.codec import task_definition_from_schedule
 from scheduler.worker.app import Worker
