@@ -413,10 +413,18 @@ async def cmd_schedules_create(client: HttpClient, args: argparse.Namespace) -> 
 async def cmd_schedules_list(client: HttpClient, args: argparse.Namespace) -> None:
     from scheduler.cli.render import iso, paused_text, table, trigger_summary
 
+    filters = {
+        "label": args.label,
+        "trigger": args.trigger,
+        "program": args.program,
+        "topic": args.topic,
+        "paused": "true" if args.paused else None,
+        "enabled": {True: "true", False: "false", None: None}[args.enabled],
+    }
     if args.all:
-        answer = {"schedules": [s async for s in client.all_schedules(args.tenant, args.limit)]}
+        answer = {"schedules": [s async for s in client.all_schedules(args.tenant, args.limit, **filters)]}
     else:
-        answer = await client.schedules(args.tenant, args.limit, args.cursor)
+        answer = await client.schedules(args.tenant, args.limit, args.cursor, **filters)
     schedules = answer["schedules"]
     rows = [
         (
@@ -902,6 +910,24 @@ def _add_client_commands(sub: Any) -> None:
     p.add_argument("--limit", type=int, help="at most this many (server default 1000, max 10000)")
     p.add_argument("--cursor", help="the page after this cursor (the `next` of the page before)")
     p.add_argument("--all", action="store_true", help="every page, one after the other (--limit: per page)")
+    p.add_argument(
+        "--label",
+        metavar="SELECTOR",
+        help="only those whose labels match: team=data,tier!=bronze,critical,!old",
+    )
+    p.add_argument(
+        "--trigger", metavar="KIND", help="only those whose trigger is of this kind (cron, frequency, and, …)"
+    )
+    p.add_argument("--program", help="only those that launch this program")
+    p.add_argument("--topic", help="only those that fire to this topic")
+    p.add_argument("--paused", action="store_true", help="only those paused by a disable")
+    on = p.add_mutually_exclusive_group()
+    on.add_argument(
+        "--enabled", dest="enabled", action="store_const", const=True, help="only the enabled ones"
+    )
+    on.add_argument(
+        "--disabled", dest="enabled", action="store_const", const=False, help="only the disabled ones"
+    )
     ref(leaf(group, "get", cmd_schedules_get, "show one schedule"))
     p = leaf(group, "update", cmd_schedules_update, "replace a schedule's definition (PUT)")
     ref(p)

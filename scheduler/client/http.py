@@ -247,17 +247,25 @@ class HttpClient:
         return True
 
     async def schedules(
-        self, tenant: str | None = None, limit: int | None = None, cursor: str | None = None
+        self,
+        tenant: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        **filters: str | None,
     ) -> Any:
-        """A page of the schedules (`next`: the cursor of the page after it, None on the last)."""
-        params = {"tenant": tenant, "limit": limit, "cursor": cursor}
+        """A page of the schedules (`next`: the cursor of the page after it, None on the last); `filters`:
+        label (a selector: team=data,tier!=bronze), enabled, paused ("true"/"false"), trigger (a kind),
+        program, topic."""
+        params = {"tenant": tenant, "limit": limit, "cursor": cursor, **filters}
         return await self.request("GET", "/schedules", params=params)
 
-    async def all_schedules(self, tenant: str | None = None, limit: int | None = None) -> AsyncIterator[Any]:
-        """Every schedule (of `tenant`), a page after the other."""
+    async def all_schedules(
+        self, tenant: str | None = None, limit: int | None = None, **filters: str | None
+    ) -> AsyncIterator[Any]:
+        """Every schedule (of `tenant`, filtered), a page after the other."""
         cursor = None
         while True:
-            page = await self.schedules(tenant, limit, cursor)
+            page = await self.schedules(tenant, limit, cursor, **filters)
             for schedule in page["schedules"]:
                 yield schedule
             cursor = page.get("next")

@@ -24,6 +24,7 @@ from scheduler.domain.basics import ProgramOutcome as ProgramOutcome
 from scheduler.domain.basics import TimeUnit as TimeUnit
 from scheduler.domain.basics import validate_dataset as validate_dataset
 from scheduler.domain.constraints import UnmetAction
+from scheduler.domain.labels import validate_description, validate_labels
 from scheduler.domain.runs import MAX_TIME_LIMIT_MS, InvalidRunPolicy, RetryPolicy
 from scheduler.domain.triggers.kinds import MAX_CRON_LEN as MAX_CRON_LEN
 from scheduler.domain.triggers.kinds import MAX_FREQUENCY_TIME as MAX_FREQUENCY_TIME
@@ -178,6 +179,8 @@ class Schedule:
     complete_within_ms: int | None = None  # SLA: each job's run completes within this of its trigger
     fire_at_least_every_ms: int | None = None  # SLA: a job at least once per this
     exclude_calendars: tuple[str, ...] = ()  # its tenant's calendars: their days' instants do not fire
+    description: str | None = None  # for people
+    labels: dict[str, str] = field(default_factory=dict)  # for people, and to select schedules by
 
     def plain_fields(self) -> dict[str, Any]:
         """The fields whose HTTP JSON and Avro forms are the same (scalars and lists of strings)."""
@@ -192,6 +195,8 @@ class Schedule:
             "completeWithinMs": self.complete_within_ms,
             "fireAtLeastEveryMs": self.fire_at_least_every_ms,
             "excludeCalendars": list(self.exclude_calendars),
+            "description": self.description,
+            "labels": dict(self.labels),
         }
 
     def within_bounds(self, now: int) -> bool:
@@ -240,6 +245,8 @@ class Schedule:
         if not _TOPIC_RE.fullmatch(self.topic):
             raise InvalidSchedule("topic", "must be 1-249 characters of [A-Za-z0-9._-]")
         validate_string_map(self.data, "data")
+        validate_description(self.description)
+        validate_labels(self.labels)
         if not 0 <= self.catch_up_window_ms <= MAX_CATCH_UP_WINDOW_MS:
             raise InvalidSchedule("catchUpWindowMs", f"must be between 0 and {MAX_CATCH_UP_WINDOW_MS}")
         _check_tree_shape(self.trigger)

@@ -22,6 +22,7 @@ from scheduler.domain.constraints import (
     TimeoutAction,
     UnmetAction,
 )
+from scheduler.domain.labels import MAX_DESCRIPTION, MAX_LABELS
 from scheduler.domain.model import (
     MAX_CONSTRAINTS,
     MAX_FREQUENCY_TIME,
@@ -154,6 +155,12 @@ class ScheduleBody(_In):
         description="what a fire sends to topic (no program): FIRED_TASK, or light-scheduler's TaskDefinition "
         "with start = the fire time (TASK_DEFINITION)",
     )
+    description: str | None = Field(None, max_length=MAX_DESCRIPTION, description="for people")
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description=f"for people and to select by (GET /schedules?label=team=data): at most {MAX_LABELS}, "
+        "keys and non-empty values 1-63 of [A-Za-z0-9._-], beginning and ending with a letter or digit",
+    )
 
     def to_schedule(self, key: ScheduleKey) -> Schedule:
         trigger = _trigger(self.trigger)
@@ -181,6 +188,8 @@ class ScheduleBody(_In):
             complete_within_ms=self.completeWithinMs,
             fire_at_least_every_ms=self.fireAtLeastEveryMs,
             exclude_calendars=tuple(self.excludeCalendars),
+            description=self.description,
+            labels=dict(self.labels),
         )
 
 

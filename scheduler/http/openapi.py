@@ -26,6 +26,7 @@ from scheduler.domain.model import (
     TimeUnit,
 )
 from scheduler.domain.runs import RunStatus
+from scheduler.domain.triggers.kinds import TRIGGER_KINDS
 from scheduler.http import responses
 from scheduler.http.api import BackfillIn, EventIn, PauseIn, RunIn, ScheduleBody, ScheduleIn, TaskDefinitionIn
 from scheduler.http.applied import WAIT_MAX_MS
@@ -306,11 +307,25 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
                 scope=WRITE,
             ),
             "get": _op(
-                "List schedules, from every worker",
+                "List schedules, from every worker; filtered (every filter must hold; another parameter is a 400)",
                 {200: _json(_ref("ScheduleList"), "a page of the schedules, in key order")},
                 (400, 503),
                 [
                     _query("tenant", "only this tenant's"),
+                    _query("label", "a label selector: team=data,tier!=bronze,critical,!deprecated"),
+                    _query(
+                        "enabled", "only the enabled (true) or disabled (false) ones", enum=["true", "false"]
+                    ),
+                    _query(
+                        "paused",
+                        "only those paused by a DISABLE (true), or not (false)",
+                        enum=["true", "false"],
+                    ),
+                    _query("trigger", "only those whose trigger is of this kind", enum=sorted(TRIGGER_KINDS)),
+                    _query(
+                        "program", "only those that launch this program (namespace/application/type/name)"
+                    ),
+                    _query("topic", "only those that fire to (or launch on) this topic"),
                     *_PAGE(1000),
                     _LOCAL,
                 ],

@@ -147,6 +147,8 @@ class Schedule(Answer):
     completeWithinMs: int | None = None
     fireAtLeastEveryMs: int | None = None
     excludeCalendars: list[str] = Field(default_factory=list)
+    description: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
     finished: bool = Field(
         False,
         description="past its end (notAfter passed, or a one-shot whose instant passed): kept, fires no more",
@@ -158,7 +160,9 @@ class Schedule(Answer):
 class ScheduleList(Answer):
     schedules: list[Schedule]
     total: int | None = Field(
-        None, description="how many match in all (exact: the tenant quota's counts of each partition)"
+        None,
+        description="how many match in all (exact: the tenant quota's counts of each partition); null when "
+        "filtered by more than the tenant (counting would read every schedule)",
     )
     next: str | None = Field(
         None, description="the cursor of the next page (`?cursor=`); null on the last page"

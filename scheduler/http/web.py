@@ -69,6 +69,7 @@ from scheduler.http.calls import (
     parse_body,
 )
 from scheduler.http.cluster import ROUTED_HEADER, Cluster, Unavailable
+from scheduler.http.filters import NO_FILTERS, BadFilter, Filters, parse_filters
 from scheduler.wire.codec import (
     command_from_task_definition_record,
     decode_schedule,
@@ -677,8 +678,13 @@ class Handlers:
         return dict(body), False
 
     async def _schedule_page(
-        self, request: Request, tenant: str | None, limit: int, cursor: bytes | None
-    ) -> tuple[list[dict[str, Any]], int, bytes | None]:
+        self,
+        request: Request,
+        tenant: str | None,
+        limit: int,
+        cursor: bytes | None,
+        filters: Filters = NO_FILTERS,
+    ) -> tuple[list[dict[str, Any]], int | None, bytes | None]:
         """A page of the schedules (of `tenant`) the request's token may see, from every worker: at most
         `limit`, in key order, after the key `cursor`; how many there are in all; the cursor of the next
         page (None: this is the last). Each worker reads a RocksDB seek and `limit` + 1 entries per owned
@@ -690,11 +696,16 @@ class Handlers:
         merged = heapq.merge(
             *(self.worker.states_from(p, prefixes, cursor) for p in active), key=itemgetter(0)
         )
+        states = (
+            (s for _, s in merged) if filters.match is None else (s for _, s in merged if filters.match(s))
+        )
         local = {
-            "schedules": [self._local_json(state) for _, state in itertools.islice(merged, limit + 1)],
-            "total": sum(self.worker.schedule_count(p, tenants) for p in active),
+            "schedules": [self._local_json(state) for state in itertools.islice(states, limit + 1)],
+            "total": None
+            if filters.match is not None
+            else sum(self.worker.schedule_count(p, tenants) for p in active),
         }
-        query = {"limit": str(limit)}
+        query = {"limit": str(limit), **filters.query}
         if tenant is not None:
             query["tenant"] = tenant
         if cursor is not None:
@@ -704,7 +715,8 @@ class Handlers:
         page = list(itertools.islice(found, limit + 1))
         more = len(page) > limit or any(b.get("next") for b in bodies[1:])  # (a worker's page is cut too)
         after = _schedule_order(page[limit - 1]) if more and len(page) >= limit else None
-        return page[:limit], sum(b.get("total") or 0 for b in bodies), after
+        total = None if filters.match is not None else sum(b.get("total") or 0 for b in bodies)
+        return page[:limit], total, after
 
     # --- list queries: fanned out to every worker ---------------------------------------------
 
@@ -733,15 +745,21 @@ class Handlers:
         return limit, cursor
 
     async def list_schedules(self, call: Call) -> Response:
+        """A page of the schedules, filtered (filters.py: by labels, enabled, paused, trigger kind, program,
+        topic; `total` is then null: counting would read every schedule)."""
         request = call.request
         tenant = request.query.get("tenant") or None
         if tenant is not None and (denied := deny_tenants(call.view, request, tenant)):
             return denied
+        try:
+            filters = parse_filters(request.query)
+        except BadFilter as exc:
+            return call.field_error(exc.field, exc.message)
         paging = self.page_query(call, 1000)
         if not isinstance(paging, tuple):
             return paging
         try:
-            schedules, total, after = await self._schedule_page(request, tenant, *paging)
+            schedules, total, after = await self._schedule_page(request, tenant, *paging, filters)
         except Unavailable as exc:
             return call.unavailable(str(exc))
         return call.answer(

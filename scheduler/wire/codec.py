@@ -315,6 +315,8 @@ def schedule_from_avro(rec: dict[str, Any]) -> Schedule:
         complete_within_ms=rec.get("completeWithinMs"),
         fire_at_least_every_ms=rec.get("fireAtLeastEveryMs"),
         exclude_calendars=tuple(rec.get("excludeCalendars") or ()),
+        description=rec.get("description"),
+        labels=dict(rec.get("labels") or {}),
     )
 
 
@@ -507,11 +509,11 @@ def _read_time_schedule(r: _Reader, sym: _Symbols, key: ScheduleKey | None = Non
     r.pos = pos + 5
     output = sym.outputs[r.index(len(sym.outputs))]
     # notBefore, notAfter, spreadMs, jitterMs (null), priority (0), completeWithinMs,
-    # fireAtLeastEveryMs (null), excludeCalendars (an empty array)
+    # fireAtLeastEveryMs (null), excludeCalendars (an empty array), description (null), labels (empty)
     pos = r.pos
-    if r.data[pos : pos + 8] != _ZEROS:
+    if r.data[pos : pos + 10] != _ZEROS:
         raise _Defer
-    r.pos = pos + 8
+    r.pos = pos + 10
     same = key is not None and tenant == key.tenant and name == key.name
     return Schedule(
         key if same and key is not None else ScheduleKey(tenant, name),
@@ -526,7 +528,7 @@ def _read_time_schedule(r: _Reader, sym: _Symbols, key: ScheduleKey | None = Non
 
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
-_ZEROS = bytes(8)
+_ZEROS = bytes(10)
 
 
 def _command(rec: dict[str, Any], sched: dict[str, Any] | None) -> ScheduleCommand:

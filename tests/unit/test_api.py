@@ -217,6 +217,8 @@ def test_schedule_json_shape() -> None:
         "completeWithinMs": None,
         "fireAtLeastEveryMs": None,
         "excludeCalendars": [],
+        "description": None,
+        "labels": {},
         "finished": False,
         "nextFireAt": T0 + 60_000,
         "paused": None,

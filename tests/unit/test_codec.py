@@ -272,8 +272,35 @@ def test_truncated_bytes_are_a_decode_error(cut: int) -> None:
         codec.decode_command(VALID_COMMAND[:cut])
 
 
-def test_a_command_without_its_last_byte_is_what_release_0_3_0_wrote_before_pause() -> None:
-    assert codec.decode_command(VALID_COMMAND[:-1]) == codec.decode_command(VALID_COMMAND)
+def test_commands_and_states_written_by_release_0_3_0_read_without_a_pause_description_or_labels() -> None:
+    record = {
+        k: v
+        for k, v in codec.schedule_to_avro(PROGRAM_SCHEDULE).items()
+        if k not in ("description", "labels")
+    }
+    insert = {"key": codec.key_to_avro(KEY), "action": "INSERT", "schedule": record, "fireRange": None}
+    raw = released_encode("0.3.0", "ScheduleCommand", {**insert, "arguments": {}})
+    assert codec.decode_command(raw) == ScheduleCommand(KEY, Action.INSERT, PROGRAM_SCHEDULE)
+    disable = {**insert, "action": "DISABLE", "schedule": None, "arguments": {}}
+    assert codec.decode_command(released_encode("0.3.0", "ScheduleCommand", disable)) == ScheduleCommand(
+        KEY, Action.DISABLE
+    )
+    for schedule in (record, codec.schedule_to_avro(replace(CRON_SCHEDULE, description=None, labels={}))):
+        schedule = {k: v for k, v in schedule.items() if k not in ("description", "labels")}
+        state = {"schedule": schedule, "createdAt": T0, "updatedAt": T0, "activeSince": T0, "version": 3}
+        decoded = codec.decode_state(released_encode("0.3.0", "ScheduleState", state))
+        assert decoded.version == 3 and decoded.paused is None
+        assert codec.state_version(released_encode("0.3.0", "ScheduleState", state)) == 3
+
+
+def test_a_description_and_labels_round_trip() -> None:
+    s = replace(
+        CRON_SCHEDULE, description="the nightly report — for finance", labels={"team": "data", "x": ""}
+    )
+    cmd = ScheduleCommand(KEY, Action.INSERT, s)
+    assert codec.decode_command(codec.encode_command(cmd)) == cmd
+    state = ScheduleState(s, T0, T0, T0, 2)
+    assert codec.decode_state(codec.encode_state(state)) == state
 
 
 @pytest.mark.parametrize("extra", [b"x", b"\x00", b"\x02\x02trailing"])

@@ -111,8 +111,7 @@ def test_a_schedule_states_version_is_read_from_its_last_bytes(version: int) -> 
             replace(st, paused=Paused(updated, "why", None, 2**40 if version % 2 else None))
         )
         assert paused[-1] != 0 and state_version(paused) == version  # (decoded whole)
-        before_paused = raw[:-1]  # (as a release before `paused` wrote it)
-        assert state_version(before_paused) == decode_state(before_paused).version == version
+        # (a state written by release 0.3.0, before `paused`: test_codec)
     assert state_version(b"") is None
     assert state_version(b"\x81") is None  # (cut short: a varint cannot end with its high bit set)
 
