@@ -632,6 +632,11 @@ async def cmd_schedules_backfill(client: HttpClient, args: argparse.Namespace) -
     _print(args, answer, text)
 
 
+async def cmd_jobs_cancel(client: HttpClient, args: argparse.Namespace) -> None:
+    answer = await client.cancel_job(args.job_id)
+    _print(args, answer, f"{answer['jobId']}: cancel accepted (its outcome: CANCELLED, in jobs list)")
+
+
 async def cmd_jobs_list(client: HttpClient, args: argparse.Namespace) -> None:
     from scheduler.cli.render import iso, table
 
@@ -972,6 +977,8 @@ def _add_client_commands(sub: Any) -> None:
     p.add_argument("--limit", type=int, help="at most this many jobs (the API's default: 1,000)")
     p.add_argument("--cursor", help="the page after this one (as the previous page printed it)")
     ref(leaf(group, "why", cmd_jobs_why, "why a schedule's program has not launched"))
+    p = leaf(group, "cancel", cmd_jobs_cancel, "cancel a pending job (a launched one is a run: runs stop)")
+    p.add_argument("job_id", metavar="JOB_ID", help="as jobs list shows it (tenant/name@...)")
 
     runs = sub.add_parser("runs", help="a program's runs (HTTP API)")
     group = runs.add_subparsers(dest="subcommand", required=True)

@@ -301,6 +301,10 @@ class HttpClient:
     async def jobs(self, **query: str | None) -> Any:
         return await self.request("GET", "/jobs", params=query)
 
+    async def cancel_job(self, job_id: str) -> Any:
+        """DELETE /jobs/{id}: cancel a pending job (ApiError 404 when it is not pending)."""
+        return await self.request("DELETE", f"/jobs/{quote(job_id, safe='/@')}")
+
     async def runs(self, program: str, status: str | None = None) -> Any:
         return await self.request("GET", f"/programs/{program}/runs", params={"status": status})
 

@@ -331,14 +331,23 @@ def _deadlines(
     return out
 
 
-def cancel(queue: ProgramQueue, schedule: str, below_version: int | None, reason: str, now: int) -> int:
-    """Drop the schedule's pending jobs (of versions below `below_version`, or all)."""
+def cancel(
+    queue: ProgramQueue,
+    schedule: str,
+    below_version: int | None,
+    reason: str,
+    now: int,
+    job_id: str | None = None,
+) -> int:
+    """Drop the schedule's pending jobs (of versions below `below_version`, or all; or the one `job_id`)."""
     keep: list[Job] = []
     dropped: list[Job] = []
     for j in queue.jobs:
         (
             dropped
-            if j.schedule == schedule and (below_version is None or j.version < below_version)
+            if j.schedule == schedule
+            and (below_version is None or j.version < below_version)
+            and (job_id is None or j.job_id == job_id)
             else keep
         ).append(j)
     queue.jobs = keep

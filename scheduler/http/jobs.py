@@ -7,16 +7,19 @@ import heapq
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from scheduler.domain.jobs import Job, priority_order
+from scheduler.domain.jobs import Job, ProgramQueue, priority_order
+from scheduler.domain.model import ScheduleKey
 from scheduler.domain.tenancy import job_filter_tenants, program_tenant, schedule_id_tenant
 from scheduler.http import auth
 from scheduler.http import responses as out
+from scheduler.http.api import state_from_json
 from scheduler.http.calls import Call, cursor_text, deny_tenants
 from scheduler.http.cluster import Cluster, Unavailable
 from scheduler.wire.codec import decode_json, encode_json
+from scheduler.wire.messages import CancelJobs, encode_job_queue_message
 
 if TYPE_CHECKING:
-    from faust.web import Response
+    from faust.web import Request, Response
 
     from scheduler.worker.ports import WebPort
 
@@ -28,6 +31,8 @@ class Handlers(Protocol):
     cluster: Cluster
 
     async def forwarded(self, call: Call, key: bytes) -> Response | None: ...
+
+    async def fetch(self, key: ScheduleKey, request: Request) -> dict[str, Any] | None: ...
 
     def page_query(
         self, call: Call, default: int, check: Callable[[bytes], Any] = ...
@@ -95,6 +100,46 @@ async def list_jobs(h: Handlers, call: Call) -> Response:
             "next": cursor_text(encode_json(list(job_order(page[-1])))) if more else None,
         },
     )
+
+
+async def cancel_job(h: Handlers, call: Call) -> Response:
+    """DELETE /jobs/{id}: a pending job cancelled by a user (its outcome CANCELLED, "cancelled by <who>",
+    in its queue's recent outcomes), on its job queue like a schedule's delete cancels its jobs. Answered
+    by the worker that owns the queue; 404 when the job is not pending there (launched: stop its run;
+    ended; or never made). A job that launches before the cancel reaches its queue is not cancelled."""
+    job_id = call.params["id"]
+    schedule_id, at, _ = job_id.partition("@")
+    tenant, slash, name = schedule_id.partition("/")
+    if not (at and slash and tenant and name):
+        return call.error(404, error="not found", jobId=job_id, reason="not a job id (tenant/name@...)")
+    if denied := deny_tenants(call.view, call.request, tenant):
+        return denied
+    try:
+        current = await h.fetch(ScheduleKey(tenant, name), call.request)
+    except Unavailable as exc:
+        return call.unavailable(str(exc))
+    if current is None or current.get("program") is None:
+        return call.error(404, error="not found", jobId=job_id, reason=NOT_PENDING)
+    queue_key = state_from_json(current).schedule.queue_key
+    if (forwarded := await h.forwarded(call, queue_key.encode())) is not None:
+        return forwarded
+    raw = h.worker.job_queue.get(queue_key.encode())
+    queue = None if raw is None else ProgramQueue.from_json(decode_json(raw))
+    job = next((j for j in queue.jobs if job_id in (j.job_id, *j.merged)), None) if queue else None
+    if job is None:
+        return call.error(404, error="not found", jobId=job_id, reason=NOT_PENDING)
+    who = auth.principal_of(call.request).name
+    cancelled = CancelJobs(job.schedule, None, f"cancelled by {who}", job.job_id)
+    await h.worker.send_keyed(
+        h.worker.settings.jobs_topic, queue_key.encode(), encode_job_queue_message(cancelled)
+    )
+    return call.answer(
+        out.JobCancelAccepted, {"jobId": job.job_id, "queue": queue_key, "action": "CANCEL"}, 202
+    )
+
+
+#: why a job id is not cancelled
+NOT_PENDING = "not a pending job: launched (stop its run), ended, or never made"
 
 
 def job_order(item: dict[str, Any]) -> tuple[str, int, int, str]:

@@ -513,6 +513,25 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
                 ],
             )
         },
+        "/jobs/{id}": {
+            "delete": _op(
+                "Cancel a pending job (its outcome CANCELLED, in the recent outcomes); a launched one is a run: "
+                "stop it",
+                {202: _json(_ref("JobCancelAccepted"), "the cancel is on its job queue")},
+                (403, 404, 503),
+                [
+                    {
+                        "name": "id",
+                        "in": "path",
+                        "required": True,
+                        "description": "the job id (tenant/name@…)",
+                        "schema": {"type": "string", "minLength": 1},
+                        "example": "acme/etl@1795307000000",
+                    }
+                ],
+                scope=WRITE,
+            )
+        },
         "/programs": {
             "get": _op(
                 "Registered programs, by id",

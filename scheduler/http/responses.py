@@ -358,6 +358,12 @@ class ProgramStatus(Answer):
     lastRun: Run | None
 
 
+class JobCancelAccepted(Answer):
+    jobId: str = Field(description="the job cancelled (the one an id merged into, for a merged trigger)")
+    queue: str = Field(description="its job queue: its program's, or its concurrency group's")
+    action: Literal["CANCEL"]
+
+
 class RunActionAccepted(Answer):
     runId: str
     action: Literal["stop", "suspend", "resume"]
@@ -383,6 +389,7 @@ class Health(Answer):
 
 #: every response model, under the name the OpenAPI document gives its schema
 MODELS: tuple[type[BaseModel], ...] = (
+    JobCancelAccepted,
     Error,
     ValidationError,
     Accepted,

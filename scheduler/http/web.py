@@ -842,6 +842,7 @@ ROUTES: list[Route] = [
     Route("DELETE", "/messages/{id:.+}", messages.delete_message),
     Route("GET", "/triggers", H.index_entry),
     Route("GET", "/jobs", jobs.list_jobs),
+    Route("DELETE", "/jobs/{id:.+}", jobs.cancel_job),  # (a job id holds '/')
     Route("GET", "/programs", programs.list_programs),
     Route("GET", "/calendars", calendars.list_calendars),
     Route("PUT", _CALENDAR, calendars.put_calendar, guard="tenant", body=CalendarIn),

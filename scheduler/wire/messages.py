@@ -294,11 +294,13 @@ class RunStatusChanged:
 
 @dataclass(frozen=True, slots=True)
 class CancelJobs:
-    """Drop the schedule's jobs (of versions below `below_version`; all when None)."""
+    """Drop the schedule's jobs (of versions below `below_version`; all when None), or only the one
+    `job_id` (a user's cancel: DELETE /jobs/{id})."""
 
     schedule: str
     below_version: int | None
     reason: str
+    job_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,9 +348,8 @@ def encode_job_queue_message(m: JobQueueMessage) -> bytes:
             d["program"] = m.program
         return encode_json({**d, **{k: m.details[k] for k in RUN_DETAILS if k in m.details}})
     if isinstance(m, CancelJobs):
-        return encode_json(
-            {"type": "cancel", "schedule": m.schedule, "belowVersion": m.below_version, "reason": m.reason}
-        )
+        d = {"type": "cancel", "schedule": m.schedule, "belowVersion": m.below_version, "reason": m.reason}
+        return encode_json(d if m.job_id is None else {**d, "jobId": m.job_id})
     if isinstance(m, AdoptQueue):
         return encode_json({"type": "adopt", "queue": m.queue})
     if isinstance(m, NoteOutcome):
@@ -366,7 +367,7 @@ def decode_job_queue_message(value: bytes | None) -> JobQueueMessage | None:
         details = {k: d[k] for k in RUN_DETAILS if k in d}
         return RunStatusChanged(d["runId"], d["status"], d["at"], d.get("program"), details)
     if kind == "cancel":
-        return CancelJobs(d["schedule"], d.get("belowVersion"), d["reason"])
+        return CancelJobs(d["schedule"], d.get("belowVersion"), d["reason"], d.get("jobId"))
     if kind == "adopt":
         return AdoptQueue(d["queue"])
     if kind == "check":

@@ -242,7 +242,7 @@ class JobQueueAgent:
             if not await self._report(key, queue, command):
                 return  # nothing changed (a renewal moves no deadline earlier): no write
         elif isinstance(command, CancelJobs):
-            cancel(queue, command.schedule, command.below_version, command.reason, now)
+            cancel(queue, command.schedule, command.below_version, command.reason, now, command.job_id)
         elif isinstance(command, AdoptQueue):
             adopt(queue, ProgramQueue.from_json(command.queue))
         elif isinstance(command, NoteOutcome):

@@ -226,6 +226,39 @@ async def test_scenario_003_7_delete_cancels_a_job_waiting_on_its_delay(broker, 
     assert launches.records == []
 
 
+@pytest.mark.embedded
+async def test_a_user_cancels_one_pending_job_and_the_next_one_still_launches(broker, worker, app_id):
+    """Issue 39: DELETE /jobs/{id} (and `scheduler jobs cancel`): the job never launches, its outcome is
+    CANCELLED by its canceller; the schedule goes on; a job that is not pending is a 404."""
+    out = f"{app_id}-launches"
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(
+            schedule("held", partitions(f"{T}.feed", 1), ETL, out, constraints=[{"type": "delay", "delayMs": 3_000}])
+        )  # fmt: skip
+        await api.partitions(f"{T}.feed", "a")
+        job = (await api.wait_jobs(lambda j: len(j["jobs"]) == 1, schedule=f"{T}/held"))["jobs"][0]
+        r = await api.client.delete(f"/jobs/{job['jobId']}")
+        assert r.status_code == 202 and r.json() == {
+            "jobId": job["jobId"],
+            "queue": ETL,
+            "action": "CANCEL",
+        }, r.text
+        gone = await api.wait_jobs(
+            lambda j: not j["jobs"] and any(o["outcome"] == "CANCELLED" for o in j["recent"]),
+            schedule=f"{T}/held",
+        )
+        assert [o["reason"] for o in gone["recent"] if o["jobId"] == job["jobId"]] == [
+            "cancelled by auth-off"
+        ]
+        for missing in (job["jobId"], f"{T}/held@1", "no-job-id", f"{T}/nope@1"):
+            r = await api.client.delete(f"/jobs/{missing}")
+            assert r.status_code == 404, (missing, r.text)
+        await asyncio.sleep(max(0.0, job["checkAt"] / 1000 - time.time()) + 1.5)
+        assert of(launches.records, "held") == []
+        await api.partitions(f"{T}.feed", "b")  # (the next job of the schedule launches as ever)
+        await launches.wait_for(lambda r: len(of(r, "held")) == 1)
+
+
 async def test_scenario_003_8_a_trigger_with_several_constraints_launches_only_when_all_hold(
     broker, worker, app_id
 ):
