@@ -47,8 +47,9 @@ class CommandRejected(ValueError):
     pass
 
 
-#: who a pause's resume is by (the schedule's history shows it)
+#: who a pause's resume is by, and a pause for failed jobs (the schedule's history shows them)
 RESUME_BY = "pausedUntil"
+PAUSE_ON_FAILURE_BY = "pauseOnFailure"
 
 
 def resume_id(key: ScheduleKey) -> bytes:

@@ -60,6 +60,7 @@ class Job:
     not_before: int | None = None  # a retry waits for its backoff until then
     priority: int = 0  # its schedule's: the queue checks higher first, then older first
     deadline_at: int | None = None  # SLA: its run must complete by then (its trigger + completeWithinMs)
+    pause_on_failure: int | None = None  # its schedule's: paused after this many jobs in a row FAILED
 
     @property
     def run_id(self) -> str:
@@ -106,6 +107,12 @@ class ProgramQueue:
     )  # run id -> its job, to retry if it fails
     # job id -> its SLA deadline, until a run of it COMPLETED: {"at", "schedule", "program"}
     deadlines: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # pauseOnFailure: run id -> [its schedule, how many failed jobs in a row pause it], while it runs;
+    # schedule -> its jobs that FAILED in a row; the pauses to ask for ({"schedule", "note"}), sent then
+    # dropped by the job queue agent (a DISABLE on the commands topic)
+    watched: dict[str, list[Any]] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)
+    pauses: list[dict[str, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(dataclasses.replace(self, jobs=[]))
@@ -199,8 +206,8 @@ def apply_status(
         del queue.ended[:-MAX_ENDED_REMEMBERED]
         queue.last_end = at if queue.last_end is None else max(queue.last_end, at)
         retried = queue.retries.pop(run_id, None)
-        if retried is not None:
-            _retry(queue, Job.from_json(retried), new, at)
+        again = retried is not None and _retry(queue, Job.from_json(retried), new, at)
+        _count_failure(queue, run_id, new, again)
         return Verdict.ACCEPTED, ""
     if current is None:
         queue.since[run_id] = at
@@ -265,11 +272,28 @@ def missed_deadlines(queue: ProgramQueue, now: int) -> list[DeadlineMissed]:
     return missed
 
 
-def _retry(queue: ProgramQueue, job: Job, ended: RunStatus, at: int) -> None:
-    """A run of `job` ended: if it FAILED and its retry policy allows, its next attempt waits in the queue
-    for its backoff, then for the schedule's constraints like any job."""
-    if job.retry is None or not job.retry.retries(job.attempt, ended):
+def _count_failure(queue: ProgramQueue, run_id: str, ended: RunStatus, retried: bool) -> None:
+    """pauseOnFailure: a watched run ended. A job that COMPLETED ends its schedule's run of failures; one
+    that FAILED with no attempt left adds to it, and the run reaching its bound asks for a pause."""
+    watched = queue.watched.pop(run_id, None)
+    if watched is None or retried:
         return
+    schedule, bound = watched
+    if ended is RunStatus.COMPLETED:
+        queue.failures.pop(schedule, None)
+    elif ended is RunStatus.FAILED:
+        failed = queue.failures[schedule] = queue.failures.get(schedule, 0) + 1
+        if failed >= bound:
+            del queue.failures[schedule]
+            note = f"paused after {plural(failed, 'job')} in a row FAILED (pauseOnFailure; the last run: {run_id})"
+            queue.pauses.append({"schedule": schedule, "note": note})
+
+
+def _retry(queue: ProgramQueue, job: Job, ended: RunStatus, at: int) -> bool:
+    """A run of `job` ended: if it FAILED and its retry policy allows, its next attempt waits in the queue
+    for its backoff, then for the schedule's constraints like any job (True)."""
+    if job.retry is None or not job.retry.retries(job.attempt, ended):
+        return False
     attempt = job.attempt + 1
     not_before = at + job.retry.delay_ms(attempt)
     queue.jobs.append(
@@ -285,6 +309,7 @@ def _retry(queue: ProgramQueue, job: Job, ended: RunStatus, at: int) -> None:
             merged=[],
         )
     )
+    return True
 
 
 def lost_runs(
@@ -393,6 +418,8 @@ def check(queue: ProgramQueue, now: int) -> list[Launch]:
                 queue.run_program[run_id] = job.program
             if job.retry is not None and job.attempt < job.retry.max_attempts:
                 queue.retries[run_id] = job.to_json()
+            if job.pause_on_failure is not None:
+                queue.watched[run_id] = [job.schedule, job.pause_on_failure]
             _started(queue, now)
             queue.launched.extend([job.job_id, *job.merged])
             del queue.launched[:-MAX_LAUNCHED_REMEMBERED]

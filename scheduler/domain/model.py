@@ -181,6 +181,7 @@ class Schedule:
     exclude_calendars: tuple[str, ...] = ()  # its tenant's calendars: their days' instants do not fire
     description: str | None = None  # for people
     labels: dict[str, str] = field(default_factory=dict)  # for people, and to select schedules by
+    pause_on_failure: int | None = None  # paused (a DISABLE) after this many jobs in a row FAILED
 
     def plain_fields(self) -> dict[str, Any]:
         """The fields whose HTTP JSON and Avro forms are the same (scalars and lists of strings)."""
@@ -197,6 +198,7 @@ class Schedule:
             "excludeCalendars": list(self.exclude_calendars),
             "description": self.description,
             "labels": dict(self.labels),
+            "pauseOnFailure": self.pause_on_failure,
         }
 
     def within_bounds(self, now: int) -> bool:
@@ -261,6 +263,7 @@ class Schedule:
             for name, value in (
                 ("completeWithinMs", self.complete_within_ms),
                 ("fireAtLeastEveryMs", self.fire_at_least_every_ms),
+                ("pauseOnFailure", self.pause_on_failure),
             ):
                 if value is not None:
                     raise InvalidSchedule(name, "an SLA on the runs of a program: this schedule has none")
@@ -275,6 +278,8 @@ class Schedule:
             for _, leaf in trigger_leaves(self.trigger):
                 if leaf.watched_program() == self.program:
                     raise InvalidSchedule("trigger.program", "a program never triggers itself")
+        if self.pause_on_failure is not None and not 1 <= self.pause_on_failure <= MAX_PAUSE_ON_FAILURE:
+            raise InvalidSchedule("pauseOnFailure", f"must be between 1 and {MAX_PAUSE_ON_FAILURE}")
         if self.constraints:
             self._validate_constraints()
         if self.timeout is not None and not 0 < self.timeout.timeout_ms <= MAX_CATCH_UP_WINDOW_MS:
@@ -372,6 +377,8 @@ def _check_tree_shape(trigger: Trigger) -> None:
                 raise InvalidSchedule("trigger", f"more than {MAX_TRIGGER_LEAVES} triggers")
 
 
+#: pauseOnFailure: at most this many failed jobs in a row
+MAX_PAUSE_ON_FAILURE = 1_000
 #: the longest note a pause keeps (characters)
 MAX_PAUSE_NOTE = 1_000
 

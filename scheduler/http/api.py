@@ -27,6 +27,7 @@ from scheduler.domain.model import (
     MAX_CONSTRAINTS,
     MAX_FREQUENCY_TIME,
     MAX_PAUSE_NOTE,
+    MAX_PAUSE_ON_FAILURE,
     MAX_PRIORITY,
     MAX_TRIGGER_LEAVES,
     CatchUpPolicy,
@@ -156,6 +157,12 @@ class ScheduleBody(_In):
         "with start = the fire time (TASK_DEFINITION)",
     )
     description: str | None = Field(None, max_length=MAX_DESCRIPTION, description="for people")
+    pauseOnFailure: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_PAUSE_ON_FAILURE,
+        description="paused (a DISABLE with a note) after this many of its jobs in a row ended FAILED",
+    )
     labels: dict[str, str] = Field(
         default_factory=dict,
         description=f"for people and to select by (GET /schedules?label=team=data): at most {MAX_LABELS}, "
@@ -190,6 +197,7 @@ class ScheduleBody(_In):
             exclude_calendars=tuple(self.excludeCalendars),
             description=self.description,
             labels=dict(self.labels),
+            pause_on_failure=self.pauseOnFailure,
         )
 
 

@@ -149,6 +149,7 @@ class Schedule(Answer):
     excludeCalendars: list[str] = Field(default_factory=list)
     description: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
+    pauseOnFailure: int | None = None
     finished: bool = Field(
         False,
         description="past its end (notAfter passed, or a one-shot whose instant passed): kept, fires no more",

@@ -317,6 +317,7 @@ def schedule_from_avro(rec: dict[str, Any]) -> Schedule:
         exclude_calendars=tuple(rec.get("excludeCalendars") or ()),
         description=rec.get("description"),
         labels=dict(rec.get("labels") or {}),
+        pause_on_failure=rec.get("pauseOnFailure"),
     )
 
 
@@ -509,11 +510,12 @@ def _read_time_schedule(r: _Reader, sym: _Symbols, key: ScheduleKey | None = Non
     r.pos = pos + 5
     output = sym.outputs[r.index(len(sym.outputs))]
     # notBefore, notAfter, spreadMs, jitterMs (null), priority (0), completeWithinMs,
-    # fireAtLeastEveryMs (null), excludeCalendars (an empty array), description (null), labels (empty)
+    # fireAtLeastEveryMs (null), excludeCalendars (an empty array), description (null), labels (empty),
+    # pauseOnFailure (null)
     pos = r.pos
-    if r.data[pos : pos + 10] != _ZEROS:
+    if r.data[pos : pos + 11] != _ZEROS:
         raise _Defer
-    r.pos = pos + 10
+    r.pos = pos + 11
     same = key is not None and tenant == key.tenant and name == key.name
     return Schedule(
         key if same and key is not None else ScheduleKey(tenant, name),
@@ -528,7 +530,7 @@ def _read_time_schedule(r: _Reader, sym: _Symbols, key: ScheduleKey | None = Non
 
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
-_ZEROS = bytes(10)
+_ZEROS = bytes(11)
 
 
 def _command(rec: dict[str, Any], sched: dict[str, Any] | None) -> ScheduleCommand:

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from scheduler.domain.commands import PAUSE_ON_FAILURE_BY
 from scheduler.domain.jobs import (
     Job,
     Launch,
@@ -36,9 +37,17 @@ from scheduler.domain.jobs import (
     note_outcome,
     split_legacy_group,
 )
-from scheduler.domain.model import GROUP_QUEUE_PREFIX, ProgramId, ScheduleKey
+from scheduler.domain.model import (
+    GROUP_QUEUE_PREFIX,
+    Action,
+    PauseRequest,
+    ProgramId,
+    ScheduleCommand,
+    ScheduleKey,
+)
 from scheduler.domain.runs import RunRecord, RunStatus, Verdict, apply_transition, judge, keep_records
 from scheduler.wire.codec import decode_json, encode, encode_json
+from scheduler.wire.command_headers import command_headers
 from scheduler.wire.messages import (
     RUN_DETAILS,
     AdoptQueue,
@@ -228,6 +237,15 @@ class JobQueueAgent:
         """A job-queue message: a job, a run's status, a cancellation, a check."""
         await safely(self.worker, event, "a job-queue message", self._handle)
 
+    async def _pause(self, schedule: str, note: str) -> None:
+        """Ask for the schedule's pause: a DISABLE with the note, by `pauseOnFailure` (its history shows it),
+        on the commands topic (with transactions, in this queue's transaction)."""
+        tenant, _, name = schedule.partition("/")
+        cmd = ScheduleCommand(ScheduleKey(tenant, name), Action.DISABLE, pause=PauseRequest(note))
+        self.worker.counts.events["pausedOnFailure"] += 1
+        log.warning("%s: %s", schedule, note)
+        await self.worker.send_command(cmd, headers=command_headers(by=PAUSE_ON_FAILURE_BY))
+
     async def _handle(self, event: EventT) -> None:
         worker = self.worker
         msg = event.message
@@ -257,6 +275,9 @@ class JobQueueAgent:
             worker.counts.events["launches"] += 1
             await worker.send_keyed(launch.job.topic, key, launch_request(launch), partition=None)
             await self._announce(launch)
+        for pause in queue.pauses:  # (pauseOnFailure: the bound of failed jobs in a row reached)
+            await self._pause(pause["schedule"], pause["note"])
+        queue.pauses.clear()
         for missed in missed_deadlines(queue, now):
             await raise_alert(
                 worker,

@@ -95,7 +95,7 @@ class TriggerPort(Outbox, Protocol):
         ...
 
 
-class JobQueuePort(Outbox, Protocol):
+class JobQueuePort(Outbox, CommandSender, Protocol):
     """The job queue agent: the job queues and run records it owns, the job and run counters."""
 
     job_queue: Table

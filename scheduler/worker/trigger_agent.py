@@ -92,6 +92,7 @@ def new_job(
         time_limit_ms=s.time_limit_ms,
         priority=s.priority,
         deadline_at=None if s.complete_within_ms is None else now + s.complete_within_ms,
+        pause_on_failure=s.pause_on_failure,
     )
 
 

@@ -259,6 +259,29 @@ async def test_a_user_cancels_one_pending_job_and_the_next_one_still_launches(br
         await launches.wait_for(lambda r: len(of(r, "held")) == 1)
 
 
+@pytest.mark.embedded
+async def test_a_schedule_pauses_itself_after_pause_on_failure_jobs_in_a_row_failed(broker, worker, app_id):
+    """Issue 39 (Temporal's pause_on_failure): pauseOnFailure 2, two jobs FAILED -> disabled, with a note
+    saying why, by `pauseOnFailure`; a COMPLETED job in between starts the count again."""
+    out = f"{app_id}-launches"
+    async with Api(worker.url) as api, TopicReader(broker.bootstrap_servers, out, decode_launch) as launches:
+        await api.create(schedule("fragile", partitions(f"{T}.feed", 1), ETL, out, pauseOnFailure=2))
+        for n, end in enumerate(("FAILED", "COMPLETED", "FAILED", "FAILED"), 1):
+            await api.partitions(f"{T}.feed", f"p{n}")
+            await launches.wait_for(lambda r, n=n: len(of(r, "fragile")) == n)
+            await api.run(ETL, of(launches.records, "fragile")[-1]["jobId"], "STARTING", "RUNNING", end)
+            if n == 3:
+                await quiet(1)
+                assert (await api.client.get(f"/schedules/{T}/fragile")).json()["enabled"] is True
+        await api.until(f"/schedules/{T}/fragile", lambda r: r.json()["enabled"] is False, timeout_s=20)
+        paused = (await api.client.get(f"/schedules/{T}/fragile")).json()["paused"]
+        history = (await api.client.get(f"/schedules/{T}/fragile/history")).json()["versions"]
+    assert paused["by"] == "pauseOnFailure" and paused["note"].startswith(
+        "paused after 2 jobs in a row FAILED"
+    )
+    assert history[0]["action"] == "DISABLE" and history[0]["by"] == "pauseOnFailure"
+
+
 async def test_scenario_003_8_a_trigger_with_several_constraints_launches_only_when_all_hold(
     broker, worker, app_id
 ):

@@ -219,6 +219,7 @@ def test_schedule_json_shape() -> None:
         "excludeCalendars": [],
         "description": None,
         "labels": {},
+        "pauseOnFailure": None,
         "finished": False,
         "nextFireAt": T0 + 60_000,
         "paused": None,

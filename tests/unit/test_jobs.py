@@ -670,3 +670,31 @@ def test_a_retried_job_meets_its_deadline_when_a_later_attempt_completes_in_time
     assert second.job.attempt == 2 and second.job.deadline_at == T0 + HOUR
     apply_status(q, second.job.run_id, "COMPLETED", T0 + 3_000)
     assert missed_deadlines(q, T0 + HOUR) == [] and q.deadlines == {}
+
+
+def test_pause_on_failure_asks_for_a_pause_after_that_many_jobs_in_a_row_failed_their_last_attempt() -> None:
+    """A job's retries are one job: only its last attempt's FAILED counts; a COMPLETED job starts again."""
+    q = queue()
+
+    def run(job_id: str, end: str, at: int, retry: RetryPolicy | None = None) -> None:
+        add_job(q, replace(job(job_id), pause_on_failure=2, retry=retry))
+        [launch] = check(q, at)
+        _fail(q, launch.job.run_id, at + 1, status=end)
+
+    run("j1", "FAILED", T0)
+    run("j2", "COMPLETED", T0 + MINUTE)  # (ends the run of failures)
+    run("j3", "FAILED", T0 + 2 * MINUTE)
+    assert q.pauses == [] and q.failures == {SCHEDULE: 1}
+    run("j4", "STOPPED", T0 + 3 * MINUTE)  # (stopped by someone: not a failure, nor a success)
+    run("j5", "FAILED", T0 + 4 * MINUTE, retry=RetryPolicy(2, 1_000, 1.0, 1_000))
+    assert q.pauses == []  # (its second attempt is still to come)
+    [again] = check(q, T0 + 4 * MINUTE + 10_000)
+    _fail(q, again.job.run_id, T0 + 4 * MINUTE + 10_001)
+    assert q.pauses == [
+        {
+            "schedule": SCHEDULE,
+            "note": "paused after 2 jobs in a row FAILED (pauseOnFailure; the last run: j5~2)",
+        }
+    ]
+    assert q.failures == {} and q.watched == {}
+    assert ProgramQueue.from_json(json.loads(json.dumps(q.to_json()))) == q
