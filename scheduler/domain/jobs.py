@@ -113,10 +113,13 @@ class ProgramQueue:
     watched: dict[str, list[Any]] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)
     pauses: list[dict[str, str]] = field(default_factory=list)
+    # what happened to jobs while one message was handled, by outcome (JOB_OUTCOMES): counted, never stored
+    tally: Counter[str] = field(default_factory=Counter, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        d = dataclasses.asdict(dataclasses.replace(self, jobs=[]))
+        d = dataclasses.asdict(dataclasses.replace(self, jobs=[], tally=Counter()))
         d["jobs"] = [j.to_json() for j in self.jobs]
+        del d["tally"]
         return d
 
     @classmethod
@@ -137,6 +140,12 @@ class ProgramQueue:
         dues = [j.check_at for j in self.jobs if j.check_at is not None]
         dues += [d["at"] for d in self.deadlines.values()]
         return min(dues) if dues else None
+
+
+#: what happens to a job, as counted (scheduler_job_outcomes_total{outcome}): launched (FORCED: by its
+#: pending timeout's FORCE_START, whatever its constraints), SKIP and DISCARD (by its constraints or timeout),
+#: CANCELLED (an update, disable or delete of its schedule, or a user), RETRIED (a new attempt after FAILED)
+JOB_OUTCOMES = ("LAUNCHED", "FORCED", "SKIP", "DISCARD", "CANCELLED", "RETRIED")
 
 
 @dataclass(frozen=True)
@@ -309,6 +318,7 @@ def _retry(queue: ProgramQueue, job: Job, ended: RunStatus, at: int) -> bool:
             merged=[],
         )
     )
+    queue.tally["RETRIED"] += 1
     return True
 
 
@@ -424,6 +434,7 @@ def check(queue: ProgramQueue, now: int) -> list[Launch]:
             queue.launched.extend([job.job_id, *job.merged])
             del queue.launched[:-MAX_LAUNCHED_REMEMBERED]
             launches.append(Launch(job, now, d.forced))
+            queue.tally["FORCED" if d.forced else "LAUNCHED"] += 1
         elif d.outcome is Outcome.WAIT:
             job.blocked_by, job.reason, job.check_at = d.blocked_by, d.reason, d.until
             higher = sum(n for p, n in ahead.items() if p > job.priority)
@@ -523,6 +534,7 @@ def note_outcome(queue: ProgramQueue, outcome: dict[str, Any]) -> None:
 
 
 def _remember(queue: ProgramQueue, job: Job, outcome: str, reason: str, now: int) -> None:
+    queue.tally[outcome] += 1
     queue.deadlines.pop(job.job_id, None)  # dropped on purpose (skipped, discarded, cancelled): not a miss
     queue.outcomes.append(
         {"jobId": job.job_id, "schedule": job.schedule, "outcome": outcome, "reason": reason, "at": now}

@@ -218,6 +218,7 @@ class WorkerCounts:
         self.commands: Counter[tuple[str, str]] = Counter()  # (action, result)
         self.dead_letters: Counter[tuple[str, str]] = Counter()  # (source topic, reason class)
         self.runs: Counter[str] = Counter()  # run status reached (accepted transitions)
+        self.job_outcomes: Counter[str] = Counter()  # what happened to jobs (domain.jobs.JOB_OUTCOMES)
         self.rebalances = 0
         self.commands_frozen = 0  # commands applied when what they built was last frozen (ingest.settle)
         self._jobs: dict[int, dict[bytes, Counter[tuple[str, str]]]] = {}

@@ -275,6 +275,8 @@ class JobQueueAgent:
             worker.counts.events["launches"] += 1
             await worker.send_keyed(launch.job.topic, key, launch_request(launch), partition=None)
             await self._announce(launch)
+        for outcome, n in queue.tally.items():
+            worker.counts.job_outcomes[outcome] += n
         for pause in queue.pauses:  # (pauseOnFailure: the bound of failed jobs in a row reached)
             await self._pause(pause["schedule"], pause["note"])
         queue.pauses.clear()

@@ -158,6 +158,7 @@ class WorkerCollector(Collector):
         self.sizes = sizes
 
     def collect(self) -> Iterable[Metric]:
+        from scheduler.domain.jobs import JOB_OUTCOMES
         from scheduler.domain.model import TimeUnit
         from scheduler.domain.runs import RunStatus
 
@@ -256,6 +257,16 @@ class WorkerCollector(Collector):
         yield _counter(
             "scheduler_launches", "Launch requests produced by the job queue", counts.events["launches"]
         )
+        outcomes = CounterMetricFamily(
+            "scheduler_job_outcomes",
+            "What happened to jobs in the owned job queues: LAUNCHED, FORCED (launched by a pending timeout's "
+            "FORCE_START), SKIP and DISCARD (by a constraint or a pending timeout), CANCELLED (a schedule's update, "
+            "disable or delete, or a user's DELETE /jobs/{id}), RETRIED (a new attempt after a FAILED run)",
+            labels=["outcome"],
+        )
+        for outcome in JOB_OUTCOMES:
+            outcomes.add_metric([outcome], counts.job_outcomes[outcome])
+        yield outcomes
         runs = CounterMetricFamily(
             "scheduler_runs",
             "Run states recorded in the run records of the owned partitions (accepted transitions)",

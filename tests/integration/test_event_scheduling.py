@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from scheduler.wire.codec import encode, encode_command, key_bytes
-from tests.helpers import Api, TopicReader, dead_letter, decode_launch, produce
+from tests.helpers import Api, TopicReader, dead_letter, decode_launch, metric, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -237,6 +237,8 @@ async def test_a_user_cancels_one_pending_job_and_the_next_one_still_launches(br
         )  # fmt: skip
         await api.partitions(f"{T}.feed", "a")
         job = (await api.wait_jobs(lambda j: len(j["jobs"]) == 1, schedule=f"{T}/held"))["jobs"][0]
+        cancelled = 'scheduler_job_outcomes_total{outcome="CANCELLED"}'
+        before = metric((await api.client.get("/metrics")).text, cancelled)
         r = await api.client.delete(f"/jobs/{job['jobId']}")
         assert r.status_code == 202 and r.json() == {
             "jobId": job["jobId"],
@@ -250,6 +252,7 @@ async def test_a_user_cancels_one_pending_job_and_the_next_one_still_launches(br
         assert [o["reason"] for o in gone["recent"] if o["jobId"] == job["jobId"]] == [
             "cancelled by auth-off"
         ]
+        assert metric((await api.client.get("/metrics")).text, cancelled) >= before + 1
         for missing in (job["jobId"], f"{T}/held@1", "no-job-id", f"{T}/nope@1"):
             r = await api.client.delete(f"/jobs/{missing}")
             assert r.status_code == 404, (missing, r.text)

@@ -698,3 +698,16 @@ def test_pause_on_failure_asks_for_a_pause_after_that_many_jobs_in_a_row_failed_
     ]
     assert q.failures == {} and q.watched == {}
     assert ProgramQueue.from_json(json.loads(json.dumps(q.to_json()))) == q
+
+
+def test_what_happens_to_jobs_is_tallied_by_outcome_and_never_stored() -> None:
+    q = queue()
+    add_job(q, replace(job("j1"), retry=POLICY))
+    add_job(q, job("j2", schedule="acme/other", constraints=avro(LastRunConstraint(HOUR, UnmetAction.SKIP))))
+    check(q, T0)
+    _fail(q, "j1", T0 + 10)  # (retried)
+    add_job(q, job("j3", schedule="acme/third", constraints=avro(DelayConstraint(HOUR))))
+    check(q, T0 + 20)
+    assert cancel(q, "acme/third", None, "by a user", T0 + 30) == 1
+    assert q.tally == {"LAUNCHED": 1, "SKIP": 1, "RETRIED": 1, "CANCELLED": 1}
+    assert "tally" not in q.to_json() and ProgramQueue.from_json(q.to_json()).tally == {}
