@@ -583,3 +583,15 @@ def metric(text: str, name: str) -> float:
     found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
     assert found, f"no {name} in /metrics"
     return float(found.group(1))
+
+
+def scheduler_cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`scheduler ARGS…` as a user runs it against the worker at `url` (SCHEDULER_URL), its output as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "scheduler", *args],
+        env={"SCHEDULER_URL": url, "PATH": "/usr/bin:/bin"},
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )

@@ -198,6 +198,8 @@ def apply_command(
         return None
     enable = action is Action.ENABLE
     if enable:
+        if current.schedule.enabled:
+            return current
         paused = None
     else:
         request = cmd.pause or PauseRequest()
@@ -208,8 +210,6 @@ def apply_command(
         ):
             return current  # (a replay, or a DISABLE that says nothing new)
         paused = Paused(now_ms, request.note, by, request.until_ms)
-    if current.schedule.enabled == enable and enable:
-        return current
     return dataclasses.replace(
         current,
         schedule=dataclasses.replace(current.schedule, enabled=enable),

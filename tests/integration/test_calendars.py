@@ -7,13 +7,12 @@ from __future__ import annotations
 import asyncio
 import re
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import Api, TopicReader, fires_of
+from tests.helpers import Api, TopicReader, fires_of, scheduler_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -66,15 +65,7 @@ async def test_a_schedule_does_not_fire_on_its_calendars_days_and_follows_the_ca
 
 def test_the_cli_puts_lists_and_deletes_calendars(worker) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        env = {"SCHEDULER_URL": worker.url, "PATH": "/usr/bin:/bin"}
-        return subprocess.run(
-            [sys.executable, "-m", "scheduler", "calendars", *args],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        return scheduler_cli(worker.url, "calendars", *args)
 
     r = cli("put", "acme/holidays", "--timezone", "Europe/Paris", "--dates", "2026-12-25,2027-01-01", "--range", "2026-08-01..2026-08-15", "--weekdays", "sat,sun")  # fmt: skip
     assert r.returncode == 0 and r.stdout.strip() == "acme/holidays: PUT accepted", r.stderr

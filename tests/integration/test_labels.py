@@ -4,14 +4,13 @@ worker's partitions; a filter the list does not know is a 400, never silently ig
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import Api
+from tests.helpers import Api, scheduler_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -72,21 +71,12 @@ async def test_labels_and_descriptions_are_kept_and_the_list_selects_by_them(wor
 
 
 def test_the_cli_lists_by_label(worker, tenant) -> None:
-    import asyncio
-
     async def create() -> None:
         async with Api(worker.url) as api:
             await api.create(_schedule(tenant, "a", {"team": "data"}))
             await api.create(_schedule(tenant, "b", {"team": "ops"}))
 
     asyncio.run(create())
-    r = subprocess.run(
-        [sys.executable, "-m", "scheduler", "schedules", "list", "--tenant", tenant, "--label", "team=data"],
-        env={"SCHEDULER_URL": worker.url, "PATH": "/usr/bin:/bin"},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = scheduler_cli(worker.url, "schedules", "list", "--tenant", tenant, "--label", "team=data")
     assert r.returncode == 0, r.stderr
     assert f"{tenant}/a" in r.stdout and f"{tenant}/b" not in r.stdout

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import Api, TopicReader, fires_of
+from tests.helpers import Api, TopicReader, fires_of, scheduler_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -91,15 +90,7 @@ async def test_a_resume_that_outlived_its_pause_changes_nothing(worker, tenant):
 
 def test_the_cli_pauses_with_a_note_and_an_end_and_shows_them(worker, tenant) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        env = {"SCHEDULER_URL": worker.url, "PATH": "/usr/bin:/bin"}
-        return subprocess.run(
-            [sys.executable, "-m", "scheduler", "schedules", *args],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        return scheduler_cli(worker.url, "schedules", *args)
 
     asyncio.run(_create(worker.url, tenant))
     r = cli("disable", f"{tenant}/nightly", "--note", "quarter close", "--until", "+2h")
