@@ -515,12 +515,19 @@ async def cmd_schedules_next(client: HttpClient, args: argparse.Namespace) -> No
     answer = await client.schedule(tenant, name, "next", n=args.n)
     if not answer["next"]:
         text = f"{args.schedule} has no time trigger: it fires on events only"
+    elif answer.get("specs"):  # (an AND/OR: which of its time triggers each instant comes from)
+        words = answer.get("specTexts") or {}
+        rows = [
+            (i + 1, iso(t), t, "; ".join(f"{p} {words.get(p, '')}".strip() for p in specs))
+            for i, (t, specs) in enumerate(zip(answer["next"], answer["specs"], strict=False))
+        ]
+        text = table(["#", "FIRE TIME (UTC)", "EPOCH MS", "FROM"], rows)
     else:
         text = table(
             ["#", "FIRE TIME (UTC)", "EPOCH MS"], [(i + 1, iso(t), t) for i, t in enumerate(answer["next"])]
         )
-        if not answer.get("enabled", True):
-            text = f"{args.schedule} is disabled; when enabled it would fire at:\n{text}"
+    if answer["next"] and not answer.get("enabled", True):
+        text = f"{args.schedule} is disabled; when enabled it would fire at:\n{text}"
     _print(args, {**answer, "nextIso": [iso(t) for t in answer["next"]]}, text)
 
 

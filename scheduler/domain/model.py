@@ -267,8 +267,7 @@ class Schedule:
             ):
                 if value is not None:
                     raise InvalidSchedule(name, "an SLA on the runs of a program: this schedule has none")
-            if not isinstance(self.trigger, CronTrigger | FrequencyTrigger | OnceTrigger):
-                raise InvalidSchedule("program", "an event or composite trigger needs a program to launch")
+            _check_plain_trigger(self.trigger)
         elif self.output is not OutputFormat.FIRED_TASK:
             raise InvalidSchedule(
                 "output", "a schedule with a program sends LaunchRequests (output FIRED_TASK)"
@@ -358,6 +357,28 @@ def validate_string_map(values: dict[str, str], field_name: str) -> None:
         raise InvalidSchedule(field_name, f"larger than {MAX_DATA_BYTES} bytes")
 
 
+def _check_plain_trigger(trigger: Trigger) -> None:
+    """A schedule without a program fires on time only: one time trigger, or an OR of them (several specs,
+    their union: triggers.union)."""
+    if isinstance(trigger, CronTrigger | FrequencyTrigger | OnceTrigger):
+        return
+    if isinstance(trigger, CompositeTrigger) and trigger.op == "OR":
+        stack: list[tuple[Trigger, str]] = [(trigger, "trigger")]
+        while stack:
+            node, where = stack.pop()
+            if isinstance(node, CompositeTrigger) and node.op == "OR":
+                stack.extend((c, f"{where}.triggers.{i}") for i, c in enumerate(node.triggers))
+            elif not isinstance(node, CronTrigger | FrequencyTrigger | OnceTrigger):
+                raise InvalidSchedule(
+                    where, "a schedule without a program fires on time: an OR of cron, frequency and once"
+                )
+        return
+    raise InvalidSchedule(
+        "program",
+        "an event trigger or an AND needs a program to launch (without one: time triggers, or their OR)",
+    )
+
+
 def _check_tree_shape(trigger: Trigger) -> None:
     """Depth and size of an AND/OR tree, without recursion and before any leaf is validated: a hostile
     tree may be thousands deep or wide (each cron leaf costs a parse and a next-fire computation)."""
@@ -414,13 +435,30 @@ class ScheduleState:
     paused: Paused | None = None  # (a DISABLE's; None while enabled)
 
     def evaluator(self) -> TimeTrigger:
-        """The evaluator of a top-level time trigger (as the schedule's bounds, spread and jitter move it)."""
-        evaluator = self.schedule.trigger.evaluator()
-        assert evaluator is not None
-        return self.schedule.shaped(evaluator.anchored(self.active_since))
+        """The evaluator of a top-level time trigger, or of a plain schedule's union of time specs (as the
+        schedule's bounds, spread and jitter move it)."""
+        [(path, evaluator)] = self.time_leaves()
+        assert path == "0"
+        return evaluator
 
     def time_leaves(self) -> list[tuple[str, TimeTrigger]]:
-        """Every time trigger of the schedule (top level or inside AND/OR) with its path."""
+        """Every time trigger of the schedule (top level or inside AND/OR) with its path; a plain schedule's
+        OR of time triggers is one trigger, their union, at "0" (see triggers.union)."""
+        shaped = self.schedule.shaped
+        leaves = [
+            (path, evaluator.anchored(self.active_since))
+            for path, leaf in trigger_leaves(self.schedule.trigger)
+            if (evaluator := leaf.evaluator()) is not None
+        ]
+        if self.schedule.program is None and isinstance(self.schedule.trigger, CompositeTrigger):
+            from scheduler.domain.triggers.union import Union
+
+            return [("0", shaped(Union(tuple(leaves))))]
+        return [(path, shaped(evaluator)) for path, evaluator in leaves]
+
+    def spec_leaves(self) -> list[tuple[str, TimeTrigger]]:
+        """Each time trigger of the schedule by its own path (a union's specs one by one), as shaped: which
+        of them an instant comes from."""
         shaped = self.schedule.shaped
         return [
             (path, shaped(evaluator.anchored(self.active_since)))

@@ -178,6 +178,14 @@ class NextFires(Answer):
         default_factory=list,
         description="instants among them that calendars the schedule excludes hold: {at, calendar}; not fired",
     )
+    specs: list[list[str]] | None = Field(
+        None,
+        description="an AND/OR trigger's: per instant of `next`, the paths of its time triggers due then "
+        '("0.1": trigger.triggers[1]); null for a single trigger',
+    )
+    specTexts: dict[str, str] | None = Field(
+        None, description="an AND/OR trigger's: each time trigger's path -> the trigger in words"
+    )
 
 
 class TaskFrequency(Answer):

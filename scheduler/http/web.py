@@ -42,7 +42,7 @@ from scheduler.domain.tenancy import (
     event_tenant,
     schedule_tenants,
 )
-from scheduler.domain.triggers.instants import upcoming
+from scheduler.domain.triggers.instants import spec_texts, upcoming
 from scheduler.domain.triggers.progress import describe
 from scheduler.http import auth, calendars, jobs, messages, programs
 from scheduler.http import responses as out
@@ -504,6 +504,7 @@ class Handlers:
                 "enabled": state.schedule.enabled,
                 "next": fires,
                 "excluded": [{"at": at, "calendar": c} for at, c in skipped[:MAX_NEXT]],
+                **(spec_texts(state, fires) if isinstance(state.schedule.trigger, CompositeTrigger) else {}),
             },
         )
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import Any
 
-from scheduler.domain.model import ScheduleState
+from scheduler.domain.model import ScheduleState, trigger_leaves
 from scheduler.domain.triggers.base import TimeTrigger
 from scheduler.domain.triggers.kinds import CompositeTrigger, ElapsedTrigger, Trigger
 from scheduler.domain.triggers.progress import TriggerProgress, find, since_job
@@ -70,6 +71,8 @@ def _next(
 ) -> int | None:
     """When the (sub)tree at `path` is first satisfied after the job at `last`, after `after` (`counted`:
     the leaves that already counted since that job; None: never, as far as time tells; _IGNORED: left out)."""
+    if path in walk.leaves and path not in counted:  # (a time leaf; or a plain schedule's union at "0")
+        return walk.leaf_due(path, after)
     if isinstance(trigger, CompositeTrigger):
         dues = [
             _next(walk, child, f"{path}.{i}", last, after, counted)
@@ -84,8 +87,6 @@ def _next(
         return min(times) if times else None
     if path in counted:
         return after  # (it already counted: no later than any due of the others)
-    if path in walk.leaves:
-        return walk.leaf_due(path, after)
     if isinstance(trigger, ElapsedTrigger) and trigger.dataset is None and trigger.program is None:
         return max(last + trigger.ms, after + 1)
     return _IGNORED if walk.ignore_events else None  # (it waits for events)
@@ -150,3 +151,15 @@ def upcoming(
         last_job = since_job(progress, state.active_since)
     walk = fire_instants(state, after, excluded=excluded, skipped=skipped, counted=counted, last_job=last_job)
     return list(islice(walk, n)), skipped
+
+
+def spec_texts(state: ScheduleState, instants: list[int]) -> dict[str, Any]:
+    """An AND/OR's `/next` extras: `specs`, per instant the paths of the time triggers due at it (which spec
+    an instant comes from; two specs due at one instant are both named, and it still fires once), and
+    `specTexts`, each time trigger's path -> its words."""
+    leaves = state.spec_leaves()
+    words = {path: leaf.describe() for path, leaf in trigger_leaves(state.schedule.trigger)}
+    return {
+        "specs": [[path for path, t in leaves if t.next_due(at - 1) == at] for at in instants],
+        "specTexts": {path: words[path] for path, _ in leaves},
+    }
