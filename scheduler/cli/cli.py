@@ -429,7 +429,7 @@ async def cmd_schedules_list(client: HttpClient, args: argparse.Namespace) -> No
     rows = [
         (
             s["key"],
-            s["enabled"] if s.get("paused") is None else paused_text(s["paused"], short=True),
+            _enabled_text(s, paused_text),
             trigger_summary(s),
             iso(s.get("nextFireAt")),
             s.get("program") or s["topic"],
@@ -442,6 +442,15 @@ async def cmd_schedules_list(client: HttpClient, args: argparse.Namespace) -> No
             f"({len(schedules)} of {answer['total']}; the next page: --cursor {answer['next']}, all: --all)",
             file=sys.stderr,
         )
+
+
+def _enabled_text(s: dict[str, Any], paused_text: Callable[..., str]) -> str:
+    """A list's ENABLED cell: finished, paused (why), or enabled, with the fires a limited one has left."""
+    if s.get("finished"):
+        return "finished"
+    text = str(s["enabled"]) if s.get("paused") is None else paused_text(s["paused"], short=True)
+    left = s.get("firesLeft")
+    return text if left is None else f"{text} ({left} fires left)"
 
 
 async def cmd_schedules_get(client: HttpClient, args: argparse.Namespace) -> None:

@@ -23,6 +23,8 @@ OUTPUT_ONLY = frozenset(
         "nextFireAt",
         "triggerText",
         "finished",
+        "fires",
+        "firesLeft",
         "paused",
     }
 )

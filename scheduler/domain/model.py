@@ -182,6 +182,7 @@ class Schedule:
     description: str | None = None  # for people
     labels: dict[str, str] = field(default_factory=dict)  # for people, and to select schedules by
     pause_on_failure: int | None = None  # paused (a DISABLE) after this many jobs in a row FAILED
+    max_fires: int | None = None  # finished after this many fires (jobs of a program) its triggers made
 
     def plain_fields(self) -> dict[str, Any]:
         """The fields whose HTTP JSON and Avro forms are the same (scalars and lists of strings)."""
@@ -199,6 +200,7 @@ class Schedule:
             "description": self.description,
             "labels": dict(self.labels),
             "pauseOnFailure": self.pause_on_failure,
+            "maxFires": self.max_fires,
         }
 
     def within_bounds(self, now: int) -> bool:
@@ -277,6 +279,8 @@ class Schedule:
             for _, leaf in trigger_leaves(self.trigger):
                 if leaf.watched_program() == self.program:
                     raise InvalidSchedule("trigger.program", "a program never triggers itself")
+        if self.max_fires is not None and not 1 <= self.max_fires <= MAX_FIRES:
+            raise InvalidSchedule("maxFires", f"must be between 1 and {MAX_FIRES}")
         if self.pause_on_failure is not None and not 1 <= self.pause_on_failure <= MAX_PAUSE_ON_FAILURE:
             raise InvalidSchedule("pauseOnFailure", f"must be between 1 and {MAX_PAUSE_ON_FAILURE}")
         if self.constraints:
@@ -398,6 +402,8 @@ def _check_tree_shape(trigger: Trigger) -> None:
                 raise InvalidSchedule("trigger", f"more than {MAX_TRIGGER_LEAVES} triggers")
 
 
+#: maxFires: at most this many (a limited schedule's fires go through its trigger agent, which counts them)
+MAX_FIRES = 1_000_000
 #: pauseOnFailure: at most this many failed jobs in a row
 MAX_PAUSE_ON_FAILURE = 1_000
 #: the longest note a pause keeps (characters)
@@ -433,6 +439,23 @@ class ScheduleState:
     active_since: int  # fires due before this instant are never owed
     version: int = 1
     paused: Paused | None = None  # (a DISABLE's; None while enabled)
+    fires: int = 0  # what its triggers made toward maxFires (counted only with it; kept but by DELETE)
+
+    @property
+    def exhausted(self) -> bool:
+        """It made its `maxFires` fires: finished, fires and launches no more (RUN and BACKFILL still do)."""
+        limit = self.schedule.max_fires
+        return limit is not None and self.fires >= limit
+
+    @property
+    def fires_left(self) -> int | None:
+        limit = self.schedule.max_fires
+        return None if limit is None else max(0, limit - self.fires)
+
+    @property
+    def firing(self) -> bool:
+        """Enabled and not exhausted: its triggers may still fire."""
+        return self.schedule.enabled and not self.exhausted
 
     def evaluator(self) -> TimeTrigger:
         """The evaluator of a top-level time trigger, or of a plain schedule's union of time specs (as the
@@ -467,10 +490,10 @@ class ScheduleState:
         ]
 
     def finished(self, now: int) -> bool:
-        """Past its end: `notAfter` passed, or its triggers are time triggers none of which comes due again
-        (a one-shot schedule whose instant passed). Kept and shown, never deleted."""
+        """Past its end: `notAfter` passed, `maxFires` made, or its triggers are time triggers none of which
+        comes due again (a one-shot schedule whose instant passed). Kept and shown, never deleted."""
         s = self.schedule
-        if s.not_after is not None and now > s.not_after:
+        if (s.not_after is not None and now > s.not_after) or self.exhausted:
             return True
         leaves = trigger_leaves(s.trigger)
         if any(leaf.evaluator() is None for _, leaf in leaves):

@@ -25,6 +25,7 @@ from scheduler.domain.constraints import (
 from scheduler.domain.labels import MAX_DESCRIPTION, MAX_LABELS
 from scheduler.domain.model import (
     MAX_CONSTRAINTS,
+    MAX_FIRES,
     MAX_FREQUENCY_TIME,
     MAX_PAUSE_NOTE,
     MAX_PAUSE_ON_FAILURE,
@@ -163,6 +164,13 @@ class ScheduleBody(_In):
         le=MAX_PAUSE_ON_FAILURE,
         description="paused (a DISABLE with a note) after this many of its jobs in a row ended FAILED",
     )
+    maxFires: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_FIRES,
+        description="limited actions: finished after this many fires (a program's: jobs its triggers made); "
+        "RUN and BACKFILL do not count",
+    )
     labels: dict[str, str] = Field(
         default_factory=dict,
         description=f"for people and to select by (GET /schedules?label=team=data): at most {MAX_LABELS}, "
@@ -198,6 +206,7 @@ class ScheduleBody(_In):
             description=self.description,
             labels=dict(self.labels),
             pause_on_failure=self.pauseOnFailure,
+            max_fires=self.maxFires,
         )
 
 
@@ -289,6 +298,8 @@ def schedule_json(state: ScheduleState, next_fire_at: int | None, finished: bool
         "retry": None if s.retry is None else s.retry.to_json(),
         **s.plain_fields(),
         "finished": finished,
+        "fires": state.fires,
+        "firesLeft": state.fires_left,
         "nextFireAt": next_fire_at,
         "paused": None if state.paused is None else paused_json(state.paused),
     }
@@ -316,6 +327,7 @@ def state_from_json(d: dict[str, Any]) -> ScheduleState:
         d["activeSince"],
         d["version"],
         None if p is None else Paused(p["at"], p["note"], p["by"], p["until"]),
+        d.get("fires") or 0,
     )
 
 

@@ -150,10 +150,16 @@ class Schedule(Answer):
     description: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     pauseOnFailure: int | None = None
+    maxFires: int | None = None
     finished: bool = Field(
         False,
-        description="past its end (notAfter passed, or a one-shot whose instant passed): kept, fires no more",
+        description="past its end (notAfter passed, maxFires made, or a one-shot whose instant passed): kept, "
+        "fires no more",
     )
+    fires: int = Field(
+        0, description="fires (a program's: jobs) its triggers made toward maxFires (0 without)"
+    )
+    firesLeft: int | None = Field(None, description="maxFires less fires; null without maxFires")
     nextFireAt: Ms | None = Field(description="null when disabled or event-triggered only")
     paused: Paused | None = Field(None, description="why, by whom and until when it was disabled")
 

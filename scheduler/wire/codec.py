@@ -318,6 +318,7 @@ def schedule_from_avro(rec: dict[str, Any]) -> Schedule:
         description=rec.get("description"),
         labels=dict(rec.get("labels") or {}),
         pause_on_failure=rec.get("pauseOnFailure"),
+        max_fires=rec.get("maxFires"),
     )
 
 
@@ -511,11 +512,11 @@ def _read_time_schedule(r: _Reader, sym: _Symbols, key: ScheduleKey | None = Non
     output = sym.outputs[r.index(len(sym.outputs))]
     # notBefore, notAfter, spreadMs, jitterMs (null), priority (0), completeWithinMs,
     # fireAtLeastEveryMs (null), excludeCalendars (an empty array), description (null), labels (empty),
-    # pauseOnFailure (null)
+    # pauseOnFailure, maxFires (null)
     pos = r.pos
-    if r.data[pos : pos + 11] != _ZEROS:
+    if r.data[pos : pos + 12] != _ZEROS:
         raise _Defer
-    r.pos = pos + 11
+    r.pos = pos + 12
     same = key is not None and tenant == key.tenant and name == key.name
     return Schedule(
         key if same and key is not None else ScheduleKey(tenant, name),
@@ -530,7 +531,7 @@ def _read_time_schedule(r: _Reader, sym: _Symbols, key: ScheduleKey | None = Non
 
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
-_ZEROS = bytes(11)
+_ZEROS = bytes(12)
 
 
 def _command(rec: dict[str, Any], sched: dict[str, Any] | None) -> ScheduleCommand:
@@ -601,7 +602,8 @@ def encode_state(st: ScheduleState, schedule_avro: bytes | None = None) -> bytes
     updated = created if st.updated_at == st.created_at else _zigzag(st.updated_at)
     active = created if st.active_since == st.created_at else _zigzag(st.active_since)
     paused = _NULL if st.paused is None else _encode_paused(st.paused)
-    return b"".join((schedule_avro, created, updated, active, _zigzag(st.version), paused))
+    fires = _NULL if not st.fires else _zigzag(st.fires)
+    return b"".join((schedule_avro, created, updated, active, _zigzag(st.version), paused, fires))
 
 
 _NULL = b"\x00"  # (a union's null branch)
@@ -622,16 +624,17 @@ def _encode_paused(p: Paused) -> bytes:
 
 
 def state_version(data: bytes) -> int | None:
-    """A ScheduleState's version without decoding the rest, for a state that is not paused: then the record
-    ends with the version's varint and the null `paused` (a zero byte; a paused state ends with its
-    atMs, a positive varint, whose last byte is never zero). Anything else (paused, or written by a release
-    before `paused`, or not a state) is decoded whole; None if it does not decode."""
-    if len(data) >= 2 and data[-1] == 0 and not data[-2] & 0x80:
-        start = len(data) - 2
+    """A ScheduleState's version without decoding the rest, for a state that is not paused and counted no
+    fires: then the record ends with the version's varint, the null `paused` and `fires` 0 (two zero
+    bytes; a paused state's `paused` ends with its atMs, a positive varint, whose last byte is never zero).
+    Anything else (paused, a limited schedule's, written by an earlier release, or not a state) is decoded
+    whole; None if it does not decode."""
+    if len(data) >= 3 and data[-1] == 0 and data[-2] == 0 and not data[-3] & 0x80:
+        start = len(data) - 3
         while start > 0 and data[start - 1] & 0x80:
             start -= 1
         n = 0
-        for shift, byte in enumerate(data[start:-1]):
+        for shift, byte in enumerate(data[start:-2]):
             n |= (byte & 0x7F) << (7 * shift)
         return (n >> 1) ^ -(n & 1)
     try:
@@ -652,6 +655,7 @@ def decode_state(data: bytes) -> ScheduleState:
         active_since=rec["activeSince"],
         version=rec["version"],
         paused=None if rec.get("paused") is None else _paused(rec["paused"]),
+        fires=rec.get("fires") or 0,
     )
 
 
@@ -672,11 +676,12 @@ def _read_time_state(data: bytes) -> ScheduleState | None:
         created, updated, active, version = r.long(), r.long(), r.long(), r.long()
         if r.index(2):  # (bytes of a release before `paused` end before it: the Avro reader reads them)
             raise _Defer  # (paused: the Avro reader reads it)
+        fires = r.long()  # (a state of release 0.4.0 ends before it: the Avro reader reads that)
     except (_Defer, IndexError, UnicodeDecodeError):
         return None
-    if r.pos != len(data) or not _INT_MIN <= version <= _INT_MAX:
+    if r.pos != len(data) or not _INT_MIN <= version <= _INT_MAX or fires < 0:
         return None
-    return ScheduleState(schedule, created, updated, active, version)
+    return ScheduleState(schedule, created, updated, active, version, fires=fires)
 
 
 def encode_fired(f: FiredTask) -> bytes:

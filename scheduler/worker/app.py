@@ -529,6 +529,10 @@ class Worker:
         if writes:
             write_local(self.schedules, partition, writes)
 
+    def writes_held(self) -> bool:
+        """Schedule writes wait for the changelog (take_writes)."""
+        return bool(self._writes)
+
     def take_writes(self, partition: int | None = None) -> list[tuple[bytes, bytes | None, int]]:
         """The schedule writes since the last take (of one partition, or all), for write_changelog."""
         if partition is not None:

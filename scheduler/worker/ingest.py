@@ -304,6 +304,9 @@ class CommandIngest:
                     self._refetch(fetched)
         elif self._consumer is not None and consumer_broken(self._consumer):
             await self._replace_consumer("one of its background tasks ended")
+        if not fetched and self.worker.txns is None and self.worker.writes_held():
+            async with self._lock:  # (a trigger agent's count of a limited schedule's fires: out now)
+                await self._applied_safely({})
         self.settle(quiet=not fetched)
 
     def _refetch(self, fetched: dict[TopicPartition, list[Any]]) -> None:

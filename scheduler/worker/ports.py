@@ -79,6 +79,10 @@ class RoutingPort(Outbox, Protocol):
 class Arming(Protocol):
     def arm(self, partition: int, key: bytes, path: str, due: int) -> None: ...
 
+    def upsert(self, partition: int, key: bytes, state: ScheduleState) -> None:
+        """The schedule's state changed (a limited schedule made its maxFires): its dues follow."""
+        ...
+
 
 class TriggerPort(Outbox, Protocol):
     """The trigger agent: the schedules (read), the trigger progress, the elapsed triggers' timers."""
@@ -89,6 +93,12 @@ class TriggerPort(Outbox, Protocol):
     def punctuator(self) -> Arming: ...
 
     def schedule_bytes(self, partition: int, key: bytes) -> bytes | None: ...
+
+    def write_schedule(self, partition: int, key: bytes, value: bytes | None) -> None:
+        """A schedule state written with the work at hand (a limited schedule's count of fires)."""
+        ...
+
+    async def send_fire(self, topic: str, key: bytes, value: bytes) -> asyncio.Future[object]: ...
 
     def generation(self) -> int:
         """The consumer group generation of the worker's assignment (what a trigger progress is written in)."""

@@ -141,7 +141,8 @@ def compile_schedule(state: ScheduleState, key: bytes | None = None) -> _Compile
     if s.fire_at_least_every_ms is not None:
         elapsed += (SLA_PATH,)  # its watchdog: armed by the trigger agent, checked there
     calendars = (s.key.tenant, *s.exclude_calendars) if s.exclude_calendars else ()
-    if s.program is None and [p for p, _ in leaves] == ["0"]:
+    # (a limited schedule's fires go through its trigger agent, which counts them toward maxFires)
+    if s.program is None and s.max_fires is None and [p for p, _ in leaves] == ["0"]:
         fired = fire_bytes(s, key)
         return _Compiled(
             s.topic, leaves, elapsed, fired.encode, None, state.version, fired.parts, calendars=calendars
@@ -163,7 +164,7 @@ def index_writes(
     """A schedule's due-time index entries: per time trigger its next due after `since(unit)` (None: from its
     activation), and its elapsed mark (put or deleted)."""
     writes: list[tuple[bytes, bytes | None]] = []
-    if not state.schedule.enabled:
+    if not state.firing:
         return [(elapsed_key(key), None)]
     for path, trigger in state.time_leaves():
         after = since(trigger.unit)
@@ -382,7 +383,7 @@ class Punctuator:
                     writes.append((e.raw, None))
                 continue
             state = self._loaded(partition, e.key)
-            if state is None or not state.schedule.enabled or state.version != e.version:
+            if state is None or not state.firing or state.version != e.version:
                 writes.append((e.raw, None))
                 continue
             entry = part.compiled.get(e.key)
@@ -456,7 +457,7 @@ class Punctuator:
             return  # not (yet) ours: assign() reads the index
         part.live.pop(key, None)
         part.compiled.pop(key, None)
-        if not state.schedule.enabled:
+        if not state.firing:
             return
         entry = compile_schedule(state, key)
         for path, trigger in entry.leaves:
@@ -473,7 +474,7 @@ class Punctuator:
         out = []
         for key in self.index.elapsed(partition):
             state = self._load(partition, key)
-            if state is not None and state.schedule.enabled and has_elapsed(state):
+            if state is not None and state.firing and has_elapsed(state):
                 out.append((key, state))
         return out
 
@@ -856,7 +857,7 @@ class Punctuator:
     def _compile_loaded(self, part: _Partition, partition: int, key: bytes) -> _Compiled | None:
         """A schedule not in memory yet (an elapsed trigger its agent armed): read it from the table."""
         state = self._load(partition, key)
-        if state is None or not state.schedule.enabled:
+        if state is None or not state.firing:
             return None
         entry = part.compiled[key] = compile_schedule(state, key)
         return entry
@@ -906,7 +907,7 @@ class Punctuator:
             # lost the partition before firing it (the earlier one writes it again when it fires)
             return
         state = self._loaded(partition, e.key)
-        if state is None or not state.schedule.enabled or state.version != e.version:
+        if state is None or not state.firing or state.version != e.version:
             stale.append((e.raw, None))  # (with the schedule writes: never ahead of an update's commit)
             return
         entry = part.compiled.get(e.key)

@@ -9,6 +9,7 @@ position it applied, and a job's id comes from (schedule, version, job sequence)
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,7 @@ from scheduler.domain.triggers.progress import (
     silent_periods,
     watchdog_due,
 )
-from scheduler.wire.codec import decode_json, decode_state, encode_json
+from scheduler.wire.codec import decode_json, decode_state, encode_json, encode_state, fire_bytes
 from scheduler.wire.messages import JobTriggered, NoteOutcome, TriggerFired, encode_job_queue_message
 from scheduler.worker.event_routing import notification_from_json
 from scheduler.worker.hops import safely
@@ -130,8 +131,8 @@ class TriggerAgent:
         key = fired.schedule_key
         raw = worker.schedule_bytes(event.message.partition, key)
         state = decode_state(raw) if raw is not None else None
-        if state is None or not state.schedule.enabled:
-            worker.counts.events["triggersIgnored"] += 1  # deleted or disabled since
+        if state is None or not state.firing:
+            worker.counts.events["triggersIgnored"] += 1  # deleted, disabled or made its maxFires since
             return
         parsed = None
         if fired.event is not None:
@@ -148,6 +149,9 @@ class TriggerAgent:
             # routed by another version: one that is gone, or the one before this (the index had not caught
             # up with it yet: the index update of this version hands it the event again, event_routing)
             worker.counts.events["triggersIgnored"] += 1
+            return
+        if state.schedule.program is None:
+            await self._plain_fire(event.message.partition, key, state, fired)
             return
         now = worker.clock()
         if fired.event is not None and not state.schedule.within_bounds(now):
@@ -182,8 +186,40 @@ class TriggerAgent:
             job = new_job(state, jid, job_arguments(state, progress.events), now, list(progress.events))
             reset(progress, now, None if parsed is not None else fired.due)
             await submit_job(worker, state, job)
+            self._count_fire(event.message.partition, key)
         worker.trigger_progress[key] = progress_record(progress, worker.generation())
         self.arm_elapsed(event.message.partition, key, state, progress)
+
+    async def _plain_fire(
+        self, partition: int, key: bytes, state: ScheduleState, fired: TriggerFired
+    ) -> None:
+        """A time fire of a schedule without a program: only a limited one's (maxFires) comes this way, so
+        that it is counted (with transactions in the fire's transaction). Its FiredTask, as the punctuator's
+        fast path would have sent it, with the punctuator's firedAt."""
+        worker = self.worker
+        progress = self.load_progress(key, state)
+        if fired.due is None or progress.seen(fired.source, fired.position):
+            return
+        progress.mark(fired.source, fired.position)
+        encode = fire_bytes(state.schedule, key).encode
+        await worker.send_fire(
+            state.schedule.topic, key, encode(fired.due, fired.at, fired.missed, fired.catch_up)
+        )
+        self._count_fire(partition, key)
+        worker.trigger_progress[key] = progress_record(progress, worker.generation())
+
+    def _count_fire(self, partition: int, key: bytes) -> None:
+        """One more fire toward the schedule's maxFires, in its state (read again: a command may have
+        written it while the fire was sent). The one that makes it finished takes it out of the punctuator."""
+        raw = self.worker.schedule_bytes(partition, key)
+        state = decode_state(raw) if raw is not None else None
+        if state is None or state.schedule.max_fires is None:
+            return
+        counted = replace(state, fires=state.fires + 1)
+        self.worker.write_schedule(partition, key, encode_state(counted))
+        if counted.exhausted:
+            log.info("%s made its %d fires: finished", counted.schedule.key.id, counted.fires)
+            self.worker.punctuator.upsert(partition, key, counted)
 
     async def _watchdog(self, partition: int, key: bytes, state: ScheduleState, due: int) -> None:
         """The schedule's "fire at least every" timer came due: an alert if it made no job since, and the
@@ -229,7 +265,7 @@ class TriggerAgent:
         """Tell the punctuator when each elapsed trigger of the schedule comes due now, and its "fire at
         least every" watchdog."""
         every = state.schedule.fire_at_least_every_ms
-        if every is not None and state.schedule.enabled:
+        if every is not None and state.firing:
             if progress is None:
                 progress = self.load_progress(key, state)
             late_at = watchdog_due(progress, state.active_since, every, self.worker.clock())
@@ -237,7 +273,7 @@ class TriggerAgent:
         if not isinstance(state.schedule.trigger, ElapsedTrigger | CompositeTrigger):
             return  # (the common case, without the walk)
         leaves = [(p, t) for p, t in trigger_leaves(state.schedule.trigger) if isinstance(t, ElapsedTrigger)]
-        if not leaves or not state.schedule.enabled:
+        if not leaves or not state.firing:
             return
         if progress is None:
             progress = self.load_progress(key, state)

@@ -50,6 +50,7 @@ class FakeWorker:
     run_records: dict[bytes, bytes] = field(default_factory=dict)
     recent_events: dict[bytes, bytes] = field(default_factory=dict)
     armed: list[tuple[bytes, str, int]] = field(default_factory=list)
+    upserted: list[ScheduleState] = field(default_factory=list)
     now: int = 1_000
 
     def clock(self) -> int:
@@ -81,6 +82,18 @@ class FakeWorker:
 
     def arm(self, partition: int, key: bytes, path: str, due: int) -> None:
         self.armed.append((key, path, due))
+
+    def upsert(self, partition: int, key: bytes, state: ScheduleState) -> None:
+        self.upserted.append(state)
+
+    def write_schedule(self, partition: int, key: bytes, value: bytes | None) -> None:
+        if value is None:
+            self.schedules.pop(key, None)
+        else:
+            self.schedules[key] = value
+
+    async def send_fire(self, topic: str, key: bytes, value: bytes) -> Any:
+        self.sent.append((topic, key, value))
 
     def take(self, topic: str) -> list[tuple[bytes, bytes]]:
         out = [(k, v) for t, k, v in self.sent if t == topic]

@@ -168,13 +168,21 @@ STATES = [
         3,
         Paused(T0 + 5, "why", "ops", T0 + 9),
     ),
+    ScheduleState(Schedule(KEY, CronTrigger("* * * * *"), "reports", max_fires=5), T0, T0, T0, 4, fires=3),
 ]
 
 
 @pytest.mark.parametrize(
     "state",
     STATES,
-    ids=["cron", "frequency-without-start", "task-definition-output", "frequency-with-start", "paused"],
+    ids=[
+        "cron",
+        "frequency-without-start",
+        "task-definition-output",
+        "frequency-with-start",
+        "paused",
+        "limited",
+    ],
 )
 @pytest.mark.parametrize("next_fire_at", [None, T0 + 60_000])
 def test_schedule_json_round_trips_through_state_from_json(
@@ -220,7 +228,10 @@ def test_schedule_json_shape() -> None:
         "description": None,
         "labels": {},
         "pauseOnFailure": None,
+        "maxFires": None,
         "finished": False,
+        "fires": 0,
+        "firesLeft": None,
         "nextFireAt": T0 + 60_000,
         "paused": None,
     }

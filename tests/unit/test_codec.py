@@ -293,6 +293,25 @@ def test_commands_and_states_written_by_release_0_3_0_read_without_a_pause_descr
         assert codec.state_version(released_encode("0.3.0", "ScheduleState", state)) == 3
 
 
+def test_states_written_by_release_0_4_0_read_with_no_fires_counted() -> None:
+    for schedule in (PROGRAM_SCHEDULE, CRON_SCHEDULE):
+        record = {k: v for k, v in codec.schedule_to_avro(schedule).items() if k != "maxFires"}
+        state = {"schedule": record, "createdAt": T0, "updatedAt": T0, "activeSince": T0, "version": 4}
+        for paused in (None, {"note": "n", "by": None, "untilMs": None, "atMs": T0}):
+            raw = released_encode("0.4.0", "ScheduleState", {**state, "paused": paused})
+            decoded = codec.decode_state(raw)
+            assert (decoded.schedule, decoded.version, decoded.fires) == (schedule, 4, 0)
+            assert codec.state_version(raw) == 4
+
+
+def test_a_limited_schedule_and_its_count_round_trip() -> None:
+    limited = ScheduleState(replace(CRON_SCHEDULE, max_fires=7), T0, T0, T0, 2, fires=300)
+    raw = codec.encode_state(limited)
+    assert codec.decode_state(raw) == limited and codec.state_version(raw) == 2
+    cmd = ScheduleCommand(KEY, Action.INSERT, limited.schedule)
+    assert codec.decode_command(codec.encode_command(cmd)) == cmd
+
+
 def test_a_description_and_labels_round_trip() -> None:
     s = replace(
         CRON_SCHEDULE, description="the nightly report — for finance", labels={"team": "data", "x": ""}

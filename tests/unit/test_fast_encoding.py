@@ -167,7 +167,7 @@ def _avro_state(value: bytes) -> ScheduleState:
     rec = fastavro.schemaless_reader(io.BytesIO(value), schemas()["ScheduleState"], None)
     assert isinstance(rec, dict)
     return ScheduleState(decode_state(value).schedule, rec["createdAt"], rec["updatedAt"], rec["activeSince"],
-                         rec["version"])  # fmt: skip
+                         rec["version"], fires=rec["fires"])  # fmt: skip
 
 
 def test_the_hand_state_reader_reads_what_the_avro_reader_reads_or_defers_to_it() -> None:

@@ -110,8 +110,10 @@ def test_a_schedule_states_version_is_read_from_its_last_bytes(version: int) -> 
         paused = encode_state(
             replace(st, paused=Paused(updated, "why", None, 2**40 if version % 2 else None))
         )
-        assert paused[-1] != 0 and state_version(paused) == version  # (decoded whole)
-        # (a state written by release 0.3.0, before `paused`: test_codec)
+        assert paused[-2] != 0 and state_version(paused) == version  # (decoded whole)
+        limited = encode_state(replace(st, schedule=replace(st.schedule, max_fires=9), fires=5))
+        assert limited[-1] != 0 and state_version(limited) == version  # (decoded whole)
+        # (states written by releases 0.3.0 and 0.4.0, before `paused` and `fires`: test_codec)
     assert state_version(b"") is None
     assert state_version(b"\x81") is None  # (cut short: a varint cannot end with its high bit set)
 

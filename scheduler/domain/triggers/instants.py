@@ -134,8 +134,12 @@ def upcoming(
     progress: TriggerProgress | None = None,
 ) -> tuple[list[int], list[Skipped]]:
     """The next `n` instants the schedule fires at from now (as its trigger progress stands, when known: a
-    tree's leaves that already counted), and the instants calendars removed on the way."""
+    tree's leaves that already counted; no more than a limited schedule has fires left), and the instants
+    calendars removed on the way."""
     skipped: list[Skipped] = []
+    left = state.fires_left
+    if left is not None:
+        n = min(n, left)  # (a limited schedule: no more than it has fires left)
     after = max(now, state.active_since) - 1
     counted: frozenset[str] = frozenset()
     last_job = None

@@ -174,7 +174,8 @@
         el("td", { class: "trigger" }, s.triggerText || s.trigger.type),
         el("td", { class: "program" }, s.program || ""),
         el("td", { class: "enabled", title: s.paused ? pausedText(s.paused) : "" },
-          s.finished ? "finished" : s.enabled ? "yes" : s.paused ? pausedText(s.paused) : "no"),
+          (s.finished ? "finished" : s.enabled ? "yes" : s.paused ? pausedText(s.paused) : "no") +
+          (s.firesLeft != null && !s.finished ? ` (${s.firesLeft} of ${s.maxFires} fires left)` : "")),
         ...timeCells(next, s.finished ? "finished" : s.enabled ? "on events" : "disabled"),
         el("td", { class: "actions" }, ...scheduleActions(s)),
       );
@@ -543,7 +544,7 @@
   }
 
   const OUTPUT_ONLY = ["key", "createdAt", "updatedAt", "activeSince", "version", "nextFireAt", "triggerText",
-    "finished", "tenant", "name", "paused"];
+    "finished", "fires", "firesLeft", "tenant", "name", "paused"];
 
   // the schedule form: the common fields, the trigger by kind, anything else as JSON; validated as you
   // type by the server itself (a dry run of the write) with the next fire times in the schedule's zone
