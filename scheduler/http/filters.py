@@ -1,6 +1,7 @@
 """GET /schedules' filters: `label` (a selector: `team=data,tier!=bronze,critical,!deprecated`), `enabled`,
-`paused` (true|false), `trigger` (its kind: cron, frequency, once, partition, … and, or), `program` and
-`topic` (exact). Every one must hold. A parameter the list does not know is a 400 naming it, never
+`paused`, `finished` (true|false), `trigger` (its kind: cron, frequency, once, partition, … and, or),
+`program` and `topic` (exact), `nextBefore` / `nextAfter` (epoch ms: its next fire at or before / at or
+after it; a schedule that fires no more, or on events only, matches neither). Every one must hold. A parameter the list does not know is a 400 naming it, never
 ignored. None of them is indexed (the tenant is: a key prefix): each worker reads its schedules in key
 order until it has a page of matches."""
 
@@ -15,7 +16,7 @@ from scheduler.domain.triggers.kinds import TRIGGER_KINDS
 
 #: the list's own parameters (tenant, paging, and `local`: a worker asking another for its part)
 LIST_PARAMS = frozenset({"tenant", "limit", "cursor", "local"})
-FILTERS = ("label", "enabled", "paused", "trigger", "program", "topic")
+FILTERS = ("label", "enabled", "paused", "finished", "trigger", "program", "topic", "nextBefore", "nextAfter")
 _BOOLS = {"true": True, "false": False}
 
 
@@ -37,8 +38,13 @@ class Filters:
 NO_FILTERS = Filters({}, None)
 
 
-def parse_filters(params: Mapping[str, str]) -> Filters:
-    """The filters of a GET /schedules query (BadFilter names the parameter that is wrong or unknown)."""
+def parse_filters(
+    params: Mapping[str, str],
+    next_fire: Callable[[ScheduleState], int | None] = lambda st: None,
+    clock: Callable[[], int] = lambda: 0,
+) -> Filters:
+    """The filters of a GET /schedules query (BadFilter names the parameter that is wrong or unknown);
+    `next_fire`: a schedule's next fire instant, `clock`: now (its owner's)."""
     unknown = sorted(set(params) - LIST_PARAMS - set(FILTERS))
     if unknown:
         known = ", ".join(sorted(LIST_PARAMS - {"local"}) + list(FILTERS))
@@ -51,7 +57,8 @@ def parse_filters(params: Mapping[str, str]) -> Filters:
         except ValueError as exc:
             raise BadFilter("label", f"not a label selector: {exc}") from None
         tests.append(lambda st: selector.matches(st.schedule.labels))
-    for name, of in (("enabled", _enabled), ("paused", _paused)):
+    finished: Callable[[ScheduleState], bool] = lambda st: st.finished(clock())
+    for name, of in (("enabled", _enabled), ("paused", _paused), ("finished", finished)):
         if name in query:
             if query[name] not in _BOOLS:
                 raise BadFilter(name, "must be true or false")
@@ -67,9 +74,26 @@ def parse_filters(params: Mapping[str, str]) -> Filters:
     if "topic" in query:
         topic = query["topic"]
         tests.append(lambda st: st.schedule.topic == topic)
+    for name, holds in (("nextBefore", lambda at, t: at <= t), ("nextAfter", lambda at, t: at >= t)):
+        if name in query:
+            try:
+                instant = int(query[name])
+            except ValueError:
+                raise BadFilter(name, "must be an instant in epoch milliseconds") from None
+            tests.append(_next_test(next_fire, holds, instant))
     if not tests:
         return Filters(query, None)
     return Filters(query, lambda st: all(t(st) for t in tests))
+
+
+def _next_test(
+    next_fire: Callable[[ScheduleState], int | None], holds: Callable[[int, int], bool], instant: int
+) -> Callable[[ScheduleState], bool]:
+    def test(st: ScheduleState) -> bool:
+        at = next_fire(st)
+        return at is not None and holds(at, instant)
+
+    return test
 
 
 def _is(of: Callable[[ScheduleState], bool], want: bool) -> Callable[[ScheduleState], bool]:

@@ -746,14 +746,14 @@ class Handlers:
         return limit, cursor
 
     async def list_schedules(self, call: Call) -> Response:
-        """A page of the schedules, filtered (filters.py: by labels, enabled, paused, trigger kind, program,
-        topic; `total` is then null: counting would read every schedule)."""
+        """A page of the schedules, filtered (filters.py: by labels, enabled, paused, finished, trigger kind,
+        program, topic, next fire before/after; `total` is then null: counting would read every schedule)."""
         request = call.request
         tenant = request.query.get("tenant") or None
         if tenant is not None and (denied := deny_tenants(call.view, request, tenant)):
             return denied
         try:
-            filters = parse_filters(request.query)
+            filters = parse_filters(request.query, self._next_fire, self.worker.clock)
         except BadFilter as exc:
             return call.field_error(exc.field, exc.message)
         paging = self.page_query(call, 1000)

@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from scheduler.wire.codec import encode, encode_command, key_bytes
-from tests.helpers import Api, TopicReader, dead_letter, decode_launch, metric, produce
+from tests.helpers import Api, TopicReader, dead_letter, decode_launch, metric, produce, scheduler_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -258,7 +258,21 @@ async def test_a_user_cancels_one_pending_job_and_the_next_one_still_launches(br
             assert r.status_code == 404, (missing, r.text)
         await asyncio.sleep(max(0.0, job["checkAt"] / 1000 - time.time()) + 1.5)
         assert of(launches.records, "held") == []
-        await api.partitions(f"{T}.feed", "b")  # (the next job of the schedule launches as ever)
+        await api.partitions(f"{T}.feed", "b")  # (the next one: cancelled from the CLI)
+        second = (await api.wait_jobs(lambda j: len(j["jobs"]) == 1, schedule=f"{T}/held"))["jobs"][0]
+        cli = scheduler_cli(worker.url, "jobs", "cancel", second["jobId"])
+        assert cli.returncode == 0 and "cancel accepted" in cli.stdout, cli.stdout + cli.stderr
+        await api.wait_jobs(
+            lambda j: (
+                not j["jobs"]
+                and {o["jobId"] for o in j["recent"] if o["outcome"] == "CANCELLED"}
+                >= {job["jobId"], second["jobId"]}
+            ),
+            schedule=f"{T}/held",
+        )
+        again = scheduler_cli(worker.url, "jobs", "cancel", second["jobId"])
+        assert again.returncode != 0 and "404" in again.stdout + again.stderr, again.stdout + again.stderr
+        await api.partitions(f"{T}.feed", "c")  # (the next job of the schedule launches as ever)
         await launches.wait_for(lambda r: len(of(r, "held")) == 1)
 
 

@@ -1,10 +1,13 @@
 """Descriptions, labels and the list's filters end to end (issue 39): kept from the topic and HTTP, shown,
-selected by (`?label=team=data,tier!=bronze`, enabled, paused, trigger kind, program, topic) across every
+selected by (`?label=team=data,tier!=bronze`, enabled, paused, trigger kind, program, topic, next fire
+before/after) across every
 worker's partitions; a filter the list does not know is a 400, never silently ignored."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +79,22 @@ def test_the_cli_lists_by_label(worker, tenant) -> None:
             await api.create(_schedule(tenant, "a", {"team": "data"}))
             await api.create(_schedule(tenant, "b", {"team": "ops"}))
 
+            hour = 3_600_000
+            for name, at in (("c", now + hour), ("d", now + 26 * hour)):  # (a and b: 03:00, within 24 h)
+                await api.create({"tenant": tenant, "name": name, "trigger": {"type": "once", "at": at},
+                                  "topic": "later", "labels": {"team": "soon"}})  # fmt: skip
+
+    now = int(time.time() * 1000)
     asyncio.run(create())
     r = scheduler_cli(worker.url, "schedules", "list", "--tenant", tenant, "--label", "team=data")
     assert r.returncode == 0, r.stderr
     assert f"{tenant}/a" in r.stdout and f"{tenant}/b" not in r.stdout
+    later = scheduler_cli(
+        worker.url, "schedules", "list", "--json", "--tenant", tenant, "--next-after", "+25h"
+    )
+    assert later.returncode == 0, later.stderr
+    assert [s["name"] for s in json.loads(later.stdout)["schedules"]] == ["d"]
+    sooner = scheduler_cli(
+        worker.url, "schedules", "list", "--json", "--tenant", tenant, "--next-before", "+25h"
+    )
+    assert sorted(s["name"] for s in json.loads(sooner.stdout)["schedules"]) == ["a", "b", "c"]

@@ -107,7 +107,17 @@ def test_the_filters_of_the_list_each_hold_and_an_unknown_one_is_refused() -> No
     assert listed(program="acme/app/workflow/etl") == ["c"]
     assert listed(topic="other") == ["b"]
     assert listed(topic="out", enabled="true", label="team") == ["a"]
+    next_fire = {"a": 1_000, "b": None, "c": 5_000}
+    timed = parse_filters({"nextBefore": "4000"}, lambda st: next_fire[st.schedule.key.name]).match
+    assert timed is not None and [s.schedule.key.name for s in everything if timed(s)] == ["a"]
+    timed = parse_filters({"nextAfter": "1000"}, lambda st: next_fire[st.schedule.key.name]).match
+    assert timed is not None and [s.schedule.key.name for s in everything if timed(s)] == ["a", "c"]
+    ended = replace(gold, schedule=replace(gold.schedule, max_fires=1), fires=1)
+    done = parse_filters({"finished": "true"}).match
+    assert done is not None and [done(s) for s in (*everything, ended)] == [False, False, False, True]
     for query, field in (
+        ({"nextBefore": "tomorrow"}, "nextBefore"),
+        ({"finished": "1"}, "finished"),
         ({"labels": "team=data"}, "labels"),
         ({"label": "team=data,"}, "label"),
         ({"enabled": "yes"}, "enabled"),
