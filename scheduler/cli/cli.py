@@ -945,10 +945,16 @@ def _add_client_commands(sub: Any) -> None:
     p.add_argument("--program", help="only those that launch this program")
     p.add_argument("--topic", help="only those that fire to this topic")
     p.add_argument("--paused", action="store_true", help="only those paused by a disable")
-    p.add_argument("--finished", action="store_true", help="only the finished ones (notAfter, maxFires, once)")
+    p.add_argument(
+        "--finished", action="store_true", help="only the finished ones (notAfter, maxFires, once)"
+    )
     when = "ISO-8601, epoch ms, or +30m, +2h, +1d"
-    p.add_argument("--next-before", metavar="WHEN", help=f"only those whose next fire is at or before it: {when}")
-    p.add_argument("--next-after", metavar="WHEN", help=f"only those whose next fire is at or after it: {when}")
+    p.add_argument(
+        "--next-before", metavar="WHEN", help=f"only those whose next fire is at or before it: {when}"
+    )
+    p.add_argument(
+        "--next-after", metavar="WHEN", help=f"only those whose next fire is at or after it: {when}"
+    )
     on = p.add_mutually_exclusive_group()
     on.add_argument(
         "--enabled", dest="enabled", action="store_const", const=True, help="only the enabled ones"

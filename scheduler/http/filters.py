@@ -57,7 +57,10 @@ def parse_filters(
         except ValueError as exc:
             raise BadFilter("label", f"not a label selector: {exc}") from None
         tests.append(lambda st: selector.matches(st.schedule.labels))
-    finished: Callable[[ScheduleState], bool] = lambda st: st.finished(clock())
+
+    def finished(st: ScheduleState) -> bool:
+        return st.finished(clock())
+
     for name, of in (("enabled", _enabled), ("paused", _paused), ("finished", finished)):
         if name in query:
             if query[name] not in _BOOLS:
