@@ -59,7 +59,9 @@ class RunState:
     last_start: int | None = None
     last_end: int | None = None
     recent_starts: tuple[int, ...] = ()  # newest last, at most MAX_RECENT_STARTS
-    group_active: int = 0  # runs not yet ended of every program of the job's concurrency group
+    group_active: int = 0  # slots the runs not yet ended of every program of the job's group hold
+    slots: dict[str, int] = field(default_factory=dict)  # run id -> its slots, where not 1 (`active`'s)
+    weighted: bool = False  # a run of the queue (the group's) holds more than 1 slot
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +141,9 @@ class ConcurrencyIn(In):
     maxRuns: int = Field(ge=1, le=MAX_RUNS_AT_ONCE)
     onUnmet: UnmetAction = UnmetAction.WAIT
     group: str | None = Field(None, pattern=f"^{GROUP_PATTERN}$")
+    slots: int = Field(
+        1, ge=1, le=MAX_RUNS_AT_ONCE, description="of maxRuns each run of this schedule holds (weighted runs)"
+    )
 
 
 class DelayIn(In):
@@ -171,27 +176,51 @@ class RateIn(In):
 @dataclass(frozen=True, slots=True)
 class ConcurrencyConstraint(Constraint):
     """At most `max_runs` runs of the program at once (PENDING and STARTING runs count), or with a group,
-    of all programs whose schedules name that group."""
+    of all programs whose schedules name that group. Weighted: each run of this schedule holds `slots` of
+    them (Airflow's pool_slots; a heavy job takes 2 of the warehouse's 4), and a job launches only when
+    its slots are free — exact, as the group's one queue (one partition's) counts them."""
 
     max_runs: int
     on_unmet: UnmetAction = UnmetAction.WAIT
     group: str | None = None
+    slots: int = 1
     kind: ClassVar[str] = "concurrency"
     body: ClassVar[type[In]] = ConcurrencyIn
 
     def fields(self) -> dict[str, Any]:
-        return {"maxRuns": self.max_runs, "onUnmet": self.on_unmet.value, "group": self.group}
+        return {
+            "maxRuns": self.max_runs,
+            "onUnmet": self.on_unmet.value,
+            "group": self.group,
+            "slots": self.slots,
+        }
 
     @classmethod
     def from_fields(cls, d: dict[str, Any]) -> ConcurrencyConstraint:
-        return cls(d["maxRuns"], UnmetAction(d["onUnmet"]), d.get("group"))
+        return cls(d["maxRuns"], UnmetAction(d["onUnmet"]), d.get("group"), d.get("slots") or 1)
+
+    def validate(self) -> None:
+        Constraint.validate(self)  # (slotted dataclasses: no zero-argument super)
+        if not 1 <= self.slots <= self.max_runs:
+            raise InvalidSchedule(
+                "constraints.concurrency.slots", f"must be between 1 and maxRuns ({self.max_runs})"
+            )
 
     def check(self, triggered_at: int, now: int, runs: RunState) -> Verdict:
-        active = runs.group_active if self.group is not None else len(runs.active)
-        if active < self.max_runs:
+        if self.group is not None:
+            taken = runs.group_active
+        else:
+            taken = sum(runs.slots.get(r, 1) for r in runs.active)
+        if taken + self.slots <= self.max_runs:
             return MET
         where = f" in group {self.group}" if self.group is not None else ""
-        return self._unmet(f"{plural(active, 'run')} active{where}, at most {self.max_runs}", None)
+        if self.slots == 1 and not runs.weighted:
+            return self._unmet(f"{plural(taken, 'run')} active{where}, at most {self.max_runs}", None)
+        return self._unmet(
+            f"{plural(taken, 'slot')} of {self.max_runs} held by active runs{where}; "
+            f"this job needs {plural(self.slots, 'slot')}",
+            None,
+        )
 
 
 @dataclass(frozen=True, slots=True)

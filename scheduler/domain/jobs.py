@@ -19,6 +19,7 @@ from typing import Any
 from scheduler.domain.basics import plural
 from scheduler.domain.constraints import (
     MAX_RECENT_STARTS,
+    ConcurrencyConstraint,
     Constraint,
     Decision,
     Outcome,
@@ -93,6 +94,7 @@ class ProgramQueue:
     jobs: list[Job] = field(default_factory=list)
     active: dict[str, str] = field(default_factory=dict)  # run id -> status of runs not yet ended
     run_program: dict[str, str] = field(default_factory=dict)  # run id -> program, in a group queue
+    run_slots: dict[str, int] = field(default_factory=dict)  # run id -> the slots it holds, where not 1
     last_start: int | None = None
     last_end: int | None = None
     recent_starts: list[int] = field(default_factory=list)
@@ -133,7 +135,17 @@ class ProgramQueue:
             for r, s in self.active.items()
             if program is None or self.run_program.get(r, program) == program
         }
-        return RunState(active, self.last_start, self.last_end, tuple(self.recent_starts), len(self.active))
+        slots = self.run_slots
+        held = sum(slots.get(r, 1) for r in self.active) if slots else len(self.active)
+        return RunState(
+            active,
+            self.last_start,
+            self.last_end,
+            tuple(self.recent_starts),
+            held,
+            {r: slots[r] for r in active if r in slots},
+            bool(slots),
+        )
 
     @property
     def next_check(self) -> int | None:
@@ -209,7 +221,14 @@ def apply_status(
     if new is RunStatus.COMPLETED:
         queue.deadlines.pop(job_of_run(run_id), None)  # its SLA is met
     if new.terminal:
-        for runs in (queue.active, queue.run_program, queue.since, queue.holders, queue.leases):
+        for runs in (
+            queue.active,
+            queue.run_program,
+            queue.run_slots,
+            queue.since,
+            queue.holders,
+            queue.leases,
+        ):
             runs.pop(run_id, None)  # type: ignore[attr-defined]
         queue.ended.append(run_id)
         del queue.ended[:-MAX_ENDED_REMEMBERED]
@@ -234,6 +253,14 @@ def apply_status(
     if program is not None and program != queue.program:
         queue.run_program[run_id] = program
     return Verdict.ACCEPTED, ""
+
+
+def job_slots(job: Job) -> int:
+    """The slots of its concurrency limit a run of the job holds (its schedule's `slots`; 1 by default)."""
+    for c in job.constraints:
+        if isinstance(c, ConcurrencyConstraint):
+            return c.slots
+    return 1
 
 
 def job_of_run(run_id: str) -> str:
@@ -426,6 +453,8 @@ def check(queue: ProgramQueue, now: int) -> list[Launch]:
             queue.since[run_id] = now
             if job.program != queue.program:
                 queue.run_program[run_id] = job.program
+            if (slots := job_slots(job)) != 1:
+                queue.run_slots[run_id] = slots
             if job.retry is not None and job.attempt < job.retry.max_attempts:
                 queue.retries[run_id] = job.to_json()
             if job.pause_on_failure is not None:
@@ -505,6 +534,8 @@ def adopt(queue: ProgramQueue, share: ProgramQueue) -> None:
         queue.active.setdefault(run_id, status)
         if run_id in share.run_program:
             queue.run_program.setdefault(run_id, share.run_program[run_id])
+        if run_id in share.run_slots:
+            queue.run_slots.setdefault(run_id, share.run_slots[run_id])
     queue.last_start = _latest(queue.last_start, share.last_start)
     queue.last_end = _latest(queue.last_end, share.last_end)
     starts = Counter(queue.recent_starts) | Counter(share.recent_starts)  # the same start once, not twice

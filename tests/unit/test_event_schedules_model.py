@@ -456,7 +456,7 @@ def test_schedule_json_of_an_event_schedule() -> None:
         "frequency",
     ]
     assert out["constraints"] == [
-        {"type": "concurrency", "maxRuns": 1, "onUnmet": "WAIT", "group": None},
+        {"type": "concurrency", "maxRuns": 1, "onUnmet": "WAIT", "group": None, "slots": 1},
         {"type": "delay", "delayMs": 60_000},
         {
             "type": "timeWindow",
@@ -525,6 +525,7 @@ def test_validation_errors_name_nested_trigger_fields_without_union_tags(
     ("constraints", "field"),
     [
         ([{"type": "concurrency", "maxRuns": 0}], "constraints.0.maxRuns"),
+        ([{"type": "concurrency", "maxRuns": 2, "slots": 0}], "constraints.0.slots"),
         ([{"type": "delay", "delayMs": 1}, {"type": "delay", "delayMs": -1}], "constraints.1.delayMs"),
         ([{"type": "timeWindow", "start": "24:00", "end": "06:00"}], "constraints.0.start"),
         ([{"type": "rate", "maxRuns": 1, "unit": "WEEKS"}], "constraints.0.unit"),

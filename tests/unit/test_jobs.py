@@ -711,3 +711,35 @@ def test_what_happens_to_jobs_is_tallied_by_outcome_and_never_stored() -> None:
     assert cancel(q, "acme/third", None, "by a user", T0 + 30) == 1
     assert q.tally == {"LAUNCHED": 1, "SKIP": 1, "RETRIED": 1, "CANCELLED": 1}
     assert "tally" not in q.to_json() and ProgramQueue.from_json(q.to_json()).tally == {}
+
+
+# --- weighted slots: a run holds its schedule's `slots` of the group's maxRuns (issue 39 item 7) -------
+
+
+def test_weighted_runs_hold_their_slots_of_the_pool_and_a_job_waits_until_its_slots_are_free() -> None:
+    heavy = (ConcurrencyConstraint(4, group="warehouse", slots=3),)
+    light = (ConcurrencyConstraint(4, group="warehouse"),)
+    q = ProgramQueue("group:acme/warehouse")
+    add_job(q, job("big-1", schedule="acme/big", triggered_at=T0, constraints=heavy))
+    add_job(q, job("small-1", schedule="acme/small-1", triggered_at=T0 + 1, constraints=light))
+    add_job(q, job("small-2", schedule="acme/small-2", triggered_at=T0 + 2, constraints=light))
+    assert [x.job.job_id for x in check(q, T0 + 10)] == ["big-1", "small-1"]  # 3 + 1 of 4
+    assert q.runs().group_active == 4 and q.run_slots == {"big-1": 3}
+    [waiting] = q.jobs
+    assert waiting.reason == "4 slots of 4 held by active runs in group warehouse; this job needs 1 slot"
+    add_job(q, job("big-2", schedule="acme/big", triggered_at=T0 + 20, version=2, constraints=heavy))
+    apply_status(q, "small-1", "COMPLETED", T0 + 30)  # 1 slot free: the light job, not the heavy one
+    assert [x.job.job_id for x in check(q, T0 + 30)] == ["small-2"]
+    apply_status(q, "big-1", "COMPLETED", T0 + 40)  # 3 free: the heavy one
+    assert [x.job.job_id for x in check(q, T0 + 40)] == ["big-2"]
+    assert q.run_slots == {"big-2": 3} and q.runs().group_active == 4
+    restored = ProgramQueue.from_json(q.to_json())
+    assert restored.run_slots == {"big-2": 3}
+
+
+def test_slots_are_at_most_max_runs() -> None:
+    from scheduler.domain.model import InvalidSchedule
+
+    with pytest.raises(InvalidSchedule) as err:
+        ConcurrencyConstraint(2, group="g", slots=3).validate()
+    assert err.value.field == "constraints.concurrency.slots"
