@@ -11,11 +11,8 @@ model (scheduler.http.responses), which the OpenAPI document is generated from.
 from __future__ import annotations
 
 import base64
-import heapq
-import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
@@ -35,16 +32,13 @@ from scheduler.domain.model import (
     ScheduleCommand,
     ScheduleKey,
     ScheduleState,
-    TimeUnit,
 )
 from scheduler.domain.tenancy import (
-    event_key_tenant,
     event_tenant,
     schedule_tenants,
 )
-from scheduler.domain.triggers.instants import spec_texts, upcoming
-from scheduler.domain.triggers.progress import describe
-from scheduler.http import auth, calendars, jobs, messages, programs
+from scheduler.domain.triggers.instants import upcoming
+from scheduler.http import auth, calendars, jobs, messages, programs, reads, status
 from scheduler.http import responses as out
 from scheduler.http.api import (
     BackfillIn,
@@ -54,44 +48,32 @@ from scheduler.http.api import (
     ScheduleBody,
     ScheduleIn,
     TaskDefinitionIn,
-    schedule_body_json,
     schedule_json,
     state_from_json,
 )
 from scheduler.http.applied import WAIT_MAX_MS, AppliedWaits, wait_ms
 from scheduler.http.calls import (
     MAX_LIST,
-    NEXT_CURSOR_HEADER,
     Call,
     answer,
-    cursor_text,
     deny_tenants,
     parse_body,
 )
 from scheduler.http.cluster import ROUTED_HEADER, Cluster, Unavailable
-from scheduler.http.filters import NO_FILTERS, BadFilter, Filters, parse_filters
 from scheduler.wire.codec import (
     command_from_task_definition_record,
-    decode_schedule,
     encode,
     key_bytes,
     key_from_bytes,
     notification_to_avro,
-    task_definition_from_schedule,
-    tenant_prefix,
 )
 from scheduler.wire.command_headers import command_headers
-from scheduler.wire.messages import IndexEntry, decode_history
-from scheduler.worker.counters import quantile_ms
-from scheduler.worker.liveness import not_ready_because
 
 if TYPE_CHECKING:
     from scheduler.worker.ports import WebPort
 
 __all__ = ["ROUTED_HEADER", "ROUTES", "answer", "register_views"]
 
-#: the response header of GET /schedulers (a bare list) that holds the next page's cursor
-MAX_NEXT = 1_000
 #: next fire times (or backfill instants) a dry run shows
 MAX_PREVIEW = 10
 #: a write's own timeout (ms), counted from when the worker took it: its command is not produced after it
@@ -326,7 +308,7 @@ class Handlers:
             try:
                 state = state_from_json(current)
                 instants = await manual_fires_yielding(state, cmd)
-                excluded = self._excluded(state) if cmd.action is Action.BACKFILL else None
+                excluded = self.excluded(state) if cmd.action is Action.BACKFILL else None
                 kept = [d for d in instants if excluded is None or excluded(d) is None]
                 fires = len(kept)
             except CommandRejected as exc:
@@ -424,7 +406,7 @@ class Handlers:
             preview["enabled"] = {Action.ENABLE: True, Action.DISABLE: False}.get(
                 cmd.action, state.schedule.enabled
             )
-            preview["next"] = upcoming(state, now, MAX_PREVIEW, excluded=self._excluded(state))[0]
+            preview["next"] = upcoming(state, now, MAX_PREVIEW, excluded=self.excluded(state))[0]
         return preview
 
     def _past(self, call: Call, deadline: int) -> Response | None:
@@ -470,53 +452,15 @@ class Handlers:
             response.headers["ETag"] = f'"{body["version"]}"'  # (a schedule: its owner's ETag)
         return response
 
-    async def get_schedule(self, call: Call) -> Response:
-        key = call.key
-        if (forwarded := await self.forwarded(call, key_bytes(key))) is not None:
-            return forwarded
-        kb = key_bytes(key)
-        state = self.worker.local_state(kb)
-        if state is None:
-            full = self.worker.tenant_full(self.worker.partition_of(kb), key.tenant)
-            return call.error(404, error="not found", key=key.id, tenantFull=full)
-        response = call.answer(out.Schedule, self._local_json(state))
-        response.headers["ETag"] = f'"{state.version}"'  # for If-Match on a write
-        return response
-
-    async def next_fires(self, call: Call) -> Response:
-        try:
-            n = int(call.request.query.get("n", "10"))
-            if not 1 <= n <= MAX_NEXT:
-                raise ValueError
-        except ValueError:
-            return call.field_error("n", f"must be an integer between 1 and {MAX_NEXT}")
-        kb = key_bytes(call.key)
-        if (forwarded := await self.forwarded(call, kb)) is not None:
-            return forwarded  # (its owner knows how far an AND/OR got since its last job)
-        state = self.worker.local_state(kb)
-        if state is None:
-            return call.error(404, error="not found", key=call.key.id)
-        fires, skipped = self._upcoming(state, n)
-        return call.answer(
-            out.NextFires,
-            {
-                "key": call.key.id,
-                "enabled": state.schedule.enabled,
-                "next": fires,
-                "excluded": [{"at": at, "calendar": c} for at, c in skipped[:MAX_NEXT]],
-                **(spec_texts(state, fires) if isinstance(state.schedule.trigger, CompositeTrigger) else {}),
-            },
-        )
-
-    def _upcoming(self, state: ScheduleState, n: int) -> tuple[list[int], list[tuple[int, str]]]:
+    def upcoming_of(self, state: ScheduleState, n: int) -> tuple[list[int], list[tuple[int, str]]]:
         """Its next `n` fire instants here (its owner), with the trigger progress of an AND/OR."""
         composite = isinstance(state.schedule.trigger, CompositeTrigger)
         progress = (
             self.worker.triggers.load_progress(key_bytes(state.schedule.key), state) if composite else None
         )
-        return upcoming(state, self.worker.clock(), n, excluded=self._excluded(state), progress=progress)
+        return upcoming(state, self.worker.clock(), n, excluded=self.excluded(state), progress=progress)
 
-    def _excluded(self, state: ScheduleState) -> Callable[[int], str | None] | None:
+    def excluded(self, state: ScheduleState) -> Callable[[int], str | None] | None:
         """instant -> the calendar of the schedule's that holds its day (None when it excludes none)."""
         s = state.schedule
         if not s.exclude_calendars:
@@ -524,137 +468,18 @@ class Handlers:
         calendars = self.worker.calendars
         return lambda instant: calendars.excluding(s.key.tenant, s.exclude_calendars, instant)
 
-    async def trigger_progress(self, call: Call) -> Response:
-        kb = key_bytes(call.key)
-        if (forwarded := await self.forwarded(call, kb)) is not None:
-            return forwarded
-        state = self.worker.local_state(kb)
-        if state is None:
-            return call.error(404, error="not found", key=call.key.id)
-        progress = self.worker.triggers.load_progress(kb, state)
-        return call.answer(
-            out.TriggerProgress,
-            {
-                "key": call.key.id,
-                "version": state.version,
-                "enabled": state.schedule.enabled,
-                "jobsCreated": progress.seq,
-                "trigger": describe(state.schedule.trigger, progress),
-            },
-        )
-
-    async def history(self, call: Call) -> Response:
-        """Every applied command of the schedule (the newest MAX_HISTORY): its version, who, when, what changed."""
-        kb = key_bytes(call.key)
-        if (forwarded := await self.forwarded(call, kb)) is not None:
-            return forwarded
-        entries = decode_history(self.worker.schedule_history.get(kb))
-        if not entries:
-            return call.error(404, error="not found", key=call.key.id)
-        versions: list[dict[str, Any]] = []
-        last: dict[str, Any] | None = None
-        for e in entries:
-            body = None
-            if e.schedule is not None:
-                body = schedule_body_json(decode_schedule(e.schedule))
-            if body is None:
-                changed = [] if e.action in ("RUN", "BACKFILL") else ["deleted"]
-            elif last is None:
-                changed = sorted(body)
-            else:
-                changed = sorted(k for k in body.keys() | last.keys() if body.get(k) != last.get(k))
-            if body is not None:
-                last = body
-            elif e.action == "DELETE":
-                last = None
-            versions.append(
-                {"version": e.version, "at": e.at, "by": e.by, "action": e.action, "changed": changed,
-                 "schedule": body, "fires": e.fires, "note": e.note, "until": e.until}
-            )  # fmt: skip
-        return call.answer(out.ScheduleHistory, {"key": call.key.id, "versions": versions[::-1]})
-
-    async def index_entry(self, call: Call) -> Response:
-        """Which schedules' triggers an event key reaches (the reverse trigger index)."""
-        event_key_ = call.request.query.get("eventKey") or ""
-        if not event_key_:
-            return call.field_error("eventKey", "required, e.g. partition:<namespace>.<dataset>")
-        if denied := deny_tenants(call.view, call.request, event_key_tenant(event_key_)):
-            return denied
-        kb = event_key_.encode()
-        if (forwarded := await self.forwarded(call, kb)) is not None:
-            return forwarded
-        entry = IndexEntry.decode(self.worker.trigger_index.get(kb))
-        triggers = sorted(entry.triggers.values(), key=lambda t: (t.schedule, t.path))
-        return call.answer(
-            out.IndexEntry, {"eventKey": event_key_, "triggers": [t.to_json() for t in triggers]}
-        )
-
     # --- calendars ---------------------------------------------------------------------------------
-
-    async def fire_stats(self, call: Call) -> Response:
-        """Fires and their lateness per minute over the last `minutes` (1-60, default 60) and the current
-        one, from every worker (what the admin page draws): the scheduled fires each worker's punctuator
-        observed, per lateness bucket, summed, with p50 and p99 (a bucket's upper bound)."""
-        try:
-            minutes = int(call.request.query.get("minutes", "60"))
-            if not 1 <= minutes <= 60:
-                raise ValueError
-        except ValueError:
-            return call.field_error("minutes", "must be an integer between 1 and 60")
-        hist = self.worker.counts.fires.lateness
-        local = {
-            "bucketsMs": list(hist.bounds_ms),
-            "minutes": _minute_rows(hist.bounds_ms, hist.history(minutes)),
-        }
-        try:
-            bodies = await self.cluster.fan_out_bodies(
-                call.request, "/stats/fires", {"minutes": str(minutes)}, local
-            )
-        except Unavailable as exc:
-            return call.unavailable(str(exc))
-        merged: dict[int, list[int]] = {}
-        for body in bodies:
-            for row in body["minutes"]:
-                counts = merged.setdefault(row["at"], [0] * (len(hist.bounds_ms) + 1))
-                for i, n in enumerate(row["counts"]):
-                    counts[i] += n
-        return call.answer(
-            out.FireStats,
-            {"bucketsMs": list(hist.bounds_ms), "minutes": _minute_rows(hist.bounds_ms, merged)},
-        )
-
-    async def health(self, call: Call) -> Response:
-        worker = self.worker
-        why = not_ready_because(worker.faust_app, worker.assigned, worker.liveness)
-        return call.answer(
-            out.Health,
-            {
-                "status": "ok",
-                "partitions": sorted(worker.active_partitions()),
-                # ready: in the group, queries answered (not 503), every loop keeping up
-                "ready": why is None,
-                **({"notReady": why} if why is not None else {}),
-                "stalled": worker.liveness.stalled(),
-                "fires": worker.counts.fires.fires,
-                "excludedFires": worker.counts.fires.excluded,
-                "partitionsUnreadable": worker.counts.fires.unreadable,
-                "catchUpFires": worker.counts.fires.catch_up_fires,
-                "commandsApplied": worker.counts.commands_applied,
-                "deadLetters": worker.counts.dead_letters_total,
-                **worker.counts.events,
-            },
-        )
 
     # --- reading schedules wherever they are --------------------------------------------------
 
-    def _next_fire(self, state: ScheduleState) -> int | None:
+    def next_fire(self, state: ScheduleState) -> int | None:
         if not state.schedule.enabled:
             return None
-        nxt = self._upcoming(state, 1)[0]
+        nxt = self.upcoming_of(state, 1)[0]
         return nxt[0] if nxt else None
 
-    def _local_json(self, state: ScheduleState) -> dict[str, Any]:
-        return schedule_json(state, self._next_fire(state), state.finished(self.worker.clock()))
+    def local_json(self, state: ScheduleState) -> dict[str, Any]:
+        return schedule_json(state, self.next_fire(state), state.finished(self.worker.clock()))
 
     async def fetch(self, key: ScheduleKey, request: Request) -> dict[str, Any] | None:
         """The schedule as its owner sees it, or None."""
@@ -668,7 +493,7 @@ class Handlers:
             state = self.worker.local_state(kb)
             if state is None:
                 return None, self.worker.tenant_full(self.worker.partition_of(kb), key.tenant)
-            return self._local_json(state), False
+            return self.local_json(state), False
         status, body = await self.cluster.get(
             f"{owner}/schedules/{quote(key.tenant, safe='')}/{quote(key.name, safe='')}", request
         )
@@ -677,47 +502,6 @@ class Handlers:
         if status != 200:
             raise Unavailable(f"owner answered {status}")
         return dict(body), False
-
-    async def _schedule_page(
-        self,
-        request: Request,
-        tenant: str | None,
-        limit: int,
-        cursor: bytes | None,
-        filters: Filters = NO_FILTERS,
-    ) -> tuple[list[dict[str, Any]], int | None, bytes | None]:
-        """A page of the schedules (of `tenant`) the request's token may see, from every worker: at most
-        `limit`, in key order, after the key `cursor`; how many there are in all; the cursor of the next
-        page (None: this is the last). Each worker reads a RocksDB seek and `limit` + 1 entries per owned
-        partition (merged in key order): the cost is the page's, not the table's."""
-        who = auth.principal_of(request)
-        tenants = [tenant] if tenant is not None else None if who.all_tenants else sorted(who.tenants or ())
-        prefixes = [b""] if tenants is None else sorted(tenant_prefix(t) for t in tenants)
-        active = sorted(self.worker.active_partitions())
-        merged = heapq.merge(
-            *(self.worker.states_from(p, prefixes, cursor) for p in active), key=itemgetter(0)
-        )
-        states = (
-            (s for _, s in merged) if filters.match is None else (s for _, s in merged if filters.match(s))
-        )
-        local = {
-            "schedules": [self._local_json(state) for state in itertools.islice(states, limit + 1)],
-            "total": None
-            if filters.match is not None
-            else sum(self.worker.schedule_count(p, tenants) for p in active),
-        }
-        query = {"limit": str(limit), **filters.query}
-        if tenant is not None:
-            query["tenant"] = tenant
-        if cursor is not None:
-            query["cursor"] = cursor_text(cursor)
-        bodies = await self.cluster.fan_out_bodies(request, "/schedules", query, local)
-        found = heapq.merge(*(b["schedules"] for b in bodies), key=_schedule_order)
-        page = list(itertools.islice(found, limit + 1))
-        more = len(page) > limit or any(b.get("next") for b in bodies[1:])  # (a worker's page is cut too)
-        after = _schedule_order(page[limit - 1]) if more and len(page) >= limit else None
-        total = None if filters.match is not None else sum(b.get("total") or 0 for b in bodies)
-        return page[:limit], total, after
 
     # --- list queries: fanned out to every worker ---------------------------------------------
 
@@ -745,75 +529,6 @@ class Handlers:
             )
         return limit, cursor
 
-    async def list_schedules(self, call: Call) -> Response:
-        """A page of the schedules, filtered (filters.py: by labels, enabled, paused, finished, trigger kind,
-        program, topic, next fire before/after; `total` is then null: counting would read every schedule)."""
-        request = call.request
-        tenant = request.query.get("tenant") or None
-        if tenant is not None and (denied := deny_tenants(call.view, request, tenant)):
-            return denied
-        try:
-            filters = parse_filters(request.query, self._next_fire, self.worker.clock)
-        except BadFilter as exc:
-            return call.field_error(exc.field, exc.message)
-        paging = self.page_query(call, 1000)
-        if not isinstance(paging, tuple):
-            return paging
-        try:
-            schedules, total, after = await self._schedule_page(request, tenant, *paging, filters)
-        except Unavailable as exc:
-            return call.unavailable(str(exc))
-        return call.answer(
-            out.ScheduleList,
-            {"schedules": schedules, "total": total, "next": None if after is None else cursor_text(after)},
-        )
-
-    async def list_task_definitions(self, call: Call) -> Response:
-        """light-scheduler's GET /schedulers: the schedules a TaskDefinition can express."""
-        request = call.request
-        host, name, unit = (request.query.get(k) or None for k in ("host", "name", "unit"))
-        if unit is not None and unit not in TimeUnit.__members__:
-            return call.field_error("unit", f"must be one of {', '.join(TimeUnit.__members__)}")
-        if host is not None and (denied := deny_tenants(call.view, request, host)):
-            return denied
-        paging = self.page_query(call, MAX_LIST)
-        if not isinstance(paging, tuple):
-            return paging
-        try:
-            if host and name:
-                one = await self.fetch(ScheduleKey(host, name), request)
-                schedules, after = [one] if one else [], None
-            else:
-                schedules, _, after = await self._schedule_page(request, host, *paging)
-        except Unavailable as exc:
-            return call.unavailable(str(exc))
-        definitions = []
-        for s in schedules:
-            td = task_definition_from_schedule(state_from_json(s).schedule)
-            if td is None or (name and s["name"] != name):
-                continue
-            if unit and td["frequency"]["timeUnit"] != unit:
-                continue
-            definitions.append(td)
-        answer = call.answer(out.TaskDefinitions, definitions)
-        if after is not None:  # (light-scheduler's answer is a bare list: the next page's cursor is a header)
-            answer.headers[NEXT_CURSOR_HEADER] = cursor_text(after)
-        return answer
-
-
-def _schedule_order(schedule: dict[str, Any]) -> bytes:
-    """Where a schedule's JSON comes in a list: its key's bytes (RocksDB's order: within a tenant, shorter
-    names first, then by bytes)."""
-    return key_bytes(ScheduleKey(schedule["tenant"], schedule["name"]))
-
-
-def _minute_rows(bounds_ms: tuple[int, ...], history: dict[int, list[int]]) -> list[dict[str, Any]]:
-    return [
-        {"at": at, "fires": sum(counts), "p50Ms": quantile_ms(bounds_ms, counts, 0.5),
-         "p99Ms": quantile_ms(bounds_ms, counts, 0.99), "counts": counts}
-        for at, counts in sorted(history.items())
-    ]  # fmt: skip
-
 
 H = Handlers
 _PROGRAM = "/programs/{namespace}/{application}/{type}/{name}"
@@ -823,25 +538,25 @@ _CALENDAR = "/calendars/{tenant}/{name}"
 #: every route, in the order aiohttp matches them
 ROUTES: list[Route] = [
     Route("POST", "/schedules", H.create_schedule, body=ScheduleIn),
-    Route("GET", "/schedules", H.list_schedules),
-    Route("GET", _SCHEDULE, H.get_schedule, guard="tenant"),
+    Route("GET", "/schedules", reads.list_schedules),
+    Route("GET", _SCHEDULE, reads.get_schedule, guard="tenant"),
     Route("PUT", _SCHEDULE, H.update_schedule, guard="tenant", body=ScheduleBody),
     Route("DELETE", _SCHEDULE, H.delete_schedule),
     Route("POST", f"{_SCHEDULE}/enable", H.enable),
     Route("POST", f"{_SCHEDULE}/disable", H.disable, body=PauseIn, empty_body_ok=True),
     Route("POST", f"{_SCHEDULE}/run", H.run_now, guard="tenant", body=RunIn, empty_body_ok=True),
     Route("POST", f"{_SCHEDULE}/backfill", H.backfill, guard="tenant", body=BackfillIn),
-    Route("GET", f"{_SCHEDULE}/next", H.next_fires, guard="tenant"),
+    Route("GET", f"{_SCHEDULE}/next", reads.next_fires, guard="tenant"),
     Route("GET", f"{_SCHEDULE}/applied", H.applied_up_to, guard="tenant"),
     Route("POST", "/schedulers", H.create_task_definition, body=TaskDefinitionIn),
-    Route("GET", "/schedulers", H.list_task_definitions),
-    Route("GET", f"{_SCHEDULE}/trigger", H.trigger_progress, guard="tenant"),
-    Route("GET", f"{_SCHEDULE}/history", H.history, guard="tenant"),
+    Route("GET", "/schedulers", reads.list_task_definitions),
+    Route("GET", f"{_SCHEDULE}/trigger", reads.trigger_progress, guard="tenant"),
+    Route("GET", f"{_SCHEDULE}/history", reads.history, guard="tenant"),
     Route("POST", "/events", H.publish_event, body=EventIn),
     Route("POST", "/messages", messages.post_message, body=messages.MessageIn),
     Route("GET", "/messages/{id:.+}", messages.get_message),  # (an id may hold '{' or '/')
     Route("DELETE", "/messages/{id:.+}", messages.delete_message),
-    Route("GET", "/triggers", H.index_entry),
+    Route("GET", "/triggers", reads.index_entry),
     Route("GET", "/jobs", jobs.list_jobs),
     Route("DELETE", "/jobs/{id:.+}", jobs.cancel_job),  # (a job id holds '/')
     Route("GET", "/programs", programs.list_programs),
@@ -858,6 +573,6 @@ ROUTES: list[Route] = [
     Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/suspend", programs.suspend_run, guard="namespace"),
     Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/resume", programs.resume_run, guard="namespace"),
     Route("GET", f"{_PROGRAM}/runs/{{run_id:.+}}", programs.one_run, guard="namespace"),
-    Route("GET", "/stats/fires", H.fire_stats),
-    Route("GET", "/health", H.health),
+    Route("GET", "/stats/fires", status.fire_stats),
+    Route("GET", "/health", status.health),
 ]
