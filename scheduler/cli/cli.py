@@ -447,13 +447,15 @@ async def cmd_schedules_list(client: HttpClient, args: argparse.Namespace) -> No
         )
 
 
-def _enabled_text(s: dict[str, Any], paused_text: Callable[..., str]) -> str:
-    """A list's ENABLED cell: finished, paused (why), or enabled, with the fires a limited one has left."""
+def _enabled_text(s: dict[str, Any], paused_text: Callable[..., str]) -> Any:
+    """A list's ENABLED cell: finished, paused (why), or enabled (yes/no), with the fires a limited one
+    has left."""
     if s.get("finished"):
         return "finished"
-    text = str(s["enabled"]) if s.get("paused") is None else paused_text(s["paused"], short=True)
+    if s.get("paused") is not None:
+        return paused_text(s["paused"], short=True)
     left = s.get("firesLeft")
-    return text if left is None else f"{text} ({left} fires left)"
+    return s["enabled"] if left is None else f"{'yes' if s['enabled'] else 'no'} ({left} fires left)"
 
 
 async def cmd_schedules_get(client: HttpClient, args: argparse.Namespace) -> None:

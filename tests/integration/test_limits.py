@@ -10,6 +10,7 @@ run ends, it launches."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -122,3 +123,39 @@ async def test_a_heavy_run_holds_its_slots_of_the_group_and_the_next_job_waits_f
         )
         await reader.wait_for(lambda r: len(r) == 2, timeout_s=30)
     assert reader.records[1]["runId"].startswith(f"{tenant}/light@")
+
+
+@pytest.mark.serial
+@pytest.mark.timeout(240)
+async def test_a_limited_schedule_fires_exactly_its_max_across_its_owners_sigkill(
+    broker, start_worker, app_id, tmp_path
+):
+    """Kafka: the count of fires commits with the fires. 16 limited schedules (every second, EACH, 12
+    fires) on worker A; B joins (a handover) and A is SIGKILLed mid-way (a takeover, the missed instants
+    caught up). A read_committed reader sees each schedule's first 12 instants, each once, and no more."""
+    out = f"{app_id}-out"
+    a = start_worker()
+    names = [f"l{i:02d}" for i in range(16)]
+    async with Api(a.url) as api, TopicReader(broker.bootstrap_servers, out) as reader:
+        for name in names:
+            await api.create({"tenant": "acme", "name": name, "trigger": {"type": "frequency", "timeUnit": "SECONDS",
+                              "time": 1}, "topic": out, "catchUp": "EACH", "maxFires": 12})  # fmt: skip
+        b = start_worker(partitions=0, SCHEDULER_DATA_DIR=str(tmp_path / "b"))
+        await asyncio.sleep(3)
+        a.kill()
+    async with Api(b.url) as api, TopicReader(broker.bootstrap_servers, out) as reader:
+        deadline = time.monotonic() + 90
+        for name in names:
+            while (r := await api.client.get(f"/schedules/acme/{name}")).status_code != 200 or not r.json()[
+                "finished"
+            ]:
+                assert time.monotonic() < deadline, f"{name} did not finish: {r.text}"
+                await asyncio.sleep(0.3)
+            assert r.json()["fires"] == 12, r.text
+        await reader.wait_for(lambda recs: len(recs) >= 12 * len(names), timeout_s=30)
+        await asyncio.sleep(3)  # (what would come next, had it not finished)
+        states = {n: (await api.client.get(f"/schedules/acme/{n}")).json() for n in names}
+    for name in names:
+        dues = sorted(f.due_at for f in fires_of(reader.records, name))
+        start = (states[name]["activeSince"] // 1000 + 1) * 1000
+        assert dues == [start + i * 1000 for i in range(12)], (name, dues)
