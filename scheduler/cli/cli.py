@@ -857,6 +857,20 @@ async def cmd_messages_get(client: HttpClient, args: argparse.Namespace) -> None
     )
 
 
+async def cmd_messages_list(client: HttpClient, args: argparse.Namespace) -> None:
+    from scheduler.cli.render import iso, table
+
+    due_before = _instant(args.due_before)
+    if args.all:
+        answer = {"messages": [m async for m in client.all_messages(due_before, args.topic, args.limit)]}
+    else:
+        answer = await client.messages(due_before, args.topic, args.limit, args.cursor)
+    rows = [(m["id"], iso(m["deliverAt"]), m["topic"], m["key"] or m["id"]) for m in answer["messages"]]
+    _print(args, answer, table(["ID", "DELIVER AT (UTC)", "TOPIC", "KEY"], rows))
+    if not args.json and answer.get("next"):
+        print(f"(the next page: --cursor {answer['next']}, all: --all)", file=sys.stderr)
+
+
 async def cmd_messages_cancel(client: HttpClient, args: argparse.Namespace) -> None:
     _print(args, await client.cancel(args.id), f"{args.id}: cancelled (if it was pending)")
 
@@ -1089,6 +1103,14 @@ def _add_client_commands(sub: Any) -> None:
         metavar="NAME=VALUE",
         help="a header delivered with it; repeat it",
     )
+    p = leaf(group, "list", cmd_messages_list, "the messages pending, due first")
+    p.add_argument(
+        "--due-before", metavar="WHEN", help="only those due by then: ISO-8601, epoch ms, +30m, +2h"
+    )
+    p.add_argument("--topic", help="only those delivered to this topic")
+    p.add_argument("--limit", type=int, help="at most this many a page (default 100)")
+    p.add_argument("--cursor", help="the page after this one (the `next` of the previous page)")
+    p.add_argument("--all", action="store_true", help="every page")
     for name, command, what in (
         ("get", cmd_messages_get, "a pending message"),
         ("cancel", cmd_messages_cancel, "cancel a pending message"),

@@ -360,6 +360,30 @@ class HttpClient:
     async def cancel(self, id: str) -> Any:
         return await self.request("DELETE", f"/messages/{quote(id, safe='')}")
 
+    async def messages(
+        self,
+        due_before: int | None = None,
+        topic: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Any:
+        """GET /messages: a page of the delayed messages pending, due first (`next`: the next page's cursor)."""
+        params = {"dueBefore": due_before, "topic": topic, "limit": limit, "cursor": cursor}
+        return await self.request("GET", "/messages", params=params)
+
+    async def all_messages(
+        self, due_before: int | None = None, topic: str | None = None, limit: int | None = None
+    ) -> AsyncIterator[Any]:
+        """Every delayed message pending (due before, to topic), due first, a page after the other."""
+        cursor = None
+        while True:
+            page = await self.messages(due_before, topic, limit, cursor)
+            for message in page["messages"]:
+                yield message
+            cursor = page.get("next")
+            if not cursor:
+                return
+
 
 def _note_last(result: BulkResult, body: dict[str, Any], answer: Any) -> None:
     """Keep the highest offset accepted per partition (and a key of it: how the owner is asked)."""

@@ -1,6 +1,7 @@
 """HTTP for delayed messages (scheduler/worker/delayed.py): POST /messages puts a record on the delayed topic
 as an etf1 producer would (its instant and target in the scheduler-* headers), DELETE /messages/{id} its
-tombstone, GET /messages/{id} asks the owner of the id's partition what is pending.
+tombstone, GET /messages/{id} asks the owner of the id's partition what is pending, GET /messages lists
+what is pending on every worker, due first (`dueBefore`, `topic`; paged).
 
 Delayed messages belong to the deployment, not to a tenant: with auth on they need a token for every
 tenant ("*")."""
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import heapq
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import Field, model_validator
@@ -21,12 +24,14 @@ from scheduler.domain.delayed import (
     TARGET_KEY_HEADER,
     TARGET_TOPIC_HEADER,
     DelayedMessage,
+    due_key,
 )
 from scheduler.domain.model import TOPIC_PATTERN
 from scheduler.domain.triggers.kinds import In
 from scheduler.http import auth
 from scheduler.http import responses as out
-from scheduler.http.calls import Call
+from scheduler.http.calls import Call, cursor_text
+from scheduler.http.cluster import Cluster, Unavailable
 
 if TYPE_CHECKING:
     from faust.web import Response
@@ -38,10 +43,15 @@ class Handlers(Protocol):
     """What these handlers use of the HTTP handlers (scheduler.http.web)."""
 
     worker: WebPort
+    cluster: Cluster
 
     async def forwarded(self, call: Call, key: bytes) -> Response | None:
         """The owner's answer if another worker owns `key` (None: this one does)."""
         ...
+
+    def page_query(
+        self, call: Call, default: int, check: Callable[[bytes], Any] = ...
+    ) -> tuple[int, bytes | None] | Response: ...
 
 
 #: an id over HTTP: it goes in a path (/messages/{id}), percent-encoded (aiohttp reads 8,190 bytes of a
@@ -134,6 +144,62 @@ async def get_message(h: Handlers, call: Call) -> Response:
         reason = "no such message is pending (never sent, delivered, or cancelled: neither is kept)"
         return call.error(404, error="not found", reason=reason)
     return call.answer(out.DelayedMessage, message_json(m))
+
+
+def _list_cursor(raw: bytes) -> bytes:
+    """A page cursor of GET /messages: the due-order key (d + instant + id) of the last message shown."""
+    if not raw.startswith(b"d") or len(raw) < 10:
+        raise ValueError("not a cursor of the messages list")
+    return raw
+
+
+async def list_messages(h: Handlers, call: Call) -> Response:
+    """What is pending on every worker, due first (ties: by id), at most `limit` a page: those due at or
+    before `dueBefore` (epoch ms), to `topic`. Each worker reads a RocksDB seek per partition and the
+    page's entries, from the cursor: the cost is the page's, not the number pending."""
+    if denied := _denied(call):
+        return denied
+    query = call.request.query
+    try:
+        due_before = int(query["dueBefore"]) if query.get("dueBefore") else None
+    except ValueError:
+        return call.field_error("dueBefore", "must be an instant in epoch milliseconds")
+    topic = query.get("topic") or None
+    paging = h.page_query(call, 100, _list_cursor)
+    if not isinstance(paging, tuple):
+        return paging
+    limit, after = paging
+    found: list[tuple[bytes, dict[str, Any]]] = []
+    for partition in sorted(h.worker.active_partitions()):
+        n = 0
+        for key, m in h.worker.delayed_messages.pending_from(partition, after):
+            if due_before is not None and m.deliver_at > due_before:
+                break
+            if topic is None or m.topic == topic:
+                found.append((key, message_json(m)))
+                n += 1
+                if n > limit:
+                    break
+    local = [m for _, m in heapq.nsmallest(limit + 1, found, key=lambda f: f[0])]
+    if query.get("local"):  # (a fan-out: limit + 1, so the asking worker sees there are more)
+        return call.answer(out.DelayedMessages, {"messages": local, "next": None})
+    asked = {k: v for k in ("dueBefore", "topic", "limit", "cursor") if (v := query.get(k))}
+    try:
+        bodies = await h.cluster.fan_out_bodies(call.request, "/messages", asked, {"messages": local})
+    except Unavailable as exc:
+        return call.unavailable(str(exc))
+    merged = heapq.nsmallest(limit + 1, (m for b in bodies for m in b["messages"]), key=_order)
+    more = len(merged) > limit
+    page = merged[:limit]
+    return call.answer(
+        out.DelayedMessages,
+        {"messages": page, "next": cursor_text(_order(page[-1])) if more and page else None},
+    )
+
+
+def _order(m: dict[str, Any]) -> bytes:
+    """A listed message's place in due order (its key in the delayed table)."""
+    return due_key(m["deliverAt"], m["id"].encode())
 
 
 def message_json(m: DelayedMessage) -> dict[str, Any]:

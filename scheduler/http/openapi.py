@@ -326,6 +326,19 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
                         "program", "only those that launch this program (namespace/application/type/name)"
                     ),
                     _query("topic", "only those that fire to (or launch on) this topic"),
+                    _query(
+                        "finished",
+                        "only the finished ones (notAfter passed, maxFires made, a one-shot fired: true), or not",
+                        enum=["true", "false"],
+                    ),
+                    _query(
+                        "nextBefore",
+                        "epoch ms: only those whose next fire is at or before it",
+                        type="integer",
+                    ),
+                    _query(
+                        "nextAfter", "epoch ms: only those whose next fire is at or after it", type="integer"
+                    ),
                     *_PAGE(1000),
                     _LOCAL,
                 ],
@@ -472,7 +485,18 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
                 (400, 403),
                 body="MessageIn",
                 scope=WRITE,
-            )
+            ),
+            "get": _op(
+                "The delayed messages pending, due first (from every worker), in pages",
+                {200: _json(_ref("DelayedMessages"), "a page of pending messages and `next`")},
+                (400, 403, 503),
+                [
+                    _query("dueBefore", "epoch ms: only those due at or before it", type="integer"),
+                    _query("topic", "only those delivered to this topic"),
+                    *_PAGE(100),
+                    _LOCAL,
+                ],
+            ),
         },
         "/messages/{id}": {
             "get": _op(

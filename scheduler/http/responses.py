@@ -286,6 +286,13 @@ class DelayedMessage(Answer):
     status: Literal["pending"]
 
 
+class DelayedMessages(Answer):
+    messages: list[DelayedMessage] = Field(description="due first (ties: by id)")
+    next: str | None = Field(
+        None, description="the cursor of the next page (`?cursor=`); null on the last page"
+    )
+
+
 class IndexedTrigger(Answer):
     schedule: str
     path: str
@@ -420,6 +427,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     EventAccepted,
     MessageAccepted,
     DelayedMessage,
+    DelayedMessages,
     IndexEntry,
     Job,
     Jobs,

@@ -554,6 +554,7 @@ ROUTES: list[Route] = [
     Route("GET", f"{_SCHEDULE}/history", reads.history, guard="tenant"),
     Route("POST", "/events", H.publish_event, body=EventIn),
     Route("POST", "/messages", messages.post_message, body=messages.MessageIn),
+    Route("GET", "/messages", messages.list_messages),
     Route("GET", "/messages/{id:.+}", messages.get_message),  # (an id may hold '{' or '/')
     Route("DELETE", "/messages/{id:.+}", messages.delete_message),
     Route("GET", "/triggers", reads.index_entry),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from scheduler.domain.delayed import (
@@ -102,6 +103,14 @@ class DelayedMessages:
             return None
         stored = db_get(due_key(int.from_bytes(raw, "big"), id))
         return None if stored is None else decode_message(stored)
+
+    def pending_from(
+        self, partition: int, after: bytes | None = None
+    ) -> Iterator[tuple[bytes, DelayedMessage]]:
+        """The partition's pending messages (committed) in due order, from the first after the due-order
+        key `after` (a list's cursor)."""
+        for key, value in partition_items_from(self.table, partition, b"d", after):
+            yield key, decode_message(value)
 
     def overdue(self, late_ms: int = 2_000) -> int:
         """Partitions taken up here whose first message was due more than late_ms ago (liveness.py)."""

@@ -149,6 +149,12 @@ class DelayedPort(Outbox, Producing, Protocol):
 class DelayedReader(Protocol):
     def pending(self, partition: int, id: bytes) -> DelayedMessage | None: ...
 
+    def pending_from(
+        self, partition: int, after: bytes | None = None
+    ) -> Iterator[tuple[bytes, DelayedMessage]]:
+        """The partition's pending messages in due order, after a list's cursor."""
+        ...
+
 
 class MetricsPort(Protocol):
     """The /metrics collector: counters, and the tables whose sizes it counts."""

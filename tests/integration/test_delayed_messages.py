@@ -189,6 +189,7 @@ async def test_the_client_library_sends_replaces_and_cancels_delayed_messages(br
                 assert exc.status == 404 and time.monotonic() < deadline, exc
                 await asyncio.sleep(0.2)
         assert shown["valueBase64"] == "AGZvdXI=" and shown["deliverAt"] == due
+        await _listed_in_due_order(api, out, due)
         await api.cancel("lib-4")
         await reader.wait_for(lambda r: len(r) >= 2, timeout_s=20)
         await asyncio.sleep(2)
@@ -209,6 +210,30 @@ def test_the_cli_sends_shows_and_cancels_a_delayed_message(worker):
         time.sleep(0.3)
     body = json.loads(shown.stdout)
     assert (body["topic"], body["headers"]["a"], body["valueBase64"]) == ("cli-out", "b", "dg==")
+    listed = cli(worker.url, "messages", "list", "--due-before", "+2h", "--topic", "cli-out", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [m["id"] for m in json.loads(listed.stdout)["messages"]] == ["cli-1"]
     assert cli(worker.url, "messages", "cancel", "cli-1").returncode == 0
     bad = cli(worker.url, "messages", "send", "cli-2", "cli-out", "--at", "soon")
     assert bad.returncode != 0 and "+30s" in bad.stderr, bad.stderr
+
+
+async def _listed_in_due_order(api: HttpClient, out: str, due: int) -> None:
+    """GET /messages: what is pending on every worker, due first, paged; dueBefore and topic filter it."""
+    later = [(f"list-{i}", due + 600_000 + i * 1000) for i in range(5)]
+    for id, at in reversed(later):
+        await api.send_at(id, out, b"x", at)
+    deadline = time.monotonic() + 15
+    while True:  # (lib-1, 3 and 4 are listed too, until they are delivered)
+        pending = [m async for m in api.all_messages(topic=out, limit=2)]
+        if sum(m["id"].startswith("list-") for m in pending) == 5:
+            break
+        assert time.monotonic() < deadline, pending
+        await asyncio.sleep(0.2)
+    assert [(m["id"], m["deliverAt"]) for m in pending[-5:]] == later
+    assert [m["deliverAt"] for m in pending] == sorted(m["deliverAt"] for m in pending)
+    first = await api.messages(due_before=due + 601_000, topic=out)
+    assert [m["id"] for m in first["messages"]][-2:] == ["list-0", "list-1"] and first["next"] is None
+    assert (await api.messages(topic="elsewhere"))["messages"] == []
+    for id, _ in later:
+        await api.cancel(id)
