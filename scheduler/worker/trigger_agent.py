@@ -186,7 +186,8 @@ class TriggerAgent:
             job = new_job(state, jid, job_arguments(state, progress.events), now, list(progress.events))
             reset(progress, now, None if parsed is not None else fired.due)
             await submit_job(worker, state, job)
-            self._count_fire(event.message.partition, key)
+            if s.max_fires is not None:
+                self._count_fire(event.message.partition, key)
         worker.trigger_progress[key] = progress_record(progress, worker.generation())
         self.arm_elapsed(event.message.partition, key, state, progress)
 
