@@ -104,7 +104,9 @@ async def test_each_kind_of_bad_command_is_dead_lettered_and_good_commands_still
     unknown_action[len(b"\x08acme\x02x")] = 2 * 7  # action index 7: a symbol our schema does not have
     bad = {
         "undecodable": (k("u"), b"\xff\xfe not avro at all"),
-        "truncated": (k("good-2"), encode_command(_good("good-2", out))[:-5]),
+        # (cut inside its topic name: a cut at a field boundary may be a whole command of an earlier
+        # release, whose schedule ended before the fields added since, and is applied as one)
+        "truncated": (k("good-2"), (whole := encode_command(_good("good-2", out)))[: len(whole) // 2]),
         "unknown action": (k("x"), bytes(unknown_action)),
         "invalid cron": (
             k("c"),
