@@ -468,11 +468,7 @@ class ScheduleState:
         """Every time trigger of the schedule (top level or inside AND/OR) with its path; a plain schedule's
         OR of time triggers is one trigger, their union, at "0" (see triggers.union)."""
         shaped = self.schedule.shaped
-        leaves = [
-            (path, evaluator.anchored(self.active_since))
-            for path, leaf in trigger_leaves(self.schedule.trigger)
-            if (evaluator := leaf.evaluator()) is not None
-        ]
+        leaves = self._anchored_leaves()
         if self.schedule.program is None and isinstance(self.schedule.trigger, CompositeTrigger):
             from scheduler.domain.triggers.union import Union
 
@@ -483,8 +479,12 @@ class ScheduleState:
         """Each time trigger of the schedule by its own path (a union's specs one by one), as shaped: which
         of them an instant comes from."""
         shaped = self.schedule.shaped
+        return [(path, shaped(evaluator)) for path, evaluator in self._anchored_leaves()]
+
+    def _anchored_leaves(self) -> list[tuple[str, TimeTrigger]]:
+        """The evaluator of each time trigger of the tree, by path, for a schedule active since active_since."""
         return [
-            (path, shaped(evaluator.anchored(self.active_since)))
+            (path, evaluator.anchored(self.active_since))
             for path, leaf in trigger_leaves(self.schedule.trigger)
             if (evaluator := leaf.evaluator()) is not None
         ]
