@@ -27,9 +27,16 @@ from scheduler.domain.constraints import (
     RunState,
     decide,
 )
-from scheduler.domain.model import GROUP_QUEUE_PREFIX, group_queue_key
+from scheduler.domain.overlap import (
+    NOT_STARTED,
+    OVERLAP,
+    Hold,
+    buffer_full,
+    overlap_hold,
+    parse_policy,
+    stop_reason,
+)
 from scheduler.domain.runs import RetryPolicy, RunStatus, Verdict, judge, run_id_of
-from scheduler.domain.tenancy import schedule_id_tenant
 
 MAX_LAUNCHED_REMEMBERED = 1_000  # recent job ids: a replayed trigger for one of them launches nothing
 MAX_OUTCOMES_REMEMBERED = 50
@@ -62,6 +69,7 @@ class Job:
     priority: int = 0  # its schedule's: the queue checks higher first, then older first
     deadline_at: int | None = None  # SLA: its run must complete by then (its trigger + completeWithinMs)
     pause_on_failure: int | None = None  # its schedule's: paused after this many jobs in a row FAILED
+    overlap: str | None = None  # its schedule's overlap policy (scheduler.domain.overlap; None: ALLOW_ALL)
 
     @property
     def run_id(self) -> str:
@@ -115,6 +123,10 @@ class ProgramQueue:
     watched: dict[str, list[Any]] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)
     pauses: list[dict[str, str]] = field(default_factory=list)
+    # overlap policies: run id -> the policy that asked it to stop, until it ended; the stops to send
+    # ({"runId", "program", "action", "reason", "started"}), sent then dropped by the job queue agent
+    stopping: dict[str, str] = field(default_factory=dict)
+    stops: list[dict[str, Any]] = field(default_factory=list)
     # what happened to jobs while one message was handled, by outcome (JOB_OUTCOMES): counted, never stored
     tally: Counter[str] = field(default_factory=Counter, compare=False)
 
@@ -174,7 +186,12 @@ def add_job(queue: ProgramQueue, job: Job) -> bool:
         job.job_id == j.job_id or job.job_id in j.merged for j in queue.jobs
     ):
         return False
-    for waiting in queue.jobs:
+    policy = parse_policy(job.overlap)
+    full = buffer_full(policy, sum(j.schedule == job.schedule for j in queue.jobs))
+    if full is not None:
+        _remember(queue, job, "SKIP", full, job.triggered_at)
+        return True
+    for waiting in queue.jobs if policy is None or policy.merges else ():
         if waiting.schedule == job.schedule and waiting.version == job.version and waiting.attempt == 1:
             room = MAX_EVENTS_PER_JOB - len(waiting.events)
             waiting.events.extend(job.events[: max(room, 0)])
@@ -225,6 +242,7 @@ def apply_status(
             queue.active,
             queue.run_program,
             queue.run_slots,
+            queue.stopping,
             queue.since,
             queue.holders,
             queue.leases,
@@ -445,6 +463,10 @@ def check(queue: ProgramQueue, now: int) -> list[Launch]:
             )
             keep.append(job)
             continue
+        if (held := _held_by_overlap(queue, job, now)) is not None:
+            if not held.skip:
+                keep.append(job)
+            continue
         d: Decision = decide(job.constraints, job.timeout, job.triggered_at, now, queue.runs(job.program))
         if d.outcome is Outcome.LAUNCH:
             job.state, job.blocked_by, job.reason, job.check_at = "PENDING_LAUNCH", "", d.reason, None
@@ -479,75 +501,32 @@ def check(queue: ProgramQueue, now: int) -> list[Launch]:
     return launches
 
 
-# --- group queues keyed by the group alone, as before tenant scoping -------------------------------
-
-
-def legacy_group(queue_key: str) -> str | None:
-    """The group of a job queue keyed `group:<group>`, shared by every tenant (written before group names
-    were resolved within a tenant); None for any other queue."""
-    group = queue_key.removeprefix(GROUP_QUEUE_PREFIX)
-    return group if group != queue_key and "/" not in group else None
-
-
-def split_legacy_group(queue: ProgramQueue) -> dict[str, ProgramQueue]:
-    """A shared group queue's share for each tenant that used it, keyed by that tenant's group queue.
-
-    Jobs, launched job ids and outcomes go to their schedule's tenant; an active run to the tenant of its
-    run id (= its job id) or, when that tenant never used the group (a run started elsewhere), to every
-    tenant, as do the start times: which tenant's run started when is not recorded, and counting too many
-    only holds a job back, where too few would break a limit.
-    """
-    group = legacy_group(queue.program)
-    assert group is not None
-    tenants = {schedule_id_tenant(j.schedule) for j in queue.jobs}
-    tenants |= {schedule_id_tenant(j) for j in queue.launched}
-    tenants |= {schedule_id_tenant(o["schedule"]) for o in queue.outcomes if o.get("schedule")}
-    out: dict[str, ProgramQueue] = {}
-    for tenant in sorted(tenants):
-        mine = {
-            r for r in queue.active if schedule_id_tenant(r) == tenant or schedule_id_tenant(r) not in tenants
-        }
-        share = ProgramQueue(
-            group_queue_key(tenant, group),
-            jobs=[j for j in queue.jobs if schedule_id_tenant(j.schedule) == tenant],
-            active={r: status for r, status in queue.active.items() if r in mine},
-            run_program={r: p for r, p in queue.run_program.items() if r in mine},
-            last_start=queue.last_start,
-            last_end=queue.last_end,
-            recent_starts=list(queue.recent_starts),
-            launched=[j for j in queue.launched if schedule_id_tenant(j) == tenant],
-            outcomes=[o for o in queue.outcomes if schedule_id_tenant(o.get("schedule") or "") == tenant],
+def _held_by_overlap(queue: ProgramQueue, job: Job, now: int) -> Hold | None:
+    """How the job's overlap policy holds it back (dropped, or waiting with the runs in its way asked to
+    stop), unless its pending timeout is up (then its timeout decides, as for its constraints)."""
+    policy = parse_policy(job.overlap)
+    if policy is None or (job.timeout is not None and now >= job.triggered_at + job.timeout.timeout_ms):
+        return None
+    hold = overlap_hold(policy, job.schedule, queue.active, queue.stopping)
+    if hold is None or hold.skip:
+        if hold is not None:
+            _remember(queue, job, "SKIP", hold.reason, now)
+        return hold
+    job.blocked_by, job.reason = OVERLAP, hold.reason
+    job.check_at = None if job.timeout is None else job.triggered_at + job.timeout.timeout_ms
+    for run_id in hold.stop:
+        queue.stopping[run_id] = policy.value
+        queue.stops.append(
+            {
+                "runId": run_id,
+                "program": queue.run_program.get(run_id, queue.program),
+                "action": policy.stop_action,
+                "endsAs": policy.ends_as,
+                "reason": stop_reason(policy, job.job_id),
+                "started": queue.active[run_id] not in NOT_STARTED,
+            }
         )
-        out[share.program] = share
-    return out
-
-
-def adopt(queue: ProgramQueue, share: ProgramQueue) -> None:
-    """Merge a share of a shared group queue into its tenant's queue. A share handed over twice (a worker
-    that died between handing it over and deleting the old queue) adds no job, start or outcome twice."""
-    launched = set(queue.launched)
-    queue.launched.extend(j for j in share.launched if j not in launched)
-    del queue.launched[:-MAX_LAUNCHED_REMEMBERED]
-    for job in share.jobs:
-        add_job(queue, job)
-    for run_id, status in share.active.items():
-        queue.active.setdefault(run_id, status)
-        if run_id in share.run_program:
-            queue.run_program.setdefault(run_id, share.run_program[run_id])
-        if run_id in share.run_slots:
-            queue.run_slots.setdefault(run_id, share.run_slots[run_id])
-    queue.last_start = _latest(queue.last_start, share.last_start)
-    queue.last_end = _latest(queue.last_end, share.last_end)
-    starts = Counter(queue.recent_starts) | Counter(share.recent_starts)  # the same start once, not twice
-    queue.recent_starts = sorted(starts.elements())[-MAX_RECENT_STARTS:]
-    seen = {(o["jobId"], o["outcome"], o["at"]) for o in queue.outcomes}
-    queue.outcomes.extend(o for o in share.outcomes if (o["jobId"], o["outcome"], o["at"]) not in seen)
-    queue.outcomes.sort(key=lambda o: o["at"])
-    del queue.outcomes[:-MAX_OUTCOMES_REMEMBERED]
-
-
-def _latest(a: int | None, b: int | None) -> int | None:
-    return b if a is None else a if b is None else max(a, b)
+    return hold
 
 
 def _started(queue: ProgramQueue, at: int) -> None:

@@ -25,6 +25,7 @@ from scheduler.domain.basics import TimeUnit as TimeUnit
 from scheduler.domain.basics import validate_dataset as validate_dataset
 from scheduler.domain.constraints import UnmetAction
 from scheduler.domain.labels import validate_description, validate_labels
+from scheduler.domain.overlap import OverlapPolicy as OverlapPolicy
 from scheduler.domain.runs import MAX_TIME_LIMIT_MS, InvalidRunPolicy, RetryPolicy
 from scheduler.domain.triggers.kinds import MAX_CRON_LEN as MAX_CRON_LEN
 from scheduler.domain.triggers.kinds import MAX_FREQUENCY_TIME as MAX_FREQUENCY_TIME
@@ -183,6 +184,7 @@ class Schedule:
     labels: dict[str, str] = field(default_factory=dict)  # for people, and to select schedules by
     pause_on_failure: int | None = None  # paused (a DISABLE) after this many jobs in a row FAILED
     max_fires: int | None = None  # finished after this many fires (jobs of a program) its triggers made
+    overlap: OverlapPolicy | None = None  # what a job does while the schedule's runs are active (ALLOW_ALL)
 
     def plain_fields(self) -> dict[str, Any]:
         """The fields whose HTTP JSON and Avro forms are the same (scalars and lists of strings)."""
@@ -201,6 +203,7 @@ class Schedule:
             "labels": dict(self.labels),
             "pauseOnFailure": self.pause_on_failure,
             "maxFires": self.max_fires,
+            "overlap": None if self.overlap is None else self.overlap.value,
         }
 
     def within_bounds(self, now: int) -> bool:
@@ -269,6 +272,10 @@ class Schedule:
             ):
                 if value is not None:
                     raise InvalidSchedule(name, "an SLA on the runs of a program: this schedule has none")
+            if self.overlap is not None:
+                raise InvalidSchedule(
+                    "overlap", "governs the runs of a program: a plain fire is a message and never overlaps"
+                )
             _check_plain_trigger(self.trigger)
         elif self.output is not OutputFormat.FIRED_TASK:
             raise InvalidSchedule(

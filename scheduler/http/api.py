@@ -33,6 +33,7 @@ from scheduler.domain.model import (
     MAX_TRIGGER_LEAVES,
     CatchUpPolicy,
     OutputFormat,
+    OverlapPolicy,
     Paused,
     ProgramId,
     Schedule,
@@ -171,6 +172,12 @@ class ScheduleBody(_In):
         description="limited actions: finished after this many fires (a program's: jobs its triggers made); "
         "RUN and BACKFILL do not count",
     )
+    overlap: OverlapPolicy | None = Field(
+        None,
+        description="what a job does while a run of the schedule's earlier jobs is active: ALLOW_ALL "
+        "(the default), SKIP, BUFFER_ONE, BUFFER_ALL (at most 1,000 wait), CANCEL_OTHER (the run is stopped: "
+        "STOPPED), TERMINATE_OTHER (killed: KILLED); a schedule with a program only",
+    )
     labels: dict[str, str] = Field(
         default_factory=dict,
         description=f"for people and to select by (GET /schedules?label=team=data): at most {MAX_LABELS}, "
@@ -207,6 +214,7 @@ class ScheduleBody(_In):
             labels=dict(self.labels),
             pause_on_failure=self.pauseOnFailure,
             max_fires=self.maxFires,
+            overlap=self.overlap,
         )
 
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from scheduler.domain.basics import CatchUpPolicy, OutputFormat, TimeUnit
+from scheduler.domain.overlap import OverlapPolicy
 from scheduler.domain.runs import RunStatus
 from scheduler.worker.programs import ProgramSpec
 
@@ -151,6 +152,7 @@ class Schedule(Answer):
     labels: dict[str, str] = Field(default_factory=dict)
     pauseOnFailure: int | None = None
     maxFires: int | None = None
+    overlap: OverlapPolicy | None = Field(None, description="its overlap policy (null: ALLOW_ALL)")
     finished: bool = Field(
         False,
         description="past its end (notAfter passed, maxFires made, or a one-shot whose instant passed): kept, "

@@ -52,7 +52,7 @@ REPORTED_STATES = frozenset({RunStatus.REQUESTING_RESOURCES, RunStatus.INITIALIZ
 ERROR_TAIL_CHARS = 2_000
 MAX_STOPS_REMEMBERED = 10_000
 STOP_GRACE_S = 10.0  # SIGTERM, then SIGKILL after this
-RunAction = Literal["stop", "suspend", "resume"]
+RunAction = Literal["stop", "suspend", "resume", "terminate"]  # (terminate: an overlap policy's kill)
 #: the state a run must be in for a user's suspend or resume (a stop takes any live run)
 RUN_ACTION_NEEDS: dict[str, RunStatus] = {"suspend": RunStatus.RUNNING, "resume": RunStatus.SUSPENDED}
 
@@ -71,7 +71,10 @@ class _Run:
     claimed_at: int = 0
     process: asyncio.subprocess.Process | None = None
     stopping: bool = False  # a user's stop: it ends STOPPED
-    killed_for: str = ""  # why the scheduler killed it (past its time limit): it ends KILLED
+    stopped_for: str = ""  # why, when a schedule's overlap policy stopped it (else "stopped on request")
+    killed_for: str = (
+        ""  # why the scheduler killed it (past its time limit, an overlap policy): it ends KILLED
+    )
     abandoned: bool = False  # ended by somebody else (lease lost, stopped before it started): no report
     output: list[str] = field(default_factory=list)
 
@@ -285,8 +288,12 @@ class Launcher:
             self.stats["failed"] += 1
             return
         if run.stopping or run.run_id in self.stops:
-            await self.publish(run, RunStatus.STOPPED, "stopped before it started")
-            self.stats["stopped"] += 1
+            if run.killed_for:
+                await self.publish(run, RunStatus.KILLED, f"{run.killed_for} (before it started)")
+                self.stats["killed"] += 1
+            else:
+                await self.publish(run, RunStatus.STOPPED, "stopped before it started")
+                self.stats["stopped"] += 1
             return
         await self.publish(run, RunStatus.STARTING)
         run.process = await asyncio.create_subprocess_exec(
@@ -316,7 +323,7 @@ class Launcher:
             await self.publish(run, RunStatus.KILLED, run.killed_for)
             self.stats["killed"] += 1
         elif run.stopping:
-            await self.publish(run, RunStatus.STOPPED, "stopped on request")
+            await self.publish(run, RunStatus.STOPPED, run.stopped_for or "stopped on request")
             self.stats["stopped"] += 1
         elif code == 0:
             if run.status is not RunStatus.RUNNING:
@@ -347,14 +354,18 @@ class Launcher:
             del run.output[:-50]
         return await run.process.wait()
 
-    async def _kill(self, run: _Run, why: str) -> None:
-        """The scheduler ends a run (past its time limit): STOPPING, its process group ended as for a
-        stop, then KILLED with `why`."""
+    async def _kill(self, run: _Run, why: str, at_once: bool = False) -> None:
+        """The scheduler ends a run (past its time limit; `at_once`: an overlap policy's terminate, no
+        grace): STOPPING, its process group ended as for a stop (or SIGKILLed), then KILLED with `why`."""
         if run.stopping or run.abandoned or run.process is None or run.process.returncode is not None:
             return
         run.killed_for, run.stopping = why, True
         await self.publish(run, RunStatus.STOPPING)
-        await self._end_process(run)
+        if at_once:
+            self._signal(run, signal.SIGKILL)
+            self._signal(run, signal.SIGCONT)
+        else:
+            await self._end_process(run)
 
     def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
         """`work` as a task of its own, held until it ends (the loop keeps only weak references)."""
@@ -369,16 +380,23 @@ class Launcher:
 
     # --- stop requests ----------------------------------------------------------------------------
 
-    async def stop_run(self, run_id: str) -> bool:
-        """A user's stop: STOPPING, SIGTERM to the run's process group (SIGKILL after a grace), STOPPED."""
+    async def stop_run(self, run_id: str, reason: str = "", kill: bool = False) -> bool:
+        """A user's stop: STOPPING, SIGTERM to the run's process group (SIGKILL after a grace), STOPPED
+        (`reason`: why, an overlap policy's). `kill` (an overlap policy's terminate): SIGKILL, KILLED."""
         claim = self.claims.get(run_id)
         if claim is not None:
-            claim.stopping = True  # it ends STOPPED if the claim is accepted
+            claim.stopping = True  # it ends STOPPED (KILLED) if the claim is accepted
+            claim.killed_for = reason if kill else ""
             return True
         run = self.runs.get(run_id)
+        if kill and run is not None and run.process is not None:
+            await self._kill(run, reason, at_once=True)
+            return True
         if run is None or run.stopping or run.abandoned:
             return False
-        run.stopping = True
+        run.stopping, run.stopped_for = True, reason
+        if kill:
+            run.killed_for = reason
         await self.publish(run, RunStatus.STOPPING)
         if run.process is None:
             return True  # not spawned yet: _run_to_end sees the stop
@@ -443,12 +461,14 @@ class Launcher:
             return
         if not isinstance(run_id, str):
             return
-        if kind == "stop":
+        if kind in ("stop", "terminate"):
             self.stops[run_id] = now_ms()
             while len(self.stops) > MAX_STOPS_REMEMBERED:
                 del self.stops[next(iter(self.stops))]
             if run_id in self.runs or run_id in self.claims:
-                self._spawn(self.stop_run(run_id))
+                reason = command.get("reason")
+                reason = reason if isinstance(reason, str) else ""
+                self._spawn(self.stop_run(run_id, reason, kill=kind == "terminate"))
         elif kind in RUN_ACTION_NEEDS and run_id in self.runs:  # (others' runs, or past ones: not ours)
             self._spawn(self.pause_run(run_id, suspend=kind == "suspend"))
 
@@ -532,6 +552,7 @@ def program_key_bytes(program: str) -> bytes:
     return program_key(ProgramId.parse(program)).encode()
 
 
-def control_request(action: RunAction, run_id: str, program: str) -> bytes:
-    """A request of the launcher control topic (keyed by run id)."""
-    return encode_json({"type": action, "runId": run_id, "program": program})
+def control_request(action: RunAction, run_id: str, program: str, reason: str = "") -> bytes:
+    """A request of the launcher control topic (keyed by run id); `reason`: what the run's end says."""
+    request = {"type": action, "runId": run_id, "program": program}
+    return encode_json({**request, "reason": reason} if reason else request)

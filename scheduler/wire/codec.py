@@ -29,6 +29,7 @@ from scheduler.domain.model import (
     FiredTask,
     FrequencyTrigger,
     OutputFormat,
+    OverlapPolicy,
     Paused,
     PauseRequest,
     Schedule,
@@ -319,6 +320,7 @@ def schedule_from_avro(rec: dict[str, Any]) -> Schedule:
         labels=dict(rec.get("labels") or {}),
         pause_on_failure=rec.get("pauseOnFailure"),
         max_fires=rec.get("maxFires"),
+        overlap=None if rec.get("overlap") is None else OverlapPolicy(rec["overlap"]),
     )
 
 
@@ -512,11 +514,11 @@ def _read_time_schedule(r: _Reader, sym: _Symbols, key: ScheduleKey | None = Non
     output = sym.outputs[r.index(len(sym.outputs))]
     # notBefore, notAfter, spreadMs, jitterMs (null), priority (0), completeWithinMs,
     # fireAtLeastEveryMs (null), excludeCalendars (an empty array), description (null), labels (empty),
-    # pauseOnFailure, maxFires (null)
+    # pauseOnFailure, maxFires, overlap (null)
     pos = r.pos
-    if r.data[pos : pos + 12] != _ZEROS:
+    if r.data[pos : pos + 13] != _ZEROS:
         raise _Defer
-    r.pos = pos + 12
+    r.pos = pos + 13
     same = key is not None and tenant == key.tenant and name == key.name
     return Schedule(
         key if same and key is not None else ScheduleKey(tenant, name),
@@ -531,7 +533,7 @@ def _read_time_schedule(r: _Reader, sym: _Symbols, key: ScheduleKey | None = Non
 
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
-_ZEROS = bytes(12)
+_ZEROS = bytes(13)
 
 
 def _command(rec: dict[str, Any], sched: dict[str, Any] | None) -> ScheduleCommand:

@@ -26,17 +26,15 @@ from scheduler.domain.jobs import (
     Launch,
     ProgramQueue,
     add_job,
-    adopt,
     apply_status,
     cancel,
     check,
-    legacy_group,
     lost_runs,
     missed_deadlines,
     next_lease_check,
     note_outcome,
-    split_legacy_group,
 )
+from scheduler.domain.legacy_groups import adopt, legacy_group, split_legacy_group
 from scheduler.domain.model import (
     GROUP_QUEUE_PREFIX,
     Action,
@@ -46,6 +44,7 @@ from scheduler.domain.model import (
     ScheduleKey,
 )
 from scheduler.domain.runs import RunRecord, RunStatus, Verdict, apply_transition, judge, keep_records
+from scheduler.launcher.launcher import control_request
 from scheduler.wire.codec import decode_json, encode, encode_json
 from scheduler.wire.command_headers import command_headers
 from scheduler.wire.messages import (
@@ -246,6 +245,31 @@ class JobQueueAgent:
         log.warning("%s: %s", schedule, note)
         await self.worker.send_command(cmd, headers=command_headers(by=PAUSE_ON_FAILURE_BY))
 
+    async def _stop(self, stop: dict[str, Any]) -> None:
+        """Stop (or kill) a run an overlap policy has in its way: a request to the launcher that holds it,
+        on the control topic; a run not started yet is ended by its program's job queue at once (as a
+        user's stop of it is), and a launcher that claims it later sees it ended and does not run it."""
+        worker = self.worker
+        worker.counts.events["overlapStops"] += 1
+        run_id, program = stop["runId"], stop["program"]
+        if not stop["started"]:
+            ended = RunStatusChanged(
+                run_id,
+                stop["endsAs"],
+                worker.clock(),
+                program,
+                {"error": f"{stop['reason']} (before it started)"},
+            )
+            await worker.send_keyed(
+                worker.settings.jobs_topic, program.encode(), encode_job_queue_message(ended)
+            )
+        await worker.send_keyed(
+            worker.settings.launcher_control_topic,
+            run_id.encode(),
+            control_request(stop["action"], run_id, program, stop["reason"]),
+            partition=None,
+        )
+
     async def _handle(self, event: EventT) -> None:
         worker = self.worker
         msg = event.message
@@ -280,6 +304,9 @@ class JobQueueAgent:
         for pause in queue.pauses:  # (pauseOnFailure: the bound of failed jobs in a row reached)
             await self._pause(pause["schedule"], pause["note"])
         queue.pauses.clear()
+        for stop in queue.stops:  # (overlap CANCEL_OTHER / TERMINATE_OTHER: the runs in a new job's way)
+            await self._stop(stop)
+        queue.stops.clear()
         for missed in missed_deadlines(queue, now):
             await raise_alert(
                 worker,

@@ -257,6 +257,11 @@ class WorkerCollector(Collector):
         yield _counter(
             "scheduler_launches", "Launch requests produced by the job queue", counts.events["launches"]
         )
+        yield _counter(
+            "scheduler_overlap_stops",
+            "Runs an overlap policy (CANCEL_OTHER, TERMINATE_OTHER) asked to stop or be killed",
+            counts.events["overlapStops"],
+        )
         outcomes = CounterMetricFamily(
             "scheduler_job_outcomes",
             "What happened to jobs in the owned job queues: LAUNCHED, FORCED (launched by a pending timeout's "

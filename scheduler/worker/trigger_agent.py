@@ -94,6 +94,7 @@ def new_job(
         priority=s.priority,
         deadline_at=None if s.complete_within_ms is None else now + s.complete_within_ms,
         pause_on_failure=s.pause_on_failure,
+        overlap=None if s.overlap is None else s.overlap.value,
     )
 
 

@@ -88,6 +88,7 @@ async def test_the_page_shows_schedules_next_fires_pending_jobs_and_runs(worker,
                 "program": ETL,
                 "topic": f"{app_id}-launches",
                 "constraints": [window_in_two_hours()],
+                "overlap": "BUFFER_ALL",
             }
         )
         await api.partitions("acme.clicks", "2026-11-22")
@@ -117,6 +118,9 @@ async def test_the_page_shows_schedules_next_fires_pending_jobs_and_runs(worker,
         await expect(hostile.locator("td.tenant")).to_have_text("zeta")
         await expect(hostile.locator("td.trigger")).to_have_text("every 1 h")
         assert await page.locator("img").count() == 0, "a schedule name was parsed as HTML"
+
+        etl = page.locator('#schedules tr[data-key="acme/nightly-etl"]')
+        await expect(etl.locator("td.program")).to_have_text(f"{ETL} (overlap BUFFER_ALL)")
 
         job = page.locator("#jobs tbody tr", has_text="acme/nightly-etl")
         await expect(job.locator("td.state")).to_have_text("PENDING_CONSTRAINT")

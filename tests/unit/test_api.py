@@ -229,6 +229,7 @@ def test_schedule_json_shape() -> None:
         "labels": {},
         "pauseOnFailure": None,
         "maxFires": None,
+        "overlap": None,
         "finished": False,
         "fires": 0,
         "firesLeft": None,

@@ -13,12 +13,10 @@ from scheduler.domain.jobs import (
     Job,
     ProgramQueue,
     add_job,
-    adopt,
     apply_status,
     check,
-    legacy_group,
-    split_legacy_group,
 )
+from scheduler.domain.legacy_groups import adopt, legacy_group, split_legacy_group
 from scheduler.domain.model import PartitionTrigger, ProgramId, Schedule, ScheduleKey, ScheduleState
 from scheduler.domain.tenancy import job_filter_tenants
 from scheduler.wire.messages import IndexedTrigger, IndexEntry, IndexUpdate

@@ -172,7 +172,8 @@
         el("td", { class: "name", title: s.description || "" }, s.name,
           ...Object.entries(s.labels || {}).map(([k, v]) => el("span", { class: "chip" }, v ? `${k}=${v}` : k))),
         el("td", { class: "trigger" }, s.triggerText || s.trigger.type),
-        el("td", { class: "program" }, s.program || ""),
+        el("td", { class: "program", title: s.overlap ? `overlap policy ${s.overlap}` : "" },
+          (s.program || "") + (s.overlap && s.overlap !== "ALLOW_ALL" ? ` (overlap ${s.overlap})` : "")),
         el("td", { class: "enabled", title: s.paused ? pausedText(s.paused) : "" },
           (s.finished ? "finished" : s.enabled ? "yes" : s.paused ? pausedText(s.paused) : "no") +
           (s.firesLeft != null && !s.finished ? ` (${s.firesLeft} of ${s.maxFires} fires left)` : "")),
