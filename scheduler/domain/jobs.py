@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.domain.basics import plural
+from scheduler.domain.caps import PENDING_CAP, RUN_CAP
 from scheduler.domain.constraints import (
     MAX_RECENT_STARTS,
     ConcurrencyConstraint,
@@ -70,6 +71,7 @@ class Job:
     deadline_at: int | None = None  # SLA: its run must complete by then (its trigger + completeWithinMs)
     pause_on_failure: int | None = None  # its schedule's: paused after this many jobs in a row FAILED
     overlap: str | None = None  # its schedule's overlap policy (scheduler.domain.overlap; None: ALLOW_ALL)
+    forced: bool = False  # waiting for a run cap's slot (PENDING_CAP) after its pending timeout forced it
 
     @property
     def run_id(self) -> str:
@@ -127,6 +129,11 @@ class ProgramQueue:
     # ({"runId", "program", "action", "reason", "started"}), sent then dropped by the job queue agent
     stopping: dict[str, str] = field(default_factory=dict)
     stops: list[dict[str, Any]] = field(default_factory=list)
+    # run caps (scheduler.domain.caps): runs holding a slot, until they end; the asks ({"runId", "priority",
+    # "at"}) and releases (run ids) to send the cap queue, sent then dropped by the job queue agent
+    capped: list[str] = field(default_factory=list)
+    asks: list[dict[str, Any]] = field(default_factory=list)
+    releases: list[str] = field(default_factory=list)
     # what happened to jobs while one message was handled, by outcome (JOB_OUTCOMES): counted, never stored
     tally: Counter[str] = field(default_factory=Counter, compare=False)
 
@@ -140,15 +147,21 @@ class ProgramQueue:
     def from_json(cls, d: dict[str, Any]) -> ProgramQueue:
         return cls(**{**d, "jobs": [Job.from_json(j) for j in d["jobs"]]})
 
+    def holding(self) -> dict[str, str]:
+        """Run id -> status of the runs that hold their slots: those not yet ended, and those of the jobs
+        asking a run cap for a slot (PENDING_CAP: their constraints were met, so they count)."""
+        asking = {j.run_id: PENDING_CAP for j in self.jobs if j.state == PENDING_CAP}
+        return {**self.active, **asking} if asking else self.active
+
     def runs(self, program: str | None = None) -> RunState:
         """Run state as a job of `program` sees it: its program's runs, and the whole queue's (its group)."""
-        active = {
-            r: s
-            for r, s in self.active.items()
-            if program is None or self.run_program.get(r, program) == program
-        }
-        slots = self.run_slots
-        held = sum(slots.get(r, 1) for r in self.active) if slots else len(self.active)
+        holding, slots, programs = self.holding(), self.run_slots, self.run_program
+        if len(holding) != len(self.active):
+            asking = [j for j in self.jobs if j.state == PENDING_CAP]
+            slots = {**slots, **{j.run_id: job_slots(j) for j in asking if job_slots(j) != 1}}
+            programs = {**programs, **{j.run_id: j.program for j in asking}}
+        active = {r: s for r, s in holding.items() if program is None or programs.get(r, program) == program}
+        held = sum(slots.get(r, 1) for r in holding) if slots else len(holding)
         return RunState(
             active,
             self.last_start,
@@ -250,6 +263,9 @@ def apply_status(
             runs.pop(run_id, None)  # type: ignore[attr-defined]
         queue.ended.append(run_id)
         del queue.ended[:-MAX_ENDED_REMEMBERED]
+        if run_id in queue.capped:  # (its run cap's slot goes back)
+            queue.capped.remove(run_id)
+            queue.releases.append(run_id)
         queue.last_end = at if queue.last_end is None else max(queue.last_end, at)
         retried = queue.retries.pop(run_id, None)
         again = retried is not None and _retry(queue, Job.from_json(retried), new, at)
@@ -433,6 +449,8 @@ def cancel(
     queue.jobs = keep
     for j in dropped:
         _remember(queue, j, "CANCELLED", reason, now)
+        if j.state == PENDING_CAP:
+            queue.releases.append(j.run_id)  # (its ask withdrawn, or the slot granted meanwhile back)
     return len(dropped)
 
 
@@ -447,13 +465,18 @@ def by_priority(jobs: list[Job]) -> list[Job]:
     return sorted(jobs, key=lambda j: priority_order(j.priority, j.triggered_at))
 
 
-def check(queue: ProgramQueue, now: int) -> list[Launch]:
+def check(queue: ProgramQueue, now: int, capped: bool = False) -> list[Launch]:
     """Evaluate every pending job, highest priority first (ties: oldest first); launch, skip or discard
-    what is decided. A job held by a concurrency limit says how many jobs of higher priority wait too."""
+    what is decided. A job held by a concurrency limit says how many jobs of higher priority wait too.
+    `capped` (run caps are set: scheduler.domain.caps): a job to launch asks the cap queue for a slot
+    instead, and launches when it is granted (slot_granted)."""
     launches: list[Launch] = []
     keep: list[Job] = []
     ahead: Counter[int] = Counter()  # priority -> jobs of it still waiting, as the walk goes
     for job in by_priority(queue.jobs):
+        if job.state == PENDING_CAP:
+            keep.append(job)  # (its constraints were met: it waits for its grant alone)
+            continue
         if job.not_before is not None and now < job.not_before:
             assert job.retry is not None
             job.blocked_by, job.check_at = RETRY_BACKOFF, job.not_before
@@ -468,24 +491,13 @@ def check(queue: ProgramQueue, now: int) -> list[Launch]:
                 keep.append(job)
             continue
         d: Decision = decide(job.constraints, job.timeout, job.triggered_at, now, queue.runs(job.program))
-        if d.outcome is Outcome.LAUNCH:
-            job.state, job.blocked_by, job.reason, job.check_at = "PENDING_LAUNCH", "", d.reason, None
-            run_id = job.run_id
-            queue.active[run_id] = "PENDING"
-            queue.since[run_id] = now
-            if job.program != queue.program:
-                queue.run_program[run_id] = job.program
-            if (slots := job_slots(job)) != 1:
-                queue.run_slots[run_id] = slots
-            if job.retry is not None and job.attempt < job.retry.max_attempts:
-                queue.retries[run_id] = job.to_json()
-            if job.pause_on_failure is not None:
-                queue.watched[run_id] = [job.schedule, job.pause_on_failure]
-            _started(queue, now)
-            queue.launched.extend([job.job_id, *job.merged])
-            del queue.launched[:-MAX_LAUNCHED_REMEMBERED]
-            launches.append(Launch(job, now, d.forced))
-            queue.tally["FORCED" if d.forced else "LAUNCHED"] += 1
+        if d.outcome is Outcome.LAUNCH and capped:
+            job.state, job.blocked_by, job.check_at = PENDING_CAP, RUN_CAP, None
+            job.reason, job.forced = "asked the run caps for a slot", d.forced
+            queue.asks.append({"runId": job.run_id, "priority": job.priority, "at": now})
+            keep.append(job)
+        elif d.outcome is Outcome.LAUNCH:
+            launches.append(_launch(queue, job, now, d.forced))
         elif d.outcome is Outcome.WAIT:
             job.blocked_by, job.reason, job.check_at = d.blocked_by, d.reason, d.until
             higher = sum(n for p, n in ahead.items() if p > job.priority)
@@ -501,13 +513,55 @@ def check(queue: ProgramQueue, now: int) -> list[Launch]:
     return launches
 
 
+def _launch(queue: ProgramQueue, job: Job, now: int, forced: bool) -> Launch:
+    """The job leaves the queue, launched: its run is PENDING (holding its slots) from now."""
+    job.state, job.blocked_by, job.check_at = "PENDING_LAUNCH", "", None
+    job.reason = "pending timeout: forced start" if forced else ""
+    run_id = job.run_id
+    queue.active[run_id] = "PENDING"
+    queue.since[run_id] = now
+    if job.program != queue.program:
+        queue.run_program[run_id] = job.program
+    if (slots := job_slots(job)) != 1:
+        queue.run_slots[run_id] = slots
+    if job.retry is not None and job.attempt < job.retry.max_attempts:
+        queue.retries[run_id] = job.to_json()
+    if job.pause_on_failure is not None:
+        queue.watched[run_id] = [job.schedule, job.pause_on_failure]
+    _started(queue, now)
+    queue.launched.extend([job.job_id, *job.merged])
+    del queue.launched[:-MAX_LAUNCHED_REMEMBERED]
+    queue.tally["FORCED" if forced else "LAUNCHED"] += 1
+    return Launch(job, now, forced)
+
+
+def slot_granted(queue: ProgramQueue, run_id: str, now: int) -> Launch | None:
+    """The cap queue granted the slot a job asked for: it launches (its run holds the slot until it ends).
+    A grant for no job asking (cancelled meanwhile, or a repeat) gives the slot back."""
+    job = next((j for j in queue.jobs if j.state == PENDING_CAP and j.run_id == run_id), None)
+    if job is None:
+        if run_id not in queue.capped:
+            queue.releases.append(run_id)
+        return None
+    queue.jobs.remove(job)
+    queue.capped.append(run_id)
+    return _launch(queue, job, now, job.forced)
+
+
+def slot_queued(queue: ProgramQueue, run_id: str, reason: str) -> None:
+    """The cap queue keeps a job's ask waiting: why, as the job says it (GET /jobs, `jobs why`)."""
+    for j in queue.jobs:
+        if j.state == PENDING_CAP and j.run_id == run_id:
+            j.reason = reason
+
+
 def _held_by_overlap(queue: ProgramQueue, job: Job, now: int) -> Hold | None:
     """How the job's overlap policy holds it back (dropped, or waiting with the runs in its way asked to
     stop), unless its pending timeout is up (then its timeout decides, as for its constraints)."""
     policy = parse_policy(job.overlap)
     if policy is None or (job.timeout is not None and now >= job.triggered_at + job.timeout.timeout_ms):
         return None
-    hold = overlap_hold(policy, job.schedule, queue.active, queue.stopping)
+    hold = overlap_hold(policy, job.schedule, queue.holding(), queue.stopping)
     if hold is None or hold.skip:
         if hold is not None:
             _remember(queue, job, "SKIP", hold.reason, now)
@@ -515,6 +569,8 @@ def _held_by_overlap(queue: ProgramQueue, job: Job, now: int) -> Hold | None:
     job.blocked_by, job.reason = OVERLAP, hold.reason
     job.check_at = None if job.timeout is None else job.triggered_at + job.timeout.timeout_ms
     for run_id in hold.stop:
+        if run_id not in queue.active:
+            continue  # (a job asking a run cap for its slot: no run to stop yet; this job waits for it)
         queue.stopping[run_id] = policy.value
         queue.stops.append(
             {

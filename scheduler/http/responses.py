@@ -312,7 +312,9 @@ class Job(Answer):
     queue: str | None = Field(
         None, description="the job queue it waits in: its program's, or its concurrency group's (group:…)"
     )
-    state: str = Field(description="PENDING_CONSTRAINT or PENDING_LAUNCH")
+    state: str = Field(
+        description="PENDING_CONSTRAINT, PENDING_CAP (waiting for a run caps' slot) or PENDING_LAUNCH"
+    )
     triggeredAt: Ms | None = None
     arguments: dict[str, str] | None = None
     events: int | None = Field(None, description="how many events fired it")

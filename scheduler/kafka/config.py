@@ -15,8 +15,9 @@ from collections.abc import Container, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
+from scheduler.domain.caps import InvalidCaps, RunCaps
 from scheduler.domain.runs import MAX_RUN_AGE_MS, MAX_RUNS_KEPT
 
 BrokerProfile = Literal["kafka", "tansu"]
@@ -56,6 +57,8 @@ ENV_VARS = {
     "SCHEDULER_AUTH_TOKENS": "auth_tokens",
     "SCHEDULER_LOG_FORMAT": "log_format",
     "SCHEDULER_MAX_SCHEDULES_PER_TENANT": "max_schedules_per_tenant",
+    "SCHEDULER_MAX_ACTIVE_RUNS": "max_active_runs",
+    "SCHEDULER_TENANT_MAX_ACTIVE_RUNS": "tenant_max_active_runs",
     "SCHEDULER_TRANSACTIONS": "transactions",
     "SCHEDULER_COMMIT_INTERVAL_MS": "commit_interval_ms",
     "SCHEDULER_REQUEST_TIMEOUT_MS": "request_timeout_ms",
@@ -111,6 +114,10 @@ class Settings(BaseModel):
     auth_tokens: str = ""
     log_format: Literal["text", "json"] = "text"
     max_schedules_per_tenant: int = Field(100_000, ge=1)
+    # run caps (scheduler.domain.caps): runs active at once in the deployment (0: no cap), and per tenant
+    # ("20": each tenant's; "acme=200,*=20": acme's, and every other's; "": none)
+    max_active_runs: int = Field(0, ge=0, le=10_000_000)
+    tenant_max_active_runs: str = Field("", max_length=10_000)
     # Kafka transactions per partition (exactly-once fires and schedule writes, zombies fenced): "auto" is
     # on with the kafka profile and off with tansu, which has no transactions
     transactions: Literal["auto", "on", "off"] = "auto"
@@ -231,6 +238,19 @@ class Settings(BaseModel):
     @property
     def web_url(self) -> str:
         return f"http://{self.web_host}:{self.web_port}"
+
+    @field_validator("tenant_max_active_runs")
+    @classmethod
+    def _caps_parse(cls, value: str) -> str:
+        try:
+            RunCaps.parse(0, value)
+        except InvalidCaps as exc:
+            raise ValueError(f"SCHEDULER_TENANT_MAX_ACTIVE_RUNS: {exc}") from None
+        return value
+
+    @property
+    def run_caps(self) -> RunCaps:
+        return RunCaps.parse(self.max_active_runs, self.tenant_max_active_runs)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:

@@ -323,7 +323,50 @@ class NoteOutcome:
     outcome: dict[str, Any]
 
 
-JobQueueMessage = JobTriggered | RunStatusChanged | CancelJobs | AdoptQueue | CheckConstraints | NoteOutcome
+@dataclass(frozen=True, slots=True)
+class AskSlot:
+    """To the cap queue (scheduler.domain.caps): a job of `queue` asks a run slot for `run_id`."""
+
+    run_id: str
+    queue: str
+    priority: int
+    at: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseSlot:
+    """To the cap queue: the run ended (or its job was cancelled while it asked): its slot or ask goes."""
+
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class SlotGranted:
+    """From the cap queue to a job's queue: its run may launch."""
+
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class SlotQueued:
+    """From the cap queue to a job's queue: the ask waits, and why."""
+
+    run_id: str
+    reason: str
+
+
+JobQueueMessage = (
+    JobTriggered
+    | RunStatusChanged
+    | CancelJobs
+    | AdoptQueue
+    | CheckConstraints
+    | NoteOutcome
+    | AskSlot
+    | ReleaseSlot
+    | SlotGranted
+    | SlotQueued
+)
 
 #: what a status event's payload may say of its job, kept with the run's record
 RUN_DETAILS = (
@@ -354,6 +397,16 @@ def encode_job_queue_message(m: JobQueueMessage) -> bytes:
         return encode_json({"type": "adopt", "queue": m.queue})
     if isinstance(m, NoteOutcome):
         return encode_json({"type": "note", "outcome": m.outcome})
+    if isinstance(m, AskSlot):
+        return encode_json(
+            {"type": "ask", "runId": m.run_id, "queue": m.queue, "priority": m.priority, "at": m.at}
+        )
+    if isinstance(m, ReleaseSlot):
+        return encode_json({"type": "release", "runId": m.run_id})
+    if isinstance(m, SlotGranted):
+        return encode_json({"type": "granted", "runId": m.run_id})
+    if isinstance(m, SlotQueued):
+        return encode_json({"type": "queued", "runId": m.run_id, "reason": m.reason})
     return encode_json({"type": "check"})
 
 
@@ -374,4 +427,12 @@ def decode_job_queue_message(value: bytes | None) -> JobQueueMessage | None:
         return CheckConstraints()
     if kind == "note":
         return NoteOutcome(d["outcome"])
+    if kind == "ask":
+        return AskSlot(d["runId"], d["queue"], d["priority"], d["at"])
+    if kind == "release":
+        return ReleaseSlot(d["runId"])
+    if kind == "granted":
+        return SlotGranted(d["runId"])
+    if kind == "queued":
+        return SlotQueued(d["runId"], d["reason"])
     return None

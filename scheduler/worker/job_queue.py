@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from scheduler.domain.caps import CAPS_KEY, CapQueue, ask, grant, release, why_waiting
 from scheduler.domain.commands import PAUSE_ON_FAILURE_BY
 from scheduler.domain.jobs import (
     Job,
@@ -33,6 +34,8 @@ from scheduler.domain.jobs import (
     missed_deadlines,
     next_lease_check,
     note_outcome,
+    slot_granted,
+    slot_queued,
 )
 from scheduler.domain.legacy_groups import adopt, legacy_group, split_legacy_group
 from scheduler.domain.model import (
@@ -50,11 +53,16 @@ from scheduler.wire.command_headers import command_headers
 from scheduler.wire.messages import (
     RUN_DETAILS,
     AdoptQueue,
+    AskSlot,
     CancelJobs,
     CheckConstraints,
+    JobQueueMessage,
     JobTriggered,
     NoteOutcome,
+    ReleaseSlot,
     RunStatusChanged,
+    SlotGranted,
+    SlotQueued,
     decode_job_queue_message,
     encode_job_queue_message,
 )
@@ -66,6 +74,7 @@ if TYPE_CHECKING:
     from scheduler.worker.ports import JobQueuePort
 
 log = logging.getLogger(__name__)
+CAPS_KEY_BYTES = CAPS_KEY.encode()
 
 
 def launch_request(launch: Launch) -> bytes:
@@ -220,6 +229,7 @@ class JobQueueAgent:
     def __init__(self, worker: JobQueuePort) -> None:
         self.worker = worker
         self.checker = CheckTimer(worker, self._next_check)
+        self.caps = worker.settings.run_caps
         # queue key -> run id -> when its holder last renewed it (memory only: a new owner of the
         # partition counts every lease from when it took the partition over)
         self.renewed: dict[bytes, dict[str, int]] = {}
@@ -230,6 +240,7 @@ class JobQueueAgent:
         return [
             (k, ProgramQueue.from_json(decode_json(v)))
             for k, v in partition_items(self.worker.job_queue, partition)
+            if k != CAPS_KEY_BYTES  # (the cap queue's state: not a job queue)
         ]
 
     async def handle(self, event: EventT) -> None:
@@ -270,14 +281,58 @@ class JobQueueAgent:
             partition=None,
         )
 
+    async def _to_caps(self, key: bytes, queue: ProgramQueue) -> None:
+        """The queue's asks for run slots and the slots it gives back, to the cap queue."""
+        for a in queue.asks:
+            ask_slot = AskSlot(a["runId"], key.decode(), a["priority"], a["at"])
+            await self.worker.send_keyed(
+                self.worker.settings.jobs_topic, CAPS_KEY_BYTES, encode_job_queue_message(ask_slot)
+            )
+        for run_id in queue.releases:
+            await self.worker.send_keyed(
+                self.worker.settings.jobs_topic,
+                CAPS_KEY_BYTES,
+                encode_job_queue_message(ReleaseSlot(run_id)),
+            )
+        queue.asks.clear()
+        queue.releases.clear()
+
+    async def _caps(self, command: JobQueueMessage | None) -> None:
+        """The cap queue (scheduler.domain.caps): an ask or a release, then the grants that fit now, each
+        to its job's queue; an ask that must wait is told why."""
+        worker = self.worker
+        raw = worker.job_queue.get(CAPS_KEY_BYTES)
+        cq = CapQueue.from_json(decode_json(raw)) if raw is not None else CapQueue()
+        if isinstance(command, AskSlot):
+            ask(cq, command.run_id, command.queue, command.priority, command.at)
+        elif isinstance(command, ReleaseSlot):
+            release(cq, command.run_id)
+        else:
+            return
+        for g in grant(cq, self.caps):
+            await worker.send_keyed(
+                worker.settings.jobs_topic, g.queue.encode(), encode_job_queue_message(SlotGranted(g.run_id))
+            )
+        if isinstance(command, AskSlot) and (why := why_waiting(cq, self.caps, command.run_id)):
+            queued = SlotQueued(command.run_id, f"waits for a run slot: {why}")
+            await worker.send_keyed(
+                worker.settings.jobs_topic, command.queue.encode(), encode_job_queue_message(queued)
+            )
+        worker.counts.events["runCapAsks" if isinstance(command, AskSlot) else "runCapReleases"] += 1
+        worker.job_queue[CAPS_KEY_BYTES] = encode_json(cq.to_json())
+
     async def _handle(self, event: EventT) -> None:
         worker = self.worker
         msg = event.message
         key = bytes(msg.key or b"")
         command = decode_job_queue_message(msg.value)
+        if key == CAPS_KEY_BYTES:
+            await self._caps(command)
+            return
         raw = worker.job_queue.get(key)
         queue = ProgramQueue.from_json(decode_json(raw)) if raw is not None else ProgramQueue(key.decode())
         now = worker.clock()
+        granted = None
         if isinstance(command, JobTriggered):
             add_job(queue, Job.from_json(command.job))
         elif isinstance(command, RunStatusChanged):
@@ -289,12 +344,18 @@ class JobQueueAgent:
             adopt(queue, ProgramQueue.from_json(command.queue))
         elif isinstance(command, NoteOutcome):
             note_outcome(queue, command.outcome)
+        elif isinstance(command, SlotGranted):
+            granted = slot_granted(queue, command.run_id, now)
+        elif isinstance(command, SlotQueued):
+            slot_queued(queue, command.run_id, command.reason)
         if legacy_group(queue.program) is not None:
             await self._hand_over(msg.partition, key, queue, had_entry=raw is not None)
             return
         for run_id, why in self._lose_runs(msg.partition, key, queue, now):
             await self._lost(key, queue, run_id, why, now)
-        launches = check(queue, now)
+        launches = check(queue, now, capped=self.caps.enabled)
+        if granted is not None:
+            launches.insert(0, granted)
         for launch in launches:
             worker.counts.events["launches"] += 1
             await worker.send_keyed(launch.job.topic, key, launch_request(launch), partition=None)
@@ -307,6 +368,7 @@ class JobQueueAgent:
         for stop in queue.stops:  # (overlap CANCEL_OTHER / TERMINATE_OTHER: the runs in a new job's way)
             await self._stop(stop)
         queue.stops.clear()
+        await self._to_caps(key, queue)
         for missed in missed_deadlines(queue, now):
             await raise_alert(
                 worker,

@@ -258,6 +258,16 @@ class WorkerCollector(Collector):
             "scheduler_launches", "Launch requests produced by the job queue", counts.events["launches"]
         )
         yield _counter(
+            "scheduler_run_cap_asks",
+            "Run slots the cap queue owned here was asked for (SCHEDULER_MAX_ACTIVE_RUNS, _TENANT_MAX_ACTIVE_RUNS)",
+            counts.events["runCapAsks"],
+        )
+        yield _counter(
+            "scheduler_run_cap_releases",
+            "Run slots given back to the cap queue owned here (a run ended, an asking job cancelled)",
+            counts.events["runCapReleases"],
+        )
+        yield _counter(
             "scheduler_overlap_stops",
             "Runs an overlap policy (CANCEL_OTHER, TERMINATE_OTHER) asked to stop or be killed",
             counts.events["overlapStops"],
