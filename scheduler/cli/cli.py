@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scheduler.cli import backfills
 from scheduler.cli.errors import guarded
 from scheduler.domain.basics import plural
 from scheduler.kafka.config import Settings
@@ -1012,6 +1013,8 @@ def _add_client_commands(sub: Any) -> None:
     ref(p)
     p.add_argument("--from", dest="from_", required=True, help="ISO-8601 (naive = UTC) or epoch ms")
     p.add_argument("--to", required=True, help="ISO-8601 (naive = UTC) or epoch ms, included")
+
+    backfills.register(sub, leaf)
 
     jobs = sub.add_parser("jobs", help="pending jobs and why they wait (HTTP API)")
     group = jobs.add_subparsers(dest="subcommand", required=True)

@@ -296,6 +296,43 @@ class HttpClient:
         """POST /schedules/{tenant}/{name}/{enable|disable|run|backfill}."""
         return await self.request("POST", schedule_path(tenant, name, action), body=body, params=self._wait())
 
+    # --- backfill objects --------------------------------------------------------------------
+
+    async def start_backfill(
+        self,
+        tenant: str,
+        name: str,
+        start: int,
+        end: int,
+        *,
+        reprocess: str = "none",
+        max_concurrent: int = 1,
+        order: str = "oldest",
+        overlap: str | None = None,
+        dry_run: bool = False,
+    ) -> Any:
+        """POST /schedules/{tenant}/{name}/backfills: the instants of [start, end] (epoch ms) less what ran
+        (`reprocess`: none, failed, all), at most `max_concurrent` at a time; {id, instants, leftOut, next}."""
+        body: dict[str, Any] = {"from": start, "to": end, "reprocess": reprocess,
+                                "maxConcurrent": max_concurrent, "order": order, "dryRun": dry_run}  # fmt: skip
+        if overlap is not None:
+            body["overlap"] = overlap
+        return await self.request("POST", schedule_path(tenant, name, "backfills"), body=body)
+
+    async def backfills(self, tenant: str, name: str) -> Any:
+        """GET /schedules/{tenant}/{name}/backfills: its backfills, newest first, with their progress."""
+        return await self.request("GET", schedule_path(tenant, name, "backfills"))
+
+    async def backfill(self, tenant: str, name: str, backfill_id: str) -> Any:
+        return await self.request(
+            "GET", schedule_path(tenant, name, f"backfills/{quote(backfill_id, safe='')}")
+        )
+
+    async def cancel_backfill(self, tenant: str, name: str, backfill_id: str) -> Any:
+        """DELETE: no more of its instants launch (ApiError 409 when it ended already)."""
+        path = schedule_path(tenant, name, f"backfills/{quote(backfill_id, safe='')}")
+        return await self.request("DELETE", path)
+
     # --- jobs, runs, events -------------------------------------------------------------------
 
     async def jobs(self, **query: str | None) -> Any:

@@ -72,6 +72,7 @@ class Job:
     pause_on_failure: int | None = None  # its schedule's: paused after this many jobs in a row FAILED
     overlap: str | None = None  # its schedule's overlap policy (scheduler.domain.overlap; None: ALLOW_ALL)
     forced: bool = False  # waiting for a run cap's slot (PENDING_CAP) after its pending timeout forced it
+    backfill: str | None = None  # the backfill that made it (scheduler.domain.backfills): never folded
 
     @property
     def run_id(self) -> str:
@@ -132,6 +133,7 @@ class ProgramQueue:
     # run caps (scheduler.domain.caps): runs holding a slot, until they end; the asks ({"runId", "priority",
     # "at"}) and releases (run ids) to send the cap queue, sent then dropped by the job queue agent
     capped: list[str] = field(default_factory=list)
+    backfills: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> a backfill of a schedule's
     asks: list[dict[str, Any]] = field(default_factory=list)
     releases: list[str] = field(default_factory=list)
     # what happened to jobs while one message was handled, by outcome (JOB_OUTCOMES): counted, never stored
@@ -204,8 +206,13 @@ def add_job(queue: ProgramQueue, job: Job) -> bool:
     if full is not None:
         _remember(queue, job, "SKIP", full, job.triggered_at)
         return True
-    for waiting in queue.jobs if policy is None or policy.merges else ():
-        if waiting.schedule == job.schedule and waiting.version == job.version and waiting.attempt == 1:
+    for waiting in queue.jobs if job.backfill is None and (policy is None or policy.merges) else ():
+        if (
+            waiting.schedule == job.schedule
+            and waiting.version == job.version
+            and waiting.attempt == 1
+            and waiting.backfill is None
+        ):
             room = MAX_EVENTS_PER_JOB - len(waiting.events)
             waiting.events.extend(job.events[: max(room, 0)])
             waiting.merged.append(job.job_id)
@@ -270,6 +277,7 @@ def apply_status(
         retried = queue.retries.pop(run_id, None)
         again = retried is not None and _retry(queue, Job.from_json(retried), new, at)
         _count_failure(queue, run_id, new, again)
+        _backfill_run_ended(queue, run_id, new, again)
         return Verdict.ACCEPTED, ""
     if current is None:
         queue.since[run_id] = at
@@ -383,50 +391,6 @@ def _retry(queue: ProgramQueue, job: Job, ended: RunStatus, at: int) -> bool:
     return True
 
 
-def lost_runs(
-    queue: ProgramQueue, renewed: dict[str, int], default_renewal: int, now: int, pending_timeout_ms: int
-) -> list[tuple[str, str]]:
-    """The queue's runs that are lost by `now`, each with why: a PENDING run no launcher
-    took within `pending_timeout_ms` of its launch, a held run whose holder's last renewal (`renewed`, else
-    `default_renewal`: when this worker took the partition over) is older than its lease."""
-    return [
-        (run_id, why)
-        for run_id, (due, why) in _deadlines(queue, renewed, default_renewal, pending_timeout_ms).items()
-        if due <= now
-    ]
-
-
-def next_lease_check(
-    queue: ProgramQueue, renewed: dict[str, int], default_renewal: int, pending_timeout_ms: int
-) -> int | None:
-    """When the first of the queue's runs would be lost (None: none can be)."""
-    dues = [due for due, _ in _deadlines(queue, renewed, default_renewal, pending_timeout_ms).values()]
-    return min(dues) if dues else None
-
-
-def _deadlines(
-    queue: ProgramQueue, renewed: dict[str, int], default_renewal: int, pending_timeout_ms: int
-) -> dict[str, tuple[int, str]]:
-    out: dict[str, tuple[int, str]] = {}
-    for run_id, status in queue.active.items():
-        if run_id in queue.run_program:
-            continue  # another program's run, in a group queue: its own program's queue watches it
-        lease = queue.leases.get(run_id)
-        if lease is not None:
-            holder = queue.holders.get(run_id, "")
-            last = max(renewed.get(run_id, default_renewal), queue.since.get(run_id, 0))
-            out[run_id] = (
-                last + lease,
-                f"lease expired: launcher {holder} renewed it last {lease / 1000:g} s before (lost or cut off)",
-            )
-        elif status == RunStatus.PENDING and run_id not in queue.holders:
-            out[run_id] = (
-                queue.since.get(run_id, default_renewal) + pending_timeout_ms,
-                f"no launcher took it within {pending_timeout_ms / 1000:g} s of its launch",
-            )
-    return out
-
-
 def cancel(
     queue: ProgramQueue,
     schedule: str,
@@ -532,7 +496,23 @@ def _launch(queue: ProgramQueue, job: Job, now: int, forced: bool) -> Launch:
     queue.launched.extend([job.job_id, *job.merged])
     del queue.launched[:-MAX_LAUNCHED_REMEMBERED]
     queue.tally["FORCED" if forced else "LAUNCHED"] += 1
+    if job.backfill is not None and (bf := queue.backfills.get(job.backfill)) is not None:
+        bf["running"].append(run_id)
+        bf["counts"]["launched"] += job.attempt == 1
     return Launch(job, now, forced)
+
+
+def _backfill_run_ended(queue: ProgramQueue, run_id: str, ended: RunStatus, retried: bool) -> None:
+    """A backfill's run ended: counted completed, or failed (unless it is tried again: its next attempt's
+    end counts)."""
+    for bf in queue.backfills.values():
+        if run_id in bf["running"]:
+            bf["running"].remove(run_id)
+            if ended is RunStatus.COMPLETED:
+                bf["counts"]["completed"] += 1
+            elif not retried:
+                bf["counts"]["failed"] += 1
+            return
 
 
 def slot_granted(queue: ProgramQueue, run_id: str, now: int) -> Launch | None:
@@ -601,6 +581,8 @@ def note_outcome(queue: ProgramQueue, outcome: dict[str, Any]) -> None:
 
 def _remember(queue: ProgramQueue, job: Job, outcome: str, reason: str, now: int) -> None:
     queue.tally[outcome] += 1
+    if job.backfill is not None and (bf := queue.backfills.get(job.backfill)) is not None:
+        bf["counts"]["cancelled" if outcome == "CANCELLED" else "skipped"] += 1
     queue.deadlines.pop(job.job_id, None)  # dropped on purpose (skipped, discarded, cancelled): not a miss
     queue.outcomes.append(
         {"jobId": job.job_id, "schedule": job.schedule, "outcome": outcome, "reason": reason, "at": now}

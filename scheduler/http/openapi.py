@@ -28,7 +28,16 @@ from scheduler.domain.model import (
 from scheduler.domain.runs import RunStatus
 from scheduler.domain.triggers.kinds import TRIGGER_KINDS
 from scheduler.http import responses
-from scheduler.http.api import BackfillIn, EventIn, PauseIn, RunIn, ScheduleBody, ScheduleIn, TaskDefinitionIn
+from scheduler.http.api import (
+    BackfillIn,
+    BackfillsIn,
+    EventIn,
+    PauseIn,
+    RunIn,
+    ScheduleBody,
+    ScheduleIn,
+    TaskDefinitionIn,
+)
 from scheduler.http.applied import WAIT_MAX_MS
 from scheduler.http.auth import READ, WRITE
 from scheduler.http.messages import ID_PATTERN, MAX_HTTP_ID, MessageIn
@@ -45,6 +54,7 @@ _BODY_MODELS: tuple[type[BaseModel], ...] = (
     RunIn,
     PauseIn,
     BackfillIn,
+    BackfillsIn,
     TaskDefinitionIn,
     EventIn,
     MessageIn,
@@ -112,6 +122,13 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "RunIn": {"at": 1_795_307_000_000},
     "PauseIn": {"note": "warehouse migration, back after it", "until": 1_795_310_000_000},
     "BackfillIn": {"from": 1_795_300_000_000, "to": 1_795_307_000_000},
+    "BackfillsIn": {
+        "from": 1_795_300_000_000,
+        "to": 1_795_307_000_000,
+        "reprocess": "failed",
+        "maxConcurrent": 2,
+        "order": "newest",
+    },
 }
 
 
@@ -274,6 +291,15 @@ _ERRORS: dict[int, dict[str, Any]] = {
 }
 
 
+_BACKFILL_ID = {
+    "name": "id",
+    "in": "path",
+    "required": True,
+    "description": "the backfill's id (bf-…)",
+    "schema": {"type": "string", "minLength": 1},
+}
+
+
 def _op(
     summary: str,
     ok: dict[int, dict[str, Any]],
@@ -395,6 +421,44 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
                 body="BackfillIn",
                 scope=WRITE,
             )
+        },
+        "/schedules/{tenant}/{name}/backfills": {
+            "post": _op(
+                "Start a backfill object: the instants of [from, to] (less those that ran, by `reprocess`), "
+                "launched at most maxConcurrent at a time, oldest or newest first; a dry run lists them",
+                {
+                    200: _json(_ref("BackfillStarted"), "a dry run: what it would launch"),
+                    202: _json(
+                        _ref("BackfillStarted"), "its id: the backfill is on its schedule's job queue"
+                    ),
+                },
+                schedule_write,
+                _SCHEDULE_KEY,
+                body="BackfillsIn",
+                scope=WRITE,
+            ),
+            "get": _op(
+                "The schedule's backfills, newest first, with their progress",
+                {200: _json(_ref("Backfills"), "its backfills")},
+                (400, 404, 503),
+                _SCHEDULE_KEY,
+            ),
+        },
+        "/schedules/{tenant}/{name}/backfills/{id}": {
+            "get": _op(
+                "One backfill's status and progress",
+                {200: _json(_ref("Backfill"), "the backfill")},
+                (400, 404, 503),
+                [*_SCHEDULE_KEY, _BACKFILL_ID],
+            ),
+            "delete": _op(
+                "Cancel a running backfill: no more of its instants launch, its waiting jobs are cancelled, "
+                "its runs go on",
+                {202: _json(_ref("Backfill"), "the cancel is on its job queue")},
+                (400, 404, 409, 503),
+                [*_SCHEDULE_KEY, _BACKFILL_ID],
+                scope=WRITE,
+            ),
         },
         "/schedules/{tenant}/{name}/next": {
             "get": _op(

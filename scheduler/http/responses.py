@@ -390,6 +390,46 @@ class JobCancelAccepted(Answer):
     action: Literal["CANCEL"]
 
 
+class Backfill(Answer):
+    """A backfill object: what it was asked (`from`, `to`: its range, epoch ms), its status, its progress."""
+
+    id: str
+    key: str = Field(description="its schedule")
+    status: Literal["RUNNING", "COMPLETED", "CANCELLED"]
+    reprocess: str
+    order: str
+    maxConcurrent: int
+    overlap: str | None = None
+    by: str = Field(description="who started it")
+    createdAt: Ms
+    endedAt: Ms | None = None
+    total: int = Field(description="instants chosen")
+    pending: int = Field(description="instants not launched yet")
+    inFlight: int = Field(description="its jobs waiting and runs not ended")
+    launched: int
+    completed: int = Field(description="instants whose run COMPLETED")
+    failed: int = Field(description="instants whose run ended otherwise (after its retries)")
+    skipped: int = Field(description="jobs dropped by a constraint, the overlap policy or a timeout")
+    cancelled: int = Field(description="instants and jobs cancelled")
+    next: Ms | None = Field(None, description="the instant it launches next")
+    cancelReason: str | None = None
+
+
+class Backfills(Answer):
+    backfills: list[Backfill] = Field(description="newest first; the last 20 ended ones are kept")
+
+
+class BackfillStarted(Answer):
+    id: str | None = Field(description="null for a dry run")
+    key: str
+    dryRun: bool
+    instants: int = Field(description="chosen to launch")
+    leftOut: int = Field(description="in the range, left out by `reprocess` (they ran already)")
+    first: Ms | None
+    last: Ms | None
+    next: list[Ms] = Field(description="the first instants, in launch order (at most 100)")
+
+
 class RunActionAccepted(Answer):
     runId: str
     action: Literal["stop", "suspend", "resume"]
@@ -416,6 +456,9 @@ class Health(Answer):
 #: every response model, under the name the OpenAPI document gives its schema
 MODELS: tuple[type[BaseModel], ...] = (
     JobCancelAccepted,
+    Backfill,
+    Backfills,
+    BackfillStarted,
     Error,
     ValidationError,
     Accepted,

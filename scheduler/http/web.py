@@ -38,10 +38,11 @@ from scheduler.domain.tenancy import (
     schedule_tenants,
 )
 from scheduler.domain.triggers.instants import upcoming
-from scheduler.http import auth, calendars, jobs, messages, programs, reads, status
+from scheduler.http import auth, backfills, calendars, jobs, messages, programs, reads, status
 from scheduler.http import responses as out
 from scheduler.http.api import (
     BackfillIn,
+    BackfillsIn,
     EventIn,
     PauseIn,
     RunIn,
@@ -546,6 +547,10 @@ ROUTES: list[Route] = [
     Route("POST", f"{_SCHEDULE}/disable", H.disable, body=PauseIn, empty_body_ok=True),
     Route("POST", f"{_SCHEDULE}/run", H.run_now, guard="tenant", body=RunIn, empty_body_ok=True),
     Route("POST", f"{_SCHEDULE}/backfill", H.backfill, guard="tenant", body=BackfillIn),
+    Route("POST", f"{_SCHEDULE}/backfills", backfills.start_backfill, guard="tenant", body=BackfillsIn),
+    Route("GET", f"{_SCHEDULE}/backfills", backfills.list_backfills, guard="tenant"),
+    Route("GET", f"{_SCHEDULE}/backfills/{{id}}", backfills.get_backfill, guard="tenant"),
+    Route("DELETE", f"{_SCHEDULE}/backfills/{{id}}", backfills.cancel_backfill, guard="tenant"),
     Route("GET", f"{_SCHEDULE}/next", reads.next_fires, guard="tenant"),
     Route("GET", f"{_SCHEDULE}/applied", H.applied_up_to, guard="tenant"),
     Route("POST", "/schedulers", H.create_task_definition, body=TaskDefinitionIn),

@@ -355,6 +355,21 @@ class SlotQueued:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class StartBackfill:
+    """A backfill of a schedule of the queue begins (scheduler.domain.backfills: its JSON)."""
+
+    backfill: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class CancelBackfill:
+    """A user cancels a running backfill: no more of its instants launch."""
+
+    backfill_id: str
+    reason: str
+
+
 JobQueueMessage = (
     JobTriggered
     | RunStatusChanged
@@ -366,6 +381,8 @@ JobQueueMessage = (
     | ReleaseSlot
     | SlotGranted
     | SlotQueued
+    | StartBackfill
+    | CancelBackfill
 )
 
 #: what a status event's payload may say of its job, kept with the run's record
@@ -407,6 +424,10 @@ def encode_job_queue_message(m: JobQueueMessage) -> bytes:
         return encode_json({"type": "granted", "runId": m.run_id})
     if isinstance(m, SlotQueued):
         return encode_json({"type": "queued", "runId": m.run_id, "reason": m.reason})
+    if isinstance(m, StartBackfill):
+        return encode_json({"type": "backfill", "backfill": m.backfill})
+    if isinstance(m, CancelBackfill):
+        return encode_json({"type": "cancelBackfill", "id": m.backfill_id, "reason": m.reason})
     return encode_json({"type": "check"})
 
 
@@ -435,4 +456,8 @@ def decode_job_queue_message(value: bytes | None) -> JobQueueMessage | None:
         return SlotGranted(d["runId"])
     if kind == "queued":
         return SlotQueued(d["runId"], d["reason"])
+    if kind == "backfill":
+        return StartBackfill(d["backfill"])
+    if kind == "cancelBackfill":
+        return CancelBackfill(d["id"], d["reason"])
     return None

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from scheduler.domain import backfills
 from scheduler.domain.caps import CAPS_KEY, CapQueue, ask, grant, release, why_waiting
 from scheduler.domain.commands import PAUSE_ON_FAILURE_BY
 from scheduler.domain.jobs import (
@@ -30,13 +31,12 @@ from scheduler.domain.jobs import (
     apply_status,
     cancel,
     check,
-    lost_runs,
     missed_deadlines,
-    next_lease_check,
     note_outcome,
     slot_granted,
     slot_queued,
 )
+from scheduler.domain.leases import lost_runs, next_lease_check
 from scheduler.domain.legacy_groups import adopt, legacy_group, split_legacy_group
 from scheduler.domain.model import (
     GROUP_QUEUE_PREFIX,
@@ -54,6 +54,7 @@ from scheduler.wire.messages import (
     RUN_DETAILS,
     AdoptQueue,
     AskSlot,
+    CancelBackfill,
     CancelJobs,
     CheckConstraints,
     JobQueueMessage,
@@ -63,6 +64,7 @@ from scheduler.wire.messages import (
     RunStatusChanged,
     SlotGranted,
     SlotQueued,
+    StartBackfill,
     decode_job_queue_message,
     encode_job_queue_message,
 )
@@ -340,6 +342,12 @@ class JobQueueAgent:
                 return  # nothing changed (a renewal moves no deadline earlier): no write
         elif isinstance(command, CancelJobs):
             cancel(queue, command.schedule, command.below_version, command.reason, now, command.job_id)
+            if command.job_id is None:  # (its backfills go with its waiting jobs)
+                backfills.stop_schedules(queue, command.schedule, command.below_version, command.reason, now)
+        elif isinstance(command, StartBackfill):
+            backfills.start(queue, command.backfill)
+        elif isinstance(command, CancelBackfill):
+            backfills.stop(queue, command.backfill_id, command.reason, now)
         elif isinstance(command, AdoptQueue):
             adopt(queue, ProgramQueue.from_json(command.queue))
         elif isinstance(command, NoteOutcome):
@@ -353,9 +361,12 @@ class JobQueueAgent:
             return
         for run_id, why in self._lose_runs(msg.partition, key, queue, now):
             await self._lost(key, queue, run_id, why, now)
-        launches = check(queue, now, capped=self.caps.enabled)
-        if granted is not None:
-            launches.insert(0, granted)
+        launches = [] if granted is None else [granted]
+        while True:  # (a backfill's jobs dropped by the check make room for its next ones)
+            added = backfills.feed(queue, now)
+            launches += check(queue, now, capped=self.caps.enabled)
+            if not added:
+                break
         for launch in launches:
             worker.counts.events["launches"] += 1
             await worker.send_keyed(launch.job.topic, key, launch_request(launch), partition=None)

@@ -27,9 +27,8 @@ from scheduler.domain.jobs import (
     apply_status,
     cancel,
     check,
-    lost_runs,
-    next_lease_check,
 )
+from scheduler.domain.leases import lost_runs, next_lease_check
 from scheduler.domain.model import TimeUnit
 from scheduler.domain.runs import RetryPolicy, Verdict
 

@@ -17,6 +17,7 @@ from scheduler.domain.runs import RunRecord
 from scheduler.http import auth
 from scheduler.http.api import (
     BackfillIn,
+    BackfillsIn,
     EventIn,
     PauseIn,
     RunIn,
@@ -94,6 +95,7 @@ def test_request_bodies_are_the_models_schemas_and_their_examples_validate():
         "ScheduleBody": ScheduleBody,
         "RunIn": RunIn,
         "BackfillIn": BackfillIn,
+        "BackfillsIn": BackfillsIn,
         "TaskDefinitionIn": TaskDefinitionIn,
         "EventIn": EventIn,
         "PauseIn": PauseIn,
