@@ -93,8 +93,8 @@ async def start_backfill(h: Handlers, call: Call) -> Response:
         "last": max(ordered, default=None),
         "next": ordered[:MAX_LISTED],
     }
-    if body.dryRun:
-        return call.answer(out.BackfillStarted, answer)
+    if body.dryRun or call.request.query.get("dryRun") == "true":  # (as every write takes ?dryRun=true)
+        return call.answer(out.BackfillStarted, {**answer, "dryRun": True})
     if not ordered:
         return call.field_error("from", "no instant to backfill in the range (reprocess left out every one)")
     now = h.worker.clock()

@@ -170,6 +170,20 @@ async def test_every_action_round_trips_through_the_page(
         await run_row.locator("button.stop").click()
         await confirm(page)
         await expect(run_row.locator(".badge")).to_have_text("STOPPED")
+
+        # a program schedule's backfill is a backfill object: what it launches shown first, then followed
+        # and cancelled in its Backfills dialog (two days of its 03:00 cron, one at a time)
+        await row(page, "acme/sleeper").locator("button.backfill").click()
+        await page.fill('[name="from"]', local_input(now - timedelta(days=2)))
+        await page.fill('[name="to"]', local_input(now))
+        await expect(count).to_contain_text("It will launch 2 instants")
+        assert '"id": "bf-' in await confirm(page)
+        await row(page, "acme/sleeper").locator("button.backfills").click()
+        running = page.locator("#dialog-body p.backfill")
+        await expect(running).to_contain_text("RUNNING: 1 of 2 launched")
+        await running.locator("button.cancel-backfill").click()
+        await expect(running).to_contain_text("CANCELLED: 1 of 2 launched")
+        await page.click("#dialog-close")
         await page.screenshot(path=str(shots(tmp_path) / "admin-tables.png"), full_page=True)
         assert not page.problems, page.problems  # type: ignore[attr-defined]
 

@@ -311,7 +311,8 @@
         ? button("Disable", "disable", () => pauseForm(key))
         : button("Enable", "enable", () => simpleAction("Enable", key, "enable")),
       button("Run now", "run", () => runNowForm(key)),
-      button("Backfill", "backfill", () => backfillForm(key)),
+      button("Backfill", "backfill", () => backfillForm(key, Boolean(s.program))),
+      ...(s.program ? [button("Backfills", "backfills", () => backfillsDialog(key))] : []),
       button("Delete", "delete", () => deleteAction(key)),
     ];
   }
@@ -522,26 +523,68 @@
     });
   }
 
-  function backfillForm(key) {
+  // a plain schedule's backfill fires every instant at once; a program's is a backfill object: chosen by
+  // what ran (reprocess), a few at a time, followed and cancelled in its Backfills dialog
+  function backfillForm(key, launchesProgram) {
     const hourAgo = new Date(Date.now() - 3600_000);
     const local = (d) => `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+    const select = (name, options) => el("select", { name }, ...options.map((o) => el("option", { value: o }, o)));
+    const objectFields = launchesProgram ? [
+      field("Reprocess (none: only instants that never ran; failed: and those that failed; all)", "reprocess",
+        select("reprocess", ["none", "failed", "all"])),
+      field("At most this many at a time", "maxConcurrent", input({ type: "number", min: "1", max: "100", value: "1" })),
+      field("Order", "order", select("order", ["oldest", "newest"])),
+    ] : [];
     openDialog({
       title: `Backfill ${key.tenant}/${key.name}`,
       fields: [
         field("From (your time)", "from", input({ type: "datetime-local", value: local(hourAgo) })),
         field("To (your time, included)", "to", input({ type: "datetime-local", value: local(new Date()) })),
+        ...objectFields,
       ],
       confirm: "Backfill",
       build: () => {
         if (!value("from") || !value("to")) throw new Error("from and to are both needed");
         const body = { from: new Date(value("from")).getTime(), to: new Date(value("to")).getTime() };
-        return ["POST", `${schedulePath(key.tenant, key.name)}/backfill`, body];
+        if (!launchesProgram) return ["POST", `${schedulePath(key.tenant, key.name)}/backfill`, body];
+        Object.assign(body, { reprocess: value("reprocess"), maxConcurrent: Number(value("maxConcurrent")),
+          order: value("order") });
+        return ["POST", `${schedulePath(key.tenant, key.name)}/backfills`, body];
       },
-      preview: (p) => [
+      preview: (p) => launchesProgram ? [
+        el("p", { class: "fires-count" }, `It will launch ${p.instants} instant${p.instants === 1 ? "" : "s"}` +
+          (p.instants ? `, from ${localTime(p.first)} to ${localTime(p.last)}` : "") +
+          ` (${p.leftOut} left out: they ran).`),
+      ] : [
         el("p", { class: "fires-count" }, `It will make ${p.fires} fire${p.fires === 1 ? "" : "s"}` +
           (p.fires ? `, from ${localTime(p.first)} to ${localTime(p.last)}.` : ".")),
       ],
     });
+  }
+
+  // a program schedule's backfills and their progress, newest first; a running one can be cancelled
+  function backfillsDialog(key) {
+    const box = el("div", { class: "backfills" }, muted("Loading…"));
+    const path = `${schedulePath(key.tenant, key.name)}/backfills`;
+    openDialog({ title: `Backfills of ${key.tenant}/${key.name}`, fields: [box], build: () => null });
+    $("dialog-confirm").hidden = true;
+    $("dialog-close").textContent = "Close";
+    const load = async () => {
+      const answer = await send("GET", path);
+      if (answer.status !== 200) {
+        box.replaceChildren(...problems(answer.body).map((p) => el("p", { class: "bad" }, `${answer.status}: ${p}`)));
+        return;
+      }
+      const rows = answer.body.backfills.map((b) => el("p", { class: "backfill", data: { id: b.id, status: b.status } },
+        `${b.id} ${b.status}: ${b.launched} of ${b.total} launched, ${b.completed} completed, ${b.failed} failed, ` +
+        `${b.skipped + b.cancelled} skipped or cancelled, ${b.inFlight} in flight (${localTime(b.from)} – ${localTime(b.to)}) `,
+        ...(b.status === "RUNNING" ? [button("Cancel", "cancel-backfill", async () => {
+          await send("DELETE", `${path}/${encodeURIComponent(b.id)}`);
+          setTimeout(load, 500);
+        })] : [])));
+      box.replaceChildren(...(rows.length ? rows : [muted("No backfills.")]));
+    };
+    load();
   }
 
   const OUTPUT_ONLY = ["key", "createdAt", "updatedAt", "activeSince", "version", "nextFireAt", "triggerText",
