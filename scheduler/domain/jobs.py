@@ -149,17 +149,21 @@ class ProgramQueue:
     def from_json(cls, d: dict[str, Any]) -> ProgramQueue:
         return cls(**{**d, "jobs": [Job.from_json(j) for j in d["jobs"]]})
 
-    def holding(self) -> dict[str, str]:
-        """Run id -> status of the runs that hold their slots: those not yet ended, and those of the jobs
-        asking a run cap for a slot (PENDING_CAP: their constraints were met, so they count)."""
-        asking = {j.run_id: PENDING_CAP for j in self.jobs if j.state == PENDING_CAP}
-        return {**self.active, **asking} if asking else self.active
+    def asking(self) -> list[Job]:
+        """The jobs asking a run cap for a slot (PENDING_CAP: their constraints were met, so they count)."""
+        return [j for j in self.jobs if j.state == PENDING_CAP]
 
-    def runs(self, program: str | None = None) -> RunState:
+    def holding(self, asking: list[Job] | None = None) -> dict[str, str]:
+        """Run id -> status of the runs that hold their slots: those not yet ended, and those of the jobs
+        asking a run cap for a slot (`asking`: them, if the caller has them at hand)."""
+        asking = self.asking() if asking is None else asking
+        return {**self.active, **{j.run_id: PENDING_CAP for j in asking}} if asking else self.active
+
+    def runs(self, program: str | None = None, asking: list[Job] | None = None) -> RunState:
         """Run state as a job of `program` sees it: its program's runs, and the whole queue's (its group)."""
-        holding, slots, programs = self.holding(), self.run_slots, self.run_program
-        if len(holding) != len(self.active):
-            asking = [j for j in self.jobs if j.state == PENDING_CAP]
+        asking = self.asking() if asking is None else asking
+        holding, slots, programs = self.holding(asking), self.run_slots, self.run_program
+        if asking:
             slots = {**slots, **{j.run_id: job_slots(j) for j in asking if job_slots(j) != 1}}
             programs = {**programs, **{j.run_id: j.program for j in asking}}
         active = {r: s for r, s in holding.items() if program is None or programs.get(r, program) == program}
@@ -437,6 +441,7 @@ def check(queue: ProgramQueue, now: int, capped: bool = False) -> list[Launch]:
     launches: list[Launch] = []
     keep: list[Job] = []
     ahead: Counter[int] = Counter()  # priority -> jobs of it still waiting, as the walk goes
+    asking = queue.asking()  # (once a walk, kept up as it goes: not again for each job)
     for job in by_priority(queue.jobs):
         if job.state == PENDING_CAP:
             keep.append(job)  # (its constraints were met: it waits for its grant alone)
@@ -450,15 +455,17 @@ def check(queue: ProgramQueue, now: int, capped: bool = False) -> list[Launch]:
             )
             keep.append(job)
             continue
-        if (held := _held_by_overlap(queue, job, now)) is not None:
+        if (held := _held_by_overlap(queue, job, now, asking)) is not None:
             if not held.skip:
                 keep.append(job)
             continue
-        d: Decision = decide(job.constraints, job.timeout, job.triggered_at, now, queue.runs(job.program))
+        runs = queue.runs(job.program, asking)
+        d: Decision = decide(job.constraints, job.timeout, job.triggered_at, now, runs)
         if d.outcome is Outcome.LAUNCH and capped:
             job.state, job.blocked_by, job.check_at = PENDING_CAP, RUN_CAP, None
             job.reason, job.forced = "asked the run caps for a slot", d.forced
             queue.asks.append({"runId": job.run_id, "priority": job.priority, "at": now})
+            asking.append(job)
             keep.append(job)
         elif d.outcome is Outcome.LAUNCH:
             launches.append(_launch(queue, job, now, d.forced))
@@ -535,13 +542,13 @@ def slot_queued(queue: ProgramQueue, run_id: str, reason: str) -> None:
             j.reason = reason
 
 
-def _held_by_overlap(queue: ProgramQueue, job: Job, now: int) -> Hold | None:
+def _held_by_overlap(queue: ProgramQueue, job: Job, now: int, asking: list[Job]) -> Hold | None:
     """How the job's overlap policy holds it back (dropped, or waiting with the runs in its way asked to
     stop), unless its pending timeout is up (then its timeout decides, as for its constraints)."""
     policy = parse_policy(job.overlap)
     if policy is None or (job.timeout is not None and now >= job.triggered_at + job.timeout.timeout_ms):
         return None
-    hold = overlap_hold(policy, job.schedule, queue.holding(), queue.stopping)
+    hold = overlap_hold(policy, job.schedule, queue.holding(asking), queue.stopping)
     if hold is None or hold.skip:
         if hold is not None:
             _remember(queue, job, "SKIP", hold.reason, now)
