@@ -362,33 +362,6 @@ class PauseIn(_In):
     )
 
 
-class BackfillsIn(_In):
-    """Body of POST /schedules/{tenant}/{name}/backfills: a backfill object (scheduler.domain.backfills)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-    from_ms: int = Field(alias="from", ge=_FIRE_MIN, le=_FIRE_MAX, description="epoch milliseconds")
-    to_ms: int = Field(alias="to", ge=_FIRE_MIN, le=_FIRE_MAX, description="epoch milliseconds, included")
-    reprocess: Literal["none", "failed", "all"] = Field(
-        "none",
-        description="none: only instants with no known run of the schedule; failed: those and those whose "
-        "last run did not complete; all: every instant",
-    )
-    maxConcurrent: int = Field(1, ge=1, le=100, description="its jobs waiting or running at once, at most")
-    order: Literal["oldest", "newest"] = Field("oldest", description="which instants launch first")
-    overlap: OverlapPolicy | None = Field(
-        None, description="the overlap policy of its jobs (default: the schedule's)"
-    )
-    dryRun: bool = Field(False, description="answer what it would launch; start nothing")
-
-    @field_validator("to_ms")
-    @classmethod
-    def _ordered(cls, to_ms: int, info: ValidationInfo) -> int:
-        if "from_ms" in info.data and to_ms < info.data["from_ms"]:
-            raise ValueError("must not be before 'from'")
-        return to_ms
-
-
 class BackfillIn(_In):
     """Body of POST /schedules/{tenant}/{name}/backfill: every due instant in [from, to] (epoch ms)."""
 
@@ -403,6 +376,23 @@ class BackfillIn(_In):
         if "from_ms" in info.data and to_ms < info.data["from_ms"]:
             raise ValueError("must not be before 'from'")
         return to_ms
+
+
+class BackfillsIn(BackfillIn):
+    """Body of POST /schedules/{tenant}/{name}/backfills: a backfill object (scheduler.domain.backfills) of the
+    instants in [from, to]."""
+
+    reprocess: Literal["none", "failed", "all"] = Field(
+        "none",
+        description="none: only instants with no known run of the schedule; failed: those and those whose "
+        "last run did not complete; all: every instant",
+    )
+    maxConcurrent: int = Field(1, ge=1, le=100, description="its jobs waiting or running at once, at most")
+    order: Literal["oldest", "newest"] = Field("oldest", description="which instants launch first")
+    overlap: OverlapPolicy | None = Field(
+        None, description="the overlap policy of its jobs (default: the schedule's)"
+    )
+    dryRun: bool = Field(False, description="answer what it would launch; start nothing")
 
 
 class EventIn(_In):
