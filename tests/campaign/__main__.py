@@ -27,6 +27,7 @@ def failed(report: dict[str, Any]) -> bool:
     return bool(
         report["missed"]
         or report["duplicates"]
+        or report.get("beyondMaxFires")
         or report["schedulesNotShown"]
         or report["workersDied"]
         or report.get("workersNeverReady")
@@ -61,7 +62,8 @@ def summary(report: dict[str, Any]) -> str:
     stalls = f"{len(report['stalls'])} stalls ({report['stallsHealed']} healed, {len(report['workersLeft'])} left, {len(report['workersDied'])} died, {len(report.get('workersNeverReady', ()))} never ready)"
     return (
         f"seed {report['seed']}: {report['dueInstantsChecked']:,} instants checked, {report['missed']} missed, "
-        f"{report['duplicates']} duplicates, {report['lostWrites']} lost of {report['writesAcknowledged']} "
+        f"{report['duplicates']} duplicates, {report.get('beyondMaxFires', 0)} past maxFires, "
+        f"{report['lostWrites']} lost of {report['writesAcknowledged']} "
         f"writes, {report['eventsChecked']} events ({report['eventsMissed']} missed, "
         f"{report['eventDuplicates']} repeated), {report['schedulesNotShown']} schedules lost, "
         f"{report['appliedPastLead']} applied > {LEAD_S:.0f} s after sent (longest "

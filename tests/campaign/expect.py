@@ -38,6 +38,7 @@ class Definition:
     not_before: int  # epoch ms: the first instant that must fire is the first one at or after it
     not_after: int | None = None
     program: str | None = None  # (event-driven: launched, through a delay constraint)
+    max_fires: int | None = None  # (limited: its first this many instants fire, then none)
 
     def body(self, topic: str, data: dict[str, str] | None = None) -> dict[str, Any]:
         """Its HTTP body (POST /schedules)."""
@@ -50,6 +51,8 @@ class Definition:
         body.update(catchUp="EACH", notBefore=self.not_before)
         if self.not_after is not None:
             body["notAfter"] = self.not_after
+        if self.max_fires is not None:
+            body["maxFires"] = self.max_fires
         return body
 
     def task_definition(self, topic: str) -> tuple[bytes, bytes]:
@@ -78,33 +81,49 @@ class Definition:
         return instants
 
     def instants(self, lo: int, hi: int) -> list[int]:
-        """Every instant it must fire in [lo, hi) (epoch ms)."""
+        """Every instant it must fire in [lo, hi) (epoch ms); a limited one's, of its first max_fires from lo."""
         lo = max(lo, self.not_before)
         if self.not_after is not None:
             hi = min(hi, self.not_after + 1)
         if lo >= hi:
             return []
-        t = self.trigger
-        if t["type"] == "partition":
-            return []  # (its events are checked)
-        if t["type"] == "once":
-            return [t["at"]] if lo <= t["at"] < hi else []
-        if t["type"] == "frequency":
-            period = t["time"] * 1000
-            first = t["start"] + max(0, -(-(lo - t["start"]) // period)) * period
-            return list(range(first, hi, period))
-        seconds, minutes, hours = t["expression"].split()[:3]
-        zone = ZoneInfo(t["timezone"])
-        out = []
-        for s in range(-(-lo // 1000), -(-hi // 1000)):
-            local = datetime.fromtimestamp(s, UTC).astimezone(zone)
-            if (
-                _matches(seconds, local.second)
-                and _matches(minutes, local.minute)
-                and _matches(hours, local.hour)
-            ):
-                out.append(s * 1000)
-        return out
+        if self.max_fires is not None:
+            end = lo + (self.max_fires + 1) * 1000 * self.trigger["time"]  # (past its last instant)
+            return [t for t in _instants(self.trigger, lo, end)[: self.max_fires] if t < hi]
+        return _instants(self.trigger, lo, hi)
+
+    def beyond(self, fired: Sequence[int], since: int) -> list[int]:
+        """Instants it fired that it must not have: a limited one's past its first max_fires."""
+        if self.max_fires is None:
+            return []
+        allowed = set(self.instants(since, max(fired, default=since) + 1))
+        return sorted(t for t in fired if t not in allowed)
+
+
+def _instants(t: dict[str, Any], lo: int, hi: int) -> list[int]:
+    """Every instant of trigger `t` in [lo, hi)."""
+    if t["type"] == "partition":
+        return []  # (its events are checked)
+    if t["type"] == "or":  # (each instant once, whichever of its triggers makes it)
+        return sorted({d for leaf in t["triggers"] for d in _instants(leaf, lo, hi)})
+    if t["type"] == "once":
+        return [t["at"]] if lo <= t["at"] < hi else []
+    if t["type"] == "frequency":
+        period = t["time"] * 1000
+        first = t["start"] + max(0, -(-(lo - t["start"]) // period)) * period
+        return list(range(first, hi, period))
+    seconds, minutes, hours = t["expression"].split()[:3]
+    zone = ZoneInfo(t["timezone"])
+    out = []
+    for s in range(-(-lo // 1000), -(-hi // 1000)):
+        local = datetime.fromtimestamp(s, UTC).astimezone(zone)
+        if (
+            _matches(seconds, local.second)
+            and _matches(minutes, local.minute)
+            and _matches(hours, local.hour)
+        ):
+            out.append(s * 1000)
+    return out
 
 
 def _matches(field: str, value: int) -> bool:
@@ -126,10 +145,15 @@ def _matches(field: str, value: int) -> bool:
 
 
 def definitions(
-    kinds: dict[str, int], not_before: int, horizon_s: float, rnd: random.Random
+    kinds: dict[str, int],
+    not_before: int,
+    horizon_s: float,
+    rnd: random.Random,
+    later: random.Random | None = None,
 ) -> list[Definition]:
     """`kinds[kind]` schedules of each kind, the first instant of each at or after not_before, their instants
-    within horizon_s of it."""
+    within horizon_s of it (`later`: what the kinds added later draw, plan.LATER_KINDS)."""
+    later = later or random.Random(0)
     out: list[Definition] = []
     base = not_before - not_before % 1000
     for kind, n in kinds.items():
@@ -157,6 +181,16 @@ def definitions(
                 until = not_before + 1000 * rnd.randrange(5, max(6, int(horizon_s)))
                 trigger = {"type": "frequency", "timeUnit": "SECONDS", "time": 1, "start": base}
                 out.append(Definition(name, kind, trigger, not_before, until))
+            elif kind == "union":
+                a, b = later.sample((2, 3, 4, 5), 2)
+                leaves = [{"type": "frequency", "timeUnit": "SECONDS", "time": every,
+                           "start": base - later.randrange(every) * 1000} for every in (a, b)]  # fmt: skip
+                out.append(Definition(name, kind, {"type": "or", "triggers": leaves}, not_before))
+            elif kind == "limited":
+                every = later.choice((1, 2))
+                trigger = {"type": "frequency", "timeUnit": "SECONDS", "time": every, "start": base}
+                n = later.randint(3, max(4, int(horizon_s) // (2 * every)))
+                out.append(Definition(name, kind, trigger, not_before, max_fires=n))
             else:
                 raise ValueError(kind)
     return out

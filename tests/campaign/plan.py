@@ -10,6 +10,9 @@ from typing import Any
 START_MODES = ("together", "one_by_one", "during_load", "joins_mid_run")
 PATHS = ("topic", "http", "light")  # light: light-scheduler's TaskDefinitions (frequencies only)
 KINDS = ("frequency", "cron_zone", "once", "bounded", "event")  # event: a partition trigger, program, delay
+#: kinds added later, drawn from a Random of their own so that the seeds' other draws stay as they were:
+#: union = an OR of two frequencies (each instant once), limited = every second with maxFires
+LATER_KINDS = ("union", "limited")
 WORKER_FAULTS = ("kill", "pause", "cut")  # cut: the worker's network (tests.netns) down both ways
 BROKER_FAULTS = ("broker_kill", "controller_kill", "broker_pause")
 
@@ -53,6 +56,11 @@ class Plan:
         )
 
 
+def later_random(seed: int) -> random.Random:
+    """The Random of what was added to the campaign later (LATER_KINDS and their definitions)."""
+    return random.Random(seed * 1_000_003 + 7)
+
+
 def choose(
     seed: int,
     duration_s: float,
@@ -76,6 +84,8 @@ def choose(
     chosen_kinds["event"] = max(1, chosen_kinds["event"] // 6)  # (each gets events all along)
     standby = rnd.choice((0, 1))
     updates = rnd.random() < 0.7  # (all but the faults drawn first: the duration changes only those)
+    later = later_random(seed)
+    chosen_kinds.update({k: max(1, int(later.randint(10, 40) * scale)) for k in LATER_KINDS})
     workers = workers or chosen_workers
     n_brokers = brokers or chosen_brokers
     start = start or chosen_start

@@ -45,7 +45,7 @@ from tests.campaign.check import (
     tally_events,
 )
 from tests.campaign.expect import TENANT, Definition, definitions
-from tests.campaign.plan import Fault, Plan
+from tests.campaign.plan import Fault, Plan, later_random
 from tests.chaos import worker_processes
 from tests.helpers import TopicReader, decode_launch, light_decode, produce, send_commands
 from tests.netns import Lab
@@ -415,7 +415,7 @@ class Campaign:
                     await self._ready(0)
                     self.started.add(0)
                 not_before = now_ms() + int(LEAD_S * 1000)
-                defs = definitions(plan.kinds, not_before, plan.duration_s, self.rnd)
+                defs = definitions(plan.kinds, not_before, plan.duration_s, self.rnd, later_random(plan.seed))
                 updated = [
                     Definition(f"updated-{i:03d}", "frequency", {"type": "frequency", "timeUnit": "SECONDS",
                                "time": 1, "start": not_before - not_before % 1000}, not_before)
@@ -542,6 +542,11 @@ class Campaign:
             len(d.expected(window_end, applied.get(d.name, 0), d.name in self.light, windows)) for d in defs
         )
         lost = missing_instants(got, defs, window_end, applied, self.light, windows)
+        beyond = {
+            d.name: extra
+            for d in defs
+            if (extra := d.beyond(sorted(got.get(d.name, ())), applied.get(d.name, 0)))
+        }
         shown = [d for d in defs if d.name in applied]
         # an acknowledged schedule applied after its first instant to check (LEAD_S after it was sent)
         late = [d for d in shown if applied[d.name] > d.not_before]
@@ -561,6 +566,8 @@ class Campaign:
             "missedExamples": {n: v[:5] for n, v in list(lost.items())[:5]},
             "duplicates": got.duplicates(),
             "duplicateExamples": got.duplicate_examples(),
+            "beyondMaxFires": sum(len(v) for v in beyond.values()),
+            "beyondMaxFiresExamples": {n: v[:5] for n, v in list(beyond.items())[:5]},
             "schedulesNotShown": len(defs) - len(shown),
             "appliedPastLead": len(late),
             "appliedPastLeadExamples": {d.name: applied[d.name] - d.not_before for d in late[:5]},

@@ -76,6 +76,41 @@ def test_cron_instants_in_a_zone_agree_with_the_schedulers_own_evaluator():
         assert d.instants(0, T0 + 120_000) == theirs and theirs, d.trigger
 
 
+def test_a_union_fires_each_instant_of_its_frequencies_once_and_a_limited_one_its_first_n():
+    union = Definition(
+        "u", "union", {"type": "or", "triggers": [EVERY_2S.trigger, {**EVERY_2S.trigger, "time": 3}]}, T0
+    )
+    assert union.instants(T0, T0 + 7_000) == [T0, T0 + 2_000, T0 + 3_000, T0 + 4_000, T0 + 6_000]
+    limited = Definition("l", "limited", EVERY_2S.trigger, T0, max_fires=3)
+    assert limited.body("t")["maxFires"] == 3
+    assert limited.instants(T0 + 1, T0 + 60_000) == [
+        T0 + 2_000,
+        T0 + 4_000,
+        T0 + 6_000,
+    ]  # (from when applied)
+    assert limited.instants(T0, T0 + 3_000) == [T0, T0 + 2_000]
+    assert limited.beyond([T0, T0 + 2_000, T0 + 4_000, T0 + 6_000, T0 + 8_000], T0) == [
+        T0 + 6_000,
+        T0 + 8_000,
+    ]
+    assert limited.beyond([T0], T0) == [] and EVERY_2S.beyond([T0 + 8_000], T0) == []
+
+
+def test_the_kinds_added_later_leave_every_other_draw_of_a_seed_as_it_was():
+    from tests.campaign.plan import LATER_KINDS
+
+    plan = choose(52, 50, brokers=1, scale=0.5)
+    assert set(LATER_KINDS) <= set(plan.kinds)
+    earlier = {k: n for k, n in plan.kinds.items() if k not in LATER_KINDS}
+    assert earlier == {"frequency": 14, "cron_zone": 15, "once": 8, "bounded": 23, "event": 6}  # (as before)
+    assert [f.kind for f in plan.faults] == ["kill", "cut"]
+    defs = definitions(plan.kinds, T0, 50, random.Random(1), random.Random(2))
+    assert {d.kind for d in defs} >= {"union", "limited"}
+    assert [d.trigger for d in defs if d.kind not in LATER_KINDS] == [
+        d.trigger for d in definitions(earlier, T0, 50, random.Random(1))
+    ]
+
+
 def test_an_instant_not_fired_is_missed_unless_before_the_schedule_was_applied():
     got = Fired.of([fire("f", T0), fire("f", T0 + 4_000)])
     assert missing_instants(got, [EVERY_2S], T0 + 5_000, {}, set(), []) == {"f": [T0 + 2_000]}
