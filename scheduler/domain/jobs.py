@@ -91,7 +91,7 @@ class Job:
         timeout, retry = d.get("timeout"), d.get("retry")
         return cls(
             **{
-                **d,
+                **_known(cls, d),
                 "constraints": tuple(Constraint.from_avro(c) for c in d.get("constraints") or ()),
                 "timeout": None if timeout is None else PendingTimeout.from_json(timeout),
                 "retry": None if retry is None else RetryPolicy.from_json(retry),
@@ -147,7 +147,7 @@ class ProgramQueue:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ProgramQueue:
-        return cls(**{**d, "jobs": [Job.from_json(j) for j in d["jobs"]]})
+        return cls(**{**_known(cls, d), "jobs": [Job.from_json(j) for j in d["jobs"]]})
 
     def asking(self) -> list[Job]:
         """The jobs asking a run cap for a slot (PENDING_CAP: their constraints were met, so they count)."""
@@ -189,6 +189,18 @@ class ProgramQueue:
 #: pending timeout's FORCE_START, whatever its constraints), SKIP and DISCARD (by its constraints or timeout),
 #: CANCELLED (an update, disable or delete of its schedule, or a user), RETRIED (a new attempt after FAILED)
 JOB_OUTCOMES = ("LAUNCHED", "FORCED", "SKIP", "DISCARD", "CANCELLED", "RETRIED")
+
+
+def _known(cls: type[Any], d: dict[str, Any]) -> dict[str, Any]:
+    """The fields of `d` this version knows: a queue written by a later one (in a rolling upgrade, its
+    partition moving back to a worker not yet upgraded) reads without what was added since."""
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+    return d if names.issuperset(d) else {k: v for k, v in d.items() if k in names}
+
+
+_FIELDS: dict[type[Any], frozenset[str]] = {}
 
 
 @dataclass(frozen=True)

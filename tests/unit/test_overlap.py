@@ -178,3 +178,15 @@ def test_a_plain_schedule_takes_no_overlap_policy() -> None:
         plain.validate()
     assert refused.value.field == "overlap"
     replace(plain, program=ProgramId.parse(PROGRAM)).validate()
+
+
+def test_a_queue_written_by_a_later_release_reads_without_what_it_added() -> None:
+    """A rolling upgrade moves a partition back to a worker not yet upgraded: what it does not know of the
+    queue and its jobs is left out, the rest reads."""
+    q = running(OverlapPolicy.BUFFER_ONE)
+    add_job(q, of(OverlapPolicy.BUFFER_ONE, f"{SCHEDULE}@v1.2", T0 + 1_000))
+    later = q.to_json()
+    later["addedLater"] = {"x": 1}
+    later["jobs"][0]["addedLater"] = [1, 2]
+    again = ProgramQueue.from_json(later)
+    assert again == ProgramQueue.from_json(q.to_json()) and again.jobs[0].job_id == f"{SCHEDULE}@v1.2"
