@@ -1021,7 +1021,9 @@ def _add_client_commands(sub: Any) -> None:
     p = leaf(group, "list", cmd_jobs_list, "pending jobs and recent outcomes")
     p.add_argument("--schedule", metavar="TENANT/NAME")
     p.add_argument("--program", metavar="PROGRAM")
-    p.add_argument("--state", help="PENDING_CONSTRAINT, PENDING_LAUNCH, or an outcome (SKIP, DISCARD, ...)")
+    p.add_argument(
+        "--state", help="PENDING_CONSTRAINT, PENDING_CAP, PENDING_LAUNCH, or an outcome (SKIP, DISCARD, ...)"
+    )
     p.add_argument("--limit", type=int, help="at most this many jobs (the API's default: 1,000)")
     p.add_argument("--cursor", help="the page after this one (as the previous page printed it)")
     ref(leaf(group, "why", cmd_jobs_why, "why a schedule's program has not launched"))
