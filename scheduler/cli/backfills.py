@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from scheduler.cli.render import print_answer
 from scheduler.domain.basics import plural
 
 if TYPE_CHECKING:
     from scheduler.client.http import HttpClient
-
-
-def _print(args: argparse.Namespace, data: Any, text: str) -> None:
-    print(json.dumps(data, indent=2, ensure_ascii=False) if args.json else text)
 
 
 async def cmd_start(client: HttpClient, args: argparse.Namespace) -> None:
@@ -44,7 +40,7 @@ async def cmd_start(client: HttpClient, args: argparse.Namespace) -> None:
         text = f"{args.schedule}: would backfill {chosen}, in this order:\n{listed}"
     else:
         text = f"{args.schedule}: backfill {answer['id']} started: {chosen}, {args.max_concurrent} at a time"
-    _print(args, answer, text)
+    print_answer(args, answer, text)
 
 
 def _row(b: dict[str, Any]) -> tuple[Any, ...]:
@@ -71,7 +67,7 @@ async def cmd_list(client: HttpClient, args: argparse.Namespace) -> None:
 
     answer = await client.backfills(*parse_schedule_ref(args.schedule))
     rows = [_row(b) for b in answer["backfills"]]
-    _print(args, answer, table(HEADERS, rows) if rows else f"{args.schedule}: no backfills")
+    print_answer(args, answer, table(HEADERS, rows) if rows else f"{args.schedule}: no backfills")
 
 
 async def cmd_get(client: HttpClient, args: argparse.Namespace) -> None:
@@ -82,14 +78,14 @@ async def cmd_get(client: HttpClient, args: argparse.Namespace) -> None:
     text = table(HEADERS, [_row(answer)])
     if answer.get("cancelReason"):
         text += f"\n{answer['cancelReason']}"
-    _print(args, answer, text)
+    print_answer(args, answer, text)
 
 
 async def cmd_cancel(client: HttpClient, args: argparse.Namespace) -> None:
     from scheduler.cli.client import parse_schedule_ref
 
     answer = await client.cancel_backfill(*parse_schedule_ref(args.schedule), args.id)
-    _print(args, answer, f"{args.id}: cancel accepted (no more of its instants launch; its runs go on)")
+    print_answer(args, answer, f"{args.id}: cancel accepted (no more of its instants launch; its runs go on)")
 
 
 def register(sub: Any, leaf: Callable[..., argparse.ArgumentParser]) -> None:

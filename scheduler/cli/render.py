@@ -147,3 +147,11 @@ class ProgressLine:
             self.write(f"\r{text}\033[K" + ("\n" if final else ""))
         else:
             self.write(text + "\n")
+
+
+def print_answer(args: Any, data: Any, text: str | None) -> None:
+    """`data` as JSON with --json, else the readable `text`."""
+    if args.json:
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+    elif text:
+        print(text)
