@@ -61,11 +61,22 @@ def run_worker(settings: Settings) -> None:
         raise SystemExit(LEFT_EXIT_CODE)  # (a supervisor starts it again: the broker may be back by then)
     try:
         faust_runner(worker.faust_app, settings).execute_from_commandline()
-    except SystemExit:
+    except SystemExit as exiting:
         if worker.liveness.left is not None:  # (a loop stayed stalled: start me again)
             print(f"scheduler: the worker left: {worker.liveness.left}", file=sys.stderr)
             raise SystemExit(LEFT_EXIT_CODE) from None
+        if exiting.code not in (0, None) and _lost_the_broker(exiting.__context__):
+            # (the network went between the broker check above and a client's bootstrap: start me again)
+            say(f"lost the brokers at {settings.bootstrap_servers} while starting: {exiting.__context__}")
+            raise SystemExit(LEFT_EXIT_CODE) from None
         raise
+
+
+def _lost_the_broker(exc: BaseException | None) -> bool:
+    """Whether a worker's start failed for want of a broker (a Kafka client that could not bootstrap)."""
+    from aiokafka.errors import KafkaConnectionError
+
+    return isinstance(exc, KafkaConnectionError)
 
 
 def faust_runner(app: Any, settings: Settings) -> Any:
