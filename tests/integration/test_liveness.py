@@ -5,6 +5,8 @@ that cannot heal leaves (exit code 75) and its partitions move to a worker that 
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
 
 import httpx
@@ -192,3 +194,37 @@ async def test_a_registry_follower_gone_deaf_is_stalled_then_follows_again(broke
         watch.cancel()
         await producer.stop()
         await registry.stop()
+
+
+def test_a_worker_that_loses_the_brokers_while_starting_exits_to_be_started_again(
+    worker_env, workers, tmp_path
+):
+    """The brokers answer the startup check, then the network goes before the Kafka clients bootstrap (the
+    campaign's seed 52: a cut during a joining worker's start): the worker exits 75, start me again, as for
+    no broker at all, not 1 (a supervisor that restarts on 75 only would give up on it). The listener
+    accepts each connection and closes it: a broker port whose Kafka never answers."""
+    from tests.helpers import WorkerProcess
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def refuse() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return  # (closed: the test ended)
+            connection.close()
+
+    threading.Thread(target=refuse, daemon=True).start()
+    try:
+        env = {**worker_env, "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{port}"}
+        starting = WorkerProcess(env, log_path=tmp_path / "worker-cut.log")
+        workers.append(starting)
+        starting.start()
+        assert starting.proc is not None
+        starting.proc.wait(timeout=120)
+        assert starting.proc.returncode == LEFT_EXIT_CODE, starting.log_tail()
+        assert "lost the brokers at 127.0.0.1:" in starting.log_tail(40), starting.log_tail(40)
+    finally:
+        listener.close()
