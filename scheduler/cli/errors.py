@@ -40,6 +40,10 @@ def one_line(exc: BaseException, args: Any = None) -> tuple[str, int]:
         )
     if isinstance(exc, KafkaError):
         return f"Kafka at {bootstrap}: {type(exc).__name__}: {exc}", FAILED
+    from scheduler.cli.client import UsageError
+
+    if isinstance(exc, UsageError):  # (a command outside the HTTP client's: `import`)
+        return f"{exc}", USAGE
     if isinstance(exc, FileNotFoundError):
         return f"{exc.filename or exc}: no such file", USAGE
     if isinstance(exc, IsADirectoryError | PermissionError):

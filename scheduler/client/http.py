@@ -284,8 +284,10 @@ class HttpClient:
             "PUT", schedule_path(tenant, name), body=body, headers=headers, params=self._wait()
         )
 
-    async def delete(self, tenant: str, name: str) -> Any:
-        return await self.request("DELETE", schedule_path(tenant, name), params=self._wait())
+    async def delete(self, tenant: str, name: str, if_version: int | None = None) -> Any:
+        """DELETE the schedule; with `if_version`, only if it is at that version (If-Match: 412 otherwise)."""
+        headers = None if if_version is None else {"If-Match": f'"{if_version}"'}
+        return await self.request("DELETE", schedule_path(tenant, name), headers=headers, params=self._wait())
 
     async def disable(self, tenant: str, name: str, note: str | None = None, until: int | None = None) -> Any:
         """Pause the schedule: with a note for people, and an instant (epoch ms) it resumes at by itself."""
