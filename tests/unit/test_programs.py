@@ -115,9 +115,11 @@ def test_external_needs_nothing() -> None:
     assert ProgramSpec(kind="external").problems() == []
 
 
-def test_program_env_merges_and_stringifies() -> None:
-    spec = ProgramSpec(kind="command", argv=["true"], env={"A": "1", "B": "2"})
-    assert program_env(spec, {"B": 3, "C": None}) == {"A": "1", "B": "3", "C": "None"}
+def test_program_env_has_the_values_and_the_resolved_secrets_in_place_of_their_references() -> None:
+    spec = ProgramSpec.model_validate(
+        {"kind": "command", "argv": ["true"], "env": {"A": "1", "B": {"secretRef": "acme/b"}}}
+    )
+    assert program_env(spec, {"B": "s3cret"}) == {"A": "1", "B": "s3cret"}
 
 
 # --- ProgramRegistry: file -------------------------------------------------------------------------
