@@ -20,7 +20,7 @@ def _calendar_text(c: dict[str, Any]) -> str:
 async def cmd_calendars_put(client: HttpClient, args: argparse.Namespace) -> None:
     from scheduler.cli.client import UsageError, load_document, parse_list, parse_schedule_ref
 
-    tenant, name = parse_schedule_ref(args.calendar)
+    tenant, name = parse_schedule_ref(args.ref)
     body: dict[str, Any] = dict(load_document(args.file)) if args.file else {}
     if args.timezone:
         body["timezone"] = args.timezone
@@ -42,20 +42,28 @@ async def cmd_calendars_list(client: HttpClient, args: argparse.Namespace) -> No
     print_answer(args, answer, "\n".join(_calendar_text(c) for c in answer["calendars"]) or "no calendars")
 
 
-async def cmd_calendars_get(client: HttpClient, args: argparse.Namespace) -> None:
-    from scheduler.cli.client import parse_schedule_ref
+def keyed_commands(collection: str, text: Callable[[dict[str, Any]], str]) -> tuple[Any, Any]:
+    """`get` and `delete` of a tenant's named thing at /{collection}/{tenant}/{name} (its TENANT/NAME in
+    args.ref): calendars, notification rules."""
 
-    tenant, name = parse_schedule_ref(args.calendar)
-    answer = await client.request("GET", f"/calendars/{tenant}/{name}")
-    print_answer(args, answer, _calendar_text(answer))
+    async def get(client: HttpClient, args: argparse.Namespace) -> None:
+        from scheduler.cli.client import parse_schedule_ref
+
+        tenant, name = parse_schedule_ref(args.ref)
+        answer = await client.request("GET", f"/{collection}/{tenant}/{name}")
+        print_answer(args, answer, text(answer))
+
+    async def delete(client: HttpClient, args: argparse.Namespace) -> None:
+        from scheduler.cli.client import parse_schedule_ref
+
+        tenant, name = parse_schedule_ref(args.ref)
+        answer = await client.request("DELETE", f"/{collection}/{tenant}/{name}")
+        print_answer(args, answer, f"{tenant}/{name}: DELETE accepted")
+
+    return get, delete
 
 
-async def cmd_calendars_delete(client: HttpClient, args: argparse.Namespace) -> None:
-    from scheduler.cli.client import parse_schedule_ref
-
-    tenant, name = parse_schedule_ref(args.calendar)
-    answer = await client.request("DELETE", f"/calendars/{tenant}/{name}")
-    print_answer(args, answer, f"{tenant}/{name}: DELETE accepted")
+cmd_calendars_get, cmd_calendars_delete = keyed_commands("calendars", _calendar_text)
 
 
 def register(sub: Any, leaf: Callable[..., argparse.ArgumentParser]) -> None:
@@ -68,7 +76,7 @@ def register(sub: Any, leaf: Callable[..., argparse.ArgumentParser]) -> None:
     p = leaf(
         group, "put", cmd_calendars_put, "create or replace a calendar (schedules that exclude it follow)"
     )
-    p.add_argument("calendar", metavar="TENANT/NAME")
+    p.add_argument("ref", metavar="TENANT/NAME")
     p.add_argument("-f", "--file", help="the calendar as YAML/JSON: timezone, dates, ranges, weekdays")
     p.add_argument("--timezone", help="the zone its days are local to (default UTC)")
     p.add_argument("--dates", help="YYYY-MM-DD,YYYY-MM-DD,...")
@@ -87,4 +95,4 @@ def register(sub: Any, leaf: Callable[..., argparse.ArgumentParser]) -> None:
         ("get", cmd_calendars_get, "a calendar"),
         ("delete", cmd_calendars_delete, "delete a calendar"),
     ):
-        leaf(group, name, command, what).add_argument("calendar", metavar="TENANT/NAME")
+        leaf(group, name, command, what).add_argument("ref", metavar="TENANT/NAME")
