@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scheduler.cli import backfills, calendars, jobs, messages, schedules
+from scheduler.cli import apply, backfills, calendars, jobs, messages, notifications, schedules
 from scheduler.cli.errors import guarded
 from scheduler.cli.render import print_answer
 from scheduler.domain.basics import plural
@@ -391,7 +391,15 @@ def _add_client_commands(sub: Any) -> None:
         p.set_defaults(func=_with_client(command))
         return p
 
-    for module in (schedules, backfills, jobs, calendars, messages):  # (each its command groups)
+    for module in (
+        schedules,
+        backfills,
+        jobs,
+        calendars,
+        notifications,
+        messages,
+        apply,
+    ):  # (each its groups)
         module.register(sub, leaf)
 
     token = sub.add_parser("token", help="API tokens")

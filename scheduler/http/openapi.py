@@ -25,6 +25,7 @@ from scheduler.domain.model import (
     TOPIC_PATTERN,
     TimeUnit,
 )
+from scheduler.domain.notifications import RuleIn
 from scheduler.domain.runs import RunStatus
 from scheduler.domain.triggers.kinds import TRIGGER_KINDS
 from scheduler.http import responses
@@ -60,6 +61,7 @@ _BODY_MODELS: tuple[type[BaseModel], ...] = (
     MessageIn,
     ProgramSpec,
     CalendarIn,
+    RuleIn,
 )
 
 
@@ -110,6 +112,10 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "dates": ["2026-12-25", "2027-01-01"],
         "ranges": [{"from": "2026-08-01", "to": "2026-08-15"}],
         "weekdays": ["SAT", "SUN"],
+    },
+    "RuleIn": {
+        "on": ["RETRIES_EXHAUSTED", "DEADLINE_MISSED"],
+        "webhook": {"url": "https://hooks.slack.com/services/T000/B000/XXXX", "format": "slack"},
     },
     "MessageIn": {
         "id": "order-1234-expiry",
@@ -187,6 +193,10 @@ _SCHEDULE_KEY = [
 _CALENDAR_KEY = [
     _path("tenant", "the calendar's tenant", "acme", **_TENANT_RULES),
     _path("name", "the calendar's name", "holidays", maxLength=128, pattern="^[A-Za-z0-9._-]+$"),
+]
+_RULE_KEY = [
+    _path("tenant", "the rule's tenant", "acme", **_TENANT_RULES),
+    _path("name", "the rule's name", "ops-slack", maxLength=128, pattern="^[A-Za-z0-9._-]+$"),
 ]
 _PROGRAM_ID = [
     _path(part, f"program id part ({part})", example, maxLength=128, pattern=_KEY_PART)
@@ -663,6 +673,40 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
                 _CALENDAR_KEY,
                 scope=WRITE,
             ),
+        },
+        "/notifications": {
+            "get": _op(
+                "Notification rules (of the caller's tenants)",
+                {200: _json(_ref("Rules"), "the rules")},
+                (),
+                [_query("tenant", "only this tenant's")],
+            )
+        },
+        "/notifications/{tenant}/{name}": {
+            "put": _op(
+                "Create or replace a notification rule: events of the tenant's schedules to a webhook",
+                {202: _json(_ref("RuleAccepted"), "the rule is on the rules topic")},
+                (400,),
+                _RULE_KEY,
+                body="RuleIn",
+                scope=WRITE,
+            ),
+            "get": _op("A notification rule", {200: _json(_ref("RuleOut"), "the rule")}, (404,), _RULE_KEY),
+            "delete": _op(
+                "Delete a notification rule",
+                {202: _json(_ref("RuleAccepted"), "the deletion is on the rules topic")},
+                (404,),
+                _RULE_KEY,
+                scope=WRITE,
+            ),
+        },
+        "/notifications/{tenant}/{name}/deliveries": {
+            "get": _op(
+                "A notification rule's last deliveries, newest first: each event's calls and how they went",
+                {200: _json(_ref("Deliveries"), "the deliveries")},
+                (404,),
+                _RULE_KEY,
+            )
         },
         "/programs/{namespace}/{application}/{type}/{name}": {
             "put": _op(

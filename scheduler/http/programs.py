@@ -52,7 +52,7 @@ async def register_program(h: Handlers, call: Call) -> Response:
     if error is not None:
         return error
     assert isinstance(body, ProgramSpec)
-    for field_name, message in body.problems():
+    for field_name, message in body.problems(program_id):
         return call.field_error(field_name, message)
     try:
         value = body.model_dump_json().encode()

@@ -244,6 +244,50 @@ class Calendars(Answer):
     calendars: list[CalendarOut]
 
 
+class RuleAccepted(Answer):
+    rule: str = Field(description="tenant/name")
+    action: str = Field(description="PUT or DELETE")
+
+
+class RuleOut(Answer):
+    tenant: str
+    name: str
+    on: list[str] = Field(
+        description="RUN_SUCCEEDED, RUN_FAILED, RETRIES_EXHAUSTED, DEADLINE_MISSED, NOT_FIRED"
+    )
+    schedules: list[str] = Field(description="only these schedules' events (names); empty: every one's")
+    webhook: dict[str, Any] = Field(description="url, format, secretRef, routingKey, headers")
+    maxAttempts: int
+    enabled: bool
+    description: str = ""
+    since: Ms = Field(description="its PUT: events before it are not its to send")
+
+
+class Rules(Answer):
+    rules: list[RuleOut]
+
+
+class DeliveryOut(Answer):
+    id: str = Field(description="the X-Scheduler-Delivery header of each of its calls")
+    rule: str
+    event: dict[str, Any] = Field(
+        description="kind, tenant, schedule, at, program, runId, jobId, attempt, error"
+    )
+    url: str
+    attempts: int = Field(description="calls made")
+    outcome: Literal["PENDING", "RETRYING", "DELIVERED", "FAILED", "DROPPED"]
+    status: int | None = Field(None, description="the last call's HTTP status (null: no answer)")
+    error: str = ""
+    at: Ms = Field(description="the last call's instant")
+    nextAt: Ms | None = Field(None, description="RETRYING: when it is called again")
+    calls: list[dict[str, Any]] = Field(description="the last 10 calls: {at, status, error, ms}")
+
+
+class Deliveries(Answer):
+    rule: str
+    deliveries: list[DeliveryOut] = Field(description="the last 100, newest first")
+
+
 class HistoryVersion(Answer):
     version: int = Field(description="the version the command made (RUN, BACKFILL: the one it fired)")
     at: Ms = Field(description="when the command was produced (its record's time)")

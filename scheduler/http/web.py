@@ -33,12 +33,13 @@ from scheduler.domain.model import (
     ScheduleKey,
     ScheduleState,
 )
+from scheduler.domain.notifications import RuleIn
 from scheduler.domain.tenancy import (
     event_tenant,
     schedule_tenants,
 )
 from scheduler.domain.triggers.instants import upcoming
-from scheduler.http import auth, backfills, calendars, jobs, messages, programs, reads, status
+from scheduler.http import auth, backfills, calendars, jobs, messages, notifications, programs, reads, status
 from scheduler.http import responses as out
 from scheduler.http.api import (
     BackfillIn,
@@ -535,6 +536,7 @@ H = Handlers
 _PROGRAM = "/programs/{namespace}/{application}/{type}/{name}"
 _SCHEDULE = "/schedules/{tenant}/{name}"
 _CALENDAR = "/calendars/{tenant}/{name}"
+_RULE = "/notifications/{tenant}/{name}"
 
 #: every route, in the order aiohttp matches them
 ROUTES: list[Route] = [
@@ -570,6 +572,11 @@ ROUTES: list[Route] = [
     Route("PUT", _CALENDAR, calendars.put_calendar, guard="tenant", body=CalendarIn),
     Route("GET", _CALENDAR, calendars.get_calendar, guard="tenant"),
     Route("DELETE", _CALENDAR, calendars.delete_calendar, guard="tenant"),
+    Route("GET", "/notifications", notifications.list_rules),
+    Route("PUT", _RULE, notifications.put_rule, guard="tenant", body=RuleIn),
+    Route("GET", _RULE, notifications.get_rule, guard="tenant"),
+    Route("DELETE", _RULE, notifications.delete_rule, guard="tenant"),
+    Route("GET", _RULE + "/deliveries", notifications.rule_deliveries, guard="tenant"),
     Route("PUT", _PROGRAM, programs.register_program, guard="namespace"),
     Route("GET", _PROGRAM, programs.get_program, guard="namespace"),
     Route("GET", f"{_PROGRAM}/status", programs.program_status, guard="namespace"),

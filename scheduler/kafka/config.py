@@ -45,6 +45,8 @@ ENV_VARS = {
     "SCHEDULER_PROGRAMS_FILE": "programs_file",
     "SCHEDULER_LAUNCHER": "launcher",
     "SCHEDULER_SPARK_MASTER": "spark_master",
+    "SCHEDULER_SECRETS": "secrets",
+    "SCHEDULER_SECRETS_DIR": "secrets_dir",
     "SCHEDULER_DATASETS_DIR": "datasets_dir",
     "SCHEDULER_JOURNAL": "journal_path",
     "SCHEDULER_LOG_LEVEL": "log_level",
@@ -97,6 +99,11 @@ class Settings(BaseModel):
     programs_file: Path | None = None
     launcher: Literal["off", "embedded"] = "off"  # embedded: the worker also runs the launcher
     spark_master: str = "local[*]"
+    # where the launcher finds the secrets programs reference ({"secretRef": "tenant/name"}): "files" (under
+    # secrets_dir: <dir>/<tenant>/<name>), "env" (SCHEDULER_SECRET_<TENANT>__<NAME>), both in the order
+    # given, or "module:factory" (a callable of the settings answering a store: launcher/secrets.py)
+    secrets: str = Field("files,env", max_length=512)
+    secrets_dir: Path | None = None
     datasets_dir: Path | None = None
     journal_path: Path | None = None
     log_level: str = "info"
@@ -208,6 +215,16 @@ class Settings(BaseModel):
         return f"{self.app_id}-launcher-control"
 
     @property
+    def notification_rules_topic(self) -> str:
+        """Notification rules, keyed `tenant/name` (JSON; the latest wins, null deletes)."""
+        return f"{self.app_id}-notification-rules"
+
+    @property
+    def deliveries_topic(self) -> str:
+        """Each state of each notification delivery, keyed by delivery id (JSON; kept a week)."""
+        return f"{self.app_id}-deliveries"
+
+    @property
     def program_status_topic(self) -> str:
         """Every accepted run transition, once, keyed by the program's event key (the judged output of
         the program-status events of the events topic)."""
@@ -233,6 +250,8 @@ class Settings(BaseModel):
             # program definitions: the latest per program id wins, so older ones may go
             self.programs_topic: {"cleanup.policy": "compact"},
             self.calendars_topic: {"cleanup.policy": "compact"},
+            self.notification_rules_topic: {"cleanup.policy": "compact"},
+            self.deliveries_topic: {"cleanup.policy": "compact,delete", "retention.ms": str(7 * 86_400_000)},
         }
 
     @property

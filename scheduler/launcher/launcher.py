@@ -41,6 +41,7 @@ from scheduler.domain.runs import RunStatus
 from scheduler.kafka.config import Settings, consumer_options
 from scheduler.kafka.producer import BatchedProducer, TopicCreator
 from scheduler.launcher.launches import LaunchRequests
+from scheduler.launcher.secrets import SecretMissing, Secrets, masked
 from scheduler.launcher.spark_runner import STATE_MARKER
 from scheduler.wire.codec import DecodeError, decode, decode_notification, encode, encode_json
 from scheduler.worker.programs import ProgramRegistry, ProgramSpec, program_env
@@ -77,6 +78,7 @@ class _Run:
     )
     abandoned: bool = False  # ended by somebody else (lease lost, stopped before it started): no report
     output: list[str] = field(default_factory=list)
+    secrets: list[str] = field(default_factory=list)  # the values its env's secretRefs resolved to: masked
 
 
 def with_parent_death_signal(argv: list[str]) -> list[str]:
@@ -93,6 +95,7 @@ class Launcher:
             settings.bootstrap_servers, settings.programs_topic, settings.programs_file
         )
         self.producer = BatchedProducer(settings.bootstrap_servers)
+        self.secrets = Secrets.from_settings(settings)
         self.claims: dict[str, _Run] = {}  # claimed, not yet seen accepted
         self.runs: dict[str, _Run] = {}  # held: claims accepted
         self.stops: dict[str, int] = {}  # run id -> when a stop of it was asked (the control topic)
@@ -244,16 +247,18 @@ class Launcher:
     def _argv(self, spec: ProgramSpec) -> list[str]:
         if spec.kind == "command":
             return list(spec.argv)
+        if spec.kind == "python":
+            return [sys.executable, "-m", "scheduler.launcher.python_runner", spec.target]
         master = spec.master or self.settings.spark_master
         if master.startswith("local"):
             return [sys.executable, "-m", "scheduler.launcher.spark_runner", spec.target]
         return spark_submit(master, spec.target)
 
-    def _env(self, run: _Run, spec: ProgramSpec) -> dict[str, str]:
+    def _env(self, run: _Run, spec: ProgramSpec, secrets: dict[str, str]) -> dict[str, str]:
         request = run.request
         return {
-            **os.environ,
-            **program_env(spec, {}),
+            **{k: v for k, v in os.environ.items() if not k.startswith("SCHEDULER_SECRET_")},
+            **program_env(spec, secrets),
             "SCHEDULER_RUN_ID": run.run_id,
             "SCHEDULER_JOB_ID": request["jobId"],
             "SCHEDULER_ATTEMPT": str(request.get("attempt") or 1),
@@ -295,15 +300,22 @@ class Launcher:
                 await self.publish(run, RunStatus.STOPPED, "stopped before it started")
                 self.stats["stopped"] += 1
             return
+        try:
+            secrets = self.secrets.resolve(spec)
+        except SecretMissing as exc:
+            await self.publish(run, RunStatus.FAILED, str(exc))
+            self.stats["failed"] += 1
+            return
+        run.secrets = list(secrets.values())
         await self.publish(run, RunStatus.STARTING)
         run.process = await asyncio.create_subprocess_exec(
             *with_parent_death_signal(self._argv(spec)),
-            env=self._env(run, spec),
+            env=self._env(run, spec, secrets),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
         )
-        if spec.kind == "command" and not spec.reportsRunning:
+        if spec.kind in ("command", "python") and not spec.reportsRunning:
             await self.publish(run, RunStatus.RUNNING)
         limit = None
         limit_ms = run.request.get("timeLimitMs") or spec.timeLimitMs  # (the schedule's, else the program's)
@@ -350,7 +362,7 @@ class Launcher:
                 if not run.stopping and not run.abandoned:
                     await self.publish(run, RunStatus(state))
                 continue
-            run.output.append(line)
+            run.output.append(masked(line, run.secrets) if run.secrets else line)
             del run.output[:-50]
         return await run.process.wait()
 

@@ -80,6 +80,7 @@ from scheduler.worker.liveness import (
     Liveness,
     exit_after,
 )
+from scheduler.worker.notifier import Notifications
 from scheduler.worker.ownership import Ownership
 from scheduler.worker.programs import ProgramRegistry
 from scheduler.worker.punctuator import Punctuator, Unreadable, index_writes, monotonic_ms, wall_clock_ms
@@ -221,6 +222,11 @@ class Worker:
         )
         self.journal = Journal(settings.journal_path) if settings.journal_path else None
         self.counts = WorkerCounts()  # every counter of the worker: /metrics and /health
+        self.notifications = Notifications(  # (webhooks: worker/notifier.py)
+            settings,
+            lambda topic, key, value: self.send_keyed(topic, key, value, partition=None),
+            self.counts.events,
+        )
         # the freezes this worker stood still past its session: with transactions an assignment made before
         # one is not taken up (ownership.py); without them nothing else fences its writes (freeze.py)
         self.freezes = FreezeGuard(app, app.conf.broker_session_timeout, app.conf.broker_heartbeat_interval)
@@ -707,6 +713,7 @@ class Worker:
         await self.producer.stop()
         await self.registry.stop()
         await self.calendars.stop()
+        await self.notifications.stop()
         if self.journal is not None:
             self.journal.close()
 
@@ -750,6 +757,7 @@ class _Timers(Service):
         self.add_future(self.worker.delayed_messages.run())
         self.add_future(self.worker.registry.start())
         self.add_future(self.worker.calendars.start())
+        self.add_future(self.worker.notifications.start())
         self.add_future(self.worker.ingest.run())
         self.add_future(watch_recovery(self.worker.faust_app))
         if self.worker.settings.launcher == "embedded":

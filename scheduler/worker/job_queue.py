@@ -157,6 +157,13 @@ async def raise_alert(
     )
 
 
+def _retried(queue: ProgramQueue, status: RunStatusChanged) -> bool:
+    """Whether the job of a run that just FAILED waits in the queue for another attempt."""
+    job_id = status.details.get("jobId", "")
+    attempt = int(status.details["attempt"]) if status.details.get("attempt", "").isdigit() else 1
+    return bool(job_id) and any(j.job_id == job_id and j.attempt > attempt for j in queue.jobs)
+
+
 class CheckTimer:
     """Next-check heap per owned partition; sends a check for a program when its instant comes."""
 
@@ -483,7 +490,9 @@ class JobQueueAgent:
             return False
         if own:
             self._record(key, records, record, status)
-            await self._publish(status)
+            await self._publish(
+                status, retried=status.status == RunStatus.FAILED.value and _retried(queue, status)
+            )
         return True
 
     def _record(
@@ -525,15 +534,17 @@ class JobQueueAgent:
         kept = keep_records(records, status.at, settings.run_history_max, settings.run_history_max_age_ms)
         self.worker.run_records[key] = encode_json([r.to_json() for r in kept])
 
-    async def _publish(self, status: RunStatusChanged) -> None:
+    async def _publish(self, status: RunStatusChanged, retried: bool = False) -> None:
         """An accepted transition, on the program-status topic: what fires program-status triggers and
-        feeds the run state of the program's concurrency groups."""
+        feeds the run state of the program's concurrency groups (and the notifier: `retried` says a FAILED
+        run's job is tried again, worker/notifier.py)."""
         program = status.program or ""
         payload = {
             "programId": program,
             "runId": status.run_id,
             "status": status.status,
             **{k: v for k, v in status.details.items() if k in RUN_DETAILS},
+            **({"retried": "true"} if retried else {}),
         }
         value = encode(
             "Notification", {"timestamp": status.at, "eventType": "program-status", "payload": payload}

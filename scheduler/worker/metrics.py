@@ -272,6 +272,20 @@ class WorkerCollector(Collector):
             "Runs an overlap policy (CANCEL_OTHER, TERMINATE_OTHER) asked to stop or be killed",
             counts.events["overlapStops"],
         )
+        notified = CounterMetricFamily(
+            "scheduler_notifications",
+            "Notification deliveries (webhooks) this worker ended: DELIVERED, FAILED (a 4xx, or maxAttempts "
+            "calls), DROPPED (its endpoint's queue full)",
+            labels=["outcome"],
+        )
+        for outcome in ("DELIVERED", "FAILED", "DROPPED"):
+            notified.add_metric([outcome], counts.events[f"notifications{outcome}"])
+        yield notified
+        yield _counter(
+            "scheduler_notification_retries",
+            "Webhook calls that are tried again",
+            counts.events["notificationRetries"],
+        )
         outcomes = CounterMetricFamily(
             "scheduler_job_outcomes",
             "What happened to jobs in the owned job queues: LAUNCHED, FORCED (launched by a pending timeout's "

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from scheduler.worker.freeze import FreezeGuard
     from scheduler.worker.journal import Journal
     from scheduler.worker.liveness import Liveness
+    from scheduler.worker.notifier import Notifications
     from scheduler.worker.programs import ProgramRegistry
     from scheduler.worker.punctuator import Punctuator
 
@@ -206,6 +207,7 @@ class WebPort(Outbox, MetricsPort, CommandSender, Producing, Protocol):
 
     registry: ProgramRegistry
     calendars: CalendarRegistry
+    notifications: Notifications
 
     @property
     def ingest(self) -> AppliedReader: ...

@@ -7,6 +7,8 @@ reads the whole topic into memory: programs are few, and every partition needs t
 the launcher). A schedule that names a program nobody registered is refused.
 
 Kinds: `pyspark` (a `module:function(spark, args)` or a script, submitted to Spark), `command` (an argv),
+`python` (a `module:function(args)` called in a process of the launcher's own Python: what the
+`@schedule` decorators of scheduler/client/code.py declare),
 `external` (run by another system that consumes the launch requests; the launcher leaves it alone).
 """
 
@@ -18,7 +20,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar
+from typing import Generic, Literal, TypeVar
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
@@ -30,16 +32,36 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+class SecretRef(BaseModel):
+    """An env value kept out of the program's definition: `{"secretRef": "tenant/name"}`, resolved by the
+    launcher at each launch from its secret store (launcher/secrets.py); the tenant is the program's
+    namespace."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    secretRef: str = Field(pattern=r"^[A-Za-z0-9._-]{1,128}/[A-Za-z0-9._-]{1,128}$")
+
+
 class ProgramSpec(BaseModel):
     """How to run a program (the HTTP body of PUT /programs/{namespace}/{application}/{type}/{name})."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["pyspark", "command", "external"]
-    target: str = Field("", max_length=1024, description="pyspark: 'package.module:function' or a .py path")
+    kind: Literal["pyspark", "command", "python", "external"]
+    target: str = Field(
+        "",
+        max_length=1024,
+        description="pyspark: 'package.module:function' (called with spark, args) or a .py path; python: "
+        "'package.module:function' (called with args), run by the launcher's Python",
+    )
     argv: list[str] = Field(default_factory=list, max_length=256, description="command: the argv to run")
     master: str | None = Field(None, max_length=512, description="pyspark: Spark master (default: config)")
-    env: dict[str, str] = Field(default_factory=dict, max_length=128)
+    env: dict[str, str | SecretRef] = Field(
+        default_factory=dict,
+        max_length=128,
+        description='values, or {"secretRef": "tenant/name"}: a secret of the program\'s namespace, resolved at '
+        "launch by the launcher (never on a topic, in an answer or in a run's output)",
+    )
     reportsRunning: bool = Field(
         False,
         description="command: RUNNING only once it prints the line `SCHEDULER-RUN-STATE RUNNING` (a "
@@ -53,9 +75,19 @@ class ProgramSpec(BaseModel):
     )
     description: str = Field("", max_length=1024)
 
-    def problems(self) -> list[tuple[str, str]]:
+    def secret_refs(self) -> dict[str, str]:
+        """env name -> the secret it names ("tenant/name")."""
+        return {k: v.secretRef for k, v in self.env.items() if isinstance(v, SecretRef)}
+
+    def problems(self, program_id: str | None = None) -> list[tuple[str, str]]:
+        namespace = None if program_id is None else program_id.split("/", 1)[0]
+        for name, ref in self.secret_refs().items():
+            if namespace is not None and ref.split("/", 1)[0] != namespace:
+                return [(f"env.{name}", f"secret {ref} is not of the program's namespace {namespace}")]
         if self.kind == "pyspark" and not self.target:
             return [("target", "a pyspark program needs a target: 'module:function' or a script path")]
+        if self.kind == "python" and ":" not in self.target:
+            return [("target", "a python program needs a target 'package.module:function'")]
         if self.kind == "command" and not self.argv:
             return [("argv", "a command program needs an argv")]
         return []
@@ -197,5 +229,7 @@ class ProgramRegistry(TopicMap[ProgramSpec]):
         return ProgramSpec.model_validate_json(value)
 
 
-def program_env(spec: ProgramSpec, extra: dict[str, Any]) -> dict[str, str]:
-    return {**spec.env, **{k: str(v) for k, v in extra.items()}}
+def program_env(spec: ProgramSpec, secrets: dict[str, str]) -> dict[str, str]:
+    """The program's environment: its values, and `secrets` (env name -> the resolved secret) in place of
+    its references."""
+    return {k: v if isinstance(v, str) else secrets[k] for k, v in spec.env.items()}

@@ -13,6 +13,7 @@ import schemathesis
 from scheduler.domain.calendars import CalendarIn
 from scheduler.domain.jobs import Job
 from scheduler.domain.model import ScheduleState
+from scheduler.domain.notifications import RuleIn
 from scheduler.domain.runs import RunRecord
 from scheduler.http import auth
 from scheduler.http.api import (
@@ -102,6 +103,7 @@ def test_request_bodies_are_the_models_schemas_and_their_examples_validate():
         "MessageIn": MessageIn,
         "ProgramSpec": ProgramSpec,
         "CalendarIn": CalendarIn,
+        "RuleIn": RuleIn,
     }
     seen = set()
     for ops in SPEC["paths"].values():
