@@ -19,7 +19,7 @@ from aiohttp import web
 from scheduler.domain.notifications import DELIVERY_HEADER, SIGNATURE_HEADER, verify
 from tests.helpers import Api, free_port, metric, scheduler_cli
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.integration, pytest.mark.embedded, pytest.mark.timeout(240)]
 
 HOOK_KEY = "hook-signing-key-42"
 
