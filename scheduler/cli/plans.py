@@ -306,5 +306,12 @@ async def apply_plan(client: HttpClient, changes: Sequence[Change], concurrency:
 
     todo = [c for c in changes if c.verb != "unchanged"]
     await asyncio.gather(*(one(c) for c in todo if c.what == "program"))
-    await asyncio.gather(*(one(c) for c in todo if c.what == "schedule"))
+    creates = [c for c in todo if c.what == "schedule" and c.verb == "create"]
+    if creates:  # (in batches: POST /schedules:batch)
+        made = await client.create_many([c.body or {} for c in creates], concurrency)
+        failed = {i: exc for i, _, exc in made.failures}
+        outcome.failed += [(creates[i], exc) for i, exc in sorted(failed.items())]
+        if len(creates) > len(failed):
+            outcome.done["create"] = len(creates) - len(failed)
+    await asyncio.gather(*(one(c) for c in todo if c.what == "schedule" and c.verb != "create"))
     return outcome

@@ -20,7 +20,7 @@ import asyncio
 import base64
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -29,6 +29,8 @@ import httpx
 
 DEFAULT_URL = "http://127.0.0.1:6066"
 MAX_RETRY_AFTER_S = 30.0
+BATCH_SIZE = 500  # schedules a POST /schedules:batch (the server takes up to 1,000)
+BATCHES_IN_FLIGHT = 4
 
 # httpx logs every request at INFO: a caller's output is its own.
 logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -205,24 +207,82 @@ class HttpClient:
         bodies: Sequence[dict[str, Any]],
         concurrency: int = 16,
         on_progress: Callable[[BulkResult], None] | None = None,
+        batch_size: int = BATCH_SIZE,
     ) -> BulkResult:
-        """POST every body with `concurrency` requests in flight; failures are collected, not raised."""
+        """Create every body: `batch_size` a request (POST /schedules:batch), at most `concurrency` (and at
+        most BATCHES_IN_FLIGHT) requests in flight, one POST each against a worker without the batch
+        endpoint; failures are collected, not raised. An item the cluster answered 503 (its partition
+        moving) is sent again, as a 503 to a single POST is."""
         result = BulkResult(total=len(bodies))
-        todo = iter(enumerate(bodies))
+        todo = iter(range(0, len(bodies), max(batch_size, 1)))
+        batched = True
 
-        async def worker() -> None:
-            for i, body in todo:
+        async def one(i: int, body: dict[str, Any]) -> None:
+            try:
+                answer = await self.request("POST", "/schedules", body=body)
+                result.accepted += 1
+                _note_last(result, body, answer)
+            except ApiError as exc:
+                result.failures.append((i, schedule_label(body), exc))
+            result.done += 1
+
+        async def in_batches(start: int, chunk: list[dict[str, Any]]) -> bool:
+            """False: the worker has no batch endpoint (one POST each, then)."""
+            left = list(range(len(chunk)))
+            for attempt in range(self.retries + 1):
                 try:
-                    answer = await self.request("POST", "/schedules", body=body)
-                    result.accepted += 1
-                    _note_last(result, body, answer)
+                    answer = await self.request(
+                        "POST", "/schedules:batch", body={"schedules": [chunk[j] for j in left]}
+                    )
                 except ApiError as exc:
-                    result.failures.append((i, schedule_label(body), exc))
-                result.done += 1
+                    if exc.status in (404, 405):
+                        return False
+                    for j in left:
+                        result.failures.append((start + j, schedule_label(chunk[j]), exc))
+                    result.done += len(left)
+                    return True
+                moving = []
+                for r in answer["results"]:
+                    j = left[r["index"]]
+                    if r["status"] == 503 and attempt < self.retries:
+                        moving.append(j)
+                        continue
+                    if r["status"] < 300:
+                        result.accepted += 1
+                        _note_last(result, chunk[j], r)
+                    else:
+                        result.failures.append((start + j, schedule_label(chunk[j]), _item_error(r)))
+                    result.done += 1
+                if on_progress is not None:
+                    on_progress(result)
+                if not moving:
+                    return True
+                left = moving
+                await self.sleep(1.0)
+            return True
+
+        singles: list[int] = []  # (what goes one POST each: a worker without the batch endpoint)
+
+        async def batches() -> None:
+            nonlocal batched
+            for start in todo:
+                chunk = list(bodies[start : start + batch_size])
+                if batched and len(chunk) > 1:
+                    batched = await in_batches(start, chunk)
+                    if batched:
+                        continue
+                singles.extend(range(start, start + len(chunk)))
+
+        async def posts(mine: Iterator[int]) -> None:
+            for i in mine:
+                await one(i, bodies[i])
                 if on_progress is not None:
                     on_progress(result)
 
-        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(bodies))))))
+        lanes = max(1, min(concurrency, BATCHES_IN_FLIGHT, -(-len(bodies) // max(batch_size, 1))))
+        await asyncio.gather(*(batches() for _ in range(lanes)))
+        each = iter(sorted(singles))
+        await asyncio.gather(*(posts(each) for _ in range(max(1, min(concurrency, len(singles))))))
         if self.wait_applied and result.accepted:
             result.applied = await self._all_applied(result)
         result.seconds = time.monotonic() - result.started
@@ -422,6 +482,13 @@ class HttpClient:
             cursor = page.get("next")
             if not cursor:
                 return
+
+
+def _item_error(r: dict[str, Any]) -> ApiError:
+    """A batch item's refusal, as a single POST's would read."""
+    reason = str(r.get("reason") or r.get("key") or "")
+    fields = [f for f in r.get("fields") or [] if isinstance(f, dict)]
+    return ApiError(int(r["status"]), str(r.get("error") or "error"), reason, fields, "POST /schedules:batch")
 
 
 def _note_last(result: BulkResult, body: dict[str, Any], answer: Any) -> None:

@@ -41,6 +41,7 @@ from scheduler.http.api import (
 )
 from scheduler.http.applied import WAIT_MAX_MS
 from scheduler.http.auth import READ, WRITE
+from scheduler.http.batch import MAX_BATCH, BatchIn
 from scheduler.http.messages import ID_PATTERN, MAX_HTTP_ID, MessageIn
 from scheduler.worker.programs import ProgramSpec
 
@@ -62,6 +63,7 @@ _BODY_MODELS: tuple[type[BaseModel], ...] = (
     ProgramSpec,
     CalendarIn,
     RuleIn,
+    BatchIn,
 )
 
 
@@ -113,6 +115,23 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "ranges": [{"from": "2026-08-01", "to": "2026-08-15"}],
         "weekdays": ["SAT", "SUN"],
     },
+    "BatchIn": {
+        "schedules": [
+            {
+                "tenant": "acme",
+                "name": "hourly-sync",
+                "topic": "acme-fires",
+                "trigger": {"type": "cron", "expression": "0 * * * *"},
+            },
+            {
+                "tenant": "acme",
+                "name": "nightly-export",
+                "topic": "acme-fires",
+                "trigger": {"type": "cron", "expression": "0 3 * * *", "timezone": "Europe/Paris"},
+            },
+        ],
+        "atomic": False,
+    },  # fmt: skip
     "RuleIn": {
         "on": ["RETRIES_EXHAUSTED", "DEADLINE_MISSED"],
         "webhook": {"url": "https://hooks.slack.com/services/T000/B000/XXXX", "format": "slack"},
@@ -334,6 +353,16 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
     accepted = {202: _json(_ref("Accepted"), "the command is on the commands topic")}
     schedule_write = (400, 404, 503)
     return {
+        "/schedules:batch": {
+            "post": _op(
+                f"Create up to {MAX_BATCH:,} schedules: each item judged and answered on its own as a POST "
+                "/schedules of it would be (dryRun and wait=applied apply to each); atomic: none unless all",
+                {200: _json(_ref("BatchAnswer"), "one result per item, in order")},
+                (400, 503),
+                body="BatchIn",
+                scope=WRITE,
+            )
+        },
         "/schedules": {
             "post": _op(
                 "Create a schedule (INSERT); the same definition again is a no-op",
@@ -844,6 +873,8 @@ def build_spec() -> dict[str, Any]:
                 op["responses"].update({str(s): _ERRORS[s] for s in (408, 412)})
             if path.startswith("/schedules") and method != "get":  # and a dry run, and wait=applied
                 op["parameters"] = [*op["parameters"], _DRY_RUN, *_WAIT]
+                if path == "/schedules:batch":  # (each item's answer is one of these, in its result)
+                    continue
                 op["responses"]["200"] = _json(
                     {"anyOf": [_ref("DryRun"), _ref("Accepted")]},
                     "dryRun=true: what the write would do; wait=applied: the write, applied",

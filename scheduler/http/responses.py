@@ -244,6 +244,21 @@ class Calendars(Answer):
     calendars: list[CalendarOut]
 
 
+class BatchResult(Answer):
+    index: int = Field(description="the item's place in the request's schedules")
+    status: int = Field(description="what a POST /schedules of the item alone would have answered")
+
+
+class BatchAnswer(Answer):
+    total: int
+    accepted: int = Field(description="items produced (202, or 200 once applied with ?wait=applied)")
+    failed: int = Field(description="items refused (each result says why, as a single POST would)")
+    produced: bool = Field(description="false: nothing was produced (atomic, and an item was refused)")
+    results: list[BatchResult] = Field(
+        description="one per item, in order, each with the fields of its answer"
+    )
+
+
 class RuleAccepted(Answer):
     rule: str = Field(description="tenant/name")
     action: str = Field(description="PUT or DELETE")

@@ -39,7 +39,18 @@ from scheduler.domain.tenancy import (
     schedule_tenants,
 )
 from scheduler.domain.triggers.instants import upcoming
-from scheduler.http import auth, backfills, calendars, jobs, messages, notifications, programs, reads, status
+from scheduler.http import (
+    auth,
+    backfills,
+    batch,
+    calendars,
+    jobs,
+    messages,
+    notifications,
+    programs,
+    reads,
+    status,
+)
 from scheduler.http import responses as out
 from scheduler.http.api import (
     BackfillIn,
@@ -54,6 +65,7 @@ from scheduler.http.api import (
     state_from_json,
 )
 from scheduler.http.applied import WAIT_MAX_MS, AppliedWaits, wait_ms
+from scheduler.http.batch import BatchIn
 from scheduler.http.calls import (
     MAX_LIST,
     Call,
@@ -248,15 +260,17 @@ class Handlers:
             if_version = int(tag)
         return deadline, if_version
 
-    async def submit(self, call: Call, cmd: ScheduleCommand, status: int = 202) -> Response:
+    async def submit(
+        self, call: Call, cmd: ScheduleCommand, status: int = 202, dry_run: bool | None = None
+    ) -> Response:
         """Check tenants, validate, check the key against the owner's table, and produce the command, with
         the write's deadline and the version it is meant for (wire.command_headers)."""
         conditions = self.conditions(call)
         if not isinstance(conditions, tuple):
             return conditions  # a 400
         deadline, if_version = conditions
-        dry_run = call.request.query.get("dryRun", "false")
-        if dry_run not in ("true", "false"):
+        previewing = call.request.query.get("dryRun", "false") if dry_run is None else str(dry_run).lower()
+        if previewing not in ("true", "false"):
             return call.field_error("dryRun", "must be true or false")
         wait = call.request.query.get("wait")
         if wait not in (None, "applied"):
@@ -315,7 +329,7 @@ class Handlers:
                 fires = len(kept)
             except CommandRejected as exc:
                 return call.field_error("to" if cmd.action is Action.BACKFILL else "body", str(exc))
-            if dry_run == "true":  # what it would fire, nothing produced
+            if previewing == "true":  # what it would fire, nothing produced
                 preview = {"key": cmd.key.id, "action": cmd.action.value, "dryRun": True, "fires": fires,
                            "next": kept[:MAX_PREVIEW], "first": kept[0] if kept else None,
                            "last": kept[-1] if kept else None}  # fmt: skip
@@ -330,7 +344,7 @@ class Handlers:
                 return call.error(409, error="conflict", reason=reason)
         elif cmd.action is not Action.INSERT and current is None:
             return call.error(404, error="not found", key=cmd.key.id)
-        if dry_run == "true":
+        if previewing == "true":
             return call.answer(out.DryRun, self._preview(cmd, current), 200)
         if (late := self._past(call, deadline)) is not None:
             return late
@@ -541,6 +555,7 @@ _RULE = "/notifications/{tenant}/{name}"
 #: every route, in the order aiohttp matches them
 ROUTES: list[Route] = [
     Route("POST", "/schedules", H.create_schedule, body=ScheduleIn),
+    Route("POST", "/schedules:batch", batch.create_batch, body=BatchIn),
     Route("GET", "/schedules", reads.list_schedules),
     Route("GET", _SCHEDULE, reads.get_schedule, guard="tenant"),
     Route("PUT", _SCHEDULE, H.update_schedule, guard="tenant", body=ScheduleBody),

@@ -561,6 +561,33 @@ async def lists(bootstrap: str, profile: str, n: int, requests: int = 200) -> di
     }
 
 
+async def http_creates(bootstrap: str, profile: str, n: int) -> list[dict[str, Any]]:
+    """Schedules created over HTTP by one client (scheduler.client.HttpClient.create_many, as `scheduler
+    schedules create -f` does), to all applied: one POST /schedules each with 16 in flight (as before the
+    batch endpoint), then POST /schedules:batch, 500 a request; each n schedules of its own tenant."""
+    from scheduler.client.http import HttpClient
+
+    work = Path(tempfile.mkdtemp(prefix="bench-http-"))
+    app_id = f"bench{uuid.uuid4().hex[:6]}"
+    rows = []
+    try:
+        with Worker(bootstrap, profile, app_id, work) as w:
+            for how, batch_size in (("one POST each, 16 in flight", 1), ("batches of 500", 500)):
+                tenant = f"http{batch_size}"
+                bodies = [{"tenant": tenant, "name": f"s{i:07d}", "topic": f"{app_id}-out",
+                           "trigger": {"type": "cron", "expression": hourly_cron_of(i)}} for i in range(n)]  # fmt: skip
+                async with HttpClient(w.proc.url, timeout_s=120) as client:
+                    result = await client.create_many(bodies, 16, batch_size=batch_size)
+                if result.failures or not result.applied:
+                    raise RuntimeError(f"{how}: {len(result.failures)} failed, applied {result.applied}")
+                rows.append({"how": how, "schedules": n, "seconds": round(result.seconds, 1),
+                             "schedules_per_s": round(n / result.seconds)})  # fmt: skip
+                print(json.dumps(rows[-1]), flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return rows
+
+
 def partition_schedules(n: int, out: str) -> list[Schedule]:
     """n schedules of bench/apps/workflow/etl, each triggered by a partition of its own dataset
     bench.dNNNNNN, launching to `out`."""
@@ -956,6 +983,11 @@ def table(results: dict[str, Any]) -> str:
             f"{r['inserts']:,} INSERTs produced at once in {r['produced_in_s']} s, all applied after "
             f"{r['applied_in_s']} s: {r['inserts_per_s']:,}/s (RSS {r['rss_mb']} MB)"
         )
+    for r in results.get("http", []):
+        lines.append(
+            f"- schedules created over HTTP ({r.get('broker', '')}), {r['how']}: {r['schedules']:,} in "
+            f"{r['seconds']} s to all applied, {r['schedules_per_s']:,}/s"
+        )
     for name in ("events", "lists", "recovery", "failed"):
         for r in results.get(name, []):
             lines.append(f"- {name}: " + ", ".join(f"{k} {v}" for k, v in r.items()))
@@ -1124,6 +1156,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     )
             for n in args.lists if i == 0 else []:
                 await scenario("lists", f"lists {n} on {description}", lists(bootstrap, profile, n), name)
+            for n in args.http if i == 0 else []:
+                await scenario(
+                    "http", f"HTTP creates {n} on {description}", http_creates(bootstrap, profile, n), name
+                )
             for n in args.events:
                 await scenario(
                     "events", f"events {n} on {description}", events(bootstrap, profile, n, 100), name
@@ -1186,6 +1222,7 @@ def main() -> None:
     )
     parser.add_argument("--e2e", type=int, nargs="*", default=[1_000, 10_000, 100_000])
     parser.add_argument("--events", type=int, nargs="*", default=[1_000, 100_000])
+    parser.add_argument("--http", type=int, nargs="*", default=[5_000], help="schedules created over HTTP")
     parser.add_argument(
         "--lists", type=int, nargs="*", default=[1_000, 100_000], help="GET /schedules pages (first broker)"
     )

@@ -360,7 +360,25 @@ async def test_503_that_persists_fails_with_the_servers_reason() -> None:
     assert err.value.status == 503 and err.value.lines() == ["GET /schedules: 503 unavailable: rebalancing"]
 
 
+def batching(single: Any) -> Any:
+    """A mock server's handler of single POSTs that answers POST /schedules:batch as the worker does: each
+    item through `single`, one result each (what a POST of it alone would have answered)."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/schedules:batch":
+            return single(request)
+        items = json.loads(request.content)["schedules"]
+        results = []
+        for i, item in enumerate(items):
+            one = single(httpx.Request("POST", "http://x/schedules", json=item))
+            results.append({"index": i, "status": one.status_code, **one.json()})
+        return httpx.Response(200, json={"total": len(items), "results": results})
+
+    return handler
+
+
 async def test_bulk_create_keeps_going_and_reports_failures_in_file_order() -> None:
+    @batching
     def handler(request: httpx.Request) -> httpx.Response:
         body: dict[str, Any] = json.loads(request.content)
         if body["name"].startswith("bad"):
@@ -379,13 +397,41 @@ async def test_bulk_create_keeps_going_and_reports_failures_in_file_order() -> N
     _, key, error = result.failures[0]
     assert key == "acme/bad-1" and error.lines()[1:] == ["  trigger.expression: invalid"]
     assert error.summary() == "400 invalid request"
-    assert sorted(progress) == list(range(1, 51))
+    assert progress[-1] == 50 and progress == sorted(progress)
+
+
+async def test_a_bulk_create_sends_batches_and_one_post_each_to_a_worker_without_them() -> None:
+    paths: list[str] = []
+
+    def accept(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(202, json={"key": "acme/x", "action": "INSERT"})
+
+    def new_worker(request: httpx.Request) -> httpx.Response:
+        paths.append(request.url.path)
+        return batching(accept)(request)
+
+    def old_worker(request: httpx.Request) -> httpx.Response:
+        paths.append(request.url.path)
+        if request.url.path == "/schedules:batch":
+            return httpx.Response(405, json={"error": "method not allowed"})
+        return accept(request)
+
+    bodies = [{**CRON, "name": f"n{i}"} for i in range(1200)]
+    async with Client("http://x", transport=httpx.MockTransport(new_worker), wait_applied=False) as client:
+        result = await client.create_many(bodies)
+    assert result.accepted == 1200 and paths == ["/schedules:batch"] * 3  # (500 a request)
+    paths.clear()
+    async with Client("http://x", transport=httpx.MockTransport(old_worker), wait_applied=False) as client:
+        result = await client.create_many(bodies[:600], batch_size=500)
+    assert result.accepted == 600 and not result.failures
+    assert paths.count("/schedules:batch") >= 1 and paths.count("/schedules") == 600
 
 
 async def test_writes_wait_until_applied_unless_told_not_to_and_a_bulk_waits_once_per_partition() -> None:
     seen: list[httpx.Request] = []
     offsets = iter(range(100))
 
+    @batching
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request)
         if request.url.path.endswith("/applied"):
@@ -435,6 +481,7 @@ async def test_a_bulk_create_waits_applied_through_a_rebalance_instead_of_failin
     async def sleep(s: float) -> None:
         return None
 
+    @batching
     def handler(request: httpx.Request) -> httpx.Response:
         if request.method == "POST":
             return httpx.Response(202, json={"key": "acme/a", "partition": 3, "offset": 7})
@@ -446,3 +493,25 @@ async def test_a_bulk_create_waits_applied_through_a_rebalance_instead_of_failin
     async with Client("http://x", None, transport=httpx.MockTransport(handler), sleep=sleep) as client:
         result = await client.create_many([{"tenant": "acme", "name": "a"}])
     assert result.applied is True and not result.failures and asked[-1] == "/schedules/acme/a/applied"
+
+
+async def test_a_batch_item_whose_partition_is_moving_is_sent_again() -> None:
+    tries: dict[str, int] = {}
+
+    async def sleep(s: float) -> None:
+        return None
+
+    @batching
+    def handler(request: httpx.Request) -> httpx.Response:
+        name = json.loads(request.content)["name"]
+        tries[name] = tries.get(name, 0) + 1
+        if name == "moving" and tries[name] < 3:
+            return httpx.Response(503, json={"error": "unavailable", "reason": "partitions moving"})
+        return httpx.Response(202, json={"key": f"acme/{name}", "action": "INSERT"})
+
+    bodies = [{**CRON, "name": n} for n in ("a", "moving", "b")]
+    async with Client(
+        "http://x", transport=httpx.MockTransport(handler), sleep=sleep, wait_applied=False
+    ) as client:
+        result = await client.create_many(bodies)
+    assert result.accepted == 3 and not result.failures and tries == {"a": 1, "moving": 3, "b": 1}

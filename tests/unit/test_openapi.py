@@ -27,6 +27,7 @@ from scheduler.http.api import (
     TaskDefinitionIn,
     schedule_json,
 )
+from scheduler.http.batch import BatchIn
 from scheduler.http.jobs import job_json as _job_json
 from scheduler.http.messages import MessageIn
 from scheduler.http.openapi import EXAMPLES, build_spec
@@ -104,6 +105,7 @@ def test_request_bodies_are_the_models_schemas_and_their_examples_validate():
         "ProgramSpec": ProgramSpec,
         "CalendarIn": CalendarIn,
         "RuleIn": RuleIn,
+        "BatchIn": BatchIn,
     }
     seen = set()
     for ops in SPEC["paths"].values():

@@ -1,0 +1,88 @@
+"""POST /schedules:batch — many schedules in one request, each judged and answered on its own, as a POST
+/schedules of it would be (validated, tenants checked, the owner's table consulted, produced; `?wait=applied`
+and `?dryRun=true` as there), up to MAX_BATCH. With `atomic: true` every item is judged first (a dry run)
+and none is produced unless all would be. The answer is 200 with one result per item, in order: its
+status and what a single POST would have answered."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from scheduler.domain.model import Action, ScheduleCommand
+from scheduler.http import responses as out
+from scheduler.http.api import ScheduleIn, validation_errors
+from scheduler.http.calls import Call
+
+if TYPE_CHECKING:
+    from faust.web import Response
+
+MAX_BATCH = 1_000
+IN_FLIGHT = 500  # items judged and produced at once (the producer batches what they send)
+
+
+class BatchIn(BaseModel):
+    """Body of POST /schedules:batch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schedules: list[dict[str, Any]] = Field(
+        min_length=1, max_length=MAX_BATCH, description="POST /schedules bodies, each judged on its own"
+    )
+    atomic: bool = Field(False, description="produce none unless every item would be accepted")
+
+
+class Handlers(Protocol):
+    async def submit(
+        self, call: Call, cmd: ScheduleCommand, status: int = 202, dry_run: bool | None = None
+    ) -> Response: ...
+
+
+def _result(index: int, response: Response) -> dict[str, Any]:
+    raw: Any = response
+    return {"index": index, "status": raw.status, **json.loads(raw.body or b"{}")}
+
+
+async def create_batch(h: Handlers, call: Call) -> Response:
+    body: BatchIn = call.body
+    results: list[dict[str, Any] | None] = [None] * len(body.schedules)
+    commands: dict[int, ScheduleCommand] = {}
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(body.schedules):
+        try:
+            item = ScheduleIn.model_validate(raw)
+        except ValidationError as exc:
+            results[i] = {
+                "index": i,
+                "status": 400,
+                "error": "invalid request",
+                "fields": validation_errors(exc),
+            }
+            continue
+        key = item.key()
+        if key.id in seen:
+            results[i] = {"index": i, "status": 400, "error": "invalid request", "fields": [
+                {"field": "name", "message": f"{key.id} is also item {seen[key.id]} of this batch"}]}  # fmt: skip
+            continue
+        seen[key.id] = i
+        commands[i] = ScheduleCommand(key, Action.INSERT, item.to_schedule(key))
+    gate = asyncio.Semaphore(IN_FLIGHT)
+
+    async def judge(i: int, cmd: ScheduleCommand, dry_run: bool | None) -> None:
+        async with gate:
+            results[i] = _result(i, await h.submit(call, cmd, dry_run=dry_run))
+
+    produce = True
+    if body.atomic:
+        await asyncio.gather(*(judge(i, cmd, True) for i, cmd in commands.items()))
+        produce = all(r is not None and r["status"] < 300 for r in results)
+    if produce:
+        await asyncio.gather(*(judge(i, cmd, None) for i, cmd in commands.items()))
+    done = [r for r in results if r is not None]
+    failed = sum(1 for r in done if r["status"] >= 300)
+    answer = {"total": len(done), "accepted": len(done) - failed if produce else 0, "failed": failed,
+              "produced": produce and failed < len(done), "results": done}  # fmt: skip
+    return call.answer(out.BatchAnswer, answer, 200)
