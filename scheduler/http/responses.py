@@ -495,7 +495,9 @@ class RunActionAccepted(Answer):
 
 
 class StalledLoop(Answer):
-    loop: str = Field(description="commands (the ingest), punctuator (the fire timers), programs, calendars")
+    loop: str = Field(
+        description="commands (the ingest), punctuator (the fire timers), programs, calendars, notifier, launches, group"
+    )
     since: int = Field(description="stalled since (epoch ms)")
     reason: str
 

@@ -283,6 +283,7 @@ class Worker:
         self.liveness.watch(self.ingest)
         self.liveness.watch(self.registry)  # (its followers: programs, calendars)
         self.liveness.watch(self.calendars)
+        self.liveness.watch(self.notifications.notifier)
         fires = self.counts.fires
         self.liveness.watch(
             Counted(

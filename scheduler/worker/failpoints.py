@@ -7,6 +7,8 @@
     commands-deaf=always   every commands consumer does (the worker cannot heal: it must leave the group)
     launches-deaf=once     the launcher's first consumer of launch requests answers every fetch with nothing; the
                            one that replaces it works
+    notifier-deaf=once     the notifier's first consumer of run states and alerts answers every fetch with nothing;
+                           the one that replaces it works
     take-up-hangs=on       every take-up of an assignment waits forever, as a worker that holds partitions
                            and never serves them (it must leave the group: see liveness.Membership)
     freeze-at-assignment=S the whole process stands still S seconds (SIGSTOP; a child process sends SIGCONT)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import ConsumerStoppedError
 from aiokafka.structs import OffsetAndMetadata
 
 from scheduler.domain.notifications import (
@@ -46,6 +47,8 @@ from scheduler.domain.notifications import (
     signature,
 )
 from scheduler.wire.codec import decode
+from scheduler.worker.failpoints import failpoint, make_deaf
+from scheduler.worker.liveness import Work, fetched_to
 from scheduler.worker.programs import TopicMap
 
 if TYPE_CHECKING:
@@ -157,6 +160,10 @@ class Notifier:
         self._unsettled: dict[TopicPartition, dict[int, int]] = defaultdict(dict)  # offset -> deliveries left
         self._read_to: dict[TopicPartition, int] = {}  # the next offset to read
         self._task: asyncio.Task[None] | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._stale: AIOKafkaConsumer | None = None  # (replaced by heal)
+        self.read = 0  # records read (liveness: its progress)
+        self.replaced = 0  # consumers replaced
         self.name = "notifier"
         # "notifications<OUTCOME>" -> deliveries ended so, "notificationRetries" (the worker's, for /metrics)
         self.counts: MutableMapping[str, int] = defaultdict(int) if counts is None else counts
@@ -192,8 +199,11 @@ class Notifier:
             )
             try:
                 await consumer.start()
-                await self.rules.start()
-                while True:
+                deaf = failpoint("notifier-deaf")
+                if deaf == "always" or (deaf == "once" and self.replaced == 0):
+                    make_deaf(consumer)
+                self._consumer = consumer
+                while self._stale is not consumer:
                     batch = await consumer.getmany(timeout_ms=500, max_records=500)
                     for tp, records in batch.items():
                         for msg in records:
@@ -201,17 +211,45 @@ class Notifier:
                     await self._commit(consumer)
             except asyncio.CancelledError:
                 raise
+            except ConsumerStoppedError:
+                pass  # (replaced by heal)
             except Exception:
                 log.exception("notifier consumer failed; starting it again")
                 await asyncio.sleep(1)
             finally:
+                self._consumer = None
                 with contextlib.suppress(Exception):
                     await consumer.stop()
                 self._unsettled.clear()
                 self._read_to.clear()
+            self.replaced += 1
+
+    async def work(self) -> Work:
+        """Run states and alerts behind the end of the partitions held (liveness.py: a notifier whose
+        consumer stopped fetching is found stalled, and its consumer replaced)."""
+        consumer = self._consumer
+        what = "run states and alerts behind the end of their topics"
+        if consumer is None:
+            return Work(0, self.read, what)
+        tps = sorted(consumer.assignment())
+        ends = await consumer.end_offsets(tps) if tps else {}
+        behind = sum(
+            max(0, end - at) for tp, end in ends.items() if (at := fetched_to(consumer, tp)) is not None
+        )
+        return Work(behind, self.read, what)
+
+    async def heal(self) -> bool:
+        consumer = self._consumer
+        if consumer is None:
+            return False
+        self._stale = consumer
+        with contextlib.suppress(Exception):
+            await consumer.stop()
+        return True
 
     def _read(self, tp: TopicPartition, offset: int, topic: str, value: bytes | None, timestamp: int) -> None:
         self._read_to[tp] = offset + 1
+        self.read += 1
         if value is None or self.clock() - timestamp > NOTIFY_MAX_AGE_MS:
             return
         try:

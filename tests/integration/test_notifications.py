@@ -19,7 +19,7 @@ from aiohttp import web
 from scheduler.domain.notifications import DELIVERY_HEADER, SIGNATURE_HEADER, verify
 from tests.helpers import Api, free_port, metric, scheduler_cli
 
-pytestmark = [pytest.mark.integration, pytest.mark.embedded, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 HOOK_KEY = "hook-signing-key-42"
 
@@ -39,6 +39,7 @@ class FlakyEndpoint:
         return web.Response(status=204)
 
 
+@pytest.mark.embedded
 async def test_run_events_reach_a_flaky_webhook_signed_and_retried_while_a_dead_one_blocks_nothing(
     start_worker, tmp_path: Path
 ):
@@ -142,5 +143,39 @@ async def test_run_events_reach_a_flaky_webhook_signed_and_retried_while_a_dead_
                 break
             time.sleep(0.1)
         assert httpx.get(f"{worker.url}/notifications/acme/dead", timeout=30).status_code == 404
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_notifier_whose_consumer_goes_deaf_is_found_stalled_healed_and_sends_what_it_held(
+    start_worker,
+):
+    endpoint = FlakyEndpoint(failures=0)
+    app = web.Application()
+    app.router.add_post("/hook", endpoint.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        worker = start_worker(SCHEDULER_LAUNCHER="embedded", SCHEDULER_FAILPOINTS="notifier-deaf=once",
+                              SCHEDULER_STALL_AFTER_S="3")  # fmt: skip
+        done = scheduler_cli(worker.url, "notifications", "put", "acme/ops", "--on", "RUN_SUCCEEDED",
+                             "--webhook", f"http://127.0.0.1:{port}/hook")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        async with Api(worker.url) as api:
+            program = "acme/etl/command/ok"
+            await api.register(program, {"kind": "command", "argv": [sys.executable, "-c", "print('ok')"]})
+            await api.create({"tenant": "acme", "name": "ok", "program": program,
+                              "trigger": {"type": "cron", "expression": "0 0 1 1 *"}})  # fmt: skip
+        assert scheduler_cli(worker.url, "schedules", "run", "acme/ok").returncode == 0
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not endpoint.calls:
+            await asyncio.sleep(0.3)
+        assert endpoint.calls, f"the deaf notifier was never healed:\n{worker.log_tail()}"
+        assert json.loads(endpoint.calls[0]["body"])["event"]["kind"] == "RUN_SUCCEEDED"
+        metrics = httpx.get(f"{worker.url}/metrics", timeout=30).text
+        assert metric(metrics, 'scheduler_loop_heals_total{loop="notifier"}') == 1
+        assert metric(metrics, 'scheduler_loop_stalls_total{loop="notifier"}') == 1
     finally:
         await runner.cleanup()
