@@ -488,7 +488,9 @@ def _item_error(r: dict[str, Any]) -> ApiError:
     """A batch item's refusal, as a single POST's would read."""
     reason = str(r.get("reason") or r.get("key") or "")
     fields = [f for f in r.get("fields") or [] if isinstance(f, dict)]
-    return ApiError(int(r["status"]), str(r.get("error") or "error"), reason, fields, "POST /schedules:batch")
+    return ApiError(
+        int(r["status"]), str(r.get("error") or "error"), reason, fields, "POST /schedules"
+    )  # (its own, in a batch)
 
 
 def _note_last(result: BulkResult, body: dict[str, Any], answer: Any) -> None:
