@@ -30,13 +30,28 @@ if TYPE_CHECKING:
 
 
 def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
-    return Settings.from_env(
-        app_id=getattr(args, "app_id", None),
-        bootstrap_servers=getattr(args, "bootstrap", None),
-        web_port=getattr(args, "web_port", None),
-        data_dir=getattr(args, "data_dir", None),
-        **extra,
-    )
+    """The settings from SCHEDULER_* and the command line; a value out of range is a usage error (exit 2)
+    naming the setting, not a traceback."""
+    from pydantic import ValidationError
+
+    from scheduler.kafka.config import ENV_VARS
+
+    try:
+        return Settings.from_env(
+            app_id=getattr(args, "app_id", None),
+            bootstrap_servers=getattr(args, "bootstrap", None),
+            web_port=getattr(args, "web_port", None),
+            data_dir=getattr(args, "data_dir", None),
+            **extra,
+        )
+    except ValidationError as exc:
+        names = {field: env for env, field in ENV_VARS.items()}
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else "settings"
+            flag = f"--{field.replace('_', '-')}" if getattr(args, field, None) is not None else None
+            where = " or ".join(w for w in (flag, names.get(field)) if w) or field
+            print(f"scheduler: {where}: {error['msg']} (got {error.get('input')!r})", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def run_worker(settings: Settings) -> None:

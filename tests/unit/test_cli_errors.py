@@ -100,3 +100,19 @@ def test_twenty_kinds_of_bad_input_each_fail_with_a_message_and_no_traceback(tmp
         if code == 0 or "Traceback" in err or not said or not one_line or out:
             wrong[name] = (code, err[-600:], out[-200:])
     assert not wrong, wrong
+
+
+def test_a_setting_out_of_range_is_a_usage_error_naming_it_not_a_traceback(capsys, monkeypatch):
+    from scheduler.cli import cli
+
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["worker", "--web-port", "0"])
+    assert exited.value.code == 2
+    assert (
+        "scheduler: --web-port or SCHEDULER_WEB_PORT: Input should be greater than or equal to 1 (got 0)"
+        in (capsys.readouterr().err)
+    )
+    monkeypatch.setenv("SCHEDULER_PARTITIONS", "0")
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["worker"])
+    assert exited.value.code == 2 and "scheduler: SCHEDULER_PARTITIONS: " in capsys.readouterr().err
