@@ -280,8 +280,9 @@ class Outcome:
 
 
 async def apply_plan(client: HttpClient, changes: Sequence[Change], concurrency: int = 16) -> Outcome:
-    """Programs first (a schedule names a registered program), then the schedules' writes,
-    `concurrency` in flight; a write that fails (a 412: changed since the plan) is reported, not retried."""
+    """Programs first (a schedule names a registered program), then the creates in batches (create_many),
+    then the updates and deletes, `concurrency` in flight; a write that fails (a 412: changed since the plan)
+    is reported, not retried."""
     from scheduler.client.http import ApiError
 
     outcome = Outcome()
@@ -293,8 +294,6 @@ async def apply_plan(client: HttpClient, changes: Sequence[Change], concurrency:
             try:
                 if change.what == "program":
                     await client.register_program(change.key, change.body or {})
-                elif change.verb == "create":
-                    await client.create(change.body or {})
                 elif change.verb == "update":
                     await client.update(tenant, name, change.body or {}, if_version=change.version)
                 else:
