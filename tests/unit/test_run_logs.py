@@ -1,0 +1,54 @@
+"""A run's output kept by the launcher (scheduler/launcher/run_logs.py): the head whole, the tail rotating,
+offsets over everything printed, what was dropped said, the total bounded."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.launcher.run_logs import RunLogs
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_short_log_reads_back_whole_and_pages_by_offset(tmp_path):
+    logs = RunLogs(tmp_path)
+    assert logs.read("acme/a@1") is None
+    for i in range(3):
+        logs.append("acme/a@1", f"line {i}")
+    whole = logs.read("acme/a@1")
+    assert whole is not None and whole.text == "line 0\nline 1\nline 2\n" and whole.size == 21
+    page = logs.read("acme/a@1", offset=7, limit=7)
+    assert page is not None and (page.text, page.offset, page.next, page.dropped) == ("line 1\n", 7, 14, 0)
+    end = logs.read("acme/a@1", offset=21)
+    assert end is not None and (end.text, end.next) == ("", 21)
+
+
+def test_a_long_log_keeps_its_head_and_its_latest_tail_and_says_what_was_dropped(tmp_path):
+    logs = RunLogs(tmp_path, head_bytes=20, tail_bytes=40)
+    lines = [f"l{i:03d}" for i in range(100)]  # (5 bytes each with the newline)
+    for line in lines:
+        logs.append("r", line)
+    kept = logs.read("r")
+    assert kept is not None and kept.size == 500
+    assert kept.text.startswith("l000\nl001\nl002\nl003\n") and kept.dropped == 0
+    assert kept.next == 20, "the first read ends at the gap"
+    after = logs.read("r", offset=kept.next)
+    assert after is not None and after.dropped > 0 and after.text.endswith("l099\n")
+    assert after.offset == 20 + after.dropped and after.next == 500
+    assert 20 <= len(after.text) <= 40
+
+
+def test_the_total_is_bounded_the_runs_changed_longest_ago_go_first(tmp_path):
+    import os
+    import time
+
+    logs = RunLogs(tmp_path, max_total_bytes=400)  # (each run: 240 bytes of output and its meta)
+    for n, run in enumerate(("old", "mid", "new")):
+        for i in range(30):
+            logs.append(run, f"{run} {i:03d}")
+        stamp = time.time() - 100 + n * 10
+        for path in tmp_path.iterdir():
+            if logs._base(run).name == path.stem:  # noqa: SLF001
+                os.utime(path, (stamp, stamp))
+    assert logs.sweep() > 0
+    assert logs.read("old") is None and logs.read("mid") is None and logs.read("new") is not None
