@@ -112,12 +112,17 @@ def cmd_worker(args: argparse.Namespace) -> None:
 
 def cmd_launcher(args: argparse.Namespace) -> None:
     """The launcher as its own process: runs the programs of launch requests, reports their states."""
+    from scheduler.http import log_server
     from scheduler.launcher.launcher import Launcher
+    from scheduler.launcher.run_logs import RunLogs
     from scheduler.worker.liveness import Liveness
 
     async def main() -> None:
         settings = _settings(args)
-        launcher = Launcher(settings)
+        # its runs' output is read from its own log server (GET .../runs/{id}/logs on a worker asks it)
+        server, logs_url = await log_server.serve(settings, RunLogs.from_settings(settings))
+        logging.getLogger(__name__).info("launcher's run logs served at %s", logs_url)
+        launcher = Launcher(settings, logs_url=logs_url)
         # its launch requests' consumer is watched: stalled, it is replaced (see launcher/launches.py)
         liveness = Liveness(stall_after_s=settings.stall_after_s, leave_after_s=0)
         liveness.watch(launcher.launches)
@@ -134,6 +139,7 @@ def cmd_launcher(args: argparse.Namespace) -> None:
         finally:
             for task in (taking, asked, watching):
                 task.cancel()
+            await server.cleanup()
             if taking.done() and not taking.cancelled() and taking.exception() is not None:
                 raise taking.exception()  # type: ignore[misc]
 

@@ -1,8 +1,9 @@
-"""`scheduler jobs list|why|cancel` and `scheduler runs list|status|stop|suspend|resume` (HTTP API)."""
+"""`scheduler jobs list|why|cancel` and `scheduler runs list|status|logs|stop|suspend|resume` (HTTP API)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -147,6 +148,29 @@ async def cmd_runs_status(client: HttpClient, args: argparse.Namespace) -> None:
     print_answer(args, answer, "\n".join(lines))
 
 
+async def cmd_runs_logs(client: HttpClient, args: argparse.Namespace) -> None:
+    """A run's output as it is kept, or (-f) as it comes until the run ends; what was rotated out is said
+    on stderr where it was."""
+    from scheduler.cli.client import parse_program
+
+    program = parse_program(args.program)
+    last: dict[str, Any] = {}
+    async for page in client.log_pages(program, args.run_id, args.offset, follow=args.follow):
+        if page["dropped"]:
+            sys.stdout.flush()
+            print(f"[{page['dropped']:,} bytes of its output not kept here]", file=sys.stderr, flush=True)
+        if args.json:
+            print(json.dumps(page), flush=True)
+        else:
+            sys.stdout.write(page["text"])
+            sys.stdout.flush()
+        last = page
+    if not args.json and last.get("reason"):
+        print(f"{args.run_id}: {last['reason']}", file=sys.stderr)
+    elif not args.json and args.follow:
+        print(f"[{args.run_id}: {last.get('status')}]", file=sys.stderr)
+
+
 async def cmd_runs_control(client: HttpClient, args: argparse.Namespace) -> None:
     from scheduler.cli.client import parse_program
 
@@ -183,6 +207,13 @@ def register(sub: Any, leaf: Callable[..., argparse.ArgumentParser]) -> None:
     program(p)
     p.add_argument("--status", help="only runs in this status (RUNNING, COMPLETED, FAILED, ...)")
     program(leaf(group, "status", cmd_runs_status, "a program's status: its active runs or its last run"))
+    p = leaf(group, "logs", cmd_runs_logs, "a run's output (stdout and stderr, secrets masked)")
+    program(p)
+    p.add_argument("run_id", metavar="RUN_ID")
+    p.add_argument(
+        "-f", "--follow", action="store_true", help="print new output as it comes, until the run ends"
+    )
+    p.add_argument("--offset", type=int, default=0, help="from this byte of all it printed (default: 0)")
     for action, what in (
         ("stop", "stop a run"),
         ("suspend", "suspend a RUNNING run"),

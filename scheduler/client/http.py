@@ -423,6 +423,25 @@ class HttpClient:
         # run ids are job ids ("tenant/name@dueAt"): the route matches them with their slashes
         return await self.request("POST", f"/programs/{program}/runs/{quote(run_id, safe='/@')}/{action}")
 
+    async def run_logs(self, program: str, run_id: str, offset: int = 0, follow: bool = False) -> Any:
+        """One page of a run's output from `offset` (`follow`: once there is more, the run ended, or 20 s
+        passed): {text, offset, next, dropped, size, complete, status, ...}."""
+        params = {"offset": str(offset), "follow": "true" if follow else None}
+        return await self.request(
+            "GET", f"/programs/{program}/runs/{quote(run_id, safe='/@')}/logs", params=params
+        )
+
+    async def log_pages(
+        self, program: str, run_id: str, offset: int = 0, follow: bool = False
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The pages of a run's output from `offset` to what is kept now, or (`follow`) to the run's end."""
+        while True:
+            page = await self.run_logs(program, run_id, offset, follow=follow)
+            yield page
+            stuck, offset = page["next"] <= offset, page["next"]
+            if offset >= page["size"] and (page["complete"] or not follow) or (stuck and not follow):
+                return
+
     async def publish(self, event: dict[str, Any]) -> Any:
         return await self.request("POST", "/events", body=event)
 

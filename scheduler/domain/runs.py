@@ -202,6 +202,7 @@ class RunRecord:
     launcher: str = ""  # the launcher that holds (held) it
     attempt: int = 1  # 1 for the first run of its job, 2 for its first retry, ...
     time_limit_ms: int | None = None  # its schedule's time limit (launched again: the same)
+    logs_url: str = ""  # where its launcher serves its output (GET .../runs/{id}/logs reads it there)
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -225,7 +226,7 @@ def apply_transition(record: RunRecord, status: str, at: int, error: str = "", l
     record.status = new.value
     record.transitions.append([new.value, at])
     if new is RunStatus.PENDING:
-        record.launcher = ""  # launched again: for any launcher to claim
+        record.launcher = record.logs_url = ""  # launched again: for any launcher to claim
     elif launcher and not record.launcher:
         record.launcher = launcher
     if new is RunStatus.STARTING:

@@ -52,14 +52,20 @@ class Cluster:
         """Base URL of the worker owning the partition of `key`, None if that is this worker."""
         return self.owner_of(self.worker.partition_of(key))
 
-    async def get(self, url: str, request: Request | None = None) -> tuple[int, Any]:
+    async def get(
+        self,
+        url: str,
+        request: Request | None = None,
+        timeout_s: float = 10,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, Any]:
         """GET another worker's answer (the request's token goes along: the owner checks it too)."""
-        headers = {ROUTED_HEADER: "1"}
+        headers = {ROUTED_HEADER: "1", **(headers or {})}
         if request is not None and "Authorization" in request.headers:
             headers["Authorization"] = request.headers["Authorization"]
         try:
             async with self.worker.faust_app.http_client.get(
-                url, headers=headers, timeout=aiohttp.ClientTimeout(total=10)
+                url, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s)
             ) as response:
                 return response.status, await response.json(content_type=None)
         except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as exc:

@@ -772,6 +772,26 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
                 ],
             )
         },
+        "/programs/{namespace}/{application}/{type}/{name}/runs/{run_id}/logs": {
+            "get": _op(
+                "A run's output (stdout and stderr, secrets masked), from the launcher that ran it",
+                {200: _json(_ref("RunLogs"), "what is kept of its output from `offset` on")},
+                (400, 404, 503),
+                [
+                    *_PROGRAM_ID,
+                    _RUN_ID,
+                    _query(
+                        "offset", "from this byte of all it printed (0; a page's `next`)", pattern=r"^\d+$"
+                    ),
+                    _query("limit", "at most this many bytes (1,048,576)", pattern=r"^\d+$"),
+                    _query(
+                        "follow",
+                        "true: answer once there is output past `offset`, the run ended, or 20 s passed",
+                        enum=["true", "false"],
+                    ),
+                ],
+            )
+        },
         "/programs/{namespace}/{application}/{type}/{name}/runs/{run_id}": {
             "get": _op(
                 "One run record",

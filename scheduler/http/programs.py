@@ -74,25 +74,31 @@ async def resume_run(h: Handlers, call: Call) -> Response:
     return await _control_run(h, call, "resume")
 
 
+async def find_run(h: Handlers, call: Call) -> dict[str, Any] | None:
+    """The record of the call's run (`run_id` of its program), here or from the worker that owns it; None if
+    there is none. Raises Unavailable."""
+    program_id, run_id = call.program, call.params["run_id"]
+    owner = h.cluster.owner(program_id.encode())
+    if owner is None:
+        raw = h.worker.run_records.get(program_id.encode())
+        return next((r for r in (decode_json(raw) if raw else []) if r["run_id"] == run_id), None)
+    status, run = await h.cluster.get(
+        f"{owner}/programs/{quote(program_id)}/runs/{quote(run_id, safe='')}", call.request
+    )
+    if status not in (200, 404):
+        raise Unavailable(f"owner answered {status}")
+    return run if status == 200 else None
+
+
 async def _control_run(h: Handlers, call: Call, action: RunAction) -> Response:
     """A user's stop, suspend or resume of a run: a request on the launcher control topic, for the
     launcher that holds the run (a stop of a run not started yet is applied by its job queue too)."""
     program_id, run_id = call.program, call.params["run_id"]
     try:
-        owner = h.cluster.owner(program_id.encode())
-        if owner is None:
-            raw = h.worker.run_records.get(program_id.encode())
-            run = next((r for r in (decode_json(raw) if raw else []) if r["run_id"] == run_id), None)
-            status = 200 if run is not None else 404
-        else:
-            status, run = await h.cluster.get(
-                f"{owner}/programs/{quote(program_id)}/runs/{quote(run_id, safe='')}", call.request
-            )
-            if status not in (200, 404):
-                raise Unavailable(f"owner answered {status}")
+        run = await find_run(h, call)
     except Unavailable as exc:
         return call.unavailable(str(exc))
-    if status == 404 or run is None:
+    if run is None:
         return call.error(404, error="not found", runId=run_id)
     state = RunStatus(run["status"])
     if state.terminal:

@@ -421,6 +421,23 @@ class Run(Answer):
         None, description="1 for the first run of its job, 2 for its first retry, ..."
     )
     program_status: str | None = Field(None, description="seed 004's user-facing status of its state")
+    logs_url: str | None = Field(
+        None, description="where its launcher serves its output (GET .../runs/{id}/logs reads it there)"
+    )
+
+
+class RunLogs(Answer):
+    runId: str
+    program: str
+    status: RunStatus = Field(description="the run's state as its record says")
+    launcher: str | None = Field(None, description="the launcher that ran it (keeps its output)")
+    text: str = Field(description="its output from `offset` on (stdout and stderr, secrets masked)")
+    offset: int = Field(description="where `text` begins in all the run printed (>= the offset asked)")
+    next: int = Field(description="the offset to ask next")
+    dropped: int = Field(description="bytes after the offset asked that are no longer kept (rotated out)")
+    size: int = Field(description="bytes the run printed so far")
+    complete: bool = Field(description="the run ended: no more output will come")
+    reason: str | None = Field(None, description="why there is no output to show, when there is none")
 
 
 class Runs(Answer):
@@ -542,6 +559,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     Programs,
     ProgramAccepted,
     Run,
+    RunLogs,
     Runs,
     ProgramStatus,
     RunActionAccepted,

@@ -49,6 +49,7 @@ from scheduler.http import (
     notifications,
     programs,
     reads,
+    run_logs,
     status,
 )
 from scheduler.http import responses as out
@@ -600,6 +601,7 @@ ROUTES: list[Route] = [
     Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/stop", programs.stop_run, guard="namespace"),
     Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/suspend", programs.suspend_run, guard="namespace"),
     Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/resume", programs.resume_run, guard="namespace"),
+    Route("GET", f"{_PROGRAM}/runs/{{run_id:.+}}/logs", run_logs.run_logs, guard="namespace"),
     Route("GET", f"{_PROGRAM}/runs/{{run_id:.+}}", programs.one_run, guard="namespace"),
     Route("GET", "/stats/fires", status.fire_stats),
     Route("GET", "/health", status.health),

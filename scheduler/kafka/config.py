@@ -71,6 +71,9 @@ ENV_VARS = {
     "SCHEDULER_RUN_LEASE_MS": "run_lease_ms",
     "SCHEDULER_RUN_PENDING_TIMEOUT_MS": "run_pending_timeout_ms",
     "SCHEDULER_LAUNCHER_DRAIN_S": "launcher_drain_s",
+    "SCHEDULER_LAUNCHER_LOGS_PORT": "launcher_logs_port",
+    "SCHEDULER_RUN_LOG_BYTES": "run_log_bytes",
+    "SCHEDULER_RUN_LOGS_MAX_BYTES": "run_logs_max_bytes",
     "SCHEDULER_RUN_HISTORY_MAX": "run_history_max",
     "SCHEDULER_RUN_HISTORY_MAX_AGE_MS": "run_history_max_age_ms",
     "SCHEDULER_EVENT_REPLAY_MS": "event_replay_ms",
@@ -104,6 +107,12 @@ class Settings(BaseModel):
     # given, or "module:factory" (a callable of the settings answering a store: launcher/secrets.py)
     secrets: str = Field("files,env", max_length=512)
     secrets_dir: Path | None = None
+    # runs' output, kept by the launcher that ran them under <data_dir>/run-logs (launcher/run_logs.py): per
+    # run its first quarter and its latest three quarters; in all, the runs that ended longest ago go first
+    run_log_bytes: int = Field(1 << 20, ge=4096, le=1 << 34)
+    run_logs_max_bytes: int = Field(1 << 30, ge=1 << 16, le=1 << 44)
+    # a standalone launcher's log server (what GET .../runs/{id}/logs reads from): 0 is any free port
+    launcher_logs_port: int = Field(0, ge=0, le=65535)
     datasets_dir: Path | None = None
     journal_path: Path | None = None
     log_level: str = "info"

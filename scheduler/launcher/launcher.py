@@ -41,6 +41,7 @@ from scheduler.domain.runs import RunStatus
 from scheduler.kafka.config import Settings, consumer_options
 from scheduler.kafka.producer import BatchedProducer, TopicCreator
 from scheduler.launcher.launches import LaunchRequests
+from scheduler.launcher.run_logs import RunLogs, log_key
 from scheduler.launcher.secrets import SecretMissing, Secrets, masked
 from scheduler.launcher.spark_runner import STATE_MARKER
 from scheduler.wire.codec import DecodeError, decode, decode_notification, encode, encode_json
@@ -53,6 +54,7 @@ REPORTED_STATES = frozenset({RunStatus.REQUESTING_RESOURCES, RunStatus.INITIALIZ
 ERROR_TAIL_CHARS = 2_000
 MAX_STOPS_REMEMBERED = 10_000
 STOP_GRACE_S = 10.0  # SIGTERM, then SIGKILL after this
+SWEEP_EVERY_S = 10.0  # the run logs' total bound is checked at most this often (as runs end)
 RunAction = Literal["stop", "suspend", "resume", "terminate"]  # (terminate: an overlap policy's kill)
 #: the state a run must be in for a user's suspend or resume (a stop takes any live run)
 RUN_ACTION_NEEDS: dict[str, RunStatus] = {"suspend": RunStatus.RUNNING, "resume": RunStatus.SUSPENDED}
@@ -88,8 +90,14 @@ def with_parent_death_signal(argv: list[str]) -> list[str]:
 
 
 class Launcher:
-    def __init__(self, settings: Settings, registry: ProgramRegistry | None = None) -> None:
+    def __init__(
+        self, settings: Settings, registry: ProgramRegistry | None = None, logs_url: str = ""
+    ) -> None:
         self.settings = settings
+        # runs' output is kept here, read at `logs_url` (reported with every run's status)
+        self.logs = RunLogs.from_settings(settings)
+        self.logs_url = logs_url
+        self._swept_at = 0.0
         self.name = settings.launcher_name
         self.registry = registry or ProgramRegistry(
             settings.bootstrap_servers, settings.programs_topic, settings.programs_file
@@ -131,6 +139,8 @@ class Launcher:
             "jobId": run.request["jobId"],
             "attempt": str(run.request.get("attempt") or 1),
         }
+        if self.logs_url:
+            payload["logsUrl"] = self.logs_url
         if error:
             payload["error"] = error[-ERROR_TAIL_CHARS:]
         value = encode(
@@ -285,6 +295,13 @@ class Launcher:
             self.stats["failed"] += 1
         finally:
             self.runs.pop(run.run_id, None)
+            if run.process is not None:
+                with contextlib.suppress(OSError):
+                    self.logs.end(log_key(run.program, run.run_id))
+            if time.monotonic() - self._swept_at > SWEEP_EVERY_S:
+                self._swept_at = time.monotonic()
+                with contextlib.suppress(OSError):
+                    await asyncio.to_thread(self.logs.sweep)
 
     async def _run_to_end(self, run: _Run) -> None:
         spec = run.spec or self.registry.get(run.program)
@@ -307,6 +324,8 @@ class Launcher:
             self.stats["failed"] += 1
             return
         run.secrets = list(secrets.values())
+        with contextlib.suppress(OSError):  # (a full disk loses the log, never the run)
+            self.logs.begin(log_key(run.program, run.run_id))
         await self.publish(run, RunStatus.STARTING)
         run.process = await asyncio.create_subprocess_exec(
             *with_parent_death_signal(self._argv(spec)),
@@ -352,9 +371,10 @@ class Launcher:
             self.stats["failed"] += 1
 
     async def _follow_output(self, run: _Run) -> int:
-        """The run's output until it ends (its state lines reported, the rest kept for an error); its
-        exit code."""
+        """The run's output until it ends (its state lines reported, the rest kept in its log and, the last
+        lines, for an error); its exit code."""
         assert run.process is not None and run.process.stdout is not None
+        key = log_key(run.program, run.run_id)
         async for raw in run.process.stdout:
             line = raw.decode(errors="replace").rstrip()
             state = line.removeprefix(STATE_MARKER)
@@ -362,8 +382,13 @@ class Launcher:
                 if not run.stopping and not run.abandoned:
                     await self.publish(run, RunStatus(state))
                 continue
-            run.output.append(masked(line, run.secrets) if run.secrets else line)
+            line = masked(line, run.secrets) if run.secrets else line
+            run.output.append(line)
             del run.output[:-50]
+            try:
+                self.logs.append(key, line)
+            except OSError as exc:  # (a full disk loses the log, never the run)
+                log.warning("run %s: its output is not kept: %s", run.run_id, exc)
         return await run.process.wait()
 
     async def _kill(self, run: _Run, why: str, at_once: bool = False) -> None:

@@ -396,6 +396,7 @@ RUN_DETAILS = (
     "leaseMs",
     "attempt",
     "timeLimitMs",
+    "logsUrl",
 )
 
 

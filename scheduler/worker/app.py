@@ -764,7 +764,8 @@ class _Timers(Service):
         if self.worker.settings.launcher == "embedded":
             from scheduler.launcher.launcher import Launcher
 
-            self.launcher = Launcher(self.worker.settings, self.worker.registry)
+            settings = self.worker.settings  # (its runs' output is read from this worker's HTTP)
+            self.launcher = Launcher(settings, self.worker.registry, logs_url=settings.web_url)
             self.worker.liveness.watch(self.launcher.launches)
             self.add_future(self.launcher.run())
 

@@ -529,6 +529,8 @@ class JobQueueAgent:
             records.append(record)
         else:
             apply_transition(record, status.status, status.at, details.get("error", ""), launcher)
+        if details.get("logsUrl") and launcher == record.launcher:
+            record.logs_url = details["logsUrl"]
         self.worker.counts.runs[status.status] += 1
         settings = self.worker.settings
         kept = keep_records(records, status.at, settings.run_history_max, settings.run_history_max_age_ms)

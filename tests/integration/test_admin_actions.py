@@ -1,8 +1,8 @@
 """The admin page acts and draws, in headless Chromium against a real worker (with its launcher): every
 action round-trips through a dialog that confirms and shows the server's answer — create and edit a
 schedule from a form validated as you type with its next fire times in its zone, disable/enable, run now
-with arguments, backfill a range (its count shown first), register a program, stop/suspend/resume a run —
-and the drawings show the test's data: the runs timeline (retries marked), fires per minute with lateness,
+with arguments, backfill a range (its count shown first), register a program, follow a run's output,
+stop/suspend/resume a run — and the drawings show the test's data: the runs timeline (retries marked), fires per minute with lateness,
 and the pipeline graph. SCHEDULER_SCREENSHOTS_DIR=tests/integration/screenshots keeps the screenshots the
 README shows."""
 
@@ -147,7 +147,7 @@ async def test_every_action_round_trips_through_the_page(
         await page.click("#new-program")
         await page.fill('[name="program"]', SLEEPER)
         await page.select_option('[name="kind"]', "command")
-        await page.fill('[name="argv"]', '["sleep", "120"]')
+        await page.fill('[name="argv"]', '["sh", "-c", "echo now sleeping; sleep 120"]')
         await confirm(page)
         await api.until(
             f"/programs/{SLEEPER}", lambda r: r.status_code == 200 and r.json()["kind"] == "command"
@@ -161,6 +161,10 @@ async def test_every_action_round_trips_through_the_page(
         await confirm(page)
         run_row = page.locator("#runs tbody tr", has=page.locator("td.program", has_text=SLEEPER))
         await expect(run_row.locator(".badge")).to_have_text("RUNNING")
+        await run_row.locator("button.logs").click()  # its output, followed while it runs
+        await expect(page.locator("#dialog-body pre.run-logs")).to_have_text("now sleeping\n")
+        await expect(page.locator("#dialog-body .run-logs-state")).to_contain_text("RUNNING, following")
+        await page.click("#dialog-close")
         await run_row.locator("button.suspend").click()
         await confirm(page)
         await expect(run_row.locator(".badge")).to_have_text("SUSPENDED")

@@ -52,3 +52,38 @@ def test_the_total_is_bounded_the_runs_changed_longest_ago_go_first(tmp_path):
                 os.utime(path, (stamp, stamp))
     assert logs.sweep() > 0
     assert logs.read("old") is None and logs.read("mid") is None and logs.read("new") is not None
+
+
+def test_a_run_that_began_reads_empty_until_it_prints_and_its_end_makes_it_complete(tmp_path):
+    logs = RunLogs(tmp_path)
+    logs.begin("r")
+    empty = logs.read("r")
+    assert empty is not None and (empty.text, empty.size, empty.complete) == ("", 0, False)
+    logs.append("r", "done")
+    logs.end("r")
+    whole = logs.read("r")
+    assert whole is not None and (whole.text, whole.complete) == ("done\n", True)
+
+
+async def test_a_follower_is_answered_when_output_comes_or_the_run_ends_not_at_its_deadline(tmp_path):
+    import asyncio
+    import time
+
+    logs = RunLogs(tmp_path)
+    logs.begin("r")
+
+    async def later() -> None:
+        await asyncio.sleep(0.3)
+        logs.append("r", "hello")
+        await asyncio.sleep(0.3)
+        logs.end("r")
+
+    task = asyncio.create_task(later())
+    began = time.monotonic()
+    first = await logs.read_when_more("r", 0, wait_s=30)
+    assert first is not None and first.text == "hello\n" and not first.complete
+    second = await logs.read_when_more("r", first.next, wait_s=30)
+    assert second is not None and second.text == "" and second.complete
+    assert time.monotonic() - began < 10, "the follower waited out its deadline"
+    await task
+    assert (await logs.read_when_more("other", 0, wait_s=30)) is None

@@ -321,17 +321,18 @@
     "SUSPENDING", "SUSPENDED", "RESUMING"]);
 
   function runActions(r) {
-    if (!LIVE.has(r.status)) return [];
     // run ids are job ids ("tenant/name@dueAt", "tenant/name@run.N" for a manual one): the route takes their slashes
     const runId = encodeURIComponent(r.run_id).replace(/%2F/g, "/").replace(/%40/g, "@");
     const path = (what) => `${programPath(r.program)}/runs/${runId}/${what}`;
+    const logs = r.logs_url ? [button("Logs", "logs", () => logsDialog(r, path("logs")))] : [];
+    if (!LIVE.has(r.status)) return logs;
     const act = (what) => () =>
       openDialog({
         title: `${what[0].toUpperCase()}${what.slice(1)} run ${r.run_id} of ${r.program}?`,
         fields: [],
         build: () => ["POST", path(what)],
       });
-    const out = [button("Stop", "stop", act("stop"))];
+    const out = [...logs, button("Stop", "stop", act("stop"))];
     if (r.status === "RUNNING") out.push(button("Suspend", "suspend", act("suspend")));
     if (r.status === "SUSPENDED") out.push(button("Resume", "resume", act("resume")));
     return out;
@@ -560,6 +561,35 @@
           (p.fires ? `, from ${localTime(p.first)} to ${localTime(p.last)}.` : ".")),
       ],
     });
+  }
+
+  // a run's output as its launcher keeps it, followed (long polls) while the run goes on and the dialog is open
+  function logsDialog(r, path) {
+    const out = el("pre", { class: "run-logs" }, "");
+    const state = el("p", { class: "muted run-logs-state" }, "Loading…");
+    openDialog({ title: `Output of ${r.run_id} (${r.program})`, fields: [out, state], build: () => null });
+    $("dialog-confirm").hidden = true;
+    $("dialog-close").textContent = "Close";
+    const mine = dialogState;
+    const follow = async (offset) => {
+      for (let first = true; dialogState === mine && $("dialog").open; first = false) {
+        const answer = await send("GET", `${path}?offset=${offset}&follow=${!first}`);
+        if (dialogState !== mine) return;
+        if (answer.status !== 200) {
+          state.replaceChildren(...problems(answer.body).map((p) => el("span", { class: "bad" }, `${answer.status}: ${p} `)));
+          return;
+        }
+        const page = answer.body;
+        if (page.dropped) out.append(`[${page.dropped.toLocaleString()} bytes not kept]\n`);
+        out.append(page.text);
+        out.scrollTop = out.scrollHeight;
+        offset = page.next;
+        const done = page.complete && offset >= page.size;
+        state.textContent = page.reason || `${page.size.toLocaleString()} bytes printed; ${page.status}${done ? "" : ", following…"}`;
+        if (done) return;
+      }
+    };
+    follow(0);
   }
 
   // a program schedule's backfills and their progress, newest first; a running one can be cancelled
