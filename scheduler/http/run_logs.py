@@ -16,8 +16,8 @@ from urllib.parse import urlencode
 from scheduler.domain.runs import RunStatus
 from scheduler.http import responses as out
 from scheduler.http.cluster import Unavailable, same_url
-from scheduler.http.programs import find_run
 from scheduler.http.log_server import LOGS_HOLDER_HEADER, holder_answer, parse_query
+from scheduler.http.programs import find_run
 from scheduler.launcher.run_logs import RunLogs
 
 if TYPE_CHECKING:
