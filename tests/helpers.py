@@ -517,6 +517,8 @@ def _event_keys(trigger: dict[str, Any]) -> list[str]:
         return [f"partition:{trigger['dataset']}"]
     if trigger.get("program"):
         return [f"program:{trigger['program']}"]
+    if trigger.get("sensor"):
+        return [f"sensor:{trigger['sensor']}"]
     return []
 
 

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scheduler.cli import apply, backfills, calendars, jobs, messages, notifications, schedules
+from scheduler.cli import apply, backfills, calendars, jobs, messages, notifications, schedules, sensors
 from scheduler.cli.errors import guarded
 from scheduler.cli.render import print_answer
 from scheduler.domain.basics import plural
@@ -419,6 +419,7 @@ def _add_client_commands(sub: Any) -> None:
         calendars,
         notifications,
         messages,
+        sensors,
         apply,
     ):  # (each its groups)
         module.register(sub, leaf)

@@ -1,8 +1,10 @@
-"""Events that fire triggers: partitions and bytes added to a dataset, program status changes. Pure.
+"""Events that fire triggers: partitions and bytes added to a dataset, program status changes, a polling
+sensor saying "now". Pure.
 
 An event is a CDAP-style notification (timestamp, event type, payload). Its event key says which
 triggers can care: `partition:<namespace>.<dataset>` for data events (partition triggers and data-size
-triggers both listen there), `program:<namespace>/<application>/<type>/<name>` for program status.
+triggers both listen there), `program:<namespace>/<application>/<type>/<name>` for program status,
+`sensor:<namespace>/<application>/<type>/<name>` for a sensor's fires (worker/sensors.py sends them).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ class EventType(StrEnum):
     PARTITION = "partition"  # payload: datasetId, partitionKeys (JSON list), bytes (optional)
     DATA = "data"  # payload: datasetId, bytes
     PROGRAM_STATUS = "program-status"  # payload: programId, runId, status
+    SENSOR = "sensor"  # payload: sensorId (a program of kind sensor), runKeys (JSON list, optional)
 
 
 class InvalidEvent(ValueError):
@@ -54,6 +57,16 @@ class ProgramStatusEvent:
     status: str
 
 
+@dataclass(frozen=True, slots=True)
+class SensorEvent:
+    sensor: ProgramId
+    run_keys: int  # what it said is new (1 when it named nothing)
+
+
+def sensor_key(sensor: ProgramId) -> str:
+    return f"sensor:{sensor.id}"
+
+
 def dataset_key(dataset: str) -> str:
     return f"partition:{dataset}"
 
@@ -62,7 +75,7 @@ def program_key(program: ProgramId) -> str:
     return f"program:{program.id}"
 
 
-def parse(n: Notification) -> DataEvent | ProgramStatusEvent:
+def parse(n: Notification) -> DataEvent | ProgramStatusEvent | SensorEvent:
     """The event a notification carries; InvalidEvent says what is wrong with it."""
     p = n.payload
     if len(p) > MAX_PAYLOAD_ENTRIES:
@@ -104,12 +117,26 @@ def parse(n: Notification) -> DataEvent | ProgramStatusEvent:
         if not run_id or len(run_id) > 256:
             raise InvalidEvent("runId missing or too long")
         return ProgramStatusEvent(program, run_id, status)
+    if n.event_type == EventType.SENSOR:
+        try:
+            sensor = ProgramId.parse(p.get("sensorId", ""))
+        except ValueError as exc:
+            raise InvalidEvent(str(exc).replace("program id", "sensorId")) from None
+        try:
+            keys = json.loads(p.get("runKeys", "[]"))
+        except (json.JSONDecodeError, RecursionError):
+            raise InvalidEvent("runKeys is not a JSON list") from None
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            raise InvalidEvent("runKeys must be a JSON list of strings")
+        return SensorEvent(sensor, max(len(keys), 1))
     raise InvalidEvent(f"unknown event type {n.event_type[:64]!r}")
 
 
-def event_key(event: DataEvent | ProgramStatusEvent) -> str:
+def event_key(event: DataEvent | ProgramStatusEvent | SensorEvent) -> str:
     if isinstance(event, DataEvent):
         return dataset_key(event.dataset)
+    if isinstance(event, SensorEvent):
+        return sensor_key(event.sensor)
     return program_key(event.program)
 
 

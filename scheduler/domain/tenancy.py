@@ -10,7 +10,7 @@ namespace of their dataset or program; a program's runs to the program's namespa
 from __future__ import annotations
 
 from scheduler.domain.basics import dataset_tenant as dataset_tenant
-from scheduler.domain.events import DataEvent, ProgramStatusEvent
+from scheduler.domain.events import DataEvent, ProgramStatusEvent, SensorEvent
 from scheduler.domain.model import Schedule, trigger_leaves
 
 
@@ -29,9 +29,11 @@ def schedule_tenants(schedule: Schedule) -> set[str]:
     return out
 
 
-def event_tenant(event: DataEvent | ProgramStatusEvent) -> str:
+def event_tenant(event: DataEvent | ProgramStatusEvent | SensorEvent) -> str:
     if isinstance(event, DataEvent):
         return dataset_tenant(event.dataset)
+    if isinstance(event, SensorEvent):
+        return event.sensor.namespace
     return event.program.namespace
 
 
@@ -40,7 +42,7 @@ def event_key_tenant(event_key: str) -> str:
     kind, _, rest = event_key.partition(":")
     if kind == "partition":
         return dataset_tenant(rest)
-    if kind == "program":
+    if kind in ("program", "sensor"):
         return program_tenant(rest)
     return ""
 

@@ -42,7 +42,15 @@ ALL_TENANTS = "*"
 #: reachable with no token: liveness probes, the admin page's static shell, the API description
 PUBLIC_PATHS = frozenset({"/health", "/ui", "/openapi.json"})
 #: routes whose handlers check tenants themselves; any other route needs an all-tenant token
-TENANT_AWARE_PREFIXES = ("/schedules", "/schedulers", "/events", "/triggers", "/jobs", "/programs")
+TENANT_AWARE_PREFIXES = (
+    "/schedules",
+    "/schedulers",
+    "/events",
+    "/triggers",
+    "/jobs",
+    "/programs",
+    "/sensors",
+)
 PRINCIPAL = "scheduler.principal"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 

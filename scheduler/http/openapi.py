@@ -659,6 +659,22 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
                 scope=WRITE,
             )
         },
+        "/sensors": {
+            "get": _op(
+                "Polling sensors (programs of kind sensor) and their state",
+                {200: _json(_ref("SensorList"), "every sensor the token may see")},
+                (),
+                [_query("namespace", "only the sensors of this namespace")],
+            )
+        },
+        "/programs/{namespace}/{application}/{type}/{name}/sensor": {
+            "get": _op(
+                "A polling sensor's state: its cursor, its last evaluation, when the next is due",
+                {200: _json(_ref("SensorStatus"), "the sensor")},
+                (404,),
+                [*_PROGRAM_ID],
+            )
+        },
         "/programs": {
             "get": _op(
                 "Registered programs, by id",

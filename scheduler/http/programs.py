@@ -13,6 +13,7 @@ from pydantic_core import PydanticSerializationError
 
 from scheduler.domain.model import InvalidSchedule, ProgramId
 from scheduler.domain.runs import RunStatus
+from scheduler.domain.sensors import state_json
 from scheduler.domain.tenancy import program_tenant
 from scheduler.http import auth
 from scheduler.http import responses as out
@@ -22,6 +23,7 @@ from scheduler.launcher.launcher import RUN_ACTION_NEEDS, RunAction, control_req
 from scheduler.wire.codec import decode_json
 from scheduler.wire.messages import RunStatusChanged, encode_job_queue_message
 from scheduler.worker.programs import ProgramSpec
+from scheduler.worker.sensors import interval_ms
 
 if TYPE_CHECKING:
     from faust.web import Response
@@ -204,6 +206,34 @@ async def list_programs(h: Handlers, call: Call) -> Response:
     if len(page) > limit:
         answer.headers[NEXT_CURSOR_HEADER] = cursor_text(page[limit - 1][0].encode())
     return answer
+
+
+async def sensor_status(h: Handlers, call: Call) -> Response:
+    """A polling sensor's state: its cursor, its last evaluation, when the next is due (every worker
+    follows the sensors topic: answered here)."""
+    await h.worker.registry.start()
+    spec = await h.worker.registry.lookup(call.program)
+    if spec is None or spec.kind != "sensor":
+        return call.error(
+            404, error="not found", reason=f"{call.program} is not a sensor", program=call.program
+        )
+    state = h.worker.sensors.state(call.program)
+    return call.answer(out.SensorStatus, state_json(call.program, interval_ms(spec), state))
+
+
+async def list_sensors(h: Handlers, call: Call) -> Response:
+    """Every sensor the caller's token may see, with its state (`?namespace=` narrows)."""
+    await h.worker.registry.start()
+    who = auth.principal_of(call.request)
+    namespace = call.request.query.get("namespace")
+    listed = [
+        state_json(pid, interval_ms(spec), h.worker.sensors.state(pid))
+        for pid, spec in sorted(h.worker.registry.all().items())
+        if spec.kind == "sensor"
+        and who.sees(program_tenant(pid))
+        and (namespace is None or program_tenant(pid) == namespace)
+    ]
+    return call.answer(out.SensorList, {"sensors": listed})
 
 
 async def get_program(h: Handlers, call: Call) -> Response:

@@ -440,6 +440,25 @@ class RunLogs(Answer):
     reason: str | None = Field(None, description="why there is no output to show, when there is none")
 
 
+class SensorStatus(Answer):
+    sensor: str = Field(description="the sensor's program id")
+    intervalMs: int
+    cursor: str | None = Field(None, description="what its last answer kept for the next evaluation")
+    evaluatedAt: Ms | None = Field(None, description="when its last evaluation began")
+    nextAt: Ms | None = Field(None, description="when the next one is due")
+    tookMs: int
+    outcome: str = Field(description="FIRED, NOTHING_NEW, FAILED, or NEVER_EVALUATED")
+    reason: str = Field(description="why it failed, or the sensor's own reason")
+    runKeys: list[str] = Field(description="what its last fire named")
+    evaluations: int
+    fires: int
+    failures: int
+
+
+class SensorList(Answer):
+    sensors: list[SensorStatus]
+
+
 class Runs(Answer):
     program: str
     runs: list[Run]
@@ -560,6 +579,8 @@ MODELS: tuple[type[BaseModel], ...] = (
     ProgramAccepted,
     Run,
     RunLogs,
+    SensorStatus,
+    SensorList,
     Runs,
     ProgramStatus,
     RunActionAccepted,

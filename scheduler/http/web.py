@@ -291,8 +291,15 @@ class Handlers:
             if not schedule.topic:
                 cmd = replace(cmd, schedule=replace(schedule, topic=self.worker.settings.launch_topic))
             await self.worker.registry.start()
-            if await self.worker.registry.lookup(program) is None:
+            spec = await self.worker.registry.lookup(program)
+            if spec is None:
                 return call.field_error("program", f"unknown program {program} (register it first)")
+            if spec.kind == "sensor":
+                return call.field_error(
+                    "program",
+                    f"{program} is a sensor: the workers evaluate it; a schedule fires on it with "
+                    f'{{"trigger": {{"type": "sensor", "sensor": "{program}"}}}}',
+                )
         if schedule is not None and schedule.exclude_calendars:
             await self.worker.calendars.start()
             for i, name in enumerate(schedule.exclude_calendars):
@@ -584,6 +591,7 @@ ROUTES: list[Route] = [
     Route("GET", "/jobs", jobs.list_jobs),
     Route("DELETE", "/jobs/{id:.+}", jobs.cancel_job),  # (a job id holds '/')
     Route("GET", "/programs", programs.list_programs),
+    Route("GET", "/sensors", programs.list_sensors),
     Route("GET", "/calendars", calendars.list_calendars),
     Route("PUT", _CALENDAR, calendars.put_calendar, guard="tenant", body=CalendarIn),
     Route("GET", _CALENDAR, calendars.get_calendar, guard="tenant"),
@@ -597,6 +605,7 @@ ROUTES: list[Route] = [
     Route("GET", _PROGRAM, programs.get_program, guard="namespace"),
     Route("GET", f"{_PROGRAM}/status", programs.program_status, guard="namespace"),
     Route("GET", f"{_PROGRAM}/runs", programs.program_runs, guard="namespace"),
+    Route("GET", f"{_PROGRAM}/sensor", programs.sensor_status, guard="namespace"),
     # Run ids contain '/' (they are job ids): the stop route must be matched before the one-run route.
     Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/stop", programs.stop_run, guard="namespace"),
     Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/suspend", programs.suspend_run, guard="namespace"),

@@ -74,6 +74,7 @@ ENV_VARS = {
     "SCHEDULER_LAUNCHER_LOGS_PORT": "launcher_logs_port",
     "SCHEDULER_RUN_LOG_BYTES": "run_log_bytes",
     "SCHEDULER_RUN_LOGS_MAX_BYTES": "run_logs_max_bytes",
+    "SCHEDULER_SENSOR_CONCURRENCY": "sensor_concurrency",
     "SCHEDULER_RUN_HISTORY_MAX": "run_history_max",
     "SCHEDULER_RUN_HISTORY_MAX_AGE_MS": "run_history_max_age_ms",
     "SCHEDULER_EVENT_REPLAY_MS": "event_replay_ms",
@@ -111,6 +112,8 @@ class Settings(BaseModel):
     # run its first quarter and its latest three quarters; in all, the runs that ended longest ago go first
     run_log_bytes: int = Field(1 << 20, ge=4096, le=1 << 34)
     run_logs_max_bytes: int = Field(1 << 30, ge=1 << 16, le=1 << 44)
+    # polling sensors a worker evaluates at once (each in a process of its own: worker/sensors.py)
+    sensor_concurrency: int = Field(4, ge=1, le=256)
     # a standalone launcher's log server (what GET .../runs/{id}/logs reads from): 0 is any free port
     launcher_logs_port: int = Field(0, ge=0, le=65535)
     datasets_dir: Path | None = None
@@ -229,6 +232,12 @@ class Settings(BaseModel):
         return f"{self.app_id}-notification-rules"
 
     @property
+    def sensors_topic(self) -> str:
+        """Each polling sensor's state (cursor, last evaluation), keyed by its program id (JSON; the latest
+        wins): worker/sensors.py."""
+        return f"{self.app_id}-sensors"
+
+    @property
     def deliveries_topic(self) -> str:
         """Each state of each notification delivery, keyed by delivery id (JSON; kept a week)."""
         return f"{self.app_id}-deliveries"
@@ -260,6 +269,7 @@ class Settings(BaseModel):
             self.programs_topic: {"cleanup.policy": "compact"},
             self.calendars_topic: {"cleanup.policy": "compact"},
             self.notification_rules_topic: {"cleanup.policy": "compact"},
+            self.sensors_topic: {"cleanup.policy": "compact"},
             self.deliveries_topic: {"cleanup.policy": "compact,delete", "retention.ms": str(7 * 86_400_000)},
         }
 

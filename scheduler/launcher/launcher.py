@@ -218,6 +218,9 @@ class Launcher:
             spec = self.registry.get(program)
         if spec is not None and spec.kind == "external":
             return  # another system runs it
+        if spec is not None and spec.kind == "sensor":
+            log.error("launch of %s dropped: a sensor is evaluated by the workers, not launched", program)
+            return
         run = self.claims[run_id] = _Run(run_id, program, request, spec, claimed_at=now_ms())
         await self.publish(run, RunStatus.PREPARING)
 

@@ -281,6 +281,14 @@ class WorkerCollector(Collector):
         for outcome in ("DELIVERED", "FAILED", "DROPPED"):
             notified.add_metric([outcome], counts.events[f"notifications{outcome}"])
         yield notified
+        evaluated = CounterMetricFamily(
+            "scheduler_sensor_evaluations",
+            "Polling sensor evaluations this worker ran, by outcome: FIRED, NOTHING_NEW, FAILED",
+            labels=["outcome"],
+        )
+        for outcome in ("FIRED", "NOTHING_NEW", "FAILED"):
+            evaluated.add_metric([outcome], counts.events[f"sensor{outcome}"])
+        yield evaluated
         yield _counter(
             "scheduler_notification_retries",
             "Webhook calls that are tried again",

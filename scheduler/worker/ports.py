@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from scheduler.domain.delayed import DelayedMessage
     from scheduler.domain.jobs import ProgramQueue
     from scheduler.domain.model import ScheduleCommand, ScheduleKey, ScheduleState
+    from scheduler.domain.sensors import SensorState
     from scheduler.domain.triggers.progress import TriggerProgress
     from scheduler.kafka.config import Settings
     from scheduler.kafka.due_index import DueIndex
@@ -147,6 +148,25 @@ class DelayedPort(Outbox, Producing, Protocol):
     async def may_work(self) -> bool: ...
 
 
+class SensorsPort(Outbox, Protocol):
+    """Polling sensors (scheduler.worker.sensors): the program registry, the partitions taken up,
+    producing in their transactions (or, without them, after the freeze guard's word)."""
+
+    registry: ProgramRegistry
+    txns: Transactions | None
+
+    @property
+    def punctuator(self) -> Owned: ...
+
+    async def may_work(self) -> bool: ...
+
+
+class SensorReader(Protocol):
+    def state(self, sensor: str) -> SensorState | None:
+        """A sensor's state: its owner's latest, else what the sensors topic says."""
+        ...
+
+
 class DelayedReader(Protocol):
     def pending(self, partition: int, id: bytes) -> DelayedMessage | None: ...
 
@@ -208,6 +228,9 @@ class WebPort(Outbox, MetricsPort, CommandSender, Producing, Protocol):
     registry: ProgramRegistry
     calendars: CalendarRegistry
     notifications: Notifications
+
+    @property
+    def sensors(self) -> SensorReader: ...
 
     @property
     def ingest(self) -> AppliedReader: ...

@@ -9,7 +9,9 @@ the launcher). A schedule that names a program nobody registered is refused.
 Kinds: `pyspark` (a `module:function(spark, args)` or a script, submitted to Spark), `command` (an argv),
 `python` (a `module:function(args)` called in a process of the launcher's own Python: what the
 `@schedule` decorators of scheduler/client/code.py declare),
-`external` (run by another system that consumes the launch requests; the launcher leaves it alone).
+`external` (run by another system that consumes the launch requests; the launcher leaves it alone),
+`sensor` (a polling check, `module:function(cursor)` or an argv, that the worker owning it runs every
+`intervalMs` with the cursor it returned last: schedules fire on what it says, worker/sensors.py).
 """
 
 from __future__ import annotations
@@ -47,12 +49,13 @@ class ProgramSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["pyspark", "command", "python", "external"]
+    kind: Literal["pyspark", "command", "python", "external", "sensor"]
     target: str = Field(
         "",
         max_length=1024,
         description="pyspark: 'package.module:function' (called with spark, args) or a .py path; python: "
-        "'package.module:function' (called with args), run by the launcher's Python",
+        "'package.module:function' (called with args), run by the launcher's Python; sensor: "
+        "'package.module:function' (called with the cursor), run by the worker's Python (or an argv)",
     )
     argv: list[str] = Field(default_factory=list, max_length=256, description="command: the argv to run")
     master: str | None = Field(None, max_length=512, description="pyspark: Spark master (default: config)")
@@ -73,6 +76,12 @@ class ProgramSpec(BaseModel):
         le=7 * 86_400_000,
         description="a run still going this long after it started is stopped and ends KILLED",
     )
+    intervalMs: int | None = Field(
+        None,
+        ge=1_000,
+        le=86_400_000,
+        description="sensor: how often the worker owning it evaluates it (default 30 s)",
+    )
     description: str = Field("", max_length=1024)
 
     def secret_refs(self) -> dict[str, str]:
@@ -88,6 +97,12 @@ class ProgramSpec(BaseModel):
             return [("target", "a pyspark program needs a target: 'module:function' or a script path")]
         if self.kind == "python" and ":" not in self.target:
             return [("target", "a python program needs a target 'package.module:function'")]
+        if self.kind == "sensor" and (
+            bool(self.argv) == bool(self.target) or (self.target and ":" not in self.target)
+        ):
+            return [("target", "a sensor needs a target 'package.module:function' or an argv (one of them)")]
+        if self.intervalMs is not None and self.kind != "sensor":
+            return [("intervalMs", "only a sensor has an interval (a schedule says when the others run)")]
         if self.kind == "command" and not self.argv:
             return [("argv", "a command program needs an argv")]
         return []
@@ -100,9 +115,11 @@ class TopicMap(Generic[T]):
 
     what = "entry"
 
-    def __init__(self, bootstrap_servers: str, topic: str) -> None:
+    def __init__(self, bootstrap_servers: str, topic: str, read_committed: bool = False) -> None:
         self._bootstrap = bootstrap_servers
         self._topic = topic
+        # (a topic written in transactions: what an aborted one wrote is never seen)
+        self._isolation = "read_committed" if read_committed else "read_uncommitted"
         self._items: dict[str, T] = {}
         self._task: asyncio.Task[None] | None = None
         self._consumer: AIOKafkaConsumer | None = None
@@ -124,9 +141,16 @@ class TopicMap(Generic[T]):
         definition produced a moment ago (a PUT that answered 202, then a schedule naming it) is there.
         At most `wait_s` more for an entry that does not exist."""
         found = self._items.get(key)
-        consumer = self._consumer
-        if found is not None or consumer is None:
+        if found is not None:
             return found
+        await self.read_to_end(wait_s)
+        return self._items.get(key)
+
+    async def read_to_end(self, wait_s: float = 3.0) -> bool:
+        """Read the topic up to its end as of now (at most `wait_s`); False if that could not be done."""
+        consumer = self._consumer
+        if consumer is None:
+            return False
         deadline = time.monotonic() + wait_s
         with contextlib.suppress(KafkaError, TimeoutError):
             ends = await asyncio.wait_for(consumer.end_offsets(list(consumer.assignment())), wait_s)
@@ -136,7 +160,10 @@ class TopicMap(Generic[T]):
                     if await asyncio.wait_for(consumer.position(tp), remaining) >= end:
                         break  # records are applied as soon as a fetch returns them: they are in
                     await asyncio.sleep(0.02)
-        return self._items.get(key)
+                else:
+                    return False
+            return True
+        return False
 
     async def work(self) -> Work:
         """Records of the topic behind its end (liveness.py): a follower that stopped fetching is stalled."""
@@ -188,6 +215,7 @@ class TopicMap(Generic[T]):
                     enable_auto_commit=False,
                     fetch_max_wait_ms=100,
                     metadata_max_age_ms=2000,
+                    isolation_level=self._isolation,
                 )
                 await consumer.start()
                 try:

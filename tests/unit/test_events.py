@@ -53,7 +53,7 @@ def refused(n: Notification) -> str:
 
 
 def test_event_type_names() -> None:
-    assert [t.value for t in EventType] == ["partition", "data", "program-status"]
+    assert [t.value for t in EventType] == ["partition", "data", "program-status", "sensor"]
 
 
 def test_partition_event_counts_the_partition_keys_of_the_json_list() -> None:

@@ -54,6 +54,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "elapsed": {"type": "elapsed", "ms": 60_000, "dataset": None, "program": A},
     "programRuns": {"type": "programRuns", "program": A, "runs": 3, "on": ["SUCCEEDED"]},
     "programStarted": {"type": "programStarted", "program": A},
+    "sensor": {"type": "sensor", "sensor": A},
     "and": {"type": "and", "triggers": [{"type": "programStarted", "program": A}]},
     "or": {"type": "or", "triggers": [{"type": "partition", "dataset": "sales.x", "minPartitions": 1}]},
 }
@@ -110,9 +111,36 @@ def test_each_kind_describes_itself_in_words() -> None:
         "elapsed": f"1 min since the last event of {A}",
         "programRuns": f"{A} SUCCEEDED 3 times",
         "programStarted": f"{A} started",
+        "sensor": f"when sensor {A} says so",
         "and": f"({A} started)",
         "or": "(1 new partition of sales.x)",
     }
+
+
+def test_a_sensor_trigger_listens_to_its_sensors_fires_touches_its_tenant_and_fires_on_each() -> None:
+    from scheduler.domain.events import Notification, parse
+    from scheduler.domain.triggers.kinds import LeafProgress, Reached
+
+    s = state(EXAMPLES["sensor"])
+    assert event_keys(s) == {f"sensor:{A}": ["0"]}
+    assert schedule_tenants(s.schedule) == {"acme", "beta"}
+    fire = parse(Notification(1, "sensor", {"sensorId": A, "runKeys": '["a.csv", "b.csv"]'}))
+    other = parse(Notification(1, "sensor", {"sensorId": B}))
+    lp = LeafProgress()
+    assert not s.schedule.trigger.record(lp, Reached(other, 1, None, 0)) and not lp.fired
+    assert s.schedule.trigger.record(lp, Reached(fire, 1, None, 0)) and s.schedule.trigger.satisfied(lp)
+
+
+@pytest.mark.parametrize(
+    ("payload", "why"),
+    [({"sensorId": "x"}, "sensorId"), ({"sensorId": A, "runKeys": "[1]"}, "runKeys must be a JSON list of strings"),
+     ({"sensorId": A, "runKeys": "no"}, "runKeys is not a JSON list")],
+)  # fmt: skip
+def test_a_sensor_event_that_is_not_one_says_why(payload: dict[str, str], why: str) -> None:
+    from scheduler.domain.events import InvalidEvent, Notification, parse
+
+    with pytest.raises(InvalidEvent, match=why):
+        parse(Notification(1, "sensor", payload))
 
 
 @pytest.mark.parametrize("tag", ["programRuns", "programStarted"])

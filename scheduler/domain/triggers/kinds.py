@@ -30,7 +30,14 @@ from scheduler.domain.basics import (
     dataset_tenant,
     validate_dataset,
 )
-from scheduler.domain.events import DataEvent, ProgramStatusEvent, dataset_key, program_key
+from scheduler.domain.events import (
+    DataEvent,
+    ProgramStatusEvent,
+    SensorEvent,
+    dataset_key,
+    program_key,
+    sensor_key,
+)
 from scheduler.domain.triggers.base import TimeTrigger
 
 MAX_FREQUENCY_TIME = 1_000_000_000
@@ -41,7 +48,7 @@ MAX_AMOUNT = 2**62  # partitions, bytes, runs a trigger may wait for
 MAX_RUNS = 1_000  # runs a repeated program trigger may wait for (its progress holds their ids)
 LONG_MAX = 2**63 - 1  # Avro long: what validation accepts must encode
 
-Event = DataEvent | ProgramStatusEvent
+Event = DataEvent | ProgramStatusEvent | SensorEvent
 
 #: JSON "type" -> kind; Avro record name -> kind. Filled by the subclasses as they are defined.
 TRIGGER_KINDS: dict[str, type[Trigger]] = {}
@@ -856,6 +863,60 @@ class ElapsedTrigger(Trigger):
         if lp.since is not None:
             return f"{_span(self.ms)} of quiet after the last event at {_iso(lp.since)}: not yet"
         return f"{self.describe()}: not yet"
+
+
+class SensorTriggerIn(In):
+    """Each time the polling sensor (a program of kind sensor, evaluated by the workers) says so."""
+
+    type: Literal["sensor"]
+    sensor: ProgramField
+
+
+@dataclass(frozen=True, slots=True)
+class SensorTrigger(Trigger):
+    """Each time the sensor `sensor` says so: a program of kind `sensor`, a check of the user's that the
+    worker owning it runs every interval with the cursor it returned last (worker/sensors.py)."""
+
+    sensor: ProgramId
+
+    tags = ("sensor",)
+    avro_name = "scheduler.SensorTrigger"
+    body = SensorTriggerIn
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "sensor", "sensor": self.sensor.id}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SensorTrigger:
+        return cls(ProgramId.parse(d["sensor"]))
+
+    def to_avro(self) -> dict[str, Any]:
+        return {"sensor": program_to_avro(self.sensor)}
+
+    @classmethod
+    def from_avro(cls, rec: dict[str, Any]) -> SensorTrigger:
+        return cls(program_from_avro(rec["sensor"]))
+
+    def describe(self) -> str:
+        return f"when sensor {self.sensor.id} says so"
+
+    def validate(self, field: str) -> None:
+        _validate_program(self.sensor, f"{field}.sensor")
+
+    def event_keys(self) -> tuple[str, ...]:
+        return (sensor_key(self.sensor),)
+
+    def tenants(self) -> set[str]:
+        return {self.sensor.namespace}
+
+    def record(self, lp: LeafProgress, reached: Reached) -> bool:
+        if not (isinstance(reached.event, SensorEvent) and reached.event.sensor == self.sensor):
+            return False
+        lp.fired = True
+        return True
+
+    def progress_text(self, lp: LeafProgress) -> str:
+        return f"sensor {self.sensor.id} said so: {'yes' if lp.fired else 'not yet'}"
 
 
 # --- AND / OR ------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.domain.events import DataEvent, ProgramStatusEvent
+from scheduler.domain.events import DataEvent, ProgramStatusEvent, SensorEvent
 from scheduler.domain.triggers.kinds import CompositeTrigger, ElapsedTrigger, LeafProgress, Reached, Trigger
 
 MAX_EVENTS_KEPT = 100  # events remembered for the job (its launch carries them)
@@ -90,7 +90,7 @@ def apply(
     trigger: Trigger,
     progress: TriggerProgress,
     path: str,
-    event: DataEvent | ProgramStatusEvent | None,
+    event: DataEvent | ProgramStatusEvent | SensorEvent | None,
     summary: dict[str, Any],
     *,
     now: int = 0,
