@@ -441,3 +441,40 @@ def test_the_import_command_writes_what_apply_reads_and_says_what_it_could_not(t
     bad = subprocess.run([*run[:5], "sqlite:///nowhere/x.sqlite", "--tenant", "acme"], capture_output=True,
                          text=True, timeout=60)  # fmt: skip
     assert bad.returncode == 2 and "cannot read its APScheduler jobs" in bad.stderr
+
+
+SENSOR_MODULE = '''
+from scheduler.client.code import on_sensor, sensor
+
+
+@sensor(tenant="acme", every="1m", time_limit="20s")
+def new_exports(cursor):
+    """New exports."""
+    return {"runKeys": ["x"], "cursor": "x"}
+
+
+@on_sensor(new_exports, tenant="acme")
+def load_exports(args):
+    return None
+
+
+@on_sensor("acme/other/sensor/ready", tenant="acme", name="when-ready")
+def load_ready(args):
+    return None
+'''
+
+
+def test_a_sensor_decorator_declares_a_sensor_program_and_on_sensor_schedules_fire_on_it(
+    tmp_path, monkeypatch
+):
+    (tmp_path / "team_sensors.py").write_text(SENSOR_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sources = read_sources([], ["team_sensors"])
+    assert sources.programs["acme/team-sensors/sensor/new_exports"] == {
+        "kind": "sensor", "target": "team_sensors:new_exports", "intervalMs": 60_000, "timeLimitMs": 20_000,
+        "description": "New exports."}  # fmt: skip
+    assert sources.schedules["acme/load-exports"]["trigger"] == {
+        "type": "sensor", "sensor": "acme/team-sensors/sensor/new_exports"}  # fmt: skip
+    assert sources.schedules["acme/load-exports"]["program"] == "acme/team-sensors/python/load_exports"
+    assert sources.schedules["acme/when-ready"]["trigger"]["sensor"] == "acme/other/sensor/ready"
+    assert invalid(sources) == []
