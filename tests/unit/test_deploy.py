@@ -126,13 +126,34 @@ def test_services_select_the_workers():
     docs = k8s_documents()
     sts = next(d for d in docs if d["kind"] == "StatefulSet" and d["metadata"]["name"] == "scheduler-worker")
     labels = sts["spec"]["template"]["metadata"]["labels"]
-    services = [d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] != "spark-master"]
+    services = [
+        d
+        for d in docs
+        if d["kind"] == "Service" and d["metadata"]["name"] not in ("spark-master", "scheduler-launcher")
+    ]
     assert {s["metadata"]["name"] for s in services} == {"scheduler", "scheduler-workers"}
     for s in services:
         assert s["spec"]["selector"].items() <= labels.items()
     assert sts["spec"]["serviceName"] == "scheduler-workers"
     headless = next(s for s in services if s["metadata"]["name"] == "scheduler-workers")
     assert headless["spec"]["clusterIP"] == "None"
+
+
+def test_the_launchers_log_server_is_reachable_by_pod_name_through_its_headless_service():
+    docs = k8s_documents()
+    sts = next(
+        d for d in docs if d["kind"] == "StatefulSet" and d["metadata"]["name"] == "scheduler-launcher"
+    )
+    service = next(
+        d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == "scheduler-launcher"
+    )
+    assert sts["spec"]["serviceName"] == "scheduler-launcher" and service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["selector"].items() <= sts["spec"]["template"]["metadata"]["labels"].items()
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    port = int(env["SCHEDULER_LAUNCHER_LOGS_PORT"])
+    assert [p["containerPort"] for p in container["ports"]] == [port] == [service["spec"]["ports"][0]["port"]]
+    assert re.fullmatch(r"\$\(SCHEDULER_LAUNCHER_ID\)\.scheduler-launcher\..+", env["SCHEDULER_WEB_HOST"])
 
 
 def test_auth_is_on_in_every_deployment_with_a_mounted_token_file_that_parses():
