@@ -76,32 +76,36 @@ async def resume_run(h: Handlers, call: Call) -> Response:
     return await _control_run(h, call, "resume")
 
 
-async def find_run(h: Handlers, call: Call) -> dict[str, Any] | None:
-    """The record of the call's run (`run_id` of its program), here or from the worker that owns it; None if
-    there is none. Raises Unavailable."""
+async def the_run(h: Handlers, call: Call) -> dict[str, Any] | Response:
+    """The record of the call's run (`run_id` of its program), here or from the worker that owns it; else
+    the answer to give (404: no such run; 503: its owner cannot say)."""
     program_id, run_id = call.program, call.params["run_id"]
-    owner = h.cluster.owner(program_id.encode())
-    if owner is None:
-        raw = h.worker.run_records.get(program_id.encode())
-        return next((r for r in (decode_json(raw) if raw else []) if r["run_id"] == run_id), None)
-    status, run = await h.cluster.get(
-        f"{owner}/programs/{quote(program_id)}/runs/{quote(run_id, safe='')}", call.request
-    )
-    if status not in (200, 404):
-        raise Unavailable(f"owner answered {status}")
-    return run if status == 200 else None
+    try:
+        owner = h.cluster.owner(program_id.encode())
+        if owner is None:
+            raw = h.worker.run_records.get(program_id.encode())
+            run = next((r for r in (decode_json(raw) if raw else []) if r["run_id"] == run_id), None)
+        else:
+            status, run = await h.cluster.get(
+                f"{owner}/programs/{quote(program_id)}/runs/{quote(run_id, safe='')}", call.request
+            )
+            if status not in (200, 404):
+                raise Unavailable(f"owner answered {status}")
+            run = run if status == 200 else None
+    except Unavailable as exc:
+        return call.unavailable(str(exc))
+    if not isinstance(run, dict):
+        return call.error(404, error="not found", runId=run_id)
+    return run
 
 
 async def _control_run(h: Handlers, call: Call, action: RunAction) -> Response:
     """A user's stop, suspend or resume of a run: a request on the launcher control topic, for the
     launcher that holds the run (a stop of a run not started yet is applied by its job queue too)."""
     program_id, run_id = call.program, call.params["run_id"]
-    try:
-        run = await find_run(h, call)
-    except Unavailable as exc:
-        return call.unavailable(str(exc))
-    if run is None:
-        return call.error(404, error="not found", runId=run_id)
+    run = await the_run(h, call)
+    if not isinstance(run, dict):
+        return run
     state = RunStatus(run["status"])
     if state.terminal:
         return call.error(409, error="conflict", reason=f"run already {run['status']}")

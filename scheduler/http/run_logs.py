@@ -17,7 +17,7 @@ from scheduler.domain.runs import RunStatus
 from scheduler.http import responses as out
 from scheduler.http.cluster import Unavailable, same_url
 from scheduler.http.log_server import LOGS_HOLDER_HEADER, holder_answer, parse_query
-from scheduler.http.programs import find_run
+from scheduler.http.programs import the_run
 from scheduler.launcher.run_logs import RunLogs
 
 if TYPE_CHECKING:
@@ -41,12 +41,9 @@ async def run_logs(h: Handlers, call: Call) -> Response:
         if held is None:
             return call.error(404, error="not found", runId=run_id)
         return call.view.json(held)
-    try:
-        run = await find_run(h, call)
-    except Unavailable as exc:
-        return call.unavailable(str(exc))
-    if run is None:
-        return call.error(404, error="not found", runId=run_id)
+    run = await the_run(h, call)
+    if not isinstance(run, dict):
+        return run
     ended = RunStatus(run["status"]).terminal
     if ended:  # (nothing more will come, even where its launcher died before it said so)
         query = dataclasses.replace(query, wait_s=0.0)

@@ -12,15 +12,24 @@ import sys
 from typing import Any
 
 
-def main(argv: list[str]) -> int:
+def target_of(argv: list[str], runner: str) -> Any:
+    """The function `package.module:function` (argv's one argument) names; None (usage said) if it is not
+    one argument of that shape."""
     if len(argv) != 1 or ":" not in argv[0]:
-        print("usage: python -m scheduler.launcher.python_runner package.module:function", file=sys.stderr)
-        return 2
+        print(f"usage: python -m scheduler.launcher.{runner} package.module:function", file=sys.stderr)
+        return None
     module_name, _, name = argv[0].partition(":")
-    sys.path.insert(0, os.getcwd())  # (a module of the launcher's working directory, as `python -m` finds it)
+    sys.path.insert(0, os.getcwd())  # (a module of the working directory, as `python -m` finds it)
     found: Any = importlib.import_module(module_name)
     for part in name.split("."):
         found = getattr(found, part)
+    return found
+
+
+def main(argv: list[str]) -> int:
+    found = target_of(argv, "python_runner")
+    if found is None:
+        return 2
     result = found(json.loads(os.environ.get("SCHEDULER_ARGS") or "{}"))
     if result is not None:
         print(result, flush=True)

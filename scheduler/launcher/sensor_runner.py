@@ -6,24 +6,18 @@ what it may return); an exception fails the evaluation (exit 1, its traceback in
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import os
 import sys
-from typing import Any
 
 from scheduler.domain.sensors import BadAnswer, answer_line, answer_of
+from scheduler.launcher.python_runner import target_of
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1 or ":" not in argv[0]:
-        print("usage: python -m scheduler.launcher.sensor_runner package.module:function", file=sys.stderr)
+    found = target_of(argv, "sensor_runner")
+    if found is None:
         return 2
-    module_name, _, name = argv[0].partition(":")
-    sys.path.insert(0, os.getcwd())  # (a module of the worker's working directory, as `python -m` finds it)
-    found: Any = importlib.import_module(module_name)
-    for part in name.split("."):
-        found = getattr(found, part)
     cursor = os.environ.get("SCHEDULER_SENSOR_CURSOR")
     takes_cursor = bool(inspect.signature(found).parameters)
     try:
