@@ -498,7 +498,8 @@ class ScheduleState:
 
     def finished(self, now: int) -> bool:
         """Past its end: `notAfter` passed, `maxFires` made, or its triggers are time triggers none of which
-        comes due again (a one-shot schedule whose instant passed). Kept and shown, never deleted."""
+        comes due again (a one-shot schedule whose instant passed). Kept and shown; deleted past the retention
+        of finished schedules (domain/retention.py) unless it only made its maxFires."""
         s = self.schedule
         if (s.not_after is not None and now > s.not_after) or self.exhausted:
             return True

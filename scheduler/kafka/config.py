@@ -75,6 +75,7 @@ ENV_VARS = {
     "SCHEDULER_RUN_LOG_BYTES": "run_log_bytes",
     "SCHEDULER_RUN_LOGS_MAX_BYTES": "run_logs_max_bytes",
     "SCHEDULER_SENSOR_CONCURRENCY": "sensor_concurrency",
+    "SCHEDULER_FINISHED_RETENTION_MS": "finished_retention_ms",
     "SCHEDULER_RUN_HISTORY_MAX": "run_history_max",
     "SCHEDULER_RUN_HISTORY_MAX_AGE_MS": "run_history_max_age_ms",
     "SCHEDULER_EVENT_REPLAY_MS": "event_replay_ms",
@@ -112,6 +113,8 @@ class Settings(BaseModel):
     # run its first quarter and its latest three quarters; in all, the runs that ended longest ago go first
     run_log_bytes: int = Field(1 << 20, ge=4096, le=1 << 34)
     run_logs_max_bytes: int = Field(1 << 30, ge=1 << 16, le=1 << 44)
+    # a finished schedule (a one-shot fired, notAfter passed) is deleted this long after it finished (0: kept)
+    finished_retention_ms: int = Field(7 * 86_400_000, ge=0, le=3650 * 86_400_000)
     # polling sensors a worker evaluates at once (each in a process of its own: worker/sensors.py)
     sensor_concurrency: int = Field(4, ge=1, le=256)
     # a standalone launcher's log server (what GET .../runs/{id}/logs reads from): 0 is any free port

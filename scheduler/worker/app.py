@@ -84,6 +84,7 @@ from scheduler.worker.notifier import Notifications
 from scheduler.worker.ownership import Ownership
 from scheduler.worker.programs import ProgramRegistry
 from scheduler.worker.punctuator import Punctuator, Unreadable, index_writes, monotonic_ms, wall_clock_ms
+from scheduler.worker.retention import Retention
 from scheduler.worker.sensors import Sensors
 from scheduler.worker.trigger_agent import (
     TriggerAgent,
@@ -224,6 +225,7 @@ class Worker:
         self.journal = Journal(settings.journal_path) if settings.journal_path else None
         self.counts = WorkerCounts()  # every counter of the worker: /metrics and /health
         self.sensors = Sensors(self)  # (polling sensors: worker/sensors.py)
+        self.retention = Retention(self)  # (finished schedules deleted: worker/retention.py)
         self.notifications = Notifications(  # (webhooks: worker/notifier.py)
             settings,
             lambda topic, key, value: self.send_keyed(topic, key, value, partition=None),
@@ -718,6 +720,7 @@ class Worker:
         await self.calendars.stop()
         await self.notifications.stop()
         await self.sensors.stop()
+        await self.retention.stop()
         if self.journal is not None:
             self.journal.close()
 
@@ -763,6 +766,7 @@ class _Timers(Service):
         self.add_future(self.worker.calendars.start())
         self.add_future(self.worker.notifications.start())
         self.add_future(self.worker.sensors.start())
+        self.add_future(self.worker.retention.start())
         self.add_future(self.worker.ingest.run())
         self.add_future(watch_recovery(self.worker.faust_app))
         if self.worker.settings.launcher == "embedded":

@@ -281,6 +281,11 @@ class WorkerCollector(Collector):
         for outcome in ("DELIVERED", "FAILED", "DROPPED"):
             notified.add_metric([outcome], counts.events[f"notifications{outcome}"])
         yield notified
+        yield _counter(
+            "scheduler_retention_deletes",
+            "Finished schedules this worker deleted past SCHEDULER_FINISHED_RETENTION_MS",
+            counts.events["retentionDeletes"],
+        )
         evaluated = CounterMetricFamily(
             "scheduler_sensor_evaluations",
             "Polling sensor evaluations this worker ran, by outcome: FIRED, NOTHING_NEW, FAILED",

@@ -161,6 +161,18 @@ class SensorsPort(Outbox, Protocol):
     async def may_work(self) -> bool: ...
 
 
+class RetentionPort(Outbox, CommandSender, Protocol):
+    """Finished schedules past their retention (scheduler.worker.retention): the partitions taken up, their
+    schedules in key order, DELETE commands out."""
+
+    @property
+    def punctuator(self) -> Owned: ...
+
+    def states_from(
+        self, partition: int, prefixes: list[bytes], after: bytes | None
+    ) -> Iterator[tuple[bytes, ScheduleState]]: ...
+
+
 class SensorReader(Protocol):
     def state(self, sensor: str) -> SensorState | None:
         """A sensor's state: its owner's latest, else what the sensors topic says."""
