@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -32,6 +33,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 ETL = "acme/pipelines/spark/etl"
+SENSOR = "acme/watch/sensor/ready"
 HOSTILE = '<img src=x onerror=alert(1)> & "ünïcødé" 🕑'
 WITHIN_A_MINUTE = re.compile(r"^(due|in \d{1,2} s)$")
 IN_ONE_OR_TWO_HOURS = re.compile(r"^in [12] h( \d+ min)?$")
@@ -94,6 +96,10 @@ async def test_the_page_shows_schedules_next_fires_pending_jobs_and_runs(worker,
         await api.partitions("acme.clicks", "2026-11-22")
         await api.wait_jobs(lambda j: len(j["jobs"]) == 1, schedule="acme/nightly-etl")
         await api.run(ETL, "run-1", "STARTING", "RUNNING", "COMPLETED")
+        answer = 'print("SCHEDULER-SENSOR-RESULT", \'{"fire": true, "cursor": "v1"}\')'
+        await api.register(
+            SENSOR, {"kind": "sensor", "argv": [sys.executable, "-c", answer], "intervalMs": 60_000}
+        )
 
     async with browser_page() as page:
         await page.goto(f"{worker.url}/ui")
@@ -133,6 +139,12 @@ async def test_the_page_shows_schedules_next_fires_pending_jobs_and_runs(worker,
         await expect(run.locator("td.program")).to_have_text(ETL)
         await expect(run.locator("td.duration")).to_have_text(A_DURATION)
 
+        sensor = page.locator(
+            f'#sensors tr[data-sensor="{SENSOR}"]'
+        )  # (evaluated once a minute: the first at once)
+        await expect(sensor.locator(".badge")).to_have_text("FIRED")
+        await expect(sensor.locator("td.cursor")).to_have_text("v1")
+
         await page.screenshot(path=tmp_path / "admin.png", full_page=True)
 
         # a 503 while partitions move is shown, and the last answer stays on screen
@@ -152,6 +164,7 @@ async def test_the_page_shows_schedules_next_fires_pending_jobs_and_runs(worker,
         await expect(schedules.locator("td.name")).to_have_text(HOSTILE)
         await expect(page.locator("#jobs tbody tr.empty")).to_have_text("No pending jobs.")
         await expect(page.locator("#runs tbody tr.empty")).to_have_text("No runs yet.")
+        await expect(page.locator("#sensors-section")).to_be_hidden()
         assert "tenant=zeta" in page.url
         await page.fill("#tenant", "acme")
         await expect(schedules).to_have_count(2)

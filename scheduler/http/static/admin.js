@@ -92,6 +92,10 @@
 
   const loadFires = () => api("/stats/fires?minutes=60");
 
+  async function loadSensors() {
+    return (await api("/sensors")).sensors.filter((s) => ofTenant(s.sensor));
+  }
+
   // --- formatting ----------------------------------------------------------------------------------
 
   const pad = (n) => String(n).padStart(2, "0");
@@ -251,6 +255,26 @@
     fill("runs", rows, "No runs yet.");
     setCount("runs-count", runs.length, all.length);
     drawTimeline();
+  }
+
+  // polling sensors: how each one's last evaluation went, its cursor, what it fired (docs: how-to/sensors)
+  function renderSensors(sensors) {
+    const rows = sensors.map((s) =>
+      el(
+        "tr",
+        { data: { sensor: s.sensor } },
+        el("td", { class: "program" }, s.sensor),
+        el("td", {}, el("span", { class: `badge s-${s.outcome === "FIRED" ? "COMPLETED" : s.outcome}` }, s.outcome)),
+        ...timeCells(s.evaluatedAt, "never"),
+        el("td", { class: "cursor" }, s.cursor === null ? muted("none") : s.cursor),
+        el("td", { class: "num" }, String(s.fires)),
+        el("td", { class: "num" }, String(s.failures)),
+        el("td", { class: "reason", title: s.reason || null }, (s.reason || "").split("\n").slice(-1)[0]),
+      ),
+    );
+    fill("sensors", rows, "No sensors.");
+    setCount("sensors-count", sensors.length);
+    $("sensors-section").hidden = sensors.length === 0;
   }
 
   function showErrors(errors) {
@@ -946,11 +970,12 @@
   async function refresh() {
     const mine = ++generation;
     clearTimeout(timer);
-    const [schedules, jobs, runs, fires] = await Promise.allSettled([
+    const [schedules, jobs, runs, fires, sensors] = await Promise.allSettled([
       loadSchedules(),
       loadJobs(),
       loadRuns(),
       loadFires(),
+      loadSensors(),
     ]);
     if (mine !== generation) return;
     if (fires.status === "fulfilled") drawFires(fires.value);
@@ -959,6 +984,7 @@
       ["schedules", schedules, renderSchedules],
       ["jobs", jobs, renderJobs],
       ["runs", runs, renderRuns],
+      ["sensors", sensors, renderSensors],
     ];
     const errors = [];
     let denied = null;
