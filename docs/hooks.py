@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # (the generators need no MkDocs: the unit tests call them wi
     from mkdocs.structure.files import Files
 
 ROOT = Path(__file__).resolve().parent.parent
-IMAGES = ("tests/integration/screenshots", "tests/bench/results")
+IMAGES = ("tests/integration/screenshots", "tests/bench/results", "tests/bench/results/scaleout")
 
 
 def _cell(text: Any) -> str:
