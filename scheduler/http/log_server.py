@@ -9,6 +9,7 @@ caller's along)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,9 +20,12 @@ from scheduler.http import auth
 from scheduler.kafka.config import Settings
 from scheduler.launcher.run_logs import Chunk, RunLogs, log_key
 
+log = logging.getLogger(__name__)
+
 LOGS_HOLDER_HEADER = "X-Scheduler-Logs-Holder"
 MAX_LIMIT = 1 << 20
 FOLLOW_WAIT_S = 20.0  # a follower's long poll (`follow=true`)
+LOGS: web.AppKey[RunLogs] = web.AppKey("logs", RunLogs)
 RUN_LOGS_PATH = "/programs/{namespace}/{application}/{type}/{name}/runs/{run_id:.+}/logs"
 
 
@@ -80,7 +84,7 @@ async def holder_answer(logs: RunLogs, program: str, run_id: str, query: LogQuer
 
 
 async def _answer(request: web.Request) -> web.Response:
-    logs: RunLogs = request.app["logs"]
+    logs = request.app[LOGS]
     namespace = request.match_info["namespace"]
     if not auth.principal_of(request).sees(namespace):
         return web.json_response({"error": "forbidden", "reason": f"not a token of {namespace}"}, status=403)
@@ -94,11 +98,30 @@ async def _answer(request: web.Request) -> web.Response:
     return web.json_response(body)
 
 
+def _no_tokens(why: str) -> Any:
+    async def refuse(request: web.Request) -> web.Response:
+        return web.json_response(
+            {"error": "unavailable", "reason": f"this launcher's log server has no usable tokens: {why}"},
+            status=503,
+        )
+
+    return refuse
+
+
 async def serve(settings: Settings, logs: RunLogs) -> tuple[web.AppRunner, str]:
-    """A standalone launcher's log server, started; and the URL it is reached at (reported with its runs)."""
-    app = web.Application(middlewares=[auth.middleware(auth.load_tokens(settings))])
-    app["logs"] = logs
-    app.router.add_get(RUN_LOGS_PATH, _answer)
+    """A standalone launcher's log server, started; and the URL it is reached at (reported with its runs).
+    Its token configuration unusable (auth on, no tokens file where it says): it answers 503 saying so, and
+    the launcher runs its programs all the same."""
+    try:
+        tokens = auth.load_tokens(settings)
+    except auth.AuthConfigError as exc:
+        log.error("run logs will not be served: %s", exc)
+        app = web.Application()
+        app.router.add_get(RUN_LOGS_PATH, _no_tokens(str(exc)))
+    else:
+        app = web.Application(middlewares=[auth.middleware(tokens)])
+        app[LOGS] = logs
+        app.router.add_get(RUN_LOGS_PATH, _answer)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, settings.web_bind or settings.web_host, settings.launcher_logs_port)

@@ -152,9 +152,10 @@ class Sensors:
                     failure = str(exc)
                 took = max(self.worker.clock() - began, 0)
                 after = before.after(answer, began, took, failure)
+                if sensor in self.due:  # (not, if it moved away meanwhile: its next owner goes on)
+                    self.due[sensor] = began + interval_ms(spec)
                 if await self._publish(sensor, answer, after):
                     self.latest[sensor] = after
-                    self.due[sensor] = began + interval_ms(spec)
                     self.worker.counts.events[f"sensor{after.outcome}"] += 1
         except asyncio.CancelledError:
             raise

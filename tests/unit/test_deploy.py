@@ -154,6 +154,11 @@ def test_the_launchers_log_server_is_reachable_by_pod_name_through_its_headless_
     port = int(env["SCHEDULER_LAUNCHER_LOGS_PORT"])
     assert [p["containerPort"] for p in container["ports"]] == [port] == [service["spec"]["ports"][0]["port"]]
     assert re.fullmatch(r"\$\(SCHEDULER_LAUNCHER_ID\)\.scheduler-launcher\..+", env["SCHEDULER_WEB_HOST"])
+    config = next(d for d in docs if d["kind"] == "ConfigMap")["data"]
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert str(Path(config["SCHEDULER_AUTH_TOKENS_FILE"]).parent) in mounts, "its log server needs the tokens"
+    launcher = scheduler_services(compose())["launcher"]
+    assert any(v.endswith(f":{config['SCHEDULER_AUTH_TOKENS_FILE']}:ro") for v in launcher["volumes"])
 
 
 def test_auth_is_on_in_every_deployment_with_a_mounted_token_file_that_parses():

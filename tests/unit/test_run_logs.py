@@ -87,3 +87,30 @@ async def test_a_follower_is_answered_when_output_comes_or_the_run_ends_not_at_i
     assert time.monotonic() - began < 10, "the follower waited out its deadline"
     await task
     assert (await logs.read_when_more("other", 0, wait_s=30)) is None
+
+
+async def test_a_launchers_log_server_serves_its_runs_and_without_tokens_says_why_instead_of_failing(
+    tmp_path,
+):
+    import aiohttp
+
+    from scheduler.http.log_server import serve
+    from scheduler.kafka.config import Settings
+    from scheduler.launcher.run_logs import log_key
+
+    path = "/programs/acme/etl/command/x/runs/acme/x@1/logs"
+    logs = RunLogs(tmp_path / "logs")
+    logs.begin(log_key("acme/etl/command/x", "acme/x@1"))
+    logs.append(log_key("acme/etl/command/x", "acme/x@1"), "hello")
+    open_settings = Settings(auth="off", data_dir=tmp_path, launcher_logs_port=0)
+    locked = Settings(auth="on", auth_tokens_file=tmp_path / "missing.yaml", data_dir=tmp_path)
+    async with aiohttp.ClientSession() as http:
+        for settings, status, says in ((open_settings, 200, "hello"), (locked, 503, "no usable tokens")):
+            runner, url = await serve(settings, logs)
+            try:
+                async with http.get(url + path) as answer:
+                    assert answer.status == status and says in await answer.text()
+                async with http.get(url + path.replace("x@1", "x@2")) as other:
+                    assert other.status == (404 if status == 200 else 503)
+            finally:
+                await runner.cleanup()
