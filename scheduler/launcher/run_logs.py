@@ -19,7 +19,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from scheduler.kafka.config import Settings
@@ -50,6 +50,7 @@ class RunLogs:
         self.head_bytes = head_bytes
         self.tail_bytes = tail_bytes
         self.max_total_bytes = max_total_bytes
+        self._writers: dict[str, _Writer] = {}  # the runs this process is writing: their open files
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RunLogs:
@@ -72,8 +73,10 @@ class RunLogs:
     def _base(self, run_id: str) -> Path:
         return self.root / hashlib.sha256(run_id.encode()).hexdigest()[:32]
 
-    def _meta(self, run_id: str) -> dict[str, int]:
-        return self._found(run_id) or {"size": 0, "head": 0, "tail_start": 0, "old_start": 0}
+    # On disk, per run: `.head` (its first bytes), `.old` and `.tail` (the latest, in two halves), and `.json`
+    # (where the halves begin in all it printed, and whether it ended), written only when those change: a
+    # line appended is one write to an open file (a line costs microseconds, not a file rewrite). Sizes
+    # are read from the files.
 
     def _found(self, run_id: str) -> dict[str, int] | None:
         path = self._base(run_id).with_suffix(".json")
@@ -82,55 +85,67 @@ class RunLogs:
         except (OSError, ValueError):
             return None
 
+    def _save(self, run_id: str, meta: dict[str, int]) -> None:
+        self._base(run_id).with_suffix(".json").write_text(json.dumps(meta))
+
     def begin(self, run_id: str) -> None:
         """The run starts: its log exists (empty) from now on."""
         self.root.mkdir(parents=True, exist_ok=True)
-        self._save(run_id, self._meta(run_id))
+        if self._found(run_id) is None:
+            self._save(run_id, {"tail_start": 0, "old_start": 0})
 
     def end(self, run_id: str) -> None:
         """The run ended: its log is complete (a follower stops waiting)."""
+        writer = self._writers.pop(run_id, None)
+        if writer is not None:
+            writer.close()
         meta = self._found(run_id)
         if meta is not None:
             meta["ended"] = 1
             self._save(run_id, meta)
 
-    def _save(self, run_id: str, meta: dict[str, int]) -> None:
-        path = self._base(run_id).with_suffix(".json")
-        path.write_text(json.dumps(meta))
-
     def append(self, run_id: str, line: str) -> None:
         """One line of the run's output (its secrets already masked)."""
-        self.root.mkdir(parents=True, exist_ok=True)
         data = (line.rstrip("\n") + "\n").encode()
-        meta = self._meta(run_id)
-        base = self._base(run_id)
-        if meta["head"] < self.head_bytes:
-            with open(base.with_suffix(".head"), "ab") as f:
-                f.write(data)
-            meta["head"] += len(data)
-            meta["tail_start"] = meta["old_start"] = meta["head"]
-        else:
-            tail = base.with_suffix(".tail")
-            if tail.exists() and tail.stat().st_size + len(data) > self.tail_bytes // 2:
-                os.replace(tail, base.with_suffix(".old"))  # (the older half goes; this one becomes it)
-                meta["old_start"] = meta["tail_start"]
-                meta["tail_start"] = meta["size"]
-            with open(tail, "ab") as f:
-                f.write(data)
-        meta["size"] += len(data)
-        self._save(run_id, meta)
+        writer = self._writers.get(run_id)
+        if writer is None:
+            self.root.mkdir(parents=True, exist_ok=True)
+            writer = self._writers[run_id] = _Writer(self._base(run_id), self._found(run_id))
+        if writer.head < self.head_bytes:
+            writer.write("head", data)
+            writer.head += len(data)
+            writer.size += len(data)
+            if writer.meta is None:
+                writer.meta = {"tail_start": 0, "old_start": 0}
+                self._save(run_id, writer.meta)
+            return
+        if (
+            writer.meta is None or writer.meta["tail_start"] < writer.head
+        ):  # (the head is whole: the tail begins)
+            writer.meta = {**(writer.meta or {}), "tail_start": writer.size, "old_start": writer.size}
+            self._save(run_id, writer.meta)
+        if writer.tail and writer.tail + len(data) > self.tail_bytes // 2:
+            writer.rotate()  # (the older half goes; this one becomes it)
+            writer.meta = {**writer.meta, "old_start": writer.meta["tail_start"], "tail_start": writer.size}
+            self._save(run_id, writer.meta)
+        writer.write("tail", data)
+        writer.tail += len(data)
+        writer.size += len(data)
 
     def read(self, run_id: str, offset: int = 0, limit: int = 1 << 20) -> Chunk | None:
         """What is kept of the run's output from `offset` on; None if nothing of the run is here."""
         meta = self._found(run_id)
+        base = self._base(run_id)
         if meta is None:
             return None
-        base = self._base(run_id)
-        pieces: list[tuple[int, Path]] = [(0, base.with_suffix(".head"))]
-        old = base.with_suffix(".old")
+        head, old, tail = (base.with_suffix(s) for s in (".head", ".old", ".tail"))
+        head_size = _size(head)
+        tail_start = max(meta.get("tail_start", 0), head_size)
+        size = tail_start + _size(tail) if tail.exists() else head_size
+        pieces: list[tuple[int, Path]] = [(0, head)]
         if old.exists():
-            pieces.append((meta["old_start"], old))
-        pieces.append((meta["tail_start"], base.with_suffix(".tail")))
+            pieces.append((meta.get("old_start", 0), old))
+        pieces.append((tail_start, tail))
         out = bytearray()
         start = None
         for begin, path in pieces:
@@ -147,13 +162,13 @@ class RunLogs:
                 break  # (a gap after what was read: the next read tells it)
             out += blob[frm - begin : frm - begin + limit - len(out)]
         if start is None:
-            start = max(offset, meta["size"])
+            start = max(offset, size)
         return Chunk(
             out.decode(errors="replace"),
             start,
             start + len(out),
             start - offset,
-            meta["size"],
+            max(size, start + len(out)),
             bool(meta.get("ended")),
         )
 
@@ -173,3 +188,42 @@ class RunLogs:
                 freed += path.stat().st_size
                 path.unlink(missing_ok=True)
         return freed
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+class _Writer:
+    """A run's log being written: its files open for appending, the sizes so far."""
+
+    def __init__(self, base: Path, meta: dict[str, int] | None) -> None:
+        self.base = base
+        self.meta = meta
+        self.head = _size(base.with_suffix(".head"))
+        self.tail = _size(base.with_suffix(".tail"))
+        tail_start = 0 if meta is None else meta.get("tail_start", 0)
+        self.size = tail_start + self.tail if self.tail else self.head
+        self._files: dict[str, Any] = {}
+
+    def write(self, which: str, data: bytes) -> None:
+        f = self._files.get(which)
+        if f is None:
+            f = self._files[which] = open(self.base.with_suffix(f".{which}"), "ab")  # noqa: SIM115
+        f.write(data)
+        f.flush()
+
+    def rotate(self) -> None:
+        f = self._files.pop("tail", None)
+        if f is not None:
+            f.close()
+        os.replace(self.base.with_suffix(".tail"), self.base.with_suffix(".old"))
+        self.tail = 0
+
+    def close(self) -> None:
+        for f in self._files.values():
+            f.close()
+        self._files.clear()

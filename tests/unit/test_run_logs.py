@@ -114,3 +114,17 @@ async def test_a_launchers_log_server_serves_its_runs_and_without_tokens_says_wh
                     assert other.status == (404 if status == 200 else 503)
             finally:
                 await runner.cleanup()
+
+
+def test_what_a_writer_appends_is_read_at_once_by_another_reader_across_rotations(tmp_path):
+    writer, reader = RunLogs(tmp_path, head_bytes=20, tail_bytes=40), RunLogs(tmp_path)
+    writer.begin("r")
+    printed = b""
+    for i in range(60):
+        line = f"l{i:03d}"
+        writer.append("r", line)
+        printed += f"{line}\n".encode()
+        got = reader.read("r", offset=max(len(printed) - 5, 0))
+        assert got is not None and got.size == len(printed) and got.text == printed[-5:].decode()
+    head = reader.read("r")
+    assert head is not None and head.text == printed[:20].decode()
