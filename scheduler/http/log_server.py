@@ -26,7 +26,7 @@ LOGS_HOLDER_HEADER = "X-Scheduler-Logs-Holder"
 MAX_LIMIT = 1 << 20
 FOLLOW_WAIT_S = 20.0  # a follower's long poll (`follow=true`)
 LOGS: web.AppKey[RunLogs] = web.AppKey("logs", RunLogs)
-RUN_LOGS_PATH = "/programs/{namespace}/{application}/{type}/{name}/runs/{run_id:.+}/logs"
+RUN_LOGS_PATH = r"/programs/{namespace}/{application}/{type}/{name}/runs/{run_id:[\s\S]+}/logs"
 
 
 @dataclass(frozen=True)

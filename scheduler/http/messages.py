@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import heapq
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -58,6 +59,7 @@ class Handlers(Protocol):
 #: request line), without control characters
 MAX_HTTP_ID = 512
 ID_PATTERN = "^[^\\x00-\\x1f\\x7f-\\x9f\u2028\u2029]+$"
+_ID = re.compile(ID_PATTERN.replace("$", "\\Z"))
 #: headers a caller may not set itself (the scheduler's own: they come from the body's fields)
 RESERVED = frozenset({EPOCH_HEADER, TARGET_TOPIC_HEADER, TARGET_KEY_HEADER})
 
@@ -124,10 +126,19 @@ async def post_message(h: Handlers, call: Call) -> Response:
     return call.answer(out.MessageAccepted, {"id": body.id, "deliverAt": body.deliverAt}, 202)
 
 
+def _path_id(call: Call) -> bytes | Response:
+    """The id in /messages/{id}, or the 400 saying why it cannot be one (the same rule as a POST's `id`)."""
+    id = call.params["id"]
+    if len(id) > MAX_HTTP_ID or not _ID.match(id):
+        return call.field_error("id", f"1 to {MAX_HTTP_ID} characters, none of them a control character")
+    return id.encode()
+
+
 async def delete_message(h: Handlers, call: Call) -> Response:
     if denied := _denied(call):
         return denied
-    id = call.params["id"].encode()
+    if not isinstance(id := _path_id(call), bytes):
+        return id
     topic = h.worker.settings.delayed_topic
     await (await h.worker.produce(topic, id, None, partition=h.worker.partition_of(id)))
     return call.answer(out.MessageAccepted, {"id": call.params["id"], "deliverAt": None}, 202)
@@ -136,7 +147,8 @@ async def delete_message(h: Handlers, call: Call) -> Response:
 async def get_message(h: Handlers, call: Call) -> Response:
     if denied := _denied(call):
         return denied
-    id = call.params["id"].encode()
+    if not isinstance(id := _path_id(call), bytes):
+        return id
     if (forwarded := await h.forwarded(call, id)) is not None:
         return forwarded
     m = h.worker.delayed_messages.pending(h.worker.partition_of(id), id)

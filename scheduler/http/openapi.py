@@ -605,13 +605,13 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
             "get": _op(
                 "A delayed message still pending",
                 {200: _json(_ref("DelayedMessage"), "the message, pending")},
-                (403, 404, 503),
+                (400, 403, 404, 503),
                 [_MESSAGE_ID],
             ),
             "delete": _op(
                 "Cancel a delayed message (a tombstone of its id on the delayed topic)",
                 {202: _json(_ref("MessageAccepted"), "the tombstone is on the delayed topic")},
-                (403,),
+                (400, 403),
                 [_MESSAGE_ID],
                 scope=WRITE,
             ),

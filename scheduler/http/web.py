@@ -557,6 +557,8 @@ class Handlers:
 H = Handlers
 _PROGRAM = "/programs/{namespace}/{application}/{type}/{name}"
 _SCHEDULE = "/schedules/{tenant}/{name}"
+#: a run id holds '/' (it is a job id); [\s\S], not '.': a line break in a path is the handler's 404, not none
+_RUN = _PROGRAM + r"/runs/{run_id:[\s\S]+}"
 _CALENDAR = "/calendars/{tenant}/{name}"
 _RULE = "/notifications/{tenant}/{name}"
 
@@ -585,11 +587,13 @@ ROUTES: list[Route] = [
     Route("POST", "/events", H.publish_event, body=EventIn),
     Route("POST", "/messages", messages.post_message, body=messages.MessageIn),
     Route("GET", "/messages", messages.list_messages),
-    Route("GET", "/messages/{id:.+}", messages.get_message),  # (an id may hold '{' or '/')
-    Route("DELETE", "/messages/{id:.+}", messages.delete_message),
+    Route(
+        "GET", r"/messages/{id:[\s\S]+}", messages.get_message
+    ),  # (an id may hold '{', '/', a line break: 400)
+    Route("DELETE", r"/messages/{id:[\s\S]+}", messages.delete_message),
     Route("GET", "/triggers", reads.index_entry),
     Route("GET", "/jobs", jobs.list_jobs),
-    Route("DELETE", "/jobs/{id:.+}", jobs.cancel_job),  # (a job id holds '/')
+    Route("DELETE", r"/jobs/{id:[\s\S]+}", jobs.cancel_job),  # (a job id holds '/')
     Route("GET", "/programs", programs.list_programs),
     Route("GET", "/sensors", programs.list_sensors),
     Route("GET", "/calendars", calendars.list_calendars),
@@ -607,11 +611,11 @@ ROUTES: list[Route] = [
     Route("GET", f"{_PROGRAM}/runs", programs.program_runs, guard="namespace"),
     Route("GET", f"{_PROGRAM}/sensor", programs.sensor_status, guard="namespace"),
     # Run ids contain '/' (they are job ids): the stop route must be matched before the one-run route.
-    Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/stop", programs.stop_run, guard="namespace"),
-    Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/suspend", programs.suspend_run, guard="namespace"),
-    Route("POST", f"{_PROGRAM}/runs/{{run_id:.+}}/resume", programs.resume_run, guard="namespace"),
-    Route("GET", f"{_PROGRAM}/runs/{{run_id:.+}}/logs", run_logs.run_logs, guard="namespace"),
-    Route("GET", f"{_PROGRAM}/runs/{{run_id:.+}}", programs.one_run, guard="namespace"),
+    Route("POST", f"{_RUN}/stop", programs.stop_run, guard="namespace"),
+    Route("POST", f"{_RUN}/suspend", programs.suspend_run, guard="namespace"),
+    Route("POST", f"{_RUN}/resume", programs.resume_run, guard="namespace"),
+    Route("GET", f"{_RUN}/logs", run_logs.run_logs, guard="namespace"),
+    Route("GET", _RUN, programs.one_run, guard="namespace"),
     Route("GET", "/stats/fires", status.fire_stats),
     Route("GET", "/health", status.health),
 ]

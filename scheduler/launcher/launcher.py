@@ -45,7 +45,7 @@ from scheduler.launcher.run_logs import RunLogs, log_key
 from scheduler.launcher.secrets import SecretMissing, Secrets, masked
 from scheduler.launcher.spark_runner import STATE_MARKER
 from scheduler.wire.codec import DecodeError, decode, decode_notification, encode, encode_json
-from scheduler.worker.programs import ProgramRegistry, ProgramSpec, program_env
+from scheduler.worker.programs import ProgramRegistry, ProgramSpec, child_env
 
 log = logging.getLogger(__name__)
 
@@ -270,8 +270,7 @@ class Launcher:
     def _env(self, run: _Run, spec: ProgramSpec, secrets: dict[str, str]) -> dict[str, str]:
         request = run.request
         return {
-            **{k: v for k, v in os.environ.items() if not k.startswith("SCHEDULER_SECRET_")},
-            **program_env(spec, secrets),
+            **child_env(spec, secrets),
             "SCHEDULER_RUN_ID": run.run_id,
             "SCHEDULER_JOB_ID": request["jobId"],
             "SCHEDULER_ATTEMPT": str(request.get("attempt") or 1),

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Generic, Literal, TypeVar
@@ -29,6 +30,9 @@ from aiokafka.errors import KafkaError
 from pydantic import BaseModel, ConfigDict, Field
 
 from scheduler.worker.liveness import Work, fetched_to
+
+#: the launcher's environment variables holding secrets (scheduler/launcher/secrets.py)
+SECRET_ENV_PREFIX = "SCHEDULER_SECRET_"
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -261,3 +265,10 @@ def program_env(spec: ProgramSpec, secrets: dict[str, str]) -> dict[str, str]:
     """The program's environment: its values, and `secrets` (env name -> the resolved secret) in place of
     its references."""
     return {k: v if isinstance(v, str) else secrets[k] for k, v in spec.env.items()}
+
+
+def child_env(spec: ProgramSpec, secrets: dict[str, str]) -> dict[str, str]:
+    """What a program's process (a run, a sensor's check) starts with: this process's environment minus
+    every `SCHEDULER_SECRET_*` (a program sees only the secrets it names), plus the program's own."""
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(SECRET_ENV_PREFIX)}
+    return {**inherited, **program_env(spec, secrets)}

@@ -45,7 +45,7 @@ from scheduler.domain.sensors import (
 from scheduler.kafka.transactions import PartitionGone, owned_by
 from scheduler.launcher.secrets import SecretMissing, Secrets, masked
 from scheduler.wire.codec import encode, notification_to_avro
-from scheduler.worker.programs import ProgramSpec, TopicMap, program_env
+from scheduler.worker.programs import ProgramSpec, TopicMap, child_env
 
 if TYPE_CHECKING:
     from scheduler.worker.ports import SensorsPort
@@ -205,8 +205,7 @@ class Sensors:
         except SecretMissing as exc:
             raise Failed(str(exc)) from None
         env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("SCHEDULER_SECRET_")},
-            **program_env(spec, secrets),
+            **child_env(spec, secrets),
             "SCHEDULER_SENSOR": sensor,
         }
         if cursor is not None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from scheduler.worker.programs import ProgramRegistry, ProgramSpec, program_env
+from scheduler.worker.programs import ProgramRegistry, ProgramSpec, child_env, program_env
 
 pytestmark = pytest.mark.unit
 
@@ -255,3 +255,14 @@ def test_apply_key_is_decoded_leniently() -> None:
     reg = registry()
     reg.apply(b"acme/\xff/t/n", spec_bytes(kind="external"))
     assert reg.get("acme/\ufffd/t/n") == ProgramSpec(kind="external")
+
+
+def test_a_programs_process_inherits_the_environment_but_no_secret_it_does_not_name(monkeypatch) -> None:
+    monkeypatch.setenv("SCHEDULER_SECRET_ACME__DB", "other-programs-secret")
+    monkeypatch.setenv("PLAIN_INHERITED", "yes")
+    spec = ProgramSpec.model_validate(
+        {"kind": "command", "argv": ["true"], "env": {"A": "1", "B": {"secretRef": "acme/b"}}}
+    )
+    env = child_env(spec, {"B": "s3cret"})
+    assert env["PLAIN_INHERITED"] == "yes" and (env["A"], env["B"]) == ("1", "s3cret")
+    assert not any(k.startswith("SCHEDULER_SECRET_") for k in env)
