@@ -66,6 +66,7 @@ def run_worker(settings: Settings) -> None:
         print(f"scheduler: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     from scheduler.kafka.broker import wait_for_any
+    from scheduler.kafka.group import leave_previous_members
     from scheduler.worker.liveness import LEFT_EXIT_CODE
 
     def say(text: str) -> None:
@@ -74,6 +75,8 @@ def run_worker(settings: Settings) -> None:
     if not wait_for_any(settings.bootstrap_servers, settings.startup_wait_s, say):
         say(f"no broker answered at {settings.bootstrap_servers} within {settings.startup_wait_s:.0f} s")
         raise SystemExit(LEFT_EXIT_CODE)  # (a supervisor starts it again: the broker may be back by then)
+    # a crashed process's members would hold its partitions until their sessions end (kafka/group.py)
+    leave_previous_members(settings.bootstrap_servers, settings.data_dir, settings.worker_groups(), say=say)
     try:
         faust_runner(worker.faust_app, settings).execute_from_commandline()
     except SystemExit as exiting:
@@ -113,12 +116,15 @@ def cmd_worker(args: argparse.Namespace) -> None:
 def cmd_launcher(args: argparse.Namespace) -> None:
     """The launcher as its own process: runs the programs of launch requests, reports their states."""
     from scheduler.http import log_server
+    from scheduler.kafka.group import leave_previous_members
     from scheduler.launcher.launcher import Launcher
     from scheduler.launcher.run_logs import RunLogs
     from scheduler.worker.liveness import Liveness
 
     async def main() -> None:
         settings = _settings(args)
+        groups = [settings.launcher_group]  # (its crashed predecessor's member: see kafka/group.py)
+        await asyncio.to_thread(leave_previous_members, settings.bootstrap_servers, settings.data_dir, groups)
         # its runs' output is read from its own log server (GET .../runs/{id}/logs on a worker asks it)
         server, logs_url = await log_server.serve(settings, RunLogs.from_settings(settings))
         logging.getLogger(__name__).info("launcher's run logs served at %s", logs_url)

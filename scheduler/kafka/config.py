@@ -280,6 +280,19 @@ class Settings(BaseModel):
     def web_url(self) -> str:
         return f"http://{self.web_host}:{self.web_port}"
 
+    @property
+    def notifier_group(self) -> str:
+        return f"{self.app_id}-notifier"
+
+    @property
+    def launcher_group(self) -> str:
+        return f"{self.app_id}-launcher"
+
+    def worker_groups(self) -> list[str]:
+        """The consumer groups a worker joins: its app's (Faust's), its notifier's, an embedded launcher's."""
+        embedded = [self.launcher_group] if self.launcher == "embedded" else []
+        return [self.app_id, self.notifier_group, *embedded]
+
     @field_validator("tenant_max_active_runs")
     @classmethod
     def _caps_parse(cls, value: str) -> str:

@@ -24,6 +24,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import ConsumerStoppedError
 
 from scheduler.kafka.config import Settings, isolation
+from scheduler.kafka.group import PreviousMembers, member_of
 from scheduler.worker.failpoints import failpoint, make_deaf
 from scheduler.worker.liveness import Work, fetched_to
 
@@ -48,13 +49,14 @@ class LaunchRequests:
         self._consumer: AIOKafkaConsumer | None = None
         self._stale: AIOKafkaConsumer | None = None  # the consumer heal gave up on
         self._closing = False
+        self.members = PreviousMembers(settings.data_dir)
 
     def _new_consumer(self) -> AIOKafkaConsumer:
         s = self.settings
         return AIOKafkaConsumer(
             s.launch_topic,
             bootstrap_servers=s.bootstrap_servers,
-            group_id=f"{s.app_id}-launcher",
+            group_id=s.launcher_group,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             fetch_max_wait_ms=50,
@@ -95,6 +97,7 @@ class LaunchRequests:
     async def _take(self, consumer: AIOKafkaConsumer) -> None:
         while not self._closing and self._stale is not consumer:
             batch = await consumer.getmany(timeout_ms=500)
+            self.members.remember(member_of(consumer))  # (see kafka/group.py)
             for tp, records in batch.items():
                 for msg in records:
                     if self._closing or self._stale is consumer:

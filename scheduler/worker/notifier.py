@@ -46,6 +46,7 @@ from scheduler.domain.notifications import (
     encode_delivery,
     signature,
 )
+from scheduler.kafka.group import PreviousMembers, member_of
 from scheduler.wire.codec import decode
 from scheduler.worker.failpoints import failpoint, make_deaf
 from scheduler.worker.liveness import Work, fetched_to
@@ -164,6 +165,7 @@ class Notifier:
         self._stale: AIOKafkaConsumer | None = None  # (replaced by heal)
         self.read = 0  # records read (liveness: its progress)
         self.replaced = 0  # consumers replaced
+        self.members = PreviousMembers(settings.data_dir)
         self.name = "notifier"
         # "notifications<OUTCOME>" -> deliveries ended so, "notificationRetries" (the worker's, for /metrics)
         self.counts: MutableMapping[str, int] = defaultdict(int) if counts is None else counts
@@ -191,7 +193,7 @@ class Notifier:
                 self.settings.program_status_topic,
                 self.settings.alerts_topic,
                 bootstrap_servers=self.settings.bootstrap_servers,
-                group_id=f"{self.settings.app_id}-notifier",
+                group_id=self.settings.notifier_group,
                 enable_auto_commit=False,
                 auto_offset_reset="earliest",
                 isolation_level="read_committed" if self.settings.transactional else "read_uncommitted",
@@ -205,6 +207,7 @@ class Notifier:
                 self._consumer = consumer
                 while self._stale is not consumer:
                     batch = await consumer.getmany(timeout_ms=500, max_records=500)
+                    self.members.remember(member_of(consumer))  # (see kafka/group.py)
                     for tp, records in batch.items():
                         for msg in records:
                             self._read(tp, msg.offset, msg.topic, msg.value, msg.timestamp)

@@ -18,7 +18,13 @@ from collections.abc import Callable
 from typing import Any
 
 from scheduler.domain.model import TimeUnit
-from scheduler.kafka.group import membership_progress, recovery_is_current, request_rejoin
+from scheduler.kafka.group import (
+    PreviousMembers,
+    app_member,
+    membership_progress,
+    recovery_is_current,
+    request_rejoin,
+)
 from scheduler.kafka.tables import forget_persisted_offset, partition_db
 from scheduler.kafka.transactions import PartitionGone
 from scheduler.wire.codec import decode
@@ -46,16 +52,22 @@ class Ownership:
         self.fenced_late: set[int] = set()  # partitions of this rebalance fenced after their restore began
         self._taking_up = asyncio.Lock()  # (see on_recovered)
         self._assignment = (0, 0)  # (consumer generation, the app's rebalance count) of the last assignment
+        self._members = PreviousMembers(worker.settings.data_dir)
 
     def install(self) -> None:
         """Hook into the app: the schedules table's recovery, revocations, and the tables' rebalance."""
         w = self.worker
         w.schedules.on_recover(self.on_recovered)
         w.faust_app.on_partitions_revoked.connect(self.on_revoked)
+        w.faust_app.on_partitions_assigned.connect(self._remember_member)
         if w.txns is not None:
             self._start_transactions_before_recovery()
         else:
             self._restore_whole_after_a_freeze()
+
+    async def _remember_member(self, app: Any, assigned: Any, **_: Any) -> None:
+        """The member id each assignment came to, written down for a restart after a crash (kafka/group.py)."""
+        self._members.remember(app_member(app))
 
     def membership(self) -> Membership:
         """The group membership as a watched loop (see liveness.Membership)."""

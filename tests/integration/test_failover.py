@@ -77,6 +77,34 @@ async def test_two_workers_split_the_schedules_and_a_clean_stop_and_restart_lose
     assert both_fired == names
 
 
+async def test_a_worker_killed_and_restarted_at_once_has_its_partitions_back_before_its_old_session_ends(
+    broker, start_worker, app_id
+):
+    """A crashed member stays in its group until its session ends, and a rebalance waits for every member:
+    a worker restarted at once would wait that out for its own partitions. It first removes the member its
+    data dir held (kafka/group.py). A 60 s session here, so that waiting it out cannot pass for that."""
+    session_s = 60
+    env = {"SCHEDULER_SESSION_TIMEOUT_S": str(session_s)}
+    out = f"{app_id}-out"
+    names = {f"s{i:03d}" for i in range(4)}
+    first = start_worker(**env)
+    async with TopicReader(broker.bootstrap_servers, out) as reader:
+        await send_commands(
+            broker.bootstrap_servers, f"{app_id}-commands", *(every_second(i, out) for i in range(4))
+        )
+        await reader.wait_for(lambda r: {x.key.name for x in r} == names)
+        first.kill()
+        restarted, restarted_ms = time.monotonic(), int(time.time() * 1000)
+        second = await asyncio.to_thread(start_worker, **env)
+        ready_s = time.monotonic() - restarted
+        assert ready_s < session_s / 2, f"ready {ready_s:.1f} s after the restart:\n{second.log_tail()}"
+        await reader.wait_for(lambda r: {x.key.name for x in r if x.fired_at >= restarted_ms} == names)
+    log = second.log_path.read_text(errors="replace")
+    assert f"the member this data dir held in {app_id} (" in log and "): left" in log, second.log_tail()
+    report = check_fires(reader.records, names)
+    assert report["missed"] == {} and report["duplicates"] == 0, report
+
+
 async def test_sigkill_of_the_owner_of_a_pending_delayed_job_launches_it_once_on_time(
     broker, start_worker, app_id, tmp_path
 ):
