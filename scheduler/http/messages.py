@@ -12,6 +12,7 @@ import base64
 import binascii
 import heapq
 import re
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -224,3 +225,45 @@ def message_json(m: DelayedMessage) -> dict[str, Any]:
         "headers": {name: text(value) or "" for name, value in m.headers}, "receivedAt": m.received_at,
         "status": "pending",
     }  # fmt: skip
+
+
+MAX_STATS_MINUTES = 1_440
+
+
+async def message_stats(h: Handlers, call: Call) -> Response:
+    """Delayed messages pending, from every worker: by target topic, and by due minute (the earliest
+    `limit`, then how many are due later)."""
+    if denied := _denied(call):
+        return denied
+    try:
+        limit = int(call.request.query.get("limit", "60"))
+        if not 1 <= limit <= MAX_STATS_MINUTES:
+            raise ValueError
+    except ValueError:
+        return call.field_error("limit", f"must be an integer between 1 and {MAX_STATS_MINUTES}")
+    pending = h.worker.counts.delayed_pending
+    local = {
+        "byTopic": dict(pending.by_topic()),
+        "byMinute": [{"at": at, "count": n} for at, n in heapq.nsmallest(limit, pending.by_minute().items())],
+        "pending": sum(pending.by_topic().values()),
+        "counting": pending.counting(),
+    }
+    try:
+        bodies = await h.cluster.fan_out_bodies(call.request, "/stats/messages", {"limit": str(limit)}, local)
+    except Unavailable as exc:
+        return call.unavailable(str(exc))
+    by_topic: Counter[str] = Counter()
+    by_minute: Counter[int] = Counter()
+    for body in bodies:
+        by_topic.update(body["byTopic"])
+        by_minute.update({row["at"]: row["count"] for row in body["byMinute"]})
+    rows = [{"at": at, "count": n} for at, n in heapq.nsmallest(limit, by_minute.items())]
+    total = sum(body["pending"] for body in bodies)
+    answer = {
+        "byTopic": dict(sorted(by_topic.items())),
+        "byMinute": rows,
+        "beyond": total - sum(row["count"] for row in rows),
+        "pending": total,
+        "counting": sorted({p for body in bodies for p in body["counting"]}),
+    }
+    return call.answer(out.MessageStats, answer)

@@ -42,7 +42,7 @@ from scheduler.http.api import (
 from scheduler.http.applied import WAIT_MAX_MS
 from scheduler.http.auth import READ, WRITE
 from scheduler.http.batch import MAX_BATCH, BatchIn
-from scheduler.http.messages import ID_PATTERN, MAX_HTTP_ID, MessageIn
+from scheduler.http.messages import ID_PATTERN, MAX_HTTP_ID, MAX_STATS_MINUTES, MessageIn
 from scheduler.worker.programs import ProgramSpec
 
 if TYPE_CHECKING:
@@ -865,6 +865,24 @@ def _paths() -> dict[str, dict[str, dict[str, Any]]]:
                 [
                     _query(
                         "minutes", "how many minutes back (default 60)", type="integer", minimum=1, maximum=60
+                    ),
+                    _LOCAL,
+                ],
+            )
+        },
+        "/stats/messages": {
+            "get": _op(
+                "Delayed messages pending, from every worker: by target topic and by due minute (a token "
+                "for every tenant)",
+                {200: _json(_ref("MessageStats"), "counts by topic, the earliest due minutes, the rest")},
+                (400, 403, 503),
+                [
+                    _query(
+                        "limit",
+                        "how many due minutes (default 60)",
+                        type="integer",
+                        minimum=1,
+                        maximum=MAX_STATS_MINUTES,
                     ),
                     _LOCAL,
                 ],

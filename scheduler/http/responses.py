@@ -92,6 +92,24 @@ class FireStats(Answer):
     minutes: list[FireMinute] = Field(description="the minutes with fires, oldest first")
 
 
+class MessagesMinute(Answer):
+    at: Ms = Field(description="the due minute's start")
+    count: int = Field(description="delayed messages pending, due in that minute")
+
+
+class MessageStats(Answer):
+    byTopic: dict[str, int] = Field(description="delayed messages pending, by target topic")
+    byMinute: list[MessagesMinute] = Field(
+        description="the earliest due minutes with messages pending, at most `limit`"
+    )
+    beyond: int = Field(description="messages pending in the due minutes not listed (after the last one)")
+    pending: int = Field(description="delayed messages pending in all")
+    counting: list[int] = Field(
+        description="partitions still being counted after a worker took them up: the counts leave out "
+        "some of their messages until this is empty"
+    )
+
+
 class Trigger(Answer):
     type: str
 
@@ -562,6 +580,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     Applied,
     DryRun,
     FireStats,
+    MessageStats,
     Schedule,
     ScheduleList,
     NextFires,

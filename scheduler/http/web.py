@@ -617,5 +617,6 @@ ROUTES: list[Route] = [
     Route("GET", f"{_RUN}/logs", run_logs.run_logs, guard="namespace"),
     Route("GET", _RUN, programs.one_run, guard="namespace"),
     Route("GET", "/stats/fires", status.fire_stats),
+    Route("GET", "/stats/messages", messages.message_stats),
     Route("GET", "/health", status.health),
 ]

@@ -8,6 +8,7 @@ Everything but get / set / delete is the Faust table's own (HTTP reads and metri
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from faust.types import TP
@@ -21,6 +22,8 @@ class StagedTable:
         self.table = table
         self._txns = txns
         self._held: dict[int, dict[bytes, bytes | None]] = {}  # partition -> key -> value (None: deleted)
+        #: told (partition, writes) when a partition's writes committed, before the store gets them
+        self.committing: list[Callable[[int, dict[bytes, bytes | None]], None]] = []
 
     def __getattr__(self, name: str) -> Any:  # (only for what this class does not define)
         return getattr(self.table, name)
@@ -74,6 +77,8 @@ class StagedTable:
         futures = await txns.send_batch(partition, topic, records)
 
         def committed() -> None:
+            for tell in self.committing:
+                tell(partition, writes)
             write_local(self.table, partition, writes)
             for p, offset in done_offsets(futures).items():
                 self.table.data.set_persisted_offset(TP(topic, p), offset)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from scheduler.domain.basics import TimeUnit
+from scheduler.domain.delayed_counts import PendingCounts
 
 if TYPE_CHECKING:
     from scheduler.domain.jobs import ProgramQueue
@@ -220,6 +221,8 @@ class WorkerCounts:
         self.runs: Counter[str] = Counter()  # run status reached (accepted transitions)
         self.job_outcomes: Counter[str] = Counter()  # what happened to jobs (domain.jobs.JOB_OUTCOMES)
         self.rebalances = 0
+        #: delayed messages pending in the partitions taken up, by topic and due minute (worker/delayed.py)
+        self.delayed_pending = PendingCounts()
         self.commands_frozen = 0  # commands applied when what they built was last frozen (ingest.settle)
         self._jobs: dict[int, dict[bytes, Counter[tuple[str, str]]]] = {}
         #: per owned partition and queue: (state, blocked_by) -> the oldest such job's triggered_at (ms)

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from scheduler.domain.delayed import (
+    DUE,
     DelayedMessage,
     InvalidDelayed,
     due_key,
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 
 TICK_S = 0.05
 BATCH = 2_000  # messages delivered per partition and tick (the rest the next tick: other work runs between)
+#: pending messages a tick's count of a partition taken up reads (domain/delayed_counts.py)
+COUNT_CHUNK = 5_000
 
 
 def encode_message(m: DelayedMessage) -> bytes:
@@ -49,10 +52,17 @@ def decode_message(raw: bytes) -> DelayedMessage:
     return DelayedMessage.from_record(decode("DelayedMessage", raw))
 
 
+def _topic_of(raw: bytes) -> str:
+    return str(decode("DelayedMessage", raw)["topic"])
+
+
 class DelayedMessages:
     def __init__(self, worker: DelayedPort) -> None:
         self.worker = worker
         self._stopped = False
+        self.pending_counts = worker.counts.delayed_pending
+        if worker.txns is not None:  # (the store gets a partition's writes when its transaction committed)
+            worker.delayed.committing.append(self._landing)
 
     @property
     def table(self) -> Any:
@@ -76,22 +86,67 @@ class DelayedMessages:
             return
         if m is not None:
             await self.worker.topics.ensure(m.topic)  # (a cluster that creates no topic on first use)
-        replaced = self._remove(key)
+        partition = msg.partition
+        replaced = self._remove(partition, key)
         if m is None:
             counts["delayedCancelled" if replaced else "delayedCancelsUnknown"] += 1
             return
-        self.table[due_key(m.deliver_at, m.id)] = encode_message(m)
-        self.table[id_key(m.id)] = m.deliver_at.to_bytes(8, "big")
+        self._write(partition, due_key(m.deliver_at, m.id), encode_message(m))
+        self._write(partition, id_key(m.id), m.deliver_at.to_bytes(8, "big"))
         counts["delayedReplaced" if replaced else "delayedHeld"] += 1
 
-    def _remove(self, id: bytes) -> bool:
+    def _remove(self, partition: int, id: bytes) -> bool:
         """Forget the message of this id, if one is pending (the current work's partition)."""
         raw = self.table.get(id_key(id))
         if raw is None:
             return False
-        del self.table[due_key(int.from_bytes(raw, "big"), id)]
-        del self.table[id_key(id)]
+        self._write(partition, due_key(int.from_bytes(raw, "big"), id), None)
+        self._write(partition, id_key(id), None)
         return True
+
+    def _write(self, partition: int, key: bytes, value: bytes | None) -> None:
+        """A write of the table (None: a delete). With transactions it is held for the partition's commit
+        (and counted then: _landing); without them it is in the store at once, and counted here."""
+        if self.worker.txns is None:
+            self._landing(partition, {key: value})
+        if value is None:
+            del self.table[key]
+        else:
+            self.table[key] = value
+
+    # --- counts --------------------------------------------------------------------------------------
+
+    def _landing(self, partition: int, writes: dict[bytes, bytes | None]) -> None:
+        """Writes about to reach the partition's store: the pending counts follow them."""
+        counts = self.pending_counts
+        stored = None
+        for key, value in writes.items():
+            if not key.startswith(DUE) or not counts.wants(partition, key):
+                continue
+            stored = stored or partition_db(self.table, partition).get
+            old = stored(key)
+            counts.changed(
+                partition,
+                key,
+                None if old is None else _topic_of(old),
+                None if value is None else _topic_of(value),
+            )
+
+    def count_some(self) -> None:
+        """The partitions taken up are followed, and a chunk of each one's scan read (domain/delayed_counts)."""
+        counts = self.pending_counts
+        counts.follow(self.worker.punctuator.partitions)
+        for partition, after in counts.to_scan():
+            entries: list[tuple[bytes, str]] = []
+            try:
+                for key, value in partition_items_from(self.table, partition, DUE, after):
+                    entries.append((key, _topic_of(value)))
+                    if len(entries) >= COUNT_CHUNK:
+                        break
+            except Exception:  # (a partition closed under a revocation meanwhile: the next turn sees)
+                log.debug("delayed count of partition %d failed", partition, exc_info=True)
+                continue
+            counts.scanned(partition, entries, done=len(entries) < COUNT_CHUNK)
 
     # --- reads ---------------------------------------------------------------------------------------
 
@@ -131,6 +186,7 @@ class DelayedMessages:
         while not self._stopped:
             try:
                 await self.deliver_due()
+                self.count_some()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -178,7 +234,7 @@ class DelayedMessages:
                         await self.worker.produce(
                             m.topic, m.delivered_key, m.value or b"", headers=m.delivered_headers(now)
                         )
-                        self._forget(key, m)
+                        self._forget(partition, key, m)
                         delivered += 1
         except PartitionGone:  # given up meanwhile: its next owner delivers what did not commit
             pass
@@ -210,13 +266,14 @@ class DelayedMessages:
                 writes[id_key(m.id)] = None
             for k in writes:
                 self.table.send_changelog(partition, k, None)
+            self._landing(partition, writes)
             write_local(self.table, partition, writes)
             delivered += 1
         self.worker.counts.events["delayedDelivered"] += delivered
         return delivered
 
-    def _forget(self, key: bytes, m: DelayedMessage) -> None:
+    def _forget(self, partition: int, key: bytes, m: DelayedMessage) -> None:
         """Both entries of a message delivered (the id entry only if it still names this one)."""
-        del self.table[key]
+        self._write(partition, key, None)
         if self.table.get(id_key(m.id)) == key[1:9]:
-            del self.table[id_key(m.id)]
+            self._write(partition, id_key(m.id), None)

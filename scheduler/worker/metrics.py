@@ -24,6 +24,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
+from scheduler.domain.delayed_counts import within
 from scheduler.kafka.tables import LOCAL_KEYS, opened_partition_db
 from scheduler.worker.counters import (
     LATENESS_BUCKETS_MS,
@@ -148,6 +149,36 @@ def _walk_keys(db: Any, offset_key: bytes, after: bytes | None, limit: int) -> t
 
 
 # --- the collector ---------------------------------------------------------------------------------------
+
+#: the horizons of scheduler_delayed_pending_due{within}
+DUE_WITHIN = (("1m", 60_000), ("10m", 600_000), ("1h", 3_600_000), ("1d", 86_400_000))
+
+
+def _delayed_pending(counts: WorkerCounts, now: int) -> Iterable[Metric]:
+    pending = counts.delayed_pending
+    by_topic = GaugeMetricFamily(
+        "scheduler_delayed_pending",
+        "Delayed messages pending in the partitions owned here, by target topic",
+        labels=["topic"],
+    )
+    for topic, n in sorted(pending.by_topic().items()):
+        by_topic.add_metric([topic], n)
+    yield by_topic
+    due = GaugeMetricFamily(
+        "scheduler_delayed_pending_due",
+        "Delayed messages pending here by how soon they are due, at minute grain, cumulative: overdue (due in "
+        "a minute already ended), within 1m, 10m, 1h, 1d, all",
+        labels=["within"],
+    )
+    for label, n in within(pending.by_minute(), now, DUE_WITHIN).items():
+        due.add_metric([label], n)
+    yield due
+    yield GaugeMetricFamily(
+        "scheduler_delayed_pending_counting",
+        "Partitions owned here whose delayed messages are still being counted after their take-up (the two "
+        "gauges above are partial until it is 0)",
+        value=len(pending.counting()),
+    )
 
 
 class WorkerCollector(Collector):
@@ -333,6 +364,7 @@ class WorkerCollector(Collector):
         for outcome, name in DELAYED_OUTCOMES:
             delayed.add_metric([outcome], counts.events[name])
         yield delayed
+        yield from _delayed_pending(counts, int(time.time() * 1000))
         yield _counter(
             "scheduler_partitions_fenced",
             "Partitions whose transaction was given up because another producer of its transactional id "

@@ -126,6 +126,48 @@ async def test_a_burst_of_delayed_messages_survives_its_owner_killed_mid_window(
     assert not early, f"{len(early)} delivered before their instant"
 
 
+async def _stats_when(client: httpx.AsyncClient, pending: int) -> dict[str, Any]:
+    """GET /stats/messages once it counts `pending` messages, every partition counted."""
+    deadline = time.monotonic() + 30
+    while True:
+        r = await client.get("/stats/messages", params={"limit": 3})
+        if r.status_code == 200 and r.json()["pending"] == pending and not r.json()["counting"]:
+            return r.json()
+        assert time.monotonic() < deadline, r.text
+        await asyncio.sleep(0.3)
+
+
+async def test_pending_messages_are_counted_by_topic_and_due_minute_as_they_come_and_go_and_after_a_restart(
+    broker, start_worker, app_id
+):
+    worker = start_worker()
+    soon, minute = _now() + 3_000, 60_000
+    later = (_now() // minute + 5) * minute  # the start of a minute 4-5 minutes from now
+    records = [(f"a{i}".encode(), b"x", _headers(later + i % 3 * minute, f"{app_id}-a")) for i in range(30)]
+    records += [(f"b{i}".encode(), b"x", _headers(later + 10 * minute, f"{app_id}-b")) for i in range(20)]
+    records += [(f"c{i}".encode(), b"x", _headers(soon, f"{app_id}-c")) for i in range(5)]
+    await _send(broker.bootstrap_servers, worker.topic("delayed"), records)
+    async with httpx.AsyncClient(base_url=worker.url, timeout=10) as client:
+        stats = await _stats_when(client, 55)
+        assert stats["byTopic"] == {f"{app_id}-a": 30, f"{app_id}-b": 20, f"{app_id}-c": 5}, stats
+        first = soon // minute * minute
+        assert stats["byMinute"][0] == {"at": first, "count": 5}, stats
+        assert stats["byMinute"][1:] == [{"at": later, "count": 10}, {"at": later + minute, "count": 10}]
+        assert stats["beyond"] == 30
+        await _send(broker.bootstrap_servers, worker.topic("delayed"), [(b"a0", None, [])])  # cancelled
+        stats = await _stats_when(client, 49)  # (and the 5 due soon delivered)
+        assert stats["byTopic"] == {f"{app_id}-a": 29, f"{app_id}-b": 20}, stats
+        metrics = (await client.get("/metrics")).text
+        assert f'scheduler_delayed_pending{{topic="{app_id}-a"}} 29.0' in metrics
+        assert 'scheduler_delayed_pending_due{within="1h"} 49.0' in metrics
+        assert "scheduler_delayed_pending_counting 0.0" in metrics
+    worker.stop()
+    worker = start_worker()  # (its data dir: the partitions are counted again from the store)
+    async with httpx.AsyncClient(base_url=worker.url, timeout=10) as client:
+        again = await _stats_when(client, 49)
+    assert again == stats
+
+
 async def test_over_http_a_message_is_held_shown_cancelled_and_delivered(broker, worker, app_id):
     out = f"{app_id}-http"
     due = _now() + 3_000
