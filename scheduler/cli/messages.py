@@ -1,4 +1,4 @@
-"""`scheduler events publish` and `scheduler messages send|get|list|cancel`: events and delayed messages (HTTP API)."""
+"""`scheduler events publish` and `scheduler messages send|get|list|stats|cancel`: events and delayed messages (HTTP API)."""
 
 from __future__ import annotations
 
@@ -90,6 +90,25 @@ async def cmd_messages_list(client: HttpClient, args: argparse.Namespace) -> Non
         print(f"(the next page: --cursor {answer['next']}, all: --all)", file=sys.stderr)
 
 
+async def cmd_messages_stats(client: HttpClient, args: argparse.Namespace) -> None:
+    from scheduler.cli.render import iso, table
+
+    stats = await client.message_stats(args.limit)
+    rows = [(topic, n) for topic, n in stats["byTopic"].items()]
+    minutes = [(iso(row["at"]), row["count"]) for row in stats["byMinute"]]
+    if stats["beyond"]:
+        minutes.append(("later", stats["beyond"]))
+    counting = f" (still counting {len(stats['counting'])} partitions)" if stats["counting"] else ""
+    text = "\n\n".join(
+        [
+            f"{stats['pending']} pending{counting}",
+            table(["TOPIC", "PENDING"], rows),
+            table(["DUE MINUTE (UTC)", "PENDING"], minutes),
+        ]
+    )
+    print_answer(args, stats, text)
+
+
 async def cmd_messages_cancel(client: HttpClient, args: argparse.Namespace) -> None:
     print_answer(args, await client.cancel(args.id), f"{args.id}: cancelled (if it was pending)")
 
@@ -140,6 +159,8 @@ def register(sub: Any, leaf: Callable[..., argparse.ArgumentParser]) -> None:
     p.add_argument("--limit", type=int, help="at most this many a page (default 100)")
     p.add_argument("--cursor", help="the page after this one (the `next` of the previous page)")
     p.add_argument("--all", action="store_true", help="every page")
+    p = leaf(group, "stats", cmd_messages_stats, "how many are pending, by topic and by due minute")
+    p.add_argument("--limit", type=int, help="at most this many due minutes (default 60)")
     for name, command, what in (
         ("get", cmd_messages_get, "a pending message"),
         ("cancel", cmd_messages_cancel, "cancel a pending message"),

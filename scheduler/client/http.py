@@ -489,6 +489,11 @@ class HttpClient:
         params = {"dueBefore": due_before, "topic": topic, "limit": limit, "cursor": cursor}
         return await self.request("GET", "/messages", params=params)
 
+    async def message_stats(self, limit: int | None = None) -> Any:
+        """GET /stats/messages: the delayed messages pending, by target topic and by due minute (the
+        earliest `limit`, then how many are due later)."""
+        return await self.request("GET", "/stats/messages", params={"limit": limit})
+
     async def all_messages(
         self, due_before: int | None = None, topic: str | None = None, limit: int | None = None
     ) -> AsyncIterator[Any]:

@@ -52,8 +52,25 @@ def decode_message(raw: bytes) -> DelayedMessage:
     return DelayedMessage.from_record(decode("DelayedMessage", raw))
 
 
-def _topic_of(raw: bytes) -> str:
-    return str(decode("DelayedMessage", raw)["topic"])
+def _varint(raw: bytes, at: int) -> tuple[int, int]:
+    """An Avro int or long (zigzag varint) at `at`: its value and the position after it."""
+    shift = n = 0
+    while True:
+        byte = raw[at]
+        at += 1
+        n |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (n >> 1) ^ -(n & 1), at
+        shift += 7
+
+
+def topic_of(raw: bytes) -> str:
+    """The target topic of a stored DelayedMessage, read without decoding the rest (the counts read one per
+    write): its third field, after `id` (bytes) and `deliverAt` (long) — a schema only adds fields last."""
+    size, at = _varint(raw, 0)
+    _, at = _varint(raw, at + size)
+    size, at = _varint(raw, at)
+    return raw[at : at + size].decode()
 
 
 class DelayedMessages:
@@ -128,8 +145,8 @@ class DelayedMessages:
             counts.changed(
                 partition,
                 key,
-                None if old is None else _topic_of(old),
-                None if value is None else _topic_of(value),
+                None if old is None else topic_of(old),
+                None if value is None else topic_of(value),
             )
 
     def count_some(self) -> None:
@@ -140,7 +157,7 @@ class DelayedMessages:
             entries: list[tuple[bytes, str]] = []
             try:
                 for key, value in partition_items_from(self.table, partition, DUE, after):
-                    entries.append((key, _topic_of(value)))
+                    entries.append((key, topic_of(value)))
                     if len(entries) >= COUNT_CHUNK:
                         break
             except Exception:  # (a partition closed under a revocation meanwhile: the next turn sees)

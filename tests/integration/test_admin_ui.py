@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -100,6 +101,13 @@ async def test_the_page_shows_schedules_next_fires_pending_jobs_and_runs(worker,
         await api.register(
             SENSOR, {"kind": "sensor", "argv": [sys.executable, "-c", answer], "intervalMs": 60_000}
         )
+    later = f"{app_id}-later"
+    in_an_hour = (int(time.time()) // 60 + 60) * 60_000
+    for id in ("reminder-1", "reminder-2"):  # delayed messages: counted by topic and due minute
+        r = httpx.post(
+            f"{worker.url}/messages", json={"id": id, "topic": later, "deliverAt": in_an_hour, "value": "x"}
+        )
+        assert r.status_code == 202, r.text
 
     async with browser_page() as page:
         await page.goto(f"{worker.url}/ui")
@@ -144,6 +152,11 @@ async def test_the_page_shows_schedules_next_fires_pending_jobs_and_runs(worker,
         )  # (evaluated once a minute: the first at once)
         await expect(sensor.locator(".badge")).to_have_text("FIRED")
         await expect(sensor.locator("td.cursor")).to_have_text("v1")
+
+        await expect(page.locator(f'#messages-topics tr[data-topic="{later}"] td.num')).to_have_text("2")
+        minute = page.locator(f'#messages-minutes tr[data-at="{in_an_hour}"]')
+        await expect(minute.locator("td.num")).to_have_text("2")
+        await expect(page.locator("#messages-count")).to_have_text("2")
 
         await page.screenshot(path=tmp_path / "admin.png", full_page=True)
 

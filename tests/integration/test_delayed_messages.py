@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections import Counter
 from typing import Any
@@ -255,6 +256,9 @@ def test_the_cli_sends_shows_and_cancels_a_delayed_message(worker):
     listed = cli(worker.url, "messages", "list", "--due-before", "+2h", "--topic", "cli-out", "--json")
     assert listed.returncode == 0, listed.stderr
     assert [m["id"] for m in json.loads(listed.stdout)["messages"]] == ["cli-1"]
+    stats = cli(worker.url, "messages", "stats", "--limit", "5")
+    assert stats.returncode == 0 and stats.stdout.startswith("1 pending"), stats.stdout + stats.stderr
+    assert re.search(r"^cli-out +1$", stats.stdout, re.M), stats.stdout
     assert cli(worker.url, "messages", "cancel", "cli-1").returncode == 0
     bad = cli(worker.url, "messages", "send", "cli-2", "cli-out", "--at", "soon")
     assert bad.returncode != 0 and "+30s" in bad.stderr, bad.stderr

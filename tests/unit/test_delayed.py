@@ -23,7 +23,7 @@ from scheduler.domain.delayed import (
 from scheduler.domain.delayed_counts import within
 from scheduler.worker import delayed as delayed_module
 from scheduler.worker.counters import WorkerCounts
-from scheduler.worker.delayed import DelayedMessages, decode_message, encode_message
+from scheduler.worker.delayed import DelayedMessages, decode_message, encode_message, topic_of
 
 pytestmark = pytest.mark.unit
 
@@ -244,3 +244,11 @@ async def test_pending_counts_by_topic_and_minute_follow_writes_made_while_a_par
     worker.punctuator.partitions = set()
     service.count_some()
     assert counts.by_topic() == {} and counts.counting() == [], "a partition given up is forgotten"
+
+
+@pytest.mark.parametrize("id", [b"", b"a", b"x" * 200])
+@pytest.mark.parametrize("topic", ["t", "orders.été", "t" * 249])
+def test_the_topic_read_alone_is_the_decoded_messages(id: bytes, topic: str) -> None:
+    for at in (0, 1_795_000_000_000, 2**62):
+        m = DelayedMessage(id, at, topic, None, b"v", (), 1)
+        assert topic_of(encode_message(m)) == decode_message(encode_message(m)).topic == topic

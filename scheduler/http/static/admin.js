@@ -96,6 +96,16 @@
     return (await api("/sensors")).sensors.filter((s) => ofTenant(s.sensor));
   }
 
+  // delayed messages need a token for every tenant: with another one the section stays hidden
+  async function loadMessages() {
+    try {
+      return await api("/stats/messages?limit=10");
+    } catch (e) {
+      if (e.status === 403) return null;
+      throw e;
+    }
+  }
+
   // --- formatting ----------------------------------------------------------------------------------
 
   const pad = (n) => String(n).padStart(2, "0");
@@ -275,6 +285,26 @@
     fill("sensors", rows, "No sensors.");
     setCount("sensors-count", sensors.length);
     $("sensors-section").hidden = sensors.length === 0;
+  }
+
+  // delayed messages pending: by target topic, and the earliest due minutes (docs: how-to/delayed-messages)
+  function renderMessages(stats) {
+    const shown = stats !== null && (stats.pending > 0 || stats.counting.length > 0);
+    $("messages-section").hidden = !shown;
+    if (!shown) return;
+    const topics = Object.entries(stats.byTopic).map(([topic, n]) =>
+      el("tr", { data: { topic } }, el("td", {}, topic), el("td", { class: "num" }, String(n))),
+    );
+    fill("messages-topics", topics, "None.");
+    const minutes = stats.byMinute.map((row) =>
+      el("tr", { data: { at: String(row.at) } }, ...timeCells(row.at), el("td", { class: "num" }, String(row.count))),
+    );
+    if (stats.beyond > 0) {
+      minutes.push(el("tr", {}, el("td", {}, muted("later")), el("td"), el("td", { class: "num" }, String(stats.beyond))));
+    }
+    fill("messages-minutes", minutes, "None.");
+    const counting = stats.counting.length ? ` (still counting ${stats.counting.length} partitions)` : "";
+    $("messages-count").textContent = `${stats.pending}${counting}`;
   }
 
   function showErrors(errors) {
@@ -970,12 +1000,13 @@
   async function refresh() {
     const mine = ++generation;
     clearTimeout(timer);
-    const [schedules, jobs, runs, fires, sensors] = await Promise.allSettled([
+    const [schedules, jobs, runs, fires, sensors, messages] = await Promise.allSettled([
       loadSchedules(),
       loadJobs(),
       loadRuns(),
       loadFires(),
       loadSensors(),
+      loadMessages(),
     ]);
     if (mine !== generation) return;
     if (fires.status === "fulfilled") drawFires(fires.value);
@@ -985,6 +1016,7 @@
       ["jobs", jobs, renderJobs],
       ["runs", runs, renderRuns],
       ["sensors", sensors, renderSensors],
+      ["messages-topics", messages, renderMessages],
     ];
     const errors = [];
     let denied = null;
