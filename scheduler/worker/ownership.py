@@ -52,13 +52,14 @@ class Ownership:
         self.fenced_late: set[int] = set()  # partitions of this rebalance fenced after their restore began
         self._taking_up = asyncio.Lock()  # (see on_recovered)
         self._assignment = (0, 0)  # (consumer generation, the app's rebalance count) of the last assignment
-        self._members = PreviousMembers(worker.settings.data_dir)
+        self._members: PreviousMembers | None = None  # (install)
 
     def install(self) -> None:
         """Hook into the app: the schedules table's recovery, revocations, and the tables' rebalance."""
         w = self.worker
         w.schedules.on_recover(self.on_recovered)
         w.faust_app.on_partitions_revoked.connect(self.on_revoked)
+        self._members = PreviousMembers(w.settings.data_dir)
         w.faust_app.on_partitions_assigned.connect(self._remember_member)
         if w.txns is not None:
             self._start_transactions_before_recovery()
@@ -67,7 +68,8 @@ class Ownership:
 
     async def _remember_member(self, app: Any, assigned: Any, **_: Any) -> None:
         """The member id each assignment came to, written down for a restart after a crash (kafka/group.py)."""
-        self._members.remember(app_member(app))
+        if self._members is not None:
+            self._members.remember(app_member(app))
 
     def membership(self) -> Membership:
         """The group membership as a watched loop (see liveness.Membership)."""
