@@ -20,12 +20,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from scheduler.worker.programs import SECRET_ENV_PREFIX
-
 if TYPE_CHECKING:
     from scheduler.kafka.config import Settings
     from scheduler.worker.programs import ProgramSpec
 
+# This module imports nothing of ours at load time: spark-submit puts this directory on its executors'
+# Python path, where it stands in for the standard library's `secrets` (pydantic imports that).
 MASK = "***"
 
 
@@ -65,7 +65,7 @@ class EnvSecrets:
         def part(text: str) -> str:
             return re.sub(r"[^A-Za-z0-9]", "_", text).upper()
 
-        return f"{SECRET_ENV_PREFIX}{part(tenant)}__{part(name)}"
+        return f"SCHEDULER_SECRET_{part(tenant)}__{part(name)}"  # (worker/programs.SECRET_ENV_PREFIX)
 
     def get(self, tenant: str, name: str) -> str | None:
         return self.environ.get(self.variable(tenant, name))
