@@ -100,7 +100,9 @@ async def test_a_worker_killed_and_restarted_at_once_has_its_partitions_back_bef
         assert ready_s < session_s / 2, f"ready {ready_s:.1f} s after the restart:\n{second.log_tail()}"
         await reader.wait_for(lambda r: {x.key.name for x in r if x.fired_at >= restarted_ms} == names)
     log = second.log_path.read_text(errors="replace")
-    assert f"the member a process gone from this data dir held in {app_id} (" in log and "): left" in log, second.log_tail()
+    assert f"the member a process gone from this data dir held in {app_id} (" in log and "): left" in log, (
+        second.log_tail()
+    )
     report = check_fires(reader.records, names)
     assert report["missed"] == {} and report["duplicates"] == 0, report
 
