@@ -153,12 +153,15 @@ def fresh_partition(table: Any, partition: int) -> bool:
 
 
 def partition_items_from(
-    table: Any, partition: int, prefix: bytes, after: bytes | None = None
+    table: Any, partition: int, prefix: bytes, after: bytes | None = None, *, at: bytes | None = None
 ) -> Iterator[tuple[bytes, bytes]]:
     """The entries of one partition whose key starts with `prefix`, in key order, from the first key after
-    `after` (a cursor: exclusive): a RocksDB seek and as many steps as are read, whatever the table holds."""
+    `after` (a cursor: exclusive), or from `at` (inclusive): a RocksDB seek and as many steps as are read,
+    whatever the table holds."""
     db = partition_db(table, partition)
     start = prefix if after is None or after < prefix else after + b"\0"  # the least key above `after`
+    if at is not None:
+        start = max(start, at)
     offset_key = table.data.offset_key
     for key, value in db.items(from_key=start):
         if not key.startswith(prefix) or key >= LOCAL_KEYS:

@@ -5,7 +5,7 @@ are a hop of the commands ingest (ingest.py): a record's table writes and the po
 its partition's transaction. Without them a Faust agent reads it, at least once (a record applied twice
 writes the same entries again).
 
-Delivery: every TICK_S the loop scans, for each partition this worker has taken up, the table's due keys up to
+Delivery: at the first pending message's instant (at least every TICK_S) the loop scans, for each partition this worker has taken up, the table's due keys up to
 now (a RocksDB seek: only what is due is read, whatever is pending) and delivers them in due order, at most
 BATCH per partition and tick. With transactions a delivery — the record sent to its target topic and both
 entries deleted — commits in the partition's transaction with the fires, so a read_committed consumer sees
@@ -29,6 +29,7 @@ from scheduler.domain.delayed import (
     due_until,
     from_delayed_record,
     id_key,
+    instant_of,
 )
 from scheduler.kafka.tables import partition_db, partition_items_from, write_local
 from scheduler.kafka.transactions import PartitionGone, owned_by
@@ -199,16 +200,37 @@ class DelayedMessages:
     # --- delivery ------------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Deliver what is due, every TICK_S, until stop(); a failed turn is logged and the next goes on."""
+        """Deliver what is due until stop(): a turn at the next message's instant, and at least every TICK_S
+        (messages arrive meanwhile); a failed turn is logged and the next goes on."""
         while not self._stopped:
+            pause_s = TICK_S
             try:
-                await self.deliver_due()
+                delivered = await self.deliver_due()
                 self.count_some()
+                if delivered >= BATCH:
+                    pause_s = 0.0  # (more are due: the next turn at once, after what else waits to run)
+                elif (first := self.next_due()) is not None:
+                    pause_s = min(TICK_S, max(0.0, (first - self.worker.clock()) / 1000))
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("a delayed-messages turn failed: going on")
-            await asyncio.sleep(TICK_S)
+            await asyncio.sleep(pause_s)
+
+    def next_due(self) -> int | None:
+        """The first instant after now a message pending in the partitions taken up here is due at (None:
+        none is). Those due already were delivered by the turn before, or their delivery waits for its
+        commit, or for the next turn (TICK_S)."""
+        first: bytes | None = None
+        after_now = due_until(self.worker.clock())
+        for partition in self.worker.punctuator.partitions:
+            try:
+                entry = next(partition_items_from(self.table, partition, DUE, at=after_now), None)
+            except Exception:  # (a partition closed under a revocation meanwhile)
+                continue
+            if entry is not None and (first is None or entry[0] < first):
+                first = entry[0]
+        return None if first is None else instant_of(first)
 
     def stop(self) -> None:
         self._stopped = True

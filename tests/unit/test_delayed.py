@@ -252,3 +252,12 @@ def test_the_topic_read_alone_is_the_decoded_messages(id: bytes, topic: str) -> 
     for at in (0, 1_795_000_000_000, 2**62):
         m = DelayedMessage(id, at, topic, None, b"v", (), 1)
         assert topic_of(encode_message(m)) == decode_message(encode_message(m)).topic == topic
+
+
+async def test_the_next_turn_is_at_the_first_instant_after_now(tmp_path: Path) -> None:
+    worker = _Worker(_Table(tmp_path / "db"))
+    service = DelayedMessages(worker)  # type: ignore[arg-type]
+    assert service.next_due() is None
+    for key, at in ((b"past", worker.now - 10), (b"soon", worker.now + 500), (b"later", worker.now + 2_000)):
+        await service.handle(_event(key, b"x", at))
+    assert service.next_due() == worker.now + 500, "one due already is the turn's, not the wake-up's"
