@@ -33,6 +33,7 @@ from rocksdict import WriteBatch
 
 from scheduler.domain.basics import TimeUnit
 from scheduler.kafka.tables import LOCAL_KEYS
+from scheduler.wire.codec import read_long
 
 PREFIX = LOCAL_KEYS
 #: 0xff 0x00 + schedule key: the schedule has elapsed triggers or an SLA watchdog
@@ -61,22 +62,10 @@ def elapsed_key(key: bytes) -> bytes:
     return ELAPSED + key
 
 
-def _varint_end(buf: bytes, pos: int) -> tuple[int, int]:
-    """(zigzag-decoded value, position after it) of the Avro long at `pos`."""
-    shift = result = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-
-
 def _schedule_key_end(buf: bytes, pos: int) -> int:
     """Where the schedule key (two Avro strings) that starts at `pos` ends."""
     for _ in range(2):
-        length, pos = _varint_end(buf, pos)
+        length, pos = read_long(buf, pos)
         pos += length
     return pos
 

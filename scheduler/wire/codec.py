@@ -228,6 +228,19 @@ def _read(payload: bytes, writer: Any, reader: Any) -> dict[str, Any]:
     return record
 
 
+def read_long(buf: bytes, pos: int) -> tuple[int, int]:
+    """The Avro int or long (a zigzag varint) at `pos`: its value and the position after it (to read one
+    field of a record without decoding the rest)."""
+    shift = result = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+
+
 def encode_json(obj: Any) -> bytes:
     """Internal topics and tables (trigger index, trigger progress, job queue) hold compact JSON."""
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()

@@ -33,7 +33,7 @@ from scheduler.domain.delayed import (
 )
 from scheduler.kafka.tables import partition_db, partition_items_from, write_local
 from scheduler.kafka.transactions import PartitionGone, owned_by
-from scheduler.wire.codec import decode, encode
+from scheduler.wire.codec import decode, encode, read_long
 from scheduler.worker.hops import safely
 from scheduler.worker.ports import DelayedPort
 
@@ -53,24 +53,12 @@ def decode_message(raw: bytes) -> DelayedMessage:
     return DelayedMessage.from_record(decode("DelayedMessage", raw))
 
 
-def _varint(raw: bytes, at: int) -> tuple[int, int]:
-    """An Avro int or long (zigzag varint) at `at`: its value and the position after it."""
-    shift = n = 0
-    while True:
-        byte = raw[at]
-        at += 1
-        n |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (n >> 1) ^ -(n & 1), at
-        shift += 7
-
-
 def topic_of(raw: bytes) -> str:
     """The target topic of a stored DelayedMessage, read without decoding the rest (the counts read one per
     write): its third field, after `id` (bytes) and `deliverAt` (long) — a schema only adds fields last."""
-    size, at = _varint(raw, 0)
-    _, at = _varint(raw, at + size)
-    size, at = _varint(raw, at)
+    size, at = read_long(raw, 0)
+    _, at = read_long(raw, at + size)
+    size, at = read_long(raw, at)
     return raw[at : at + size].decode()
 
 

@@ -143,7 +143,12 @@ class _Etf1:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> psutil.Process:
-        env = {**os.environ, "BOOTSTRAP_SERVERS": self.bootstrap, "SCHEDULES_TOPICS": self.input,
+        # its README's advice for producers that are not librdkafka's (ours: aiokafka's murmur2): its own
+        # tombstone of a delivered message must land on that message's partition
+        config = self.work / "config.yaml"
+        config.write_text("kafka.producer.configuration:\n    partitioner: murmur2_random\n")
+        env = {**os.environ, "CONFIGURATION_FILE": str(config), "BOOTSTRAP_SERVERS": self.bootstrap,
+               "SCHEDULES_TOPICS": self.input,
                "HISTORY_TOPIC": self.history, "GROUP_ID": self.group, "METRICS_ADDR": "127.0.0.1:18001",
                "SERVER_ADDR": "127.0.0.1:18000", "LOG_LEVEL": "warning"}  # fmt: skip
         log = open(self.work / "etf1.log", "ab")  # noqa: SIM115
