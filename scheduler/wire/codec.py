@@ -297,10 +297,11 @@ def schedule_to_avro(s: Schedule) -> dict[str, Any]:
         "enabled": s.enabled,
         "catchUp": s.catch_up.value,
         "catchUpWindowMs": s.catch_up_window_ms,
-        "program": None if s.program is None else program_to_avro(s.program),
+        # a union's record as (full name, record): the writer skips matching it against every branch
+        "program": None if s.program is None else ("scheduler.ProgramId", program_to_avro(s.program)),
         "constraints": [c.to_avro() for c in s.constraints],
-        "timeout": None if s.timeout is None else s.timeout.to_json(),
-        "retry": None if s.retry is None else s.retry.to_json(),
+        "timeout": None if s.timeout is None else ("scheduler.PendingTimeout", s.timeout.to_json()),
+        "retry": None if s.retry is None else ("scheduler.RetryPolicy", s.retry.to_json()),
         **s.plain_fields(),
     }
 
@@ -352,12 +353,15 @@ def encode_command(cmd: ScheduleCommand) -> bytes:
         {
             "key": key_to_avro(cmd.key),
             "action": cmd.action.value,
-            "schedule": None if cmd.schedule is None else schedule_to_avro(cmd.schedule),
+            # (full name, record): the writer skips matching the record against every branch (~2x faster)
+            "schedule": None if cmd.schedule is None else ("scheduler.Schedule", schedule_to_avro(cmd.schedule)),
             "fireRange": None
             if cmd.fire_range is None
-            else {"fromMs": cmd.fire_range[0], "toMs": cmd.fire_range[1]},
+            else ("scheduler.FireRange", {"fromMs": cmd.fire_range[0], "toMs": cmd.fire_range[1]}),
             "arguments": cmd.arguments,
-            "pause": None if cmd.pause is None else {"note": cmd.pause.note, "untilMs": cmd.pause.until_ms},
+            "pause": None
+            if cmd.pause is None
+            else ("scheduler.PauseRequest", {"note": cmd.pause.note, "untilMs": cmd.pause.until_ms}),
         },
     )
 

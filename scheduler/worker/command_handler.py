@@ -162,6 +162,8 @@ class CommandHandler:
         self.worker.counts.command(cmd.action.value, "applied")
         if new is current:
             return
+        # an INSERT's or UPDATE's schedule as it came, when its bytes are known: encoded once
+        known = schedule_avro if new is not None and new.schedule is cmd.schedule else None
         self._record_history(
             partition,
             kb,
@@ -170,7 +172,7 @@ class CommandHandler:
                 asked_at,
                 by,
                 cmd.action.value,
-                None if new is None else encode_schedule(new.schedule),
+                None if new is None else known or encode_schedule(new.schedule),
                 note=None if cmd.pause is None else cmd.pause.note,
                 until=None if cmd.pause is None else cmd.pause.until_ms,
             ),
@@ -187,7 +189,6 @@ class CommandHandler:
         else:
             if not self.worker.topics.known(new.schedule.topic):
                 await self.worker.topics.ensure(new.schedule.topic)
-            known = schedule_avro if new.schedule is cmd.schedule else None  # an INSERT's: as it came
             self.worker.write_schedule(partition, kb, encode_state(new, known))
             self.worker.punctuator.upsert(partition, kb, new)
         # an event recorded after the command reaches the triggers of the version it made

@@ -53,6 +53,8 @@ class Ownership:
         self._taking_up = asyncio.Lock()  # (see on_recovered)
         self._assignment = (0, 0)  # (consumer generation, the app's rebalance count) of the last assignment
         self._members: PreviousMembers | None = None  # (install)
+        self._actives: frozenset[int] = frozenset()  # (active_partitions: of the assignment _actives_of)
+        self._actives_of: object = None
 
     def install(self) -> None:
         """Hook into the app: the schedules table's recovery, revocations, and the tables' rebalance."""
@@ -82,9 +84,16 @@ class Ownership:
         )
 
     def active_partitions(self) -> set[int]:
+        """The partitions this worker holds active: read once per assignment (Faust's assignor replaces its
+        assignment object at each one; every HTTP write asks)."""
         w = self.worker
-        topic = w.schedules.changelog_topic.get_topic_name()
-        return {tp.partition for tp in w.faust_app.assignor.assigned_actives() if tp.topic == topic}
+        assignment = getattr(w.faust_app.assignor, "_assignment", None)
+        if assignment is None or assignment is not self._actives_of:
+            topic = w.schedules.changelog_topic.get_topic_name()
+            actives = w.faust_app.assignor.assigned_actives()
+            self._actives = frozenset(tp.partition for tp in actives if tp.topic == topic)
+            self._actives_of = assignment
+        return set(self._actives)
 
     def fired_up_to(self, partition: int) -> dict[TimeUnit, int]:
         db = partition_db(self.worker.progress, partition)
