@@ -354,7 +354,9 @@ def encode_command(cmd: ScheduleCommand) -> bytes:
             "key": key_to_avro(cmd.key),
             "action": cmd.action.value,
             # (full name, record): the writer skips matching the record against every branch (~2x faster)
-            "schedule": None if cmd.schedule is None else ("scheduler.Schedule", schedule_to_avro(cmd.schedule)),
+            "schedule": None
+            if cmd.schedule is None
+            else ("scheduler.Schedule", schedule_to_avro(cmd.schedule)),
             "fireRange": None
             if cmd.fire_range is None
             else ("scheduler.FireRange", {"fromMs": cmd.fire_range[0], "toMs": cmd.fire_range[1]}),
