@@ -18,7 +18,17 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scheduler.cli import apply, backfills, calendars, jobs, messages, notifications, schedules, sensors
+from scheduler.cli import (
+    apply,
+    backfills,
+    calendars,
+    jobs,
+    messages,
+    notifications,
+    programs,
+    schedules,
+    sensors,
+)
 from scheduler.cli.errors import guarded
 from scheduler.cli.render import print_answer
 from scheduler.domain.basics import plural
@@ -425,6 +435,7 @@ def _add_client_commands(sub: Any) -> None:
         calendars,
         notifications,
         messages,
+        programs,
         sensors,
         apply,
     ):  # (each its groups)

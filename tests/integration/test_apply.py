@@ -16,7 +16,7 @@ import yaml
 
 from tests.helpers import scheduler_cli
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.integration, pytest.mark.embedded, pytest.mark.timeout(180)]
 
 
 def _schedule(tenant: str, name: str, expression: str = "0 3 * * *", **fields: Any) -> dict[str, Any]:
@@ -138,11 +138,28 @@ def test_apply_refuses_invalid_files_whole_and_imports_become_what_it_applies(
         and nightly["labels"]["imported-from"] == "cronjob"
     )
 
+    from tests.unit.test_apply import _apscheduler_store  # (an APScheduler 3 SQLAlchemy job store, SQLite)
+
+    aps = f"{tenant}-aps"
+    store = _apscheduler_store(tmp_path / "jobs.sqlite")
+    made = scheduler_cli(url, "import", "apscheduler", store, "--tenant", aps, "-o", str(imported))
+    assert made.returncode == 0 and "1 not mapped" in made.stderr, made.stderr
+    applied = scheduler_cli(url, "apply", "-f", str(imported))
+    assert applied.returncode == 0 and "applied: 3 created, 1 registered" in applied.stdout, applied.stdout
+    nightly = httpx.get(f"{url}/schedules/{aps}/nightly", timeout=30).json()
+    assert nightly["trigger"] == {
+        "type": "cron",
+        "expression": "0 */15 3 * * mon-fri",
+        "timezone": "Europe/Paris",
+    }
+    assert nightly["overlap"] == "SKIP" and nightly["data"] == {"day": "today"}, nightly
+    assert scheduler_cli(url, "apply", "-f", str(imported)).stdout.strip() == "plan: 4 unchanged"
+
 
 JOBS = '''
 import json, os, pathlib
 
-from scheduler.client.code import after, schedule
+from scheduler.client.code import after, on_partitions, schedule
 
 OUT = pathlib.Path(os.environ.get("JOBS_OUT", "."))  # (where the launcher runs it: the test's folder)
 
@@ -155,6 +172,10 @@ def nightly(args):
 @after(nightly, tenant="{tenant}")
 def report(args):
     (OUT / "report.json").write_text(json.dumps({{"after": os.environ["SCHEDULER_SCHEDULE"]}}))
+
+@on_partitions("{tenant}.landing", tenant="{tenant}", min_partitions=2)
+def landed(args):
+    pass
 '''
 
 
@@ -176,7 +197,11 @@ def test_decorated_functions_are_applied_and_run_by_the_launchers_python_one_aft
     applied = subprocess.run([sys.executable, "-m", "scheduler", "apply", "--module", f"jobs_{tenant}"],
                              cwd=code, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert applied.returncode == 0, applied.stdout + applied.stderr
-    assert "applied: 2 created, 2 registered" in applied.stdout, applied.stdout
+    assert "applied: 3 created, 3 registered" in applied.stdout, applied.stdout
+    landed = httpx.get(f"{worker.url}/schedules/{tenant}/landed", timeout=30).json()
+    assert landed["trigger"] == {"type": "partition", "dataset": f"{tenant}.landing", "minPartitions": 2}, (
+        landed
+    )
     program = httpx.get(f"{worker.url}/programs/{tenant}/jobs-{tenant}/python/nightly", timeout=30).json()
     assert program == {**program, "kind": "python", "target": f"jobs_{tenant}:nightly"}, program
     ran = scheduler_cli(worker.url, "schedules", "run", f"{tenant}/nightly", "--arg", "day=2026-11-29")
@@ -192,3 +217,6 @@ def test_decorated_functions_are_applied_and_run_by_the_launchers_python_one_aft
     assert json.loads((tmp_path / "report.json").read_text()) == {"after": f"{tenant}/report"}
     runs = httpx.get(f"{worker.url}/programs/{tenant}/jobs-{tenant}/python/nightly/runs", timeout=30).json()
     assert [r["status"] for r in runs["runs"]] == ["COMPLETED"], runs
+    again = subprocess.run([sys.executable, "-m", "scheduler", "apply", "--module", f"jobs_{tenant}"],
+                           cwd=code, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert again.returncode == 0 and again.stdout.strip() == "plan: 6 unchanged", again.stdout + again.stderr

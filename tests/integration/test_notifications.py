@@ -46,9 +46,10 @@ async def test_run_events_reach_a_flaky_webhook_signed_and_retried_while_a_dead_
     store = tmp_path / "secrets"
     (store / "acme").mkdir(parents=True)
     (store / "acme" / "hook").write_text(HOOK_KEY)
-    endpoint = FlakyEndpoint(failures=2)
+    endpoint, slack = FlakyEndpoint(failures=2), FlakyEndpoint(failures=0)
     app = web.Application()
     app.router.add_post("/hook", endpoint.handle)
+    app.router.add_post("/slack", slack.handle)
     runner = web.AppRunner(app)
     await runner.setup()
     port, dead_port = free_port(), free_port()
@@ -67,6 +68,9 @@ async def test_run_events_reach_a_flaky_webhook_signed_and_retried_while_a_dead_
             f"http://127.0.0.1:{dead_port}/hook", "--max-attempts", "20")  # fmt: skip
         cli("notifications", "put", "acme/elsewhere", "--on", "RUN_FAILED,RUN_SUCCEEDED", "--schedules",
             "not-these", "--webhook", f"http://127.0.0.1:{port}/other")  # fmt: skip
+        # an SLA alert (no job for 2 s) in Slack's format
+        cli("notifications", "put", "acme/sla", "--on", "NOT_FIRED", "--format", "slack", "--schedules",
+            "stale", "--webhook", f"http://127.0.0.1:{port}/slack")  # fmt: skip
         assert "acme/ops: RETRIES_EXHAUSTED, RUN_FAILED, RUN_SUCCEEDED -> json" in cli(
             "notifications", "list"
         )
@@ -83,6 +87,9 @@ async def test_run_events_reach_a_flaky_webhook_signed_and_retried_while_a_dead_
                     await api.create({"tenant": "acme", "name": name, "program": program,
                                       "trigger": {"type": "cron", "expression": "0 0 1 1 *"},
                                       "retry": {"maxAttempts": 2, "initialDelayMs": 500}})  # fmt: skip
+            async with Api(worker.url) as api:  # (no job for 2 s: NOT_FIRED)
+                await api.create({"tenant": "acme", "name": "stale", "program": program, "fireAtLeastEveryMs": 2_000,
+                                  "trigger": {"type": "partition", "dataset": "acme.stale"}})  # fmt: skip
             cli("schedules", "run", "acme/failing")
             cli("schedules", "run", "acme/fine")
 
@@ -106,6 +113,7 @@ async def test_run_events_reach_a_flaky_webhook_signed_and_retried_while_a_dead_
                     got >= want
                     and len(deliveries) == 4
                     and all(d["outcome"] == "DELIVERED" for d in deliveries)
+                    and slack.calls
                 ):
                     break
                 await asyncio.sleep(0.5)
@@ -130,8 +138,15 @@ async def test_run_events_reach_a_flaky_webhook_signed_and_retried_while_a_dead_
             retrying = next(d for d in dead if d["outcome"] == "RETRYING")
             assert "ConnectError" in retrying["error"] and retrying["nextAt"] > retrying["at"], retrying
             assert (await client.get("/notifications/acme/elsewhere/deliveries")).json()["deliveries"] == []
+            assert slack.calls, "no NOT_FIRED alert reached the Slack-format rule's endpoint"
+            first = json.loads(slack.calls[0]["body"])
+            assert first["text"] == "acme/stale: has not fired within its bound", first
+            assert first["blocks"][0]["text"]["text"] == f"*{first['text']}*", first
             metrics = (await client.get("/metrics")).text
-            assert metric(metrics, 'scheduler_notifications_total{outcome="DELIVERED"}') == 4
+            sla = (await client.get("/notifications/acme/sla/deliveries")).json()["deliveries"]
+            assert sla and all(d["event"]["kind"] == "NOT_FIRED" for d in sla), sla
+            sent = metric(metrics, 'scheduler_notifications_total{outcome="DELIVERED"}')
+            assert 4 < sent <= 4 + len(sla), (sent, sla)  # (the ops rule's 4, and the SLA alerts so far)
             assert (
                 metric(metrics, "scheduler_notification_retries_total") >= 2 + 2
             )  # (the 500s, the dead hook's)

@@ -19,7 +19,7 @@ import pytest
 from tests.helpers import Api, scheduler_cli
 from tests.integration.test_programs import kill_group, launcher_process
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.integration, pytest.mark.embedded, pytest.mark.timeout(240)]
 
 PROGRAM = "acme/etl/command/talker"
 SECRET = "pw-9931-never-in-a-log"

@@ -7,6 +7,7 @@ A secret no store holds fails the run naming the reference; one of another tenan
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from tests.helpers import Api, scheduler_cli, started_consumer
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.integration, pytest.mark.embedded, pytest.mark.timeout(180)]
 
 SECRET = "s3cr3t-ZQX-7781-never-shown"
 
@@ -80,10 +81,18 @@ async def test_a_programs_secret_reaches_it_and_no_topic_answer_or_log(
                                    json={**spec, "env": {"X": {"secretRef": "globex/other"}}})  # fmt: skip
         assert foreign.status_code == 400 and "env.X" in foreign.text and "namespace acme" in foreign.text
         missing = {**spec, "env": {"DB_PASSWORD": {"secretRef": "acme/not-there"}}}
+        # registered with the CLI: the secret named on the command line, the rest from a file
+        (tmp_path / "spec.json").write_text(
+            json.dumps({"kind": "command", "argv": spec["argv"], "env": {"MODE": "full"}})
+        )
+        put = scheduler_cli(worker.url, "programs", "put", program, "-f", str(tmp_path / "spec.json"),
+                            "--secret-env", "DB_PASSWORD=acme/db-password")  # fmt: skip
+        assert put.returncode == 0, put.stderr
         async with Api(worker.url) as api:
-            for name, prog, definition in (("uses-secret", program, spec),
+            for name, prog, definition in (("uses-secret", program, None),
                                            ("missing", "acme/etl/command/missing", missing)):  # fmt: skip
-                await api.register(prog, definition)
+                if definition is not None:
+                    await api.register(prog, definition)
                 await api.create({"tenant": "acme", "name": name, "program": prog,
                                   "trigger": {"type": "cron", "expression": "0 0 1 1 *"}})  # fmt: skip
                 assert scheduler_cli(worker.url, "schedules", "run", f"acme/{name}").returncode == 0
@@ -109,7 +118,11 @@ async def test_a_programs_secret_reaches_it_and_no_topic_answer_or_log(
         )
         answers = [await client.get(path) for path in (
             f"/programs/{program}", "/programs", f"/programs/{program}/runs", f"/programs/{program}/runs/{run['run_id']}",
-            f"/programs/{program}/status", "/jobs", "/metrics", "/schedules/acme/uses-secret/history", "/admin")]  # fmt: skip
+            f"/programs/{program}/status", f"/programs/{program}/runs/{run['run_id']}/logs", "/jobs", "/metrics",
+            "/schedules/acme/uses-secret/history", "/sensors", "/notifications", "/admin")]  # fmt: skip
+        assert "connecting with ***" in answers[5].text, answers[5].text  # (the run's kept output, masked)
+        printed = [scheduler_cli(worker.url, *args) for args in (
+            ("runs", "logs", program, run["run_id"]), ("runs", "list", program), ("programs", "get", program))]  # fmt: skip
         assert (await client.get(f"/programs/{program}")).json()["env"]["DB_PASSWORD"] == {
             "secretRef": "acme/db-password"
         }
@@ -119,5 +132,12 @@ async def test_a_programs_secret_reaches_it_and_no_topic_answer_or_log(
     assert b"acme/db-password" in records  # (what is there: the reference)
     for answer in answers:
         assert SECRET not in answer.text, f"the secret's value is in the answer of {answer.request.url}"
+    for done in printed:
+        assert done.returncode == 0 and SECRET not in done.stdout + done.stderr, done.args
+    assert "DB_PASSWORD=<secret acme/db-password>" in printed[2].stdout, printed[2].stdout
     log = worker.log_path.read_text(errors="replace")
     assert SECRET not in log and "another-tenants-secret" not in log
+    kept = [f for f in (tmp_path / "data").rglob("*") if f.is_file() and "run-logs" in f.parts]
+    assert kept, "no run output kept under the data dir's run-logs/"
+    for f in kept:  # (the run's output as the launcher keeps it on disk)
+        assert SECRET.encode() not in f.read_bytes(), f"the secret's value is in {f}"

@@ -19,7 +19,7 @@ import pytest
 from scheduler.worker.app import partition_for
 from tests.helpers import Api, TopicReader, decode_launch, owned, scheduler_cli, wait_split
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.integration, pytest.mark.embedded, pytest.mark.timeout(240)]
 
 SENSOR = "acme/landing/sensor/new-files"
 LOAD = (
