@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from urllib.parse import quote
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -151,8 +152,18 @@ async def cmd_runs_status(client: HttpClient, args: argparse.Namespace) -> None:
 async def cmd_runs_logs(client: HttpClient, args: argparse.Namespace) -> None:
     """A run's output as it is kept, or (-f) as it comes until the run ends; what was rotated out is said
     on stderr where it was."""
-    from scheduler.cli.client import parse_program
+    from scheduler.cli.client import UsageError, parse_program
 
+    if args.run_id is None:  # `runs logs RUN_ID`: a job's run id names its schedule, which names the program
+        args.run_id = args.program
+        schedule, at, _ = args.run_id.partition("@")
+        if not at or schedule.count("/") != 1:
+            raise UsageError(f"give PROGRAM RUN_ID, or a job's run id (tenant/name@…), got {args.run_id!r}")
+        tenant, name = schedule.split("/")
+        found = await client.request("GET", f"/schedules/{quote(tenant, safe='')}/{quote(name, safe='')}")
+        if not found.get("program"):
+            raise UsageError(f"schedule {schedule} launches no program: give PROGRAM RUN_ID")
+        args.program = found["program"]
     program = parse_program(args.program)
     last: dict[str, Any] = {}
     async for page in client.log_pages(program, args.run_id, args.offset, follow=args.follow):
@@ -208,8 +219,12 @@ def register(sub: Any, leaf: Callable[..., argparse.ArgumentParser]) -> None:
     p.add_argument("--status", help="only runs in this status (RUNNING, COMPLETED, FAILED, ...)")
     program(leaf(group, "status", cmd_runs_status, "a program's status: its active runs or its last run"))
     p = leaf(group, "logs", cmd_runs_logs, "a run's output (stdout and stderr, secrets masked)")
-    program(p)
-    p.add_argument("run_id", metavar="RUN_ID")
+    p.add_argument(
+        "program",
+        metavar="PROGRAM",
+        help="namespace/application/type/name; or a job's run id alone (its schedule names the program)",
+    )
+    p.add_argument("run_id", metavar="RUN_ID", nargs="?")
     p.add_argument(
         "-f", "--follow", action="store_true", help="print new output as it comes, until the run ends"
     )

@@ -134,7 +134,8 @@ async def test_a_runs_output_is_followed_while_it_runs_and_kept_head_and_tail_pa
             await asyncio.sleep(0.3)
         else:
             raise AssertionError(f"the chatty run did not complete: {runs}")
-        got = scheduler_cli(worker.url, "runs", "logs", "acme/etl/command/chatty", runs[-1]["run_id"])
+        # (a job's run id alone: its schedule names the program)
+        got = scheduler_cli(worker.url, "runs", "logs", runs[-1]["run_id"])
     assert got.returncode == 0, got.stderr
     lines = got.stdout.splitlines()
     assert lines[0] == "chatty line 00000000" and lines[-1] == "chatty line 00001999", lines[:2] + lines[-2:]
