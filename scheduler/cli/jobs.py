@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from urllib.parse import quote
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from scheduler.cli.render import print_answer
 from scheduler.domain.basics import plural
