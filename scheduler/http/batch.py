@@ -7,6 +7,7 @@ status and what a single POST would have answered."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -41,8 +42,34 @@ class Handlers(Protocol):
     ) -> Response: ...
 
 
-def _result(index: int, response: Response) -> dict[str, Any]:
-    raw: Any = response
+@dataclasses.dataclass(frozen=True)
+class _Judged:
+    """An item's answer as a POST /schedules of it alone would give it, kept as its fields: the batch's
+    answer validates and writes them once, with the rest (not one response built and read back each)."""
+
+    status: int
+    fields: dict[str, Any]
+    headers: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ItemCall(Call):
+    """The batch's call, as each item's submit sees it: its answers are _Judged."""
+
+    def answer(self, model: type[BaseModel], body: Any, status: int = 200) -> Any:
+        return _Judged(status, dict(body))
+
+    def error(self, status: int, **fields: Any) -> Any:
+        return _Judged(status, fields)
+
+    def field_error(self, name: str, message: str) -> Any:
+        return _Judged(400, {"error": "invalid request", "fields": [{"field": name, "message": message}]})
+
+
+def _result(index: int, response: Response | _Judged) -> dict[str, Any]:
+    if isinstance(response, _Judged):
+        return {"index": index, "status": response.status, **response.fields}
+    raw: Any = response  # (an answer made outside the call: a 403 of deny_tenants)
     return {"index": index, "status": raw.status, **json.loads(raw.body or b"{}")}
 
 
@@ -70,10 +97,11 @@ async def create_batch(h: Handlers, call: Call) -> Response:
         seen[key.id] = i
         commands[i] = ScheduleCommand(key, Action.INSERT, item.to_schedule(key))
     gate = asyncio.Semaphore(IN_FLIGHT)
+    each = _ItemCall(**{f.name: getattr(call, f.name) for f in dataclasses.fields(call)})
 
     async def judge(i: int, cmd: ScheduleCommand, dry_run: bool | None) -> None:
         async with gate:
-            results[i] = _result(i, await h.submit(call, cmd, dry_run=dry_run))
+            results[i] = _result(i, await h.submit(each, cmd, dry_run=dry_run))
 
     produce = True
     if body.atomic:
