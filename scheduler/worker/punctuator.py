@@ -571,13 +571,28 @@ class Punctuator:
         taken = 0
         jump = self._jumps.get(unit)
         heads = [(part.heaps[unit], partition, part) for partition, part in self._parts.items()]
+        # The partitions' heaps merged: the earliest head first, the first partition's on a tie. The heap
+        # taken from stays the one while its head comes before `rival`, the others' earliest (only its own
+        # heap changes meanwhile: what is taken re-arms into its partition's), so the heads are compared
+        # once per run of one partition's entries, not once per entry.
+        best: tuple[list[tuple[int, int, bytes, str]], int, _Partition] | None = None
+        best_at = 0
+        rival: tuple[int, int] | None = None
         while limit is None or taken < limit:
-            best = None
-            for h in heads:
-                if h[0] and h[0][0][0] <= until and (best is None or h[0][0][0] < best[0][0][0]):
-                    best = h
+            if best is not None and (
+                not best[0]
+                or (top := best[0][0][0]) > until
+                or (rival is not None and (top, best_at) > rival)
+            ):
+                best = None
             if best is None:
-                break
+                due_heads = sorted(
+                    (h[0][0][0], i) for i, h in enumerate(heads) if h[0] and h[0][0][0] <= until
+                )
+                if not due_heads:
+                    break
+                best_at = due_heads[0][1]
+                best, rival = heads[best_at], (due_heads[1] if len(due_heads) > 1 else None)
             heap, partition, part = best
             due, seq, key, path = heapq.heappop(heap)
             taken += 1
@@ -596,6 +611,7 @@ class Punctuator:
                 await self._jumped_over(
                     unit, partition, part, key, path, entry, trigger, due, jump[1], writes
                 )
+                best = None  # (the loop turned meanwhile: any heap may have changed)
                 continue
             stays = False  # its next due is held in memory too (an elapsed trigger is re-armed by its agent)
             if trigger is not None:  # its index entry moves on: the next due now (this one: see _drop_fired)
