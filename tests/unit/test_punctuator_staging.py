@@ -170,3 +170,29 @@ async def test_fired_at_is_set_even_when_the_first_fires_of_an_instant_take_the_
     await h.punctuator.tick(S)
     fast = [decode_fired(v) for t, _, v in h.sent if t == "out"]
     assert [(f.key.name, f.fired_at) for f in fast] == [("fast", T0 + 3)]
+
+
+async def test_staging_in_chunks_takes_the_earliest_of_every_partition_first_and_an_instant_by_partition():
+    """A chunk (the timer's STAGE_CHUNK) takes the earliest entries of all partitions' heaps merged: none
+    staged is later than one left, and an instant's entries are staged partition by partition."""
+    h = Harness(T0 - 1)
+    for p in (2, 0, 1):  # (assigned out of order)
+        states = [state(f"p{p}-s{i}", FrequencyTrigger(S, 1 + (i + p) % 3, T0)) for i in range(4)]
+        await h.assign(p, states, {S: T0 - 1})
+    h.clock.now = T0 - 1
+    await h.punctuator._fill(S, T0 + HORIZON_MS)
+    until = T0 + 6_000
+    order = list(h.punctuator._parts)  # (the merge's partition order on a tie: the punctuator's own)
+    chunks = 0
+    while await h.punctuator._stage(S, until, 5):
+        chunks += 1
+        dues, by_due = h.punctuator._staged[S]
+        left = [d for part in h.punctuator._parts.values() for d, *_ in part.heaps[S] if d <= until]
+        assert not left or max(by_due) <= min(left), (sorted(by_due), sorted(left)[:5])
+    _, by_due = h.punctuator._staged[S]
+    for due, items in by_due.items():
+        ranks = [order.index(item.partition) for item in items]
+        assert ranks == sorted(ranks), (due, [item.partition for item in items])
+    staged = sum(len(items) for items in by_due.values())
+    # each schedule every 1, 2 or 3 s from T0 to T0 + 6 s
+    assert staged == sum(6 // (1 + (i + p) % 3) + 1 for p in range(3) for i in range(4)) and chunks > 2
