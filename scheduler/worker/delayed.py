@@ -33,7 +33,8 @@ from scheduler.domain.delayed import (
 )
 from scheduler.kafka.tables import partition_db, partition_items_from, write_local
 from scheduler.kafka.transactions import PartitionGone, owned_by
-from scheduler.wire.codec import decode, encode, read_long
+from scheduler.wire.codec import decode, read_long
+from scheduler.wire.delayed_codec import decode_delayed, encode_delayed
 from scheduler.worker.hops import safely
 from scheduler.worker.ports import DelayedPort
 
@@ -46,11 +47,12 @@ COUNT_CHUNK = 5_000
 
 
 def encode_message(m: DelayedMessage) -> bytes:
-    return encode("DelayedMessage", m.to_record())
+    return encode_delayed(m)
 
 
 def decode_message(raw: bytes) -> DelayedMessage:
-    return DelayedMessage.from_record(decode("DelayedMessage", raw))
+    fast = decode_delayed(raw)
+    return fast if fast is not None else DelayedMessage.from_record(decode("DelayedMessage", raw))
 
 
 def topic_of(raw: bytes) -> str:

@@ -1,0 +1,81 @@
+"""A stored delayed message's Avro (`DelayedMessage`) written and read by hand: the delayed messages' ingest
+writes one per record and their delivery reads one per message, and fastavro took ~10 µs to write one and
+as long to read it (a quarter of the ingest's CPU). Byte-identical to the Avro writer; the reader reads only
+bytes of the current schema laid out as it writes them and says None for anything else (another release's
+bytes, garbage), which the Avro reader then reads or refuses. Unit-tested against fastavro both ways."""
+
+from __future__ import annotations
+
+from scheduler.domain.delayed import DelayedMessage
+from scheduler.wire.codec import read_long, zigzag_long
+
+_NULL = b"\x00"  # a union's null branch; an array's end
+_SOME = b"\x02"  # a union's second branch (bytes)
+
+
+def _bytes(b: bytes) -> bytes:
+    return zigzag_long(len(b)) + b
+
+
+def _optional(b: bytes | None) -> bytes:
+    return _NULL if b is None else _SOME + zigzag_long(len(b)) + b
+
+
+def encode_delayed(m: DelayedMessage) -> bytes:
+    """As the Avro writer writes it: id, deliverAt, topic, key, value, headers (one block), receivedAt."""
+    topic = m.topic.encode()
+    out = [_bytes(m.id), zigzag_long(m.deliver_at), _bytes(topic), _optional(m.key), _optional(m.value)]
+    if m.headers:
+        out.append(zigzag_long(len(m.headers)))
+        for name, value in m.headers:
+            out += (_bytes(name.encode()), _optional(value))
+    out += (_NULL, zigzag_long(m.received_at))
+    return b"".join(out)
+
+
+class _Unread(Exception):
+    """Not laid out as encode_delayed writes: the Avro reader decides."""
+
+
+def decode_delayed(raw: bytes) -> DelayedMessage | None:
+    """The message, or None when the bytes are not what encode_delayed writes."""
+    try:
+        at = 0
+
+        def sized() -> bytes:
+            nonlocal at
+            n, at = read_long(raw, at)
+            if n < 0 or at + n > len(raw):
+                raise _Unread
+            at += n
+            return raw[at - n : at]
+
+        def optional() -> bytes | None:
+            nonlocal at
+            branch = raw[at]
+            at += 1
+            if branch == 0:
+                return None
+            if branch != 2:
+                raise _Unread
+            return sized()
+
+        id_ = sized()
+        deliver_at, at = read_long(raw, at)
+        topic = sized().decode()
+        key, value = optional(), optional()
+        headers = []
+        while True:
+            count, at = read_long(raw, at)
+            if count == 0:
+                break
+            if count < 0:  # (a block with its size: not what the writer here writes)
+                raise _Unread
+            for _ in range(count):
+                headers.append((sized().decode(), optional()))
+        received_at, at = read_long(raw, at)
+    except (_Unread, IndexError, UnicodeDecodeError):
+        return None
+    if at != len(raw):
+        return None
+    return DelayedMessage(id_, deliver_at, topic, key, value, tuple(headers), received_at)
