@@ -220,3 +220,34 @@ def test_decorated_functions_are_applied_and_run_by_the_launchers_python_one_aft
     again = subprocess.run([sys.executable, "-m", "scheduler", "apply", "--module", f"jobs_{tenant}"],
                            cwd=code, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert again.returncode == 0 and again.stdout.strip() == "plan: 6 unchanged", again.stdout + again.stderr
+
+
+async def test_a_plan_made_before_someone_else_changed_a_schedule_is_refused_for_it_and_the_change_kept(
+    shared_worker, tenant, tmp_path
+):
+    """`apply` writes each update and delete over the version its plan saw (If-Match): a schedule changed
+    between the plan and the write answers 412, reported as failed; the other change goes through, and a
+    new plan sees the change."""
+    from scheduler.cli.plans import apply_plan, plan, read_current, read_sources
+    from scheduler.client.http import HttpClient
+
+    url = shared_worker.url
+    path = tmp_path / "schedules.yaml"
+    _write(path, [_schedule(tenant, "a"), _schedule(tenant, "b")])
+    assert scheduler_cli(url, "apply", "-f", str(path)).returncode == 0
+    _write(path, [_schedule(tenant, "a", "0 4 * * *"), _schedule(tenant, "b", "0 5 * * *")])
+    sources = read_sources([str(path)])
+    async with HttpClient(url) as client:
+        changes = plan(sources, *await read_current(client, sources.tenants, sources.programs))
+        assert [(c.verb, c.key, c.version) for c in changes] == [
+            ("update", f"{tenant}/a", 1), ("update", f"{tenant}/b", 1)]  # fmt: skip
+        theirs = {k: v for k, v in _schedule(tenant, "b", "0 6 * * *").items() if k not in ("tenant", "name")}
+        await client.update(tenant, "b", theirs)  # (someone else's change, after the plan: version 2)
+        outcome = await apply_plan(client, changes)
+        assert outcome.done == {"update": 1}
+        assert [(c.key, e.status) for c, e in outcome.failed] == [(f"{tenant}/b", 412)], outcome.failed
+        b = await client.request("GET", f"/schedules/{tenant}/b")
+        assert (b["version"], b["trigger"]["expression"]) == (2, "0 6 * * *")  # (theirs is kept)
+        assert (await client.request("GET", f"/schedules/{tenant}/a"))["trigger"]["expression"] == "0 4 * * *"
+    again = scheduler_cli(url, "apply", "-f", str(path), "--dry-run")
+    assert f"~ update {tenant}/b (over version 2)" in again.stdout, again.stdout
