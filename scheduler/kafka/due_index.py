@@ -33,7 +33,7 @@ from rocksdict import WriteBatch
 
 from scheduler.domain.basics import TimeUnit
 from scheduler.kafka.tables import LOCAL_KEYS
-from scheduler.wire.codec import read_long
+from scheduler.wire.avro_reader import read_long
 
 PREFIX = LOCAL_KEYS
 #: 0xff 0x00 + schedule key: the schedule has elapsed triggers or an SLA watchdog

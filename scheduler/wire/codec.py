@@ -45,6 +45,7 @@ from scheduler.domain.triggers.kinds import (
     trigger_from_avro,
     trigger_to_avro,
 )
+from scheduler.wire.avro_reader import AvroReader, Defer
 
 __all__ = ["program_from_avro", "program_to_avro", "trigger_from_avro", "trigger_to_avro"]
 
@@ -228,19 +229,6 @@ def _read(payload: bytes, writer: Any, reader: Any) -> dict[str, Any]:
     return record
 
 
-def read_long(buf: bytes, pos: int) -> tuple[int, int]:
-    """The Avro int or long (a zigzag varint) at `pos`: its value and the position after it (to read one
-    field of a record without decoding the rest)."""
-    shift = result = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-
-
 def encode_json(obj: Any) -> bytes:
     """Internal topics and tables (trigger index, trigger progress, job queue) hold compact JSON."""
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
@@ -398,10 +386,6 @@ def _avro_command_with_schedule(data: bytes | None) -> tuple[ScheduleCommand, by
     return _command(rec, sched), schedule_avro
 
 
-class _Defer(Exception):
-    """Not what the command reader below reads: the Avro reader decides (and names what is wrong)."""
-
-
 class _Symbols:
     """Enum symbols and union branches of the writer schemas, by index, as the command reader needs them."""
 
@@ -421,56 +405,6 @@ def _symbols() -> _Symbols:
     return _Symbols()
 
 
-class _Reader:
-    """Avro's binary encoding read by hand, for the fields of the commands most schedules are made of."""
-
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes) -> None:
-        self.data, self.pos = data, 0
-
-    def long(self) -> int:
-        data, pos = self.data, self.pos
-        b = data[pos]
-        n, shift = b & 0x7F, 7
-        while b & 0x80:
-            if shift > 56:  # past 64 bits: fastavro's reader decides what that is
-                raise _Defer
-            pos += 1
-            b = data[pos]
-            n |= (b & 0x7F) << shift
-            shift += 7
-        self.pos = pos + 1
-        return (n >> 1) ^ -(n & 1)
-
-    def string(self) -> str:
-        n = self.long()
-        end = self.pos + n
-        if n < 0 or end > len(self.data):
-            raise _Defer
-        value = self.data[self.pos : end].decode()
-        self.pos = end
-        return value
-
-    def index(self, size: int) -> int:
-        """An enum symbol's or a union branch's index."""
-        i = self.long()
-        if not 0 <= i < size:
-            raise _Defer
-        return i
-
-    def string_map(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        while count := self.long():
-            if count < 0:  # a block with its size in bytes
-                count = -count
-                self.long()
-            for _ in range(count):
-                key = self.string()
-                out[key] = self.string()
-        return out
-
-
 def _read_time_command(data: bytes | None) -> tuple[ScheduleCommand, bytes | None] | None:
     """decode_command_with_schedule by hand for a command with no schedule, or one with a cron or frequency
     trigger and no program, constraints, timeout, retry, time limit, bounds, spread nor jitter (~3x faster
@@ -480,7 +414,7 @@ def _read_time_command(data: bytes | None) -> tuple[ScheduleCommand, bytes | Non
     if data is None or not data or data[0] == 0 or len(data) > MAX_MESSAGE_BYTES:
         return None  # (a zero first byte may be Confluent framing)
     sym = _symbols()
-    r = _Reader(data)
+    r = AvroReader(data)
     try:
         key = ScheduleKey(r.string(), r.string())
         action = sym.actions[r.index(len(sym.actions))]
@@ -492,8 +426,8 @@ def _read_time_command(data: bytes | None) -> tuple[ScheduleCommand, bytes | Non
         fire_range = (r.long(), r.long()) if r.index(2) else None
         arguments = r.string_map()
         if r.index(2):  # (bytes of a release before `pause` end before it: the Avro reader reads them)
-            raise _Defer  # (a pause: the Avro reader reads it)
-    except (_Defer, IndexError, UnicodeDecodeError):
+            raise Defer  # (a pause: the Avro reader reads it)
+    except (Defer, IndexError, UnicodeDecodeError):
         return None
     if r.pos != len(data):
         return None
@@ -501,9 +435,9 @@ def _read_time_command(data: bytes | None) -> tuple[ScheduleCommand, bytes | Non
     return cmd, data[start:end] if schedule is not None and fire_range is None and not arguments else None
 
 
-def _read_time_schedule(r: _Reader, sym: _Symbols, key: ScheduleKey | None = None) -> Schedule:
+def _read_time_schedule(r: AvroReader, sym: _Symbols, key: ScheduleKey | None = None) -> Schedule:
     """A Schedule record with a cron or frequency trigger and nothing else the commands reader defers on
-    (see _read_time_command); `key` is reused when the record names the same one. Raises _Defer,
+    (see _read_time_command); `key` is reused when the record names the same one. Raises Defer,
     IndexError or UnicodeDecodeError for anything else."""
     tenant, name = r.string(), r.string()
     branch = r.long()
@@ -514,13 +448,13 @@ def _read_time_schedule(r: _Reader, sym: _Symbols, key: ScheduleKey | None = Non
         unit, time = sym.units[r.index(len(sym.units))], r.long()
         trigger = FrequencyTrigger(unit, time, r.long() if r.index(2) else None)
         if not _INT_MIN <= time <= _INT_MAX:
-            raise _Defer
+            raise Defer
     else:
-        raise _Defer
+        raise Defer
     topic, data_map = r.string(), r.string_map()
     enabled = r.data[r.pos]
     if enabled > 1:
-        raise _Defer
+        raise Defer
     r.pos += 1
     catch_up = sym.catch_up[r.index(len(sym.catch_up))]
     window = r.long()
@@ -528,7 +462,7 @@ def _read_time_schedule(r: _Reader, sym: _Symbols, key: ScheduleKey | None = Non
     # reader decides anything longer)
     pos = r.pos
     if r.data[pos : pos + 5] != _ZEROS[:5]:
-        raise _Defer
+        raise Defer
     r.pos = pos + 5
     output = sym.outputs[r.index(len(sym.outputs))]
     # notBefore, notAfter, spreadMs, jitterMs (null), priority (0), completeWithinMs,
@@ -536,7 +470,7 @@ def _read_time_schedule(r: _Reader, sym: _Symbols, key: ScheduleKey | None = Non
     # pauseOnFailure, maxFires, overlap (null)
     pos = r.pos
     if r.data[pos : pos + 13] != _ZEROS:
-        raise _Defer
+        raise Defer
     r.pos = pos + 13
     same = key is not None and tenant == key.tenant and name == key.name
     return Schedule(
@@ -691,14 +625,14 @@ def _read_time_state(data: bytes) -> ScheduleState | None:
     every state the fuzz generators make."""
     if not data or data[0] == 0 or len(data) > MAX_MESSAGE_BYTES:
         return None  # (a zero first byte may be Confluent framing)
-    r = _Reader(data)
+    r = AvroReader(data)
     try:
         schedule = _read_time_schedule(r, _symbols())
         created, updated, active, version = r.long(), r.long(), r.long(), r.long()
         if r.index(2):  # (bytes of a release before `paused` end before it: the Avro reader reads them)
-            raise _Defer  # (paused: the Avro reader reads it)
+            raise Defer  # (paused: the Avro reader reads it)
         fires = r.long()  # (a state of release 0.4.0 ends before it: the Avro reader reads that)
-    except (_Defer, IndexError, UnicodeDecodeError):
+    except (Defer, IndexError, UnicodeDecodeError):
         return None
     if r.pos != len(data) or not _INT_MIN <= version <= _INT_MAX or fires < 0:
         return None

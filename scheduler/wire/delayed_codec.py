@@ -7,7 +7,8 @@ bytes, garbage), which the Avro reader then reads or refuses. Unit-tested agains
 from __future__ import annotations
 
 from scheduler.domain.delayed import DelayedMessage
-from scheduler.wire.codec import read_long, zigzag_long
+from scheduler.wire.avro_reader import AvroReader, Defer, read_long
+from scheduler.wire.codec import zigzag_long
 
 _NULL = b"\x00"  # a union's null branch; an array's end
 _SOME = b"\x02"  # a union's second branch (bytes)
@@ -33,49 +34,23 @@ def encode_delayed(m: DelayedMessage) -> bytes:
     return b"".join(out)
 
 
-class _Unread(Exception):
-    """Not laid out as encode_delayed writes: the Avro reader decides."""
-
-
 def decode_delayed(raw: bytes) -> DelayedMessage | None:
     """The message, or None when the bytes are not what encode_delayed writes."""
+    r = AvroReader(raw)
     try:
-        at = 0
-
-        def sized() -> bytes:
-            nonlocal at
-            n, at = read_long(raw, at)
-            if n < 0 or at + n > len(raw):
-                raise _Unread
-            at += n
-            return raw[at - n : at]
-
-        def optional() -> bytes | None:
-            nonlocal at
-            branch = raw[at]
-            at += 1
-            if branch == 0:
-                return None
-            if branch != 2:
-                raise _Unread
-            return sized()
-
-        id_ = sized()
-        deliver_at, at = read_long(raw, at)
-        topic = sized().decode()
-        key, value = optional(), optional()
+        id_ = r.bytes()
+        deliver_at, r.pos = read_long(raw, r.pos)  # (any long: r.long() defers on ten bytes)
+        topic = r.string()
+        key, value = r.optional_bytes(), r.optional_bytes()
         headers = []
-        while True:
-            count, at = read_long(raw, at)
-            if count == 0:
-                break
+        while count := r.long():
             if count < 0:  # (a block with its size: not what the writer here writes)
-                raise _Unread
+                raise Defer
             for _ in range(count):
-                headers.append((sized().decode(), optional()))
-        received_at, at = read_long(raw, at)
-    except (_Unread, IndexError, UnicodeDecodeError):
+                headers.append((r.string(), r.optional_bytes()))
+        received_at, r.pos = read_long(raw, r.pos)
+    except (Defer, IndexError, UnicodeDecodeError):
         return None
-    if at != len(raw):
+    if r.pos != len(raw):
         return None
     return DelayedMessage(id_, deliver_at, topic, key, value, tuple(headers), received_at)

@@ -33,7 +33,8 @@ from scheduler.domain.delayed import (
 )
 from scheduler.kafka.tables import partition_db, partition_items_from, write_local
 from scheduler.kafka.transactions import PartitionGone, owned_by
-from scheduler.wire.codec import decode, read_long
+from scheduler.wire.avro_reader import read_long
+from scheduler.wire.codec import decode
 from scheduler.wire.delayed_codec import decode_delayed, encode_delayed
 from scheduler.worker.hops import safely
 from scheduler.worker.ports import DelayedPort
