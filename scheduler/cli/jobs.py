@@ -7,7 +7,6 @@ import json
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 from scheduler.cli.render import print_answer
 from scheduler.domain.basics import plural
@@ -160,7 +159,7 @@ async def cmd_runs_logs(client: HttpClient, args: argparse.Namespace) -> None:
         if not at or schedule.count("/") != 1:
             raise UsageError(f"give PROGRAM RUN_ID, or a job's run id (tenant/name@…), got {args.run_id!r}")
         tenant, name = schedule.split("/")
-        found = await client.request("GET", f"/schedules/{quote(tenant, safe='')}/{quote(name, safe='')}")
+        found = await client.schedule(tenant, name)
         if not found.get("program"):
             raise UsageError(f"schedule {schedule} launches no program: give PROGRAM RUN_ID")
         args.program = found["program"]

@@ -464,6 +464,31 @@ async def test_an_unreachable_server_is_an_api_error_naming_the_url() -> None:
             await client.schedules()
 
 
+async def test_runs_logs_of_a_job_run_id_alone_reads_the_program_its_schedule_launches(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from scheduler.cli.jobs import cmd_runs_logs
+
+    run_id = "acme/nightly report@1796083200000"
+    page = {"text": "done\n", "next": 5, "size": 5, "complete": True, "dropped": 0, "status": "COMPLETED"}
+    asked: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.raw_path.decode())
+        if request.url.path.startswith("/schedules/"):
+            return httpx.Response(200, json={**CRON, "program": "acme/etl/command/report"})
+        return httpx.Response(200, json=page)
+
+    args = cli.build_parser().parse_args(["runs", "logs", run_id])
+    async with Client("http://x", transport=httpx.MockTransport(handler)) as client:
+        await cmd_runs_logs(client, args)
+    assert asked == [
+        "/schedules/acme/nightly%20report",
+        "/programs/acme/etl/command/report/runs/acme/nightly%20report@1796083200000/logs?offset=0",
+    ], asked
+    assert capsys.readouterr().out == "done\n"
+
+
 def test_the_fields_only_answers_carry_are_every_field_of_a_schedule_answer_a_body_refuses() -> None:
     """A schedule as GET answers it, saved to a file, is a body POST takes (schedule_body drops the rest)."""
     from scheduler.cli.client import OUTPUT_ONLY
