@@ -353,6 +353,12 @@ class Transactions:
             if self._dirty:
                 self._wake.set()
 
+    @property
+    def commit_waiting(self) -> bool:
+        """A commit waits for the units of work in progress to end: a long unit (a fetch of commands) should
+        end early, so the fires committed with it (a tick's, already sent) are not held back by it."""
+        return self._committing and not self._idle.is_set()
+
     # --- committing -----------------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager

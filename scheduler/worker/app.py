@@ -279,7 +279,9 @@ class Worker:
             settings.delayed_topic: self.delayed_messages.handle,
         }
         # the commands topic, a fetch at a time (not a Faust agent); with transactions the hops too
-        self.ingest = CommandIngest(self, hops=hops if self.txns is not None else None)
+        self.ingest = CommandIngest(
+            self, hops=hops if self.txns is not None else None, firing=self.punctuator
+        )
         self.liveness = Liveness(
             stall_after_s=settings.stall_after_s, leave_after_s=settings.leave_after_s, on_leave=self._leave
         )

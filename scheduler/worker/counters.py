@@ -224,6 +224,7 @@ class WorkerCounts:
         #: delayed messages pending in the partitions taken up, by topic and due minute (worker/delayed.py)
         self.delayed_pending = PendingCounts()
         self.commands_frozen = 0  # commands applied when what they built was last frozen (ingest.settle)
+        self.commands_yielded = 0  # times a fetch's commands stepped aside for the punctuator (ingest)
         self._jobs: dict[int, dict[bytes, Counter[tuple[str, str]]]] = {}
         #: per owned partition and queue: (state, blocked_by) -> the oldest such job's triggered_at (ms)
         self._oldest: dict[int, dict[bytes, dict[tuple[str, str], int]]] = {}

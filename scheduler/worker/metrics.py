@@ -436,6 +436,12 @@ class WorkerCollector(Collector):
         yield _counter(
             "scheduler_rebalances", "Partition assignments this worker received", counts.rebalances
         )
+        yield _counter(
+            "scheduler_commands_yielded",
+            "Times the commands being applied stepped aside for the punctuator staging or firing (fires"
+            " keep their time during a bulk load; commands wait at most 100 ms each time)",
+            counts.commands_yielded,
+        )
         tables = GaugeMetricFamily(
             "scheduler_table_entries",
             "Entries of each table in the owned partitions (counted at most every 30 s per partition)",

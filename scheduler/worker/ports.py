@@ -308,6 +308,17 @@ class CommandsTaking(Protocol):
         ...
 
 
+class Firing(Protocol):
+    """The punctuator, as bulk work (a fetch of commands) gives way to it."""
+
+    #: set while no timer stages, fires or loads
+    idle: asyncio.Event
+
+    def sent_uncommitted(self) -> bool:
+        """Transactional: fires were sent that their partition's transaction has not committed yet."""
+        ...
+
+
 class ScheduleFollower(Protocol):
     """The event routing: its trigger index follows each schedule's change."""
 

@@ -295,6 +295,11 @@ class Punctuator:
         self._parts: dict[int, _Partition] = {}
         self._seq = itertools.count()
         self._wakeup = {u: asyncio.Event() for u in TimeUnit}
+        # set while no timer is staging, firing or loading: bulk work (a fetch of commands) yields to the
+        # timers, so fires stay on time while it goes on (ingest.CommandIngest)
+        self.idle = asyncio.Event()
+        self.idle.set()
+        self._busy: set[TimeUnit] = set()
         self._planned_wake: dict[TimeUnit, int | None] = {u: None for u in TimeUnit}
         self._load_target: dict[TimeUnit, int] = {u: 0 for u in TimeUnit}  # the horizon being loaded
         # per unit: fires taken off the partition heaps ahead of time: a heap of their distinct dues, and
@@ -834,6 +839,11 @@ class Punctuator:
                     out[unit] = tick
         return out
 
+    def sent_uncommitted(self) -> bool:
+        """Transactional: a partition sent fires its transaction has not committed yet (a read_committed
+        reader waits for that commit)."""
+        return any(inflight for part in self._parts.values() for inflight in part.inflight.values())
+
     def committed(self, partition: int, marks: dict[TimeUnit, int]) -> None:
         """Transactional: the partition's transaction committed, with these watermarks (pending_marks)."""
         part = self._parts.get(partition)
@@ -965,9 +975,11 @@ class Punctuator:
         wakeup = self._wakeup[unit]
         staged, _ = self._staged[unit]  # the heap of staged dues
         while True:
+            self._set_busy(unit, False)
             if self._hold is not None and not await self._hold():
                 await asyncio.sleep(0.1)  # (dropped: the partitions' next owner fires what is due)
                 continue
+            self._set_busy(unit, True)
             now = self._clock()
             self._look_at_clock(now)
             try:
@@ -1005,6 +1017,7 @@ class Punctuator:
                 log.exception("punctuator tick for %s failed", unit.value)
                 await asyncio.sleep(0.1)
                 continue
+            self._set_busy(unit, False)
             self._planned_wake[unit] = earliest
             wakeup.clear()
             wake_at = [staged[0]] if staged else []
@@ -1015,6 +1028,15 @@ class Punctuator:
             timeout = idle_s if not wake_at else max(0.0, min(idle_s, (min(wake_at) - now) / 1000))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wakeup.wait(), timeout)
+
+    def _set_busy(self, unit: TimeUnit, busy: bool) -> None:
+        if busy:
+            self._busy.add(unit)
+            self.idle.clear()
+        else:
+            self._busy.discard(unit)
+            if not self._busy:
+                self.idle.set()
 
     async def unreadable(self, exc: Unreadable) -> None:
         """Give up a partition whose store cannot be read: nothing of its index is dropped, its fires in

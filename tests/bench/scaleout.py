@@ -1,7 +1,7 @@
 """The scale-out harness (issue 41 item 5): how fires/s, lateness and CPU go as workers are added.
 
     python -m tests.bench.scaleout --workers 1 2 4 8 --per-worker 50000 [--partitions 32] [--nodes 1|3]
-        [--window 30] [--out tests/bench/results/scaleout]
+        [--window 30] [--ingest N] [--out tests/bench/results/scaleout]
 
 For each worker count k it starts k workers of one app (on an Apache Kafka it starts itself: 1 or 3 KRaft
 nodes from the jars, transactions on), loads k × N every-second schedules through the commands topic
@@ -11,6 +11,11 @@ then measures a window of `--window` seconds with one reader process per partiti
 schedule and due second), lateness at the readers (p50/p99/max), and per worker its partitions, CPU (cores
 over the window, µs per fire) and RSS. JSON and a plot (fires/s and p99 against workers; CPU per worker) go
 to --out. Benchmarks report, never assert.
+
+`--ingest N` (issue 41 item 2, commands while firing): at the window's start N INSERTs more are produced to
+the commands topic at once (daily schedules, to a topic of their own: none fires in the window); the row
+adds how fast they were applied while the workers fired (INSERTs/s from the first produced to the last
+applied) — the window's fires and lateness are then those of a worker taking a bulk load meanwhile.
 
 Partitions are the unit of scale-out: a worker count above the partition count idles the rest. Size the
 partitions from the largest worker count you plan (4× it: `--partitions`, SCHEDULER_PARTITIONS): the count
@@ -39,6 +44,7 @@ from typing import Any
 
 import psutil
 
+from scheduler.domain.model import CronTrigger, Schedule, ScheduleKey
 from tests.bench.run import Worker, every_second, insert_records, now_ms, send_commands
 
 LATENESS_CAP_MS = 120_000
@@ -68,6 +74,7 @@ def _read_partition(bootstrap: str, topic: str, partition: int, window: Any, rea
         t0, t1 = window[0], window[1]
         seen: dict[tuple[str, int], int] = {}
         lateness: dict[int, int] = {}
+        worst: dict[int, int] = {}  # the window's second -> its latest fire
         try:
             while now_ms() < t1 + 5_000:
                 batch = await consumer.getmany(tp, timeout_ms=200)
@@ -80,9 +87,11 @@ def _read_partition(bootstrap: str, topic: str, partition: int, window: Any, rea
                     seen[k] = seen.get(k, 0) + 1
                     late = min(max(at - fire.due_at, 0), LATENESS_CAP_MS)
                     lateness[late] = lateness.get(late, 0) + 1
+                    second = (fire.due_at - t0) // 1000
+                    worst[second] = max(worst.get(second, 0), late)
         finally:
             await consumer.stop()
-        return {"fires": sum(seen.values()), "distinct": len(seen), "lateness": lateness}
+        return {"fires": sum(seen.values()), "distinct": len(seen), "lateness": lateness, "worst": worst}
 
     queue.put((partition, asyncio.run(read())))
 
@@ -113,16 +122,35 @@ def _idle(workers: list[Worker], settle_s: float = 3.0, timeout_s: float = 600) 
         time.sleep(0.3)
 
 
+def _applied(workers: list[Worker]) -> int:
+    return sum(int((w.proc.health() or {}).get("commandsApplied", 0)) for w in workers)
+
+
+async def _ingest(bootstrap: str, app_id: str, records: list[tuple[bytes, bytes]], workers: list[Worker],
+                  before: int, timeout_s: float) -> float | None:  # fmt: skip
+    """Produce the records at once; seconds until the workers applied them all (None: not within timeout_s)."""
+    t0 = time.monotonic()
+    await send_commands(bootstrap, app_id, records)
+    while _applied(workers) < before + len(records):
+        if time.monotonic() - t0 > timeout_s:
+            return None
+        await asyncio.sleep(0.1)
+    return time.monotonic() - t0
+
+
 async def step(
-    bootstrap: str, k: int, per_worker: int, partitions: int, window_s: float, work: Path
+    bootstrap: str, k: int, per_worker: int, partitions: int, window_s: float, work: Path, ingest: int = 0
 ) -> dict[str, Any]:
-    """One worker count: its workers, its schedules loaded, its window measured."""
+    """One worker count: its workers, its schedules loaded, its window measured (with `ingest` INSERTs
+    produced at its start)."""
     from scheduler.kafka.producer import TopicCreator
 
     app_id = f"scale{uuid.uuid4().hex[:6]}"
     topic = f"{app_id}-out"
     n = k * per_worker
     await TopicCreator(bootstrap, partitions, 1).ensure(topic)
+    if ingest:  # (created before: a topic a command names first is created while it is applied)
+        await TopicCreator(bootstrap, partitions, 1).ensure(f"{app_id}-ingest-out")
     records = insert_records(every_second(n, topic))
     group = [Worker(bootstrap, "kafka", app_id, work / f"k{k}-w{i}", SCHEDULER_PARTITIONS=str(partitions))
              for i in range(k)]  # fmt: skip
@@ -140,6 +168,9 @@ async def step(
             await asyncio.sleep(0.3)
         load_s = time.monotonic() - t_load
         await asyncio.to_thread(_idle, group)
+        daily = CronTrigger("0 0 3 * * *")  # (none fires in the window)
+        bulk = insert_records([Schedule(ScheduleKey("ingest", f"i{i:07d}"), daily, f"{app_id}-ingest-out")
+                               for i in range(ingest)])  # fmt: skip
         ctx = mp.get_context("spawn")
         queue, ready, window = ctx.Queue(), ctx.Queue(), ctx.Array("q", [0, 0])
         readers = [ctx.Process(target=_read_partition, args=(bootstrap, topic, p, window, ready, queue))
@@ -155,9 +186,15 @@ async def step(
         while now_ms() < t0:
             await asyncio.sleep(0.05)
         cpu0 = [sum(p.cpu_times()[:2]) for p in procs]
+        loading = (
+            asyncio.ensure_future(_ingest(bootstrap, app_id, bulk, group, n, window_s + 600))
+            if bulk
+            else None
+        )
         while now_ms() < t1:
             await asyncio.sleep(0.1)
         cpu1 = [sum(p.cpu_times()[:2]) for p in procs]
+        ingest_s = await loading if loading is not None else None
         rss = [p.memory_info().rss / 1e6 for p in procs]
         got = [await asyncio.to_thread(queue.get, True, window_s + 120) for _ in readers]
         for r in readers:
@@ -172,6 +209,7 @@ async def step(
         for late, count in g["lateness"].items():
             histogram[int(late)] = histogram.get(int(late), 0) + count
     expected = n * int(window_s)
+    worst = [max(g["worst"].get(i, 0) for _, g in got) for i in range(int(window_s))]
     cores = [(b - a) / window_s for a, b in zip(cpu0, cpu1, strict=True)]
     return {
         "workers": k,
@@ -189,6 +227,10 @@ async def step(
         "cpu_us_per_fire": round(sum(cores) * 1e6 / max(fires / window_s, 1), 1),
         "rss_mb_per_worker": [round(r) for r in rss],
         "load_s": round(load_s, 1),
+        "ingest": ingest,
+        "ingest_per_s": round(ingest / ingest_s) if ingest and ingest_s else None,
+        "ingest_s": round(ingest_s, 1) if ingest_s else None,
+        "latest_ms_by_second": worst,  # (the window's seconds: the latest fire due in each)
     }
 
 
@@ -232,14 +274,15 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = "| workers | schedules | partitions each | fires/s (due/s) | missed | repeated | lateness p50 / p99 / max ms | cores per worker | µs CPU per fire | RSS MB per worker | load s |"
-    lines = [head, "|" + " --- |" * 11]
+    head = "| workers | schedules | partitions each | fires/s (due/s) | missed | repeated | lateness p50 / p99 / max ms | cores per worker | µs CPU per fire | RSS MB per worker | load s | INSERTs while firing (/s) |"
+    lines = [head, "|" + " --- |" * 12]
     for r in rows:
         lines.append(
             f"| {r['workers']} | {r['schedules']:,} | {r['partitions_per_worker']} | {r['fires_per_s']:,} "
             f"({r['expected_fires_per_s']:,}) | {r['missed']:,} | {r['repeated']:,} | {r['lateness_p50_ms']} / "
             f"{r['lateness_p99_ms']} / {r['lateness_max_ms']} | {r['cores_per_worker']} | {r['cpu_us_per_fire']} | "
-            f"{r['rss_mb_per_worker']} | {r['load_s']} |"
+            f"{r['rss_mb_per_worker']} | {r['load_s']} | "
+            + (f"{r['ingest']:,} ({r['ingest_per_s'] or 'not all applied'}) |" if r.get("ingest") else "– |")
         )
     return "\n".join(lines)
 
@@ -253,7 +296,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         with KafkaCluster(work / "kafka", nodes=args.nodes, heap_mb=1024) as cluster:
             for k in args.workers:
                 rows.append(await step(cluster.bootstrap_servers, k, args.per_worker, args.partitions,
-                                       args.window, work))  # fmt: skip
+                                       args.window, work, args.ingest))  # fmt: skip
                 print(table(rows[-1:]).splitlines()[-1], flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -266,6 +309,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 f"--partitions {args.partitions}",
                 f"--nodes {args.nodes}",
                 f"--window {args.window:g}",
+                *([f"--ingest {args.ingest}"] if args.ingest else []),
             ]
         ),  # fmt: skip
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
@@ -283,6 +327,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--nodes", type=int, choices=(1, 3), default=1)
     parser.add_argument("--window", type=float, default=20.0, help="seconds measured per step")
+    parser.add_argument("--ingest", type=int, default=0, help="INSERTs produced at the window's start")
     parser.add_argument("--out", type=Path, default=Path("tests/bench/results/scaleout"))
     args = parser.parse_args()
     results = asyncio.run(main_async(args))

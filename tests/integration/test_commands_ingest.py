@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
+from collections import Counter
 from typing import Any
 
 import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from scheduler.client import CommandProducer
 from scheduler.domain.model import Action, CronTrigger, Schedule, ScheduleCommand, ScheduleKey
 from scheduler.worker.failpoints import make_deaf
-from tests.helpers import TopicReader, fires_of, send_commands
+from tests.helpers import TopicReader, fires_of, metric, on_kafka, send_commands
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -134,6 +137,51 @@ async def test_what_applied_commands_built_is_frozen_once_the_topic_is_quiet(bro
                 break
             await asyncio.sleep(0.1)
         assert await _frozen(client) >= n, await _frozen(client)
+
+
+@pytest.mark.parametrize("transactions", ["on", "off"])
+async def test_a_bulk_load_steps_aside_for_the_fires_each_command_applied_once_each_fire_sent_once(
+    broker, start_worker, app_id, transactions
+):
+    """Issue 41 item 2: a fetch of commands is applied in steps that wait for the punctuator while it
+    stages or fires (with transactions, a commit that holds sent fires also cuts the fetch's unit of work:
+    it resumes in a unit of its own). How much that keeps fires on time is the benchmark's (`python -m
+    tests.bench.scaleout --ingest N`); here, on Kafka with and without transactions: the commands stepped
+    aside, each was applied once, and every fire due while they were applied was sent once."""
+    if not on_kafka():
+        pytest.fail("needs Apache Kafka (SCHEDULER_TEST_BROKER=kafka): transactions on and off")
+    out, n_firing, n_bulk = f"{app_id}-out", 2_000, 20_000
+    worker = start_worker(SCHEDULER_TRANSACTIONS=transactions)
+    every_second = CronTrigger("* * * * * *")
+    firing = [
+        Schedule(ScheduleKey("acme", f"e{i}"), every_second, out, enabled=True) for i in range(n_firing)
+    ]
+    bulk = [_yearly(f"b{i}", f"{app_id}-bulk") for i in range(n_bulk)]
+    async with (
+        CommandProducer(broker.bootstrap_servers, app_id=app_id, partitions=4) as producer,
+        TopicReader(broker.bootstrap_servers, out, start="latest") as reader,
+    ):
+        await producer.send_many(ScheduleCommand(s.key, Action.INSERT, s) for s in firing)
+        await _applied(worker.url, n_firing, timeout_s=60)
+        await reader.wait_for(lambda r: len(r) >= 2 * n_firing)  # (firing: the load starts mid-flow)
+        first = (time.time_ns() // 1_000_000 // 1000 + 1) * 1000  # the first whole second of the load
+        await producer.send_many(ScheduleCommand(s.key, Action.INSERT, s) for s in bulk)
+        await _applied(worker.url, n_firing + n_bulk, timeout_s=120)
+        last = time.time_ns() // 1_000_000 // 1000 * 1000  # the last second the load was applied in
+        assert last >= first, "the load took less than a second: nothing checked"
+        seconds = (last - first) // 1000 + 1
+        got = await reader.wait_for(
+            lambda r: sum(first <= f.due_at <= last for f in r) >= n_firing * seconds, timeout_s=60
+        )
+        await asyncio.sleep(1)  # (a repeated fire would land by now)
+        fires = Counter((f.key.name, f.due_at) for f in got if first <= f.due_at <= last)
+        assert len(fires) == n_firing * seconds, f"{n_firing * seconds - len(fires)} fires missed"
+        assert set(fires.values()) == {1}, [k for k, n in fires.items() if n > 1][:5]
+        async with httpx.AsyncClient(base_url=worker.url) as client:
+            text = (await client.get("/metrics")).text
+    assert metric(text, "scheduler_commands_yielded_total") > 0  # (the commands waited for the fires)
+    assert metric(text, 'scheduler_commands_total{action="INSERT",result="applied"}') == n_firing + n_bulk
+    assert "scheduler_dead_letters_total{" not in text, "a command was dead-lettered (applied twice?)"
 
 
 class Harness:

@@ -14,7 +14,7 @@ from scheduler.kafka.broker import free_port
 from scheduler.kafka.config import Settings
 from scheduler.kafka.producer import TopicCreator
 from scheduler.worker.counters import WorkerCounts
-from scheduler.worker.ingest import FREEZE_AFTER, CommandIngest
+from scheduler.worker.ingest import FREEZE_AFTER, YIELD_EVERY, CommandIngest
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
 
@@ -242,3 +242,67 @@ async def test_with_transactions_a_hop_fetch_is_staged_with_its_position_and_a_p
     # each topic's position after what it applied, in the partition's transaction; none for the one given up
     assert worker.staged == [(0, 2, None), (0, 7, "t-jobs")]
     assert ingest._active == {0} and ingest._consumer.paused == {1}  # type: ignore[attr-defined]
+
+
+class _Firing:
+    """The punctuator as the ingest sees it (ports.Firing): busy until `idle` is set."""
+
+    def __init__(self, idle: bool, sent: bool = False) -> None:
+        self.idle = asyncio.Event()
+        if idle:
+            self.idle.set()
+        self.sent = sent
+
+    def sent_uncommitted(self) -> bool:
+        return self.sent
+
+
+def _giving_way(firing: _Firing) -> tuple[_TransactionalWorker, CommandIngest]:
+    worker = _TransactionalWorker()
+    worker.counts = WorkerCounts()  # type: ignore[attr-defined]
+    ingest = CommandIngest(worker, firing=firing)
+    ingest._consumer = _FakeConsumer()  # type: ignore[assignment]
+    ingest._active = {0, 1}
+    return worker, ingest
+
+
+async def test_with_transactions_a_fetch_gives_way_to_a_busy_punctuator_with_what_it_applied_staged() -> None:
+    """Issue 41 item 2: while the punctuator stages or fires, the commands wait for it after each step of
+    YIELD_EVERY, outside their unit of work (what they applied is staged first: a commit can go)."""
+    firing = _Firing(idle=False)
+    worker, ingest = _giving_way(firing)
+    applying = asyncio.create_task(ingest._apply(_fetch(p0=range(0, 250), p1=range(0, 250))))
+    for _ in range(100):
+        await asyncio.sleep(0)
+        if worker.counts.commands_yielded:  # type: ignore[attr-defined]
+            break
+    assert len(worker.handled) == YIELD_EVERY and worker.staged == [(0, YIELD_EVERY, None)]
+    assert ingest.worker.txns._work == 0  # (outside its unit of work while it waits)
+    firing.idle.set()
+    await applying
+    assert len(worker.handled) == 500 and worker.staged == [(0, 100, None), (0, 250, None), (1, 250, None)]
+
+
+async def test_with_transactions_a_punctuator_that_never_rests_slows_the_commands_but_never_stops_them() -> (
+    None
+):
+    worker, ingest = _giving_way(_Firing(idle=False))
+    await asyncio.wait_for(ingest._apply(_fetch(p0=range(0, 150), p1=range(0, 150))), 5)
+    assert len(worker.handled) == 300  # (a step of YIELD_EVERY after each wait of YIELD_TO_FIRES_S)
+    assert worker.staged == [(0, 100, None), (0, 150, None), (1, 50, None), (1, 150, None)]
+    assert worker.counts.commands_yielded == 2  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("fires_sent", [True, False])
+async def test_with_transactions_a_commit_holding_sent_fires_cuts_a_fetchs_unit_of_work(fires_sent) -> None:
+    """A commit waits for the units of work in progress: one that would carry fires already sent (a
+    read_committed reader waits for them) cuts the fetch's unit after its step; one of index writes alone
+    waits for the whole fetch (fewer, larger transactions)."""
+    worker, ingest = _giving_way(_Firing(idle=True, sent=fires_sent))
+    applying = asyncio.create_task(ingest._apply(_fetch(p0=range(0, 250), p1=range(0, 250))))
+    committing = asyncio.create_task(worker.txns.commit())  # (waits for the fetch's unit of work)
+    await asyncio.wait_for(asyncio.gather(applying, committing), 5)
+    assert len(worker.handled) == 500
+    cut = [(0, 100, None)] if fires_sent else []
+    assert worker.staged == [*cut, (0, 250, None), (1, 250, None)]
+    assert worker.counts.commands_yielded == 0  # type: ignore[attr-defined]
