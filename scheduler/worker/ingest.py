@@ -529,10 +529,10 @@ class CommandIngest:
     async def _apply_in_transactions(self, fetched: dict[TopicPartition, list[Any]]) -> None:
         """With transactions: a fetch of a partition's topic, what its records made (schedule writes, staged
         table writes, what they sent, dead letters) and its next offset commit together in the partition's
-        transaction (Worker.stage_commit). A commit asked for meanwhile while fires wait in it (sent, not yet
-        readable) cuts the fetch's unit of work: what was applied so far is staged, the commit
-        goes through, the rest of the fetch follows in a unit of its own (fires stay on time during a bulk
-        load instead of waiting for a whole fetch, ~4,000 commands, to be applied)."""
+        transaction (Worker.stage_commit). The punctuator at work, or a commit that would carry fires already
+        sent, cuts the fetch's unit of work (_fires_wait): what was applied so far is staged, the commands
+        wait for the punctuator, the commit goes through, the rest of the fetch follows in a unit of its
+        own; fires stay on time during a bulk load instead of waiting for a whole fetch (~4,000 commands)."""
         left = [[tp, records, 0] for tp, records in fetched.items() if records]  # (where each goes on)
         while left:
             async with self.worker.txns.work():
