@@ -335,6 +335,10 @@ def dead_letter(value: bytes) -> dict[str, Any]:
 #: partitions of a topic a test creates before the worker would (conftest's worker_env: 4)
 TEST_TOPIC_PARTITIONS = 4
 
+#: the environment of a worker whose SIGKILL a test waits out: the shortest group session Apache Kafka
+#: allows (its group.min.session.timeout.ms) and Tansu's profile's, instead of the Kafka profile's 10 s
+SHORT_SESSION = {"SCHEDULER_SESSION_TIMEOUT_S": "6"}
+
 
 async def ensure_topic(
     bootstrap: str, topic: str, partitions: int = TEST_TOPIC_PARTITIONS, replication: int = 1

@@ -139,7 +139,7 @@ async def _fire_through(
             window_start = now_ms() + 2_000
             started = now_ms()
             await asyncio.to_thread(fault)
-            await asyncio.sleep(5)
+            await asyncio.sleep(2)
             window_end = now_ms()
             prober.stop()
             await probing

@@ -5,6 +5,7 @@ worker restores every schedule from batched changelogs, from scratch and from it
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -138,8 +139,14 @@ async def test_a_fresh_worker_restores_a_long_changelog_in_bulk_and_fires_from_i
         health = fresh.health() or {}
         assert health.get("bulkRestoredRecords", 0) >= n * 3 // 4, health  # (a tail may be Faust's)
         assert health.get("dueIndexBuilds", 0) == 0, health
-        # every schedule fires at its second of each minute: those of the next 15 s fire from the index
-        await reader.wait_for(lambda rs: len({r.key.name for r in rs}) >= 100, timeout_s=40)
+
+        # every schedule fires at its second of each minute: those of the next seconds fire from the index,
+        # on every partition
+        def from_every_partition(rs: list[Any]) -> bool:
+            keys = {r.key for r in rs}
+            return len(keys) >= 30 and {kafka_partition(key_bytes(k), 4) for k in keys} == {0, 1, 2, 3}
+
+        await reader.wait_for(from_every_partition, timeout_s=40)
     async with Api(fresh.url) as api:
         r = await api.client.get(f"/schedules/acme/{aborted.name}")
         assert r.status_code == 200 and r.json()["data"] == {}, r.text

@@ -19,7 +19,7 @@ from aiokafka import AIOKafkaProducer
 
 from scheduler.client.http import ApiError, HttpClient
 from scheduler.client.kafka import CommandProducer
-from tests.helpers import TopicReader, dead_letter, ensure_topic, on_kafka, owned
+from tests.helpers import SHORT_SESSION, TopicReader, dead_letter, ensure_topic, on_kafka, owned
 
 pytestmark = [pytest.mark.integration, pytest.mark.embedded, pytest.mark.timeout(240)]
 
@@ -100,8 +100,8 @@ async def test_a_burst_of_delayed_messages_survives_its_owner_killed_mid_window(
     """2,000 messages due over 12 s on two workers; one is SIGKILLed mid-window: every message arrives, and
     on Kafka a read_committed reader sees each exactly once (on Tansu repeats carry the same id)."""
     out = f"{app_id}-burst"
-    a = start_worker()
-    b = start_worker(partitions=1, SCHEDULER_DATA_DIR=str(tmp_path / "b"))
+    a = start_worker(**SHORT_SESSION)
+    b = start_worker(partitions=1, SCHEDULER_DATA_DIR=str(tmp_path / "b"), **SHORT_SESSION)
     n = 2_000
     t0 = _now() + 3_000
     records = [(f"b{i:05d}".encode(), f"v{i}".encode(), _headers(t0 + i * 6, out)) for i in range(n)]

@@ -18,7 +18,7 @@ import pytest
 from scheduler.kafka.broker import free_port
 from tests.helpers import RunProcess, TopicReader, dead_letter, produce
 
-pytestmark = [pytest.mark.integration, pytest.mark.own_broker, pytest.mark.timeout(240), pytest.mark.serial]
+pytestmark = [pytest.mark.integration, pytest.mark.own_broker, pytest.mark.timeout(240)]
 
 
 @pytest.fixture

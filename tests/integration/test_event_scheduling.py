@@ -15,7 +15,16 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from scheduler.wire.codec import encode, encode_command, key_bytes
-from tests.helpers import Api, TopicReader, dead_letter, decode_launch, metric, produce, scheduler_cli
+from tests.helpers import (
+    SHORT_SESSION,
+    Api,
+    TopicReader,
+    dead_letter,
+    decode_launch,
+    metric,
+    produce,
+    scheduler_cli,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -716,7 +725,7 @@ async def test_a_worker_killed_while_a_job_waits_on_its_delay_launches_it_once_a
     broker, start_worker, app_id, tmp_path
 ):
     out = f"{app_id}-launches"
-    first = start_worker()
+    first = start_worker(**SHORT_SESSION)
     async with Api(first.url) as api:
         await api.create(
             schedule(

@@ -31,7 +31,6 @@ async def _names(api: Api, tenant: str, **query: str) -> list[str]:
     return [s["name"] for s in r.json()["schedules"]]
 
 
-@pytest.mark.embedded
 async def test_labels_and_descriptions_are_kept_and_the_list_selects_by_them(worker, tenant):
     async with Api(worker.url) as api:
         for i in range(12):  # (spread over the partitions, so over the workers)

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.helpers import Api, TopicReader, decode_launch, fires_of, scheduler_cli
+from tests.helpers import SHORT_SESSION, Api, TopicReader, decode_launch, fires_of, scheduler_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -135,7 +135,7 @@ async def test_a_limited_schedule_fires_exactly_its_max_across_its_owners_sigkil
     fires) on worker A; B joins (a handover) and A is SIGKILLed mid-way (a takeover, the missed instants
     caught up). A read_committed reader sees each schedule's first 12 instants, each once, and no more."""
     out = f"{app_id}-out"
-    a = start_worker()
+    a = start_worker(**SHORT_SESSION)
     names = [f"l{i:02d}" for i in range(16)]
     async with Api(a.url) as api, TopicReader(broker.bootstrap_servers, out) as reader:
         for name in names:

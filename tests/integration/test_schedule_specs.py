@@ -23,7 +23,6 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@pytest.mark.embedded
 async def test_an_or_of_time_specs_fires_their_union_each_instant_once(broker, worker, app_id, tenant):
     out = f"{app_id}-out"
     once_at = (now_ms() // 1000 + 7) * 1000 + 500  # (between the crons' whole seconds)

@@ -17,7 +17,7 @@ from scheduler.domain.model import (
     ScheduleKey,
     TimeUnit,
 )
-from tests.helpers import TopicReader, fires_of, send_commands
+from tests.helpers import SHORT_SESSION, TopicReader, fires_of, send_commands
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -133,7 +133,7 @@ async def test_sigkill_restart_restores_the_table_and_catches_up_by_policy(
         "each": every_second("each", out, catch_up=CatchUpPolicy.EACH),
         "skip": every_second("skip", out, catch_up=CatchUpPolicy.SKIP),
     }
-    first = start_worker()
+    first = start_worker(**SHORT_SESSION)
     async with TopicReader(broker.bootstrap_servers, out) as reader:
         await send_commands(broker.bootstrap_servers, commands, *(insert(s) for s in schedules.values()))
         await reader.wait_for(lambda r: all(len(fires_of(r, n)) >= 3 for n in schedules))
