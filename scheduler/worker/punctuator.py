@@ -163,18 +163,28 @@ def index_writes(
 ) -> list[tuple[bytes, bytes | None]]:
     """A schedule's due-time index entries: per time trigger its next due after `since(unit)` (None: from its
     activation), and its elapsed mark (put or deleted)."""
-    writes: list[tuple[bytes, bytes | None]] = []
+    return index_entries(key, state, since)[0]
+
+
+def index_entries(
+    key: bytes, state: ScheduleState, since: Callable[[TimeUnit], int | None]
+) -> tuple[list[tuple[bytes, bytes | None]], list[tuple[str, TimeUnit, int]]]:
+    """index_writes, and the next dues they hold: (time-trigger path, unit, due) each."""
     if not state.firing:
-        return [(elapsed_key(key), None)]
+        return [(elapsed_key(key), None)], []
+    writes: list[tuple[bytes, bytes | None]] = []
+    dues = []
     for path, trigger in state.time_leaves():
-        after = since(trigger.unit)
+        unit = trigger.unit
+        after = since(unit)
         nxt = trigger.next_due(
             state.active_since - 1 if after is None else max(after, state.active_since - 1)
         )
         if nxt is not None:
-            writes.append((due_key(trigger.unit, nxt, key, path, state.version), b""))
+            writes.append((due_key(unit, nxt, key, path, state.version), b""))
+            dues.append((path, unit, nxt))
     writes.append((elapsed_key(key), b"" if has_elapsed(state) else None))
-    return writes
+    return writes, dues
 
 
 @dataclass
@@ -456,23 +466,22 @@ class Punctuator:
             after = max(now, state.active_since) - 1
             return max(after, high.get(unit, after))
 
-        writes = index_writes(key, state, since)
+        writes, dues = index_entries(key, state, since)
         self._index_put(partition, writes)
         if part is None:
             return  # not (yet) ours: assign() reads the index
         part.live.pop(key, None)
         part.compiled.pop(key, None)
-        if not state.firing:
-            return
-        entry = compile_schedule(state, key)
-        for path, trigger in entry.leaves:
-            nxt = trigger.next_due(since(trigger.unit))
-            if nxt is None:
-                continue
-            loaded = part.loaded.get(trigger.unit)
-            if loaded is not None and nxt <= _loaded_until(loaded) + UPSERT_MARGIN_MS:
-                part.compiled[key] = entry
-                self._push(part, trigger.unit, key, path, nxt)
+        near = [
+            (path, unit, nxt)
+            for path, unit, nxt in dues
+            if (loaded := part.loaded.get(unit)) is not None
+            and nxt <= _loaded_until(loaded) + UPSERT_MARGIN_MS
+        ]
+        if near:  # (compiled when it comes within the horizon otherwise: _compile_loaded)
+            part.compiled[key] = compile_schedule(state, key)
+            for path, unit, nxt in near:
+                self._push(part, unit, key, path, nxt)
 
     def elapsed_schedules(self, partition: int) -> list[tuple[bytes, ScheduleState]]:
         """The partition's enabled schedules with elapsed triggers or an SLA watchdog (marked in the index)."""
