@@ -87,6 +87,8 @@ UPSERT_MARGIN_MS = 60_000
 KEEP_MS = 120_000
 #: staged per step before checking whether something is due (bounds how long emission can wait)
 STAGE_CHUNK = 500
+#: behind the clock, the index is loaded this much further per step before what it holds is fired
+CATCH_UP_STEP_MS = 1_000
 
 
 def wall_clock_ms() -> int:
@@ -997,10 +999,11 @@ class Punctuator:
                     if lowest < now + HORIZON_MS // 2:  # half the horizon left: load it whole again
                         self._load_target[unit] = max(self._load_target[unit], now + HORIZON_MS)
                     if lowest < self._load_target[unit]:
+                        if lowest < now:  # behind: a restart's backlog, a stall, a clock jump
+                            await self._catch_up_step(unit, lowest, now)
+                            continue
                         self._load_horizon(unit, self._load_target[unit])
                         await asyncio.sleep(0)
-                        if lowest < now:  # (behind: a clock jump, a stall) load before firing
-                            continue
                 if (
                     staged
                     and staged[0] <= now
@@ -1037,6 +1040,23 @@ class Punctuator:
             timeout = idle_s if not wake_at else max(0.0, min(idle_s, (min(wake_at) - now) / 1000))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wakeup.wait(), timeout)
+
+    async def _catch_up_step(self, unit: TimeUnit, lowest: int, now: int) -> None:
+        """Behind the clock: every owned partition's index is loaded a step further (the least loaded
+        first), and what all of them hold in memory by then is fired, oldest first. A partition only fires
+        up to what every one has loaded (the watermark it commits drops the index entries before it), so
+        a backlog of a million dues fires as it loads, not after the whole of it is loaded."""
+        self._load_horizon(unit, min(self._load_target[unit], lowest + CATCH_UP_STEP_MS))
+        await asyncio.sleep(0)
+        complete = self._lowest_loaded(unit)
+        if complete is None:
+            return
+        until = min(now, complete)
+        dues = self._staged[unit][0]
+        if (dues and dues[0] <= until) or ((first := self._earliest(unit)) is not None and first <= until):
+            async with self._work():
+                await self._stage(unit, until, None)
+                await self._emit(unit, until)
 
     def _set_busy(self, unit: TimeUnit, busy: bool) -> None:
         if busy:
