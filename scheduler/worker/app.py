@@ -327,7 +327,8 @@ class Worker:
         for table in app.tables.values():  # (last: the other wrappers see only what is applied)
             skip_applied_records(table)
         self.ownership.install()
-        app.service(_Timers(self))  # type: ignore[arg-type]  # an instance is accepted too
+        self.timers = _Timers(self)
+        app.service(self.timers)  # type: ignore[arg-type]  # an instance is accepted too
 
     # --- agents ---------------------------------------------------------------------------------
 
@@ -442,6 +443,10 @@ class Worker:
             await self.txns.fail(partition, exc)  # (-> _partition_failed: drops what it held, rejoins)
             return
         request_rejoin(self.faust_app)
+
+    def start_firing(self) -> None:
+        """(OwnerPort) A partition is taken up: the punctuator fires it from now on (see _Timers)."""
+        self.timers.start_firing()
 
     async def await_progress_sent(self, timeout_s: float = 5.0) -> None:
         """The watermarks just saved reach the changelog before the partitions move."""
@@ -749,11 +754,18 @@ class _Timers(Service):
 
     def __init__(self, worker: Worker, **kwargs: Any) -> None:
         self.worker = worker
+        self._firing = False
         super().__init__(**kwargs)
 
-    async def on_start(self) -> None:
-        topics = self.worker.settings.own_topics()
-        await self.worker.topics.ensure(*topics, configs=topics)
+    def start_firing(self) -> None:
+        """The punctuator's timers and what commits their fires, once: when the first partition is taken
+        up, or when this service starts, whichever comes first. Faust starts this service only after its
+        first recovery, which ends when every partition is taken up (each caught up from its index): a
+        restarted worker with a million schedules due would otherwise fire nothing for the half minute
+        its eight partitions take, instead of firing each one once it is taken up."""
+        if self._firing:
+            return
+        self._firing = True
         p = self.worker.punctuator
         for unit in TimeUnit:
             self.add_future(p.run_timer(unit))
@@ -762,6 +774,11 @@ class _Timers(Service):
             self.add_future(p.run_progress(self.worker.settings.progress_interval_ms / 1000))
         else:
             self.add_future(txns.run())
+
+    async def on_start(self) -> None:
+        topics = self.worker.settings.own_topics()
+        await self.worker.topics.ensure(*topics, configs=topics)
+        self.start_firing()
         self.add_future(self.worker.jobs.checker.run())
         self.add_future(self.worker.delayed_messages.run())
         self.add_future(self.worker.registry.start())

@@ -11,6 +11,8 @@
                            the one that replaces it works
     take-up-hangs=on       every take-up of an assignment waits forever, as a worker that holds partitions
                            and never serves them (it must leave the group: see liveness.Membership)
+    take-up-slow=S         each partition's take-up waits S seconds first, as one whose index holds hundreds of
+                           thousands of dues to catch up does
     freeze-at-assignment=S the whole process stands still S seconds (SIGSTOP; a child process sends SIGCONT)
                            as its first assignment of partitions begins, before their producers start: a
                            process paused by its host between the group's decision and its own take-up
@@ -69,6 +71,13 @@ async def maybe_hang_take_up() -> None:
     """Waits forever if the take-up-hangs failpoint is set."""
     if failpoint("take-up-hangs") is not None:
         await asyncio.Event().wait()
+
+
+async def maybe_slow_take_up() -> None:
+    """Waits the failpoint's seconds before a partition's take-up, if take-up-slow is set."""
+    seconds = failpoint("take-up-slow")
+    if seconds is not None:
+        await asyncio.sleep(float(seconds))
 
 
 _froze = False

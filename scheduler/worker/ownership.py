@@ -28,7 +28,7 @@ from scheduler.kafka.group import (
 from scheduler.kafka.tables import forget_persisted_offset, partition_db
 from scheduler.kafka.transactions import PartitionGone
 from scheduler.wire.codec import decode
-from scheduler.worker.failpoints import maybe_freeze_at_assignment, maybe_hang_take_up
+from scheduler.worker.failpoints import maybe_freeze_at_assignment, maybe_hang_take_up, maybe_slow_take_up
 from scheduler.worker.ingest import freeze_long_lived
 from scheduler.worker.liveness import Membership, not_serving_because
 from scheduler.worker.ports import OwnerPort
@@ -256,6 +256,7 @@ class Ownership:
 
     async def _take_up_partition(self, partition: int) -> None:
         w = self.worker
+        await maybe_slow_take_up()
         started = time.monotonic()
         if w.txns is not None:
             w.drop_held(partition)  # (a new ownership starts from what committed, nothing else)
@@ -282,6 +283,7 @@ class Ownership:
             w.punctuator.revoke(partition)
             w.jobs.checker.revoke(partition)
             return
+        w.start_firing()  # (the first recovery goes on with the other partitions meanwhile)
         log.info(
             "partition %d assigned in %.3fs (%d schedules due within the horizon, fired up to %s)",
             partition,

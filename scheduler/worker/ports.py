@@ -367,6 +367,10 @@ class OwnerPort(Protocol):
         """A unit of work no commit splits (see kafka.transactions)."""
         ...
 
+    def start_firing(self) -> None:
+        """A partition is taken up: the punctuator fires from now on (already started: nothing)."""
+        ...
+
 
 class CommandPort(Outbox, CommandSender, Producing, Protocol):
     """The command path (scheduler.worker.command_handler): a schedule's stored state and its writes, the
