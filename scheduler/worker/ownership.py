@@ -3,7 +3,9 @@
 Faust assigns the partitions; their tables are restored (recovery); then `on_recovered` *takes them up*:
 with transactions each partition's producer fences its previous owner first, then the punctuator builds
 the partition's heap of due instants (catching up what its previous owner had not fired), the job queue's
-checker and the elapsed triggers are armed, and the commands ingest takes the partitions. A revocation
+checker and the elapsed triggers are armed, and the commands ingest takes the partitions. The punctuator
+fires a partition once it is taken up (the first take-up starts it: see app._Timers.start_firing), while
+the next ones are taken up; the calendars are read before the first. A revocation
 gives them back: the ingest's last fetch is written, the transactions committed (or given up), the
 punctuator forgets them. The group membership is watched as a loop (liveness.Membership): a take-up
 that never ends makes the worker leave.
@@ -244,6 +246,10 @@ class Ownership:
                 await w.txns.revoke(late, commit=False)
                 request_rejoin(w.faust_app)
                 active -= late
+        if active - w.punctuator.partitions:
+            # the calendars read first (once; at most a few seconds): a catch-up or a fire on a day one
+            # excludes is known to be excluded, though the worker's services start only after this
+            await w.calendars.start()
         for partition in sorted(active - w.punctuator.partitions):
             if self._superseded(generation):
                 return

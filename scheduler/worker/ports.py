@@ -340,6 +340,7 @@ class OwnerPort(Protocol):
     freezes: FreezeGuard
     punctuator: Punctuator
     due_index: DueIndex
+    calendars: CalendarRegistry  # (read before a partition is caught up: its excluded days are known)
 
     @property
     def jobs(self) -> Jobs: ...

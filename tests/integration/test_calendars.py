@@ -63,6 +63,37 @@ async def test_a_schedule_does_not_fire_on_its_calendars_days_and_follows_the_ca
     assert [c["description"] for c in listed] == ["freeze lifted"]
 
 
+async def test_a_restarted_worker_knows_the_calendars_before_it_catches_up_or_fires(
+    broker, start_worker, app_id
+):
+    """A worker reads the calendars before it takes its first partition up: its catch-up of the instants
+    passed while it was down, and the fires of its first partitions while it takes up the others (Faust
+    starts its services only after that), skip the days a calendar holds, as every later fire does."""
+    out = f"{app_id}-out"
+    today = datetime.now(UTC).date()
+    days = [today.isoformat(), (today + timedelta(days=1)).isoformat()]
+    first = start_worker()
+    async with TopicReader(broker.bootstrap_servers, out) as reader:
+        async with Api(first.url) as api:
+            r = await api.client.put("/calendars/acme/freeze", json={"dates": days})
+            assert r.status_code == 202, r.text
+            await api.until("/calendars/acme/freeze", lambda r: r.status_code == 200)
+            for name in ("frozen", "free"):
+                await api.create(
+                    {"tenant": "acme", "name": name, "trigger": {"type": "cron", "expression": "* * * * * *"},
+                     "topic": out, "excludeCalendars": ["freeze"] if name == "frozen" else []}
+                )  # fmt: skip
+        await reader.wait_for(lambda rs: len(fires_of(rs, "free")) >= 2, timeout_s=30)
+        first.stop()
+        await asyncio.sleep(3)  # instants pass: the next take-up catches them up (coalesced: one each)
+        again = start_worker(SCHEDULER_FAILPOINTS="take-up-slow=2")
+        seen = len(fires_of(reader.records, "free"))
+        await reader.wait_for(lambda rs: len(fires_of(rs, "free")) >= seen + 3, timeout_s=30)
+        assert any(f.catch_up for f in fires_of(reader.records, "free")), "nothing was caught up"
+    frozen = fires_of(reader.records, "frozen")
+    assert frozen == [], f"fired on a day its calendar holds: {frozen}\n{again.log_tail(40)}"
+
+
 def test_the_cli_puts_lists_and_deletes_calendars(worker) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return scheduler_cli(worker.url, "calendars", *args)
