@@ -69,9 +69,10 @@ from scheduler.worker.counters import WorkerCounts
 from scheduler.worker.delayed import DelayedMessages
 from scheduler.worker.event_routing import EventRouting
 from scheduler.worker.failpoints import failing_reads
+from scheduler.worker.flushes import offset_record
 from scheduler.worker.freeze import FreezeGuard
 from scheduler.worker.hops import agent
-from scheduler.worker.ingest import CommandIngest, offset_record
+from scheduler.worker.ingest import CommandIngest
 from scheduler.worker.job_queue import JobQueueAgent
 from scheduler.worker.journal import Journal
 from scheduler.worker.liveness import (

@@ -9,7 +9,7 @@ before the event loop turns, so other tasks read what was applied); once the fet
 go to the changelog as whole batches, and once the broker has them the partition's next offset is stored,
 in the fire-progress table (changelogged like the schedules). Each partition flushes on its own, in order:
 a changelog partition whose leader is away retries (and its commands partition pauses after one more
-fetch) while the other partitions go on. The next fetch is applied meanwhile. A crash
+fetch) while the other partitions go on (flushes.py). The next fetch is applied meanwhile. A crash
 re-applies at most the fetches whose offsets were not stored yet (at-least-once, as Faust's commits were;
 a replayed INSERT is a no-op, a replayed RUN fires again).
 
@@ -47,8 +47,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 from scheduler.kafka.broker import metadata_answers
 from scheduler.kafka.config import consumer_options
 from scheduler.kafka.transactions import PartitionGone, owned_by
-from scheduler.wire.codec import decode_json, encode_json
+from scheduler.wire.codec import decode_json
 from scheduler.worker.failpoints import failpoint, make_deaf
+from scheduler.worker.flushes import ChangelogFlushes, offset_key
 from scheduler.worker.hops import Handler, safely
 from scheduler.worker.liveness import Work, fetched_to
 from scheduler.worker.ports import Firing
@@ -92,17 +93,6 @@ def consumer_broken(consumer: AIOKafkaConsumer) -> bool:
     return any(task is not None and task.done() for task in tasks)
 
 
-def offset_key(partition: int, topic: str | None = None) -> bytes:
-    """The fire-progress table's key for a partition's next commands offset (topic None), or its next
-    offset of a hop topic."""
-    return (f"{partition}:commands" if topic is None else f"{partition}:topic:{topic}").encode()
-
-
-def offset_record(partition: int, offset: int, topic: str | None = None) -> tuple[bytes, bytes]:
-    """The fire-progress record that stores a partition's next offset of the commands (or a hop) topic."""
-    return offset_key(partition, topic), encode_json({"offset": offset})
-
-
 class _Event:
     """What the handler reads of a Faust event: its message (topic, partition, offset, key, value)."""
 
@@ -135,9 +125,8 @@ class CommandIngest:
         self._lock = asyncio.Lock()  # a fetch is applied whole, or the assignment changes: not both
         self._wake = asyncio.Event()
         self._stopped = False
-        # partition -> its last flush (changelog writes, then the stored offset); each waits for the one before
-        self._flushing: dict[int, asyncio.Future[None]] = {}
-        self._paused: set[int] = set()  # partitions not fetched while two flushes of theirs are pending
+        # without transactions: each fetch's changelog writes and stored offsets, after it
+        self.flushes = ChangelogFlushes(worker, self.topic, lambda: self._consumer, self._wake)
         self.unfrozen = 0  # commands applied since the last freeze_long_lived
         self.progressed = 0  # fetches applied and assignments taken: what the watchdog sees move
         self.replaced = 0  # consumers replaced (broken, or stalled)
@@ -240,12 +229,12 @@ class CommandIngest:
         return True
 
     async def _revoke(self, partitions: set[int]) -> None:
-        await self._flushed(partitions, REVOKE_WAIT_S)
+        await self.flushes.flushed(partitions, REVOKE_WAIT_S)
         self._generation += 1
         if self._wanted is not None:
             self._wanted -= partitions
         self._active -= partitions
-        self._paused -= partitions
+        self.flushes.paused -= partitions
         for p in partitions:
             self._applied.pop(p, None)
         for tp in self._tps(partitions):
@@ -448,7 +437,7 @@ class CommandIngest:
                 offset = self._next.get(tp, self.stored_offset(tp.partition, tp.topic))
                 if offset is not None:
                     consumer.seek(tp, offset)
-            for p in self._paused:
+            for p in self.flushes.paused:
                 consumer.pause(TopicPartition(self.topic, p))
         self._wake.set()  # (a run loop that found no consumer meanwhile waits for one)
 
@@ -512,19 +501,9 @@ class CommandIngest:
             done.append(p)
         self.worker.write_local()
         self._note_applied(fetched)  # (readable now: a read answers from the local store)
-        # The next fetch is applied while this one's writes go out. Per partition, one flush after the
-        # other, so each stored offset follows the writes before it; partitions do not wait for each other.
-        by_partition: dict[int, list[tuple[bytes, bytes | None, int]]] = {}
-        for write in self.worker.take_writes():
-            by_partition.setdefault(write[2], []).append(write)
-        for p in set(by_partition) | set(done):
-            previous = self._flushing.get(p)
-            offset = self._next[TopicPartition(self.topic, p)] if p in done else None
-            flush = asyncio.ensure_future(self._flush(p, by_partition.get(p, []), offset, previous))
-            self._flushing[p] = flush
-            flush.add_done_callback(functools.partial(self._flush_done, p))
-            if previous is not None and not previous.done() and p in self._active:
-                self._pause(p)  # its changelog is behind by a whole fetch: fetch no more until it catches up
+        # The next fetch is applied while this one's writes go out (flushes.py).
+        offsets = {p: self._next[TopicPartition(self.topic, p)] for p in done}
+        self.flushes.start(self.worker.take_writes(), offsets, self._active)
 
     async def _apply_in_transactions(self, fetched: dict[TopicPartition, list[Any]]) -> None:
         """With transactions: a fetch of a partition's topic, what its records made (schedule writes, staged
@@ -601,63 +580,6 @@ class CommandIngest:
             self._applied[partition] = offset
             self._applied_changed.set()
 
-    async def _flush(
-        self,
-        partition: int,
-        writes: list[tuple[bytes, bytes | None, int]],
-        offset: int | None,
-        previous: asyncio.Future[None] | None,
-    ) -> None:
-        if previous is not None:
-            await previous  # (a revocation that drops this flush cancels the ones before it too)
-        while writes:  # the offset must not pass writes the changelog lacks: retry (its leader is away)
-            try:
-                await self.worker.write_changelog(writes)
-                break
-            except Exception as exc:
-                log.warning(
-                    "schedule changelog write of partition %d failed (%r); retrying in 1 s", partition, exc
-                )
-                await asyncio.sleep(1)
-        if offset is not None:
-            self.worker.save_progress_record(partition, *offset_record(partition, offset))
-
-    def _flush_done(self, partition: int, flush: asyncio.Future[None]) -> None:
-        if not flush.cancelled() and flush.exception() is not None:  # (retrieved: never unlogged)
-            log.error(
-                "schedule changelog flush of partition %d failed", partition, exc_info=flush.exception()
-            )
-        if self._flushing.get(partition) is flush:
-            del self._flushing[partition]
-            self._resume(partition)
-
-    def _pause(self, partition: int) -> None:
-        if partition not in self._paused and self._consumer is not None:
-            self._paused.add(partition)
-            self._consumer.pause(TopicPartition(self.topic, partition))
-
-    def _resume(self, partition: int) -> None:
-        if partition in self._paused:
-            self._paused.discard(partition)
-            tp = TopicPartition(self.topic, partition)
-            if self._consumer is not None and tp in self._consumer.assignment():
-                self._consumer.resume(tp)
-            self._wake.set()
-
-    async def _flushed(self, partitions: set[int] | None = None, timeout_s: float | None = None) -> None:
-        """Until the flushes of these partitions (None: all) are done; after timeout_s they are dropped,
-        their offsets unstored (a revocation must not wait on a broker that is away for ever)."""
-        flushes = [f for p, f in self._flushing.items() if partitions is None or p in partitions]
-        if not flushes:
-            return
-        _, pending = await asyncio.wait(flushes, timeout=timeout_s)
-        for flush in pending:
-            flush.cancel()
-        if pending:
-            log.warning(
-                "dropped %d schedule changelog flushes still pending after %s s", len(pending), timeout_s
-            )
-
     async def handle(self, record: Any) -> None:
         await safely(self.worker, _Event(record), "a command", self._handle_command)
 
@@ -675,7 +597,7 @@ class CommandIngest:
         self._wanted = None
         self._wake.set()
         async with self._lock:
-            await self._flushed(None, 10)  # with the broker away this would retry for ever
+            await self.flushes.flushed(None, 10)  # with the broker away this would retry for ever
             consumer, self._consumer = self._consumer, None
             if consumer is not None:
                 await consumer.stop()

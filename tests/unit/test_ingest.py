@@ -174,7 +174,7 @@ async def test_a_revocation_drops_a_flush_that_cannot_finish_and_stores_no_offse
     await asyncio.wait_for(ingest.revoke({1}), 5)  # bounded, though partition 1's changelog never answers
     await asyncio.sleep(0.1)
     assert worker.stored == {0: 2}  # no offset for partition 1: its next owner applies those commands again
-    assert ingest._flushing == {}
+    assert ingest.flushes._flushing == {}
 
 
 class _TransactionalWorker:
