@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any
 
 from faust.types import TP
@@ -74,10 +74,12 @@ async def load(
     highwaters: Mapping[TP, int],
     apply: Callable[[Iterable[_Event]], None],
     budget_s: float,
+    applied_to: MutableMapping[TP, int] | None = None,
 ) -> tuple[dict[TP, int], int]:
     """Read each partition from its first offset to its highwater (inclusive) and apply what was read, a
     fetch at a time. -> ({tp: the last offset applied} for the partitions that applied anything, how many
-    records were applied)."""
+    records were applied). `applied_to`: moved to the last offset applied of each partition after each
+    fetch (Faust's recovery offsets: the group's watchdog sees a load of minutes make progress)."""
     consumer = consumer_factory()
     await consumer.start()
     applied: dict[TP, int] = {}
@@ -114,6 +116,9 @@ async def load(
                 count += len(events)
                 for e in events:
                     applied[e.message.tp] = e.message.offset
+                if applied_to is not None:
+                    for tp, offset in applied.items():
+                        applied_to[tp] = max(applied_to.get(tp) or -1, offset)
             for atp in list(reading):
                 tp = tps[atp]
                 position = await consumer.position(atp)
@@ -166,9 +171,9 @@ def install(
             return
         t0 = time.monotonic()
         highwaters = {tp: recovery.active_highwaters[tp] for tp in firsts}
-        applied, records = await load(consumer, firsts, highwaters, table.apply_changelog_batch, MAX_S)
-        for tp, offset in applied.items():
-            destination[tp] = max(destination.get(tp) or -1, offset)
+        # (the offsets move with each fetch: liveness.Membership counts restored records as progress, and
+        # a load of 10M records takes minutes; the group's stall bound made the worker leave mid-load)
+        _, records = await load(consumer, firsts, highwaters, table.apply_changelog_batch, MAX_S, destination)
         on_loaded(records)
         log.info(
             "bulk restore: %d record(s) of %d partition(s) of %s in %.1fs",

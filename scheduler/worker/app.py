@@ -449,6 +449,12 @@ class Worker:
         """(OwnerPort) A partition is taken up: the punctuator fires it from now on (see _Timers)."""
         self.timers.start_firing()
 
+    async def ensure_own_topics(self) -> None:
+        """(OwnerPort) The app's own topics exist, each with its configs (created once, before anything
+        reads them: a follower's consumer must not have a broker create one on first use, uncompacted)."""
+        topics = self.settings.own_topics()
+        await self.topics.ensure(*topics, configs=topics)
+
     async def await_progress_sent(self, timeout_s: float = 5.0) -> None:
         """The watermarks just saved reach the changelog before the partitions move."""
         sent, self._progress_sent = self._progress_sent, []
@@ -777,8 +783,7 @@ class _Timers(Service):
             self.add_future(txns.run())
 
     async def on_start(self) -> None:
-        topics = self.worker.settings.own_topics()
-        await self.worker.topics.ensure(*topics, configs=topics)
+        await self.worker.ensure_own_topics()
         self.start_firing()
         self.add_future(self.worker.jobs.checker.run())
         self.add_future(self.worker.delayed_messages.run())

@@ -249,6 +249,7 @@ class Ownership:
         if active - w.punctuator.partitions:
             # the calendars read first (once; at most a few seconds): a catch-up or a fire on a day one
             # excludes is known to be excluded, though the worker's services start only after this
+            await w.ensure_own_topics()  # (the calendars' topic compacted, not made by its first reader)
             await w.calendars.start()
         for partition in sorted(active - w.punctuator.partitions):
             if self._superseded(generation):

@@ -372,6 +372,10 @@ class OwnerPort(Protocol):
         """A partition is taken up: the punctuator fires from now on (already started: nothing)."""
         ...
 
+    async def ensure_own_topics(self) -> None:
+        """The app's own topics exist, with their configs (once; the calendars' before it is read)."""
+        ...
+
 
 class CommandPort(Outbox, CommandSender, Producing, Protocol):
     """The command path (scheduler.worker.command_handler): a schedule's stored state and its writes, the

@@ -702,9 +702,12 @@ async def recovery(bootstrap: str, profile: str, n: int, standby: bool) -> dict[
         shutil.rmtree(work, ignore_errors=True)
 
 
-async def seed_changelog(bootstrap: str, app_id: str, schedules: list[Schedule]) -> None:
+async def seed_changelog(
+    bootstrap: str, app_id: str, schedules: Iterable[Schedule], topics: set[str]
+) -> None:
     """Write the schedules table's changelog directly, as workers write it (ScheduleState by schedule key, on
-    the key's partition): a million INSERTs through the commands topic would take this bench ~20 minutes."""
+    the key's partition): a million INSERTs through the commands topic would take this bench ~20 minutes.
+    `schedules` may be a generator (10M are not held at once); `topics`: the ones they fire to."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
     from scheduler.kafka.producer import TopicCreator
@@ -718,7 +721,7 @@ async def seed_changelog(bootstrap: str, app_id: str, schedules: list[Schedule])
     finally:
         await admin.close()
     # the output topics, as the worker creates them when it applies an INSERT
-    await TopicCreator(bootstrap, 8, 1).ensure(*sorted({s.topic for s in schedules}))
+    await TopicCreator(bootstrap, 8, 1).ensure(*sorted(topics))
     now = now_ms()
     await produce_keyed(
         bootstrap,
@@ -733,6 +736,19 @@ async def seed_changelog(bootstrap: str, app_id: str, schedules: list[Schedule])
     )
 
 
+def seeded_schedules(n: int, topic: str, hourly: bool) -> Iterator[Schedule]:
+    """The workload of `workload` (or, `hourly`, each schedule once an hour at its own second), one at a
+    time."""
+    for i in range(n):
+        yield Schedule(
+            ScheduleKey("bench", f"s{i:07d}"),
+            CronTrigger(hourly_cron_of(i) if hourly else cron_of(i)),
+            topic,
+            enabled=True,
+            catch_up=CatchUpPolicy.SKIP,
+        )
+
+
 async def recovery_seeded(
     bootstrap: str, profile: str, n: int, hourly: bool = False, timeout_s: float = 900
 ) -> dict[str, Any]:
@@ -745,13 +761,8 @@ async def recovery_seeded(
     work = Path(tempfile.mkdtemp(prefix="bench-rec-"))
     app_id = f"bench{uuid.uuid4().hex[:6]}"
     topic = f"{app_id}-out"
-    schedules = workload(n, topic)
-    if hourly:
-        schedules = [
-            dataclasses.replace(s, trigger=CronTrigger(hourly_cron_of(i))) for i, s in enumerate(schedules)
-        ]
     t0 = time.monotonic()
-    await seed_changelog(bootstrap, app_id, schedules)
+    await seed_changelog(bootstrap, app_id, seeded_schedules(n, topic, hourly), {topic})
     seed_s = time.monotonic() - t0
     worker = Worker(bootstrap, profile, app_id, work / "a")
     proc: WorkerProcess = worker.proc
@@ -777,6 +788,7 @@ async def recovery_seeded(
             fire_s, ready_s = await first_fire(reader, started)
             rss = rss_mb(proc.proc.pid) if proc.proc else None
             bulk = (proc.health() or {}).get("bulkRestoredRecords")
+            disk = dir_mb(work / "a" / "data")
             proc.stop()  # a clean stop (a restart, a deploy): the group does not wait for its session
             restarted = now_ms()
             proc.start()  # the same data dir: its RocksDB state, its index, the changelog's tail
@@ -791,6 +803,7 @@ async def recovery_seeded(
             "start_to_first_fire_s": fire_s,
             "bulk_restored": bulk,
             "rss_mb": round(rss) if rss else None,
+            "data_dir_mb": round(disk),
             "restart_to_ready_s": again_ready_s,
             "restart_to_first_fire_s": again_s,
         }
