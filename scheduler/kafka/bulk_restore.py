@@ -79,7 +79,8 @@ async def load(
     """Read each partition from its first offset to its highwater (inclusive) and apply what was read, a
     fetch at a time. -> ({tp: the last offset applied} for the partitions that applied anything, how many
     records were applied). `applied_to`: moved to the last offset applied of each partition after each
-    fetch (Faust's recovery offsets: the group's watchdog sees a load of minutes make progress)."""
+    fetch, but never to its highwater (Faust's recovery offsets: the group's watchdog sees a load of
+    minutes make progress, and Faust's own sees records left, not a restore done that never ends)."""
     consumer = consumer_factory()
     await consumer.start()
     applied: dict[TP, int] = {}
@@ -116,9 +117,9 @@ async def load(
                 count += len(events)
                 for e in events:
                     applied[e.message.tp] = e.message.offset
-                if applied_to is not None:
+                if applied_to is not None:  # (one short of the end until it returns: see install)
                     for tp, offset in applied.items():
-                        applied_to[tp] = max(applied_to.get(tp) or -1, offset)
+                        applied_to[tp] = max(applied_to.get(tp) or -1, min(offset, highwaters[tp] - 1))
             for atp in list(reading):
                 tp = tps[atp]
                 position = await consumer.position(atp)
@@ -173,7 +174,11 @@ def install(
         highwaters = {tp: recovery.active_highwaters[tp] for tp in firsts}
         # (the offsets move with each fetch: liveness.Membership counts restored records as progress, and
         # a load of 10M records takes minutes; the group's stall bound made the worker leave mid-load)
-        _, records = await load(consumer, firsts, highwaters, table.apply_changelog_batch, MAX_S, destination)
+        applied, records = await load(
+            consumer, firsts, highwaters, table.apply_changelog_batch, MAX_S, destination
+        )
+        for tp, offset in applied.items():
+            destination[tp] = max(destination.get(tp) or -1, offset)
         on_loaded(records)
         log.info(
             "bulk restore: %d record(s) of %d partition(s) of %s in %.1fs",

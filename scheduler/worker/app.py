@@ -450,10 +450,21 @@ class Worker:
         self.timers.start_firing()
 
     async def ensure_own_topics(self) -> None:
-        """(OwnerPort) The app's own topics exist, each with its configs (created once, before anything
-        reads them: a follower's consumer must not have a broker create one on first use, uncompacted)."""
+        """The app's own topics exist, each with its configs (created once, before anything reads them: a
+        follower's consumer must not have a broker create one on first use, uncompacted)."""
         topics = self.settings.own_topics()
         await self.topics.ensure(*topics, configs=topics)
+
+    async def read_calendars(self) -> None:
+        """(OwnerPort) Before a take-up: the calendars are read (once; at most a few seconds), so its
+        catch-up and the fires before the worker's services start (Faust starts them after its first
+        recovery, the calendars' reader among them) skip the days they hold. A broker that does not
+        answer is logged: the take-up goes on."""
+        try:
+            await self.ensure_own_topics()
+            await self.calendars.start()
+        except Exception:
+            log.warning("the calendars could not be read before the take-up: it goes on", exc_info=True)
 
     async def await_progress_sent(self, timeout_s: float = 5.0) -> None:
         """The watermarks just saved reach the changelog before the partitions move."""

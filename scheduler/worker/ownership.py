@@ -50,6 +50,7 @@ class Ownership:
         self.worker = worker
         self.assigned = False  # a first assignment was taken up (possibly of no partition)
         self.take_ups = 0  # assignments taken up to the end
+        self.partitions_taken_up = 0
         self.owned: set[int] = set()  # the partitions of the last assignment restored
         self.fenced_late: set[int] = set()  # partitions of this rebalance fenced after their restore began
         self._taking_up = asyncio.Lock()  # (see on_recovered)
@@ -77,10 +78,20 @@ class Ownership:
 
     def membership(self) -> Membership:
         """The group membership as a watched loop (see liveness.Membership)."""
-        app = self.worker.faust_app
+        w = self.worker
+        app = w.faust_app
         return Membership(
             lambda: not_serving_because(app, self.assigned) is None,
-            lambda: hash((membership_progress(app), self.take_ups)),
+            # (a take-up of millions of due entries takes minutes: each partition, each thousand entries
+            # caught up, is progress too)
+            lambda: hash(
+                (
+                    membership_progress(app),
+                    self.take_ups,
+                    self.partitions_taken_up,
+                    w.punctuator.caught_up_entries,
+                )
+            ),
             floor_s=2 * app.conf.broker_session_timeout,
             joined=lambda: app.rebalancing_count > 0,
         )
@@ -247,10 +258,7 @@ class Ownership:
                 request_rejoin(w.faust_app)
                 active -= late
         if active - w.punctuator.partitions:
-            # the calendars read first (once; at most a few seconds): a catch-up or a fire on a day one
-            # excludes is known to be excluded, though the worker's services start only after this
-            await w.ensure_own_topics()  # (the calendars' topic compacted, not made by its first reader)
-            await w.calendars.start()
+            await w.read_calendars()  # (their days are skipped by the catch-ups and the fires from now)
         for partition in sorted(active - w.punctuator.partitions):
             if self._superseded(generation):
                 return
@@ -290,6 +298,7 @@ class Ownership:
             w.punctuator.revoke(partition)
             w.jobs.checker.revoke(partition)
             return
+        self.partitions_taken_up += 1
         w.start_firing()  # (the first recovery goes on with the other partitions meanwhile)
         log.info(
             "partition %d assigned in %.3fs (%d schedules due within the horizon, fired up to %s)",

@@ -340,7 +340,6 @@ class OwnerPort(Protocol):
     freezes: FreezeGuard
     punctuator: Punctuator
     due_index: DueIndex
-    calendars: CalendarRegistry  # (read before a partition is caught up: its excluded days are known)
 
     @property
     def jobs(self) -> Jobs: ...
@@ -372,8 +371,8 @@ class OwnerPort(Protocol):
         """A partition is taken up: the punctuator fires from now on (already started: nothing)."""
         ...
 
-    async def ensure_own_topics(self) -> None:
-        """The app's own topics exist, with their configs (once; the calendars' before it is read)."""
+    async def read_calendars(self) -> None:
+        """Before a take-up: the calendars are read (once), so a catch-up or a fire skips their days."""
         ...
 
 

@@ -305,6 +305,7 @@ class Punctuator:
         self._hold = hold
         self._trigger_topic = trigger_topic
         self._parts: dict[int, _Partition] = {}
+        self.caught_up_entries = 0  # index entries the take-ups' catch-up scans read (by the thousand)
         self._seq = itertools.count()
         self._wakeup = {u: asyncio.Event() for u in TimeUnit}
         # set while no timer is staging, firing or loading: bulk work (a fetch of commands) yields to the
@@ -392,6 +393,7 @@ class Punctuator:
             if n % 1000 == 999:
                 self.index.write(partition, writes)
                 writes = []
+                self.caught_up_entries += 1000  # (the group's watchdog: a long take-up is progress)
                 await asyncio.sleep(0)
                 self._still_owned(partition, part)
             where = (e.key, e.path)

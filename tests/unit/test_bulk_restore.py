@@ -82,5 +82,8 @@ async def test_a_long_load_moves_the_recovery_offsets_after_each_fetch_not_only_
         60,
         offsets,
     )
-    assert count == 150 and last == {A: 99, B: 49} and offsets == {A: 99, B: 49}
+    assert count == 150 and last == {A: 99, B: 49}
     assert [seen.get(A) for seen in consumer.at_fetch] == [-1, 19, 39, 59, 79]  # moved after each fetch
+    # one short of each end until the load returns (its caller sets them): Faust's recovery does not see
+    # a restore done while its step still runs (it logs "POSSIBLE INTERNAL ERROR" after 30 s of that)
+    assert offsets == {A: 98, B: 48}

@@ -19,11 +19,16 @@ from tests.unit.test_transactions import FakeBatchedProducer
 pytestmark = pytest.mark.unit
 
 
+async def _no_calendars() -> None:
+    """(no broker here: the calendars a take-up reads first are none)"""
+
+
 async def test_a_partition_fenced_after_its_restore_began_is_given_back_and_restored_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     worker = Worker(Settings(app_id="app", data_dir=tmp_path, auth="off", partitions=2))
     assert worker.txns is not None
+    monkeypatch.setattr(worker, "read_calendars", _no_calendars)
     rejoins: list[object] = []
     monkeypatch.setattr(ownership_module, "recovery_is_current", lambda app: True)
     monkeypatch.setattr(ownership_module, "request_rejoin", rejoins.append)
@@ -47,6 +52,7 @@ async def test_an_older_take_up_stops_where_a_newer_assignment_takes_the_partiti
     partitions beside it (each would be caught up twice from one watermark: campaign seed 4000)."""
     worker = Worker(Settings(app_id="app", data_dir=tmp_path, auth="off", partitions=2))
     assert worker.txns is not None
+    monkeypatch.setattr(worker, "read_calendars", _no_calendars)
     monkeypatch.setattr(ownership_module, "recovery_is_current", lambda app: True)
     monkeypatch.setattr(worker.ownership, "active_partitions", lambda: {0, 1})
     monkeypatch.setattr(worker.faust_app, "consumer_generation_id", 1, raising=False)
