@@ -67,8 +67,11 @@ def test_a_worker_that_cannot_heal_leaves_and_its_partitions_commands_are_applie
     deaf_partitions = owned(deaf)
     names = [f"left-{i}" for i in range(16)]  # (keys over every partition: some of the deaf worker's)
     with httpx.Client(base_url=healthy.url, timeout=30) as client:
+        offsets: dict[str, int] = {}
         for name in names:
-            assert client.post("/schedules", json=_schedule(name, "left-out")).status_code == 202
+            answer = client.post("/schedules", json=_schedule(name, "left-out"))
+            assert answer.status_code == 202, answer.text
+            offsets[name] = answer.json()["offset"]
         assert deaf.proc is not None
         deaf.proc.wait(timeout=90)
         assert deaf.proc.returncode == LEFT_EXIT_CODE, deaf.log_tail()
@@ -77,7 +80,18 @@ def test_a_worker_that_cannot_heal_leaves_and_its_partitions_commands_are_applie
         while time.monotonic() < deadline and owned(healthy) != {0, 1, 2, 3}:
             time.sleep(0.3)
         assert owned(healthy) == {0, 1, 2, 3} and deaf_partitions, (owned(healthy), deaf_partitions)
-        for name in names:  # applied by the worker that took the partitions (one it may still be applying)
+        for name in names:  # applied by the worker that took the partitions (it may still be taking them up)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:  # (503 while the partition is being taken up)
+                params = {"offset": offsets[name], "waitMs": 5000}
+                applied = client.get(f"/schedules/acme/{name}/applied", params=params)
+                if applied.status_code == 200 and applied.json()["applied"]:
+                    break
+                time.sleep(0.3)
+            assert applied.status_code == 200 and applied.json()["applied"], (
+                applied.text,
+                healthy.log_tail(),
+            )
             answer = client.post(f"/schedules/acme/{name}/enable?wait=applied")
             assert answer.status_code == 200 and answer.json()["version"] == 2, answer.text
 
