@@ -22,6 +22,8 @@ from aiokafka.protocol.metadata import MetadataRequest
 
 log = logging.getLogger(__name__)
 
+Headers = list[tuple[str, bytes]]
+
 
 class ProducerStopped(RuntimeError):
     """A send on a producer after its stop."""
@@ -163,26 +165,28 @@ class BatchedProducer:
         return len(partitions) if partitions else None
 
     async def send_batch(
-        self, topic: str, records: list[tuple[bytes, bytes, int]]
+        self, topic: str, records: list[tuple[bytes, bytes, int]] | list[tuple[bytes, bytes, int, Headers]]
     ) -> list[asyncio.Future[object]]:
-        """Queue (key, value, partition) records as whole batches: ~10x cheaper per record than `send`
-        (measured on the embedded broker: 700k vs 65k records/s). One future per record: its batch's."""
+        """Queue (key, value, partition[, headers]) records as whole batches: ~10x cheaper per record than
+        `send` (measured on the embedded broker: 700k vs 65k records/s). One future per record: its
+        batch's."""
         producer = await self._started()
         _track(producer, topic)
         by_partition: dict[int, list[int]] = {}
-        for i, (_, _, partition) in enumerate(records):
-            by_partition.setdefault(partition, []).append(i)
+        for i, record in enumerate(records):
+            by_partition.setdefault(cast(int, record[2]), []).append(i)
         out: list[asyncio.Future[object] | None] = [None] * len(records)
         for partition, indexes in by_partition.items():
             batch, members = producer.create_batch(), list[int]()
             for i in indexes:
-                key, value, _ = records[i]
-                if batch.append(key=key, value=value, timestamp=None) is None:  # full: send it, start another
+                record = records[i]
+                key, value, headers = record[0], record[1], record[3] if len(record) > 3 else []  # type: ignore[misc]
+                if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:  # full: send
                     fut = await self._add_batch(producer, batch, topic, partition)
                     for j in members:
                         out[j] = fut
                     batch, members = producer.create_batch(), []
-                    if batch.append(key=key, value=value, timestamp=None) is None:
+                    if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
                         raise ValueError(f"a record of {len(value)} bytes does not fit in a batch")
                 members.append(i)
             fut = await self._add_batch(producer, batch, topic, partition)

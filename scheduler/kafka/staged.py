@@ -22,6 +22,8 @@ class StagedTable:
         self.table = table
         self._txns = txns
         self._held: dict[int, dict[bytes, bytes | None]] = {}  # partition -> key -> value (None: deleted)
+        #: partition -> key -> value: writes already in the open transaction (send_now), not yet committed
+        self._sent: dict[int, dict[bytes, bytes | None]] = {}
         #: told (partition, writes) when a partition's writes committed, before the store gets them
         self.committing: list[Callable[[int, dict[bytes, bytes | None]], None]] = []
 
@@ -34,12 +36,12 @@ class StagedTable:
         if partition is None:
             value = self.table.get(key)
         else:
-            held = self._held.get(partition)
-            value = (
-                held[key]
-                if held is not None and key in held
-                else partition_db(self.table, partition).get(key)
-            )
+            for writes in (self._held.get(partition), self._sent.get(partition)):
+                if writes is not None and key in writes:
+                    value = writes[key]
+                    break
+            else:
+                value = partition_db(self.table, partition).get(key)
         return default if value is None else value
 
     def __setitem__(self, key: bytes, value: bytes) -> None:
@@ -65,13 +67,26 @@ class StagedTable:
     def drop(self, partition: int) -> None:
         """Forget what the partition held (its transaction was given up)."""
         self._held.pop(partition, None)
+        self._sent.pop(partition, None)
 
     async def stage(self, txns: Transactions, partition: int) -> None:
         """Before the partition commits (no work runs meanwhile): what it held goes into its transaction,
         and into RocksDB once that committed."""
+        await self._send(txns, partition, keep_visible=False)
+
+    async def send_now(self, partition: int) -> None:
+        """Inside the partition's work: what it held goes into its open transaction now rather than at the
+        commit, so the changelog records travel with the work's other records instead of adding a round
+        trip to the commit (a delivery's deletes: the commit ends sooner). Reads see them until the commit
+        puts them in RocksDB."""
+        await self._send(self._txns, partition, keep_visible=True)
+
+    async def _send(self, txns: Transactions, partition: int, *, keep_visible: bool) -> None:
         writes = self._held.pop(partition, None)
         if not writes:
             return
+        if keep_visible:
+            self._sent.setdefault(partition, {}).update(writes)
         topic = self.table.changelog_topic.get_topic_name()
         records = [(key, value, partition) for key, value in writes.items()]
         futures = await txns.send_batch(partition, topic, records)
@@ -82,5 +97,12 @@ class StagedTable:
             write_local(self.table, partition, writes)
             for p, offset in done_offsets(futures).items():
                 self.table.data.set_persisted_offset(TP(topic, p), offset)
+            sent = self._sent.get(partition)
+            if sent is not None:
+                for key, value in writes.items():
+                    if key in sent and sent[key] is value:  # (not written again since)
+                        del sent[key]
+                if not sent:
+                    del self._sent[partition]
 
         txns.after_commit(partition, committed)

@@ -5,12 +5,13 @@ that changes them breaks here and nowhere else."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from rocksdict import WriteBatch
+from rocksdict import ReadOptions, WriteBatch
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +143,18 @@ def opened_partition_db(table: Any, partition: int) -> Any | None:
 LOCAL_KEYS = b"\xff"
 
 
+@functools.cache
+def _bounded(prefix: bytes) -> ReadOptions:
+    """Reads that stop at the end of the prefix's keys (RocksDB's iterate upper bound): without it an
+    iterator past the last live key of the prefix walks every deleted key after it (1.1 ms a seek over
+    20,000 delivered messages' tombstones, 1.3 µs with it)."""
+    end = prefix.rstrip(b"\xff")
+    bound = end[:-1] + bytes([end[-1] + 1]) if end else LOCAL_KEYS
+    options = ReadOptions()
+    options.set_iterate_upper_bound(min(bound, LOCAL_KEYS))
+    return options
+
+
 def partition_items(table: Any, partition: int) -> Iterator[tuple[bytes, bytes]]:
     """The entries of one partition of a table, without Faust's offset bookkeeping nor the local keys."""
     yield from partition_items_from(table, partition, b"")
@@ -163,7 +176,7 @@ def partition_items_from(
     if at is not None:
         start = max(start, at)
     offset_key = table.data.offset_key
-    for key, value in db.items(from_key=start):
+    for key, value in db.items(from_key=start, read_opt=_bounded(prefix)):
         if not key.startswith(prefix) or key >= LOCAL_KEYS:
             return
         if key != offset_key:

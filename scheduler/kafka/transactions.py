@@ -146,6 +146,11 @@ class Transactions:
     def partitions(self) -> set[int]:
         return set(self._txns)
 
+    def current(self, partition: int) -> object | None:
+        """The partition's transaction state here (None: not owned): a new one after each assignment, so
+        what was read of the partition before can be told apart from what is read after."""
+        return self._txns.get(partition)
+
     def owns(self, partition: int) -> bool:
         return partition in self._txns
 

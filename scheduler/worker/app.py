@@ -355,6 +355,18 @@ class Worker:
             return await self.producer.send(topic, key, value, partition=partition, headers=headers)
         return await self.txns.send(owner, topic, key, value, partition, headers)
 
+    async def produce_many(
+        self, topic: str, records: list[tuple[bytes, bytes, list[tuple[str, bytes]]]]
+    ) -> list[asyncio.Future[object]]:
+        """Keyed records with headers, as `produce` does each (Kafka's default partitioner), but sent as
+        whole batches per partition (~10x cheaper a record); one at a time while the topic's partition
+        count is not known yet."""
+        count = self._partition_count(topic)
+        if count is None:
+            return [await self.produce(topic, k, v, headers=h) for k, v, h in records]
+        batch = [(k, v, partition_for(k, count), h) for k, v, h in records]
+        return await self._send_batch(topic, batch)  # type: ignore[arg-type]
+
     async def tombstone(self, topic: str, key: bytes) -> None:
         """A null value for `key` on a compacted topic (outside any transaction): the key is deleted."""
         await self.producer.send(topic, key, None)

@@ -133,6 +133,12 @@ class Producing(Protocol):
         """A record: in the transaction of the partition whose work this is, else outside any."""
         ...
 
+    async def produce_many(
+        self, topic: str, records: list[tuple[bytes, bytes, list[tuple[str, bytes]]]]
+    ) -> list[asyncio.Future[object]]:
+        """Keyed (key, value, headers) records as `produce` sends each, in whole batches."""
+        ...
+
 
 class DelayedPort(Outbox, Producing, Protocol):
     """Delayed messages (scheduler.worker.delayed): their table, the partitions taken up, producing in the

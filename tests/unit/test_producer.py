@@ -123,7 +123,7 @@ class _Batch:
     def __init__(self) -> None:
         self.records: list[bytes] = []
 
-    def append(self, *, key: bytes, value: bytes, timestamp: None) -> object | None:
+    def append(self, *, key: bytes, value: bytes, timestamp: None, headers: object = ()) -> object | None:
         if len(self.records) == 2:
             return None  # full
         self.records.append(value)

@@ -141,3 +141,43 @@ async def test_a_write_of_work_whose_transaction_was_given_up_is_refused_and_nev
     h.t._txns[0] = _Txn(_Producer(h.log))  # type: ignore[arg-type]  # assigned here again
     with owned_by(0):
         assert h.table.get(b"progress") is None
+
+
+async def test_writes_sent_now_travel_in_the_open_transaction_and_are_read_back_until_it_committed(
+    tmp_path: Path,
+) -> None:
+    """send_now (a delivery's deletes): the changelog records go into the transaction at once, the reads of
+    the partition's work keep seeing them, RocksDB gets them at the commit, which sends nothing more."""
+    h = _Harness(tmp_path, 0)
+    h.faust.data._db_for_partition(0)[b"due"] = b"message"  # committed before
+    async with h.t.work():
+        with owned_by(0):
+            del h.table[b"due"]
+            await h.table.send_now(0)
+            assert h.producers[0].sent == [("app-job-queue-changelog", b"due", None)]
+            assert h.table.held(0) == {}
+            assert h.table.get(b"due") is None  # (RocksDB still has it: the delete is read back)
+    async with h.t.work():  # a later unit of the same transaction
+        with owned_by(0):
+            assert h.table.get(b"due") is None
+            h.table[b"other"] = b"x"
+    assert h.committed(0, b"due") == b"message"
+    await h.t.commit()
+    assert h.producers[0].sent == [
+        ("app-job-queue-changelog", b"due", None),
+        ("app-job-queue-changelog", b"other", b"x"),
+    ]
+    assert h.committed(0, b"due") is None and h.committed(0, b"other") == b"x"
+    assert h.table._sent == {}
+
+
+async def test_writes_sent_now_of_a_partition_given_up_are_forgotten(tmp_path: Path) -> None:
+    h = _Harness(tmp_path, 0)
+    h.faust.data._db_for_partition(0)[b"due"] = b"message"
+    with owned_by(0):
+        del h.table[b"due"]
+        await h.table.send_now(0)
+    h.producers[0].kafka_producer.commit_error = RuntimeError("fenced by a newer producer")
+    await h.t.commit()
+    assert h.failed == [0] and h.table._sent == {}
+    assert h.committed(0, b"due") == b"message"  # aborted: the next owner delivers it
