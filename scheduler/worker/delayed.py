@@ -5,9 +5,15 @@ are a hop of the commands ingest (ingest.py): a record's table writes and the po
 its partition's transaction. Without them a Faust agent reads it, at least once (a record applied twice
 writes the same entries again).
 
-Delivery: at the first pending message's instant (at least every TICK_S) the loop scans, for each partition this worker has taken up, the table's due keys up to
-now (a RocksDB seek: only what is due is read, whatever is pending) and delivers them in due order, at most
-BATCH per partition and tick. With transactions a delivery — the record sent to its target topic and both
+Delivery: at the first pending message's instant (at least every TICK_S) the loop scans, for each partition
+this worker has taken up, the table's due keys up to now (a RocksDB seek: only what is due is read, whatever
+is pending) and delivers them in due order, at most BATCH per partition and tick.
+
+With transactions every partition's delivery of an instant is one unit of work (their transactions commit
+together); its records go out as whole batches per target partition with the table's deletes beside them
+(StagedTable.send_now); PREPARE_AHEAD_MS before the instant what it delivers is read and decoded already
+(prepare); each partition's scans start at its floor, where its last delivery ended, lowered by any write
+before it (the keys in front are deleted ones). A delivery — the record sent to its target topic and both
 entries deleted — commits in the partition's transaction with the fires, so a read_committed consumer sees
 each message once across failovers; a delete held for the commit hides the entry from the next scan
 (StagedTable.get). Without them the record is sent, then (once the broker has it) the entries are deleted
@@ -273,6 +279,8 @@ class DelayedMessages:
             for partition in partitions:
                 with owned_by(partition):
                     due = self._prepared_due(partition, until)
+                    if due is None:
+                        continue
                     txn = txns.current(partition)
                     if len(due) < BATCH and txn is not None:  # (all below `until` read: a write lowers it)
                         self._floor[partition] = (txn, until)
@@ -313,15 +321,16 @@ class DelayedMessages:
                 continue
             with owned_by(partition):
                 entries = self._read_due(partition, until, at=self._from(partition))
+            if entries is not None:
                 self._prepared[partition] = _Prepared(until, token, entries)
 
     def _token(self, partition: int) -> tuple[int, object]:
         txns = self.worker.txns
         return self._writes.get(partition, 0), None if txns is None else txns.current(partition)
 
-    def _prepared_due(self, partition: int, until: bytes) -> list[_Due]:
+    def _prepared_due(self, partition: int, until: bytes) -> list[_Due] | None:
         """(Inside the partition's work) its messages due by `until`: those prepared if still valid, and any
-        due after them."""
+        due after them (None: the partition could not be read)."""
         prepared = self._prepared.get(partition)
         if prepared is not None and (prepared.token != self._token(partition) or prepared.until > until):
             if prepared.token != self._token(partition):
@@ -332,11 +341,12 @@ class DelayedMessages:
         del self._prepared[partition]
         if len(prepared.entries) >= BATCH:
             return prepared.entries
-        return prepared.entries + self._read_due(partition, until, at=prepared.until)
+        more = self._read_due(partition, until, at=prepared.until)
+        return None if more is None else prepared.entries + more
 
-    def _read_due(self, partition: int, until: bytes, at: bytes | None = None) -> list[_Due]:
+    def _read_due(self, partition: int, until: bytes, at: bytes | None = None) -> list[_Due] | None:
         """(Inside the partition's work) its pending messages below `until` (from `at`), decoded, oldest
-        first, at most BATCH: each with whether its id entry still names it."""
+        first, at most BATCH: each with whether its id entry still names it (None: it could not be read)."""
         out: list[_Due] = []
         get = self.table.get
         try:
@@ -349,6 +359,7 @@ class DelayedMessages:
                 out.append((key, m, get(id_key(m.id)) == key[1:9]))
         except Exception:  # (a partition closed under a revocation meanwhile: the next turn sees)
             log.debug("delayed scan of partition %d failed", partition, exc_info=True)
+            return None
         return out
 
     def _due(self, partition: int, now: int) -> list[tuple[bytes, bytes]]:

@@ -261,3 +261,66 @@ async def test_the_next_turn_is_at_the_first_instant_after_now(tmp_path: Path) -
     for key, at in ((b"past", worker.now - 10), (b"soon", worker.now + 500), (b"later", worker.now + 2_000)):
         await service.handle(_event(key, b"x", at))
     assert service.next_due() == worker.now + 500, "one due already is the turn's, not the wake-up's"
+
+
+# --- with transactions: what an instant delivers is read ahead, and not used once written to ------------
+
+
+class _TxWorker(_Worker):
+    """The service's port with transactions: the staged table and fake producers of test_staged_tables."""
+
+    def __init__(self, base: Path) -> None:
+        from tests.unit.test_staged_tables import _Harness
+
+        self.harness = _Harness(base, 0)
+        self.harness.faust.data.offset_key = b"__offset__"
+        super().__init__(_Table(base / "unused"))
+        self.delayed = self.harness.table  # type: ignore[assignment]
+        self.txns = self.harness.t  # type: ignore[assignment]
+
+    async def produce_many(self, topic, records):  # type: ignore[no-untyped-def]
+        return [await self.produce(topic, k, v, headers=h) for k, v, h in records]
+
+
+async def _held(worker: _TxWorker, service: DelayedMessages, *events: Any) -> None:
+    from scheduler.kafka.transactions import owned_by
+
+    with owned_by(0):
+        for event in events:
+            await service.handle(event)
+    await worker.txns.commit()  # type: ignore[union-attr]
+
+
+async def test_a_prepared_delivery_is_dropped_when_its_messages_are_written_to_before_the_instant(
+    tmp_path: Path,
+) -> None:
+    worker = _TxWorker(tmp_path)
+    service = DelayedMessages(worker)  # type: ignore[arg-type]
+    at = worker.now + 200
+    await _held(worker, service, _event(b"kept", b"K", at), _event(b"cancelled", b"C", at),
+                _event(b"moved", b"M", at))  # fmt: skip
+    service.prepare(at)
+    assert [m.id for _, m, _ in service._prepared[0].entries] == [b"cancelled", b"kept", b"moved"]
+    await _held(worker, service, _event(b"cancelled", None), _event(b"moved", b"M2", at + 60_000))
+    worker.now = at
+    assert await service.deliver_due() == 1
+    assert [(key, value) for _, key, value, _ in worker.sent] == [(b"kept", b"K")]
+    await worker.txns.commit()  # type: ignore[union-attr]
+    worker.now = at + 60_000
+    assert await service.deliver_due() == 1 and worker.sent[-1][2] == b"M2"
+
+
+async def test_a_prepared_delivery_is_used_at_its_instant_and_a_later_past_due_write_is_still_found(
+    tmp_path: Path,
+) -> None:
+    worker = _TxWorker(tmp_path)
+    service = DelayedMessages(worker)  # type: ignore[arg-type]
+    at = worker.now + 200
+    await _held(worker, service, _event(b"a", b"A", at), _event(b"b", b"B", at + 1))
+    service.prepare(at)
+    worker.now = at + 1  # (b, due a millisecond after what was prepared, is read at the instant)
+    assert await service.deliver_due() == 2 and 0 not in service._prepared
+    await worker.txns.commit()  # type: ignore[union-attr]
+    await _held(worker, service, _event(b"late", b"L", worker.now - 5_000))  # before the floor
+    assert await service.deliver_due() == 1
+    assert [value for _, _, value, _ in worker.sent] == [b"A", b"B", b"L"]
