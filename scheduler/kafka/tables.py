@@ -143,7 +143,7 @@ def opened_partition_db(table: Any, partition: int) -> Any | None:
 LOCAL_KEYS = b"\xff"
 
 
-@functools.cache
+@functools.lru_cache(maxsize=256)  # (a few fixed prefixes, and a tenant's for each list)
 def _bounded(prefix: bytes) -> ReadOptions:
     """Reads that stop at the end of the prefix's keys (RocksDB's iterate upper bound): without it an
     iterator past the last live key of the prefix walks every deleted key after it (1.1 ms a seek over
