@@ -235,7 +235,7 @@ class DelayedMessages:
                 elif (first := self.next_due()) is not None:
                     ahead_ms = first - self.worker.clock()
                     if ahead_ms <= PREPARE_AHEAD_MS and self.worker.txns is not None:
-                        self.prepare(first)
+                        await self.prepare(first)
                         ahead_ms = first - self.worker.clock()
                     pause_s = min(TICK_S, max(0.0, ahead_ms / 1000))
             except asyncio.CancelledError:
@@ -308,21 +308,25 @@ class DelayedMessages:
 
     # --- preparing the next instant's deliveries ----------------------------------------------------------
 
-    def prepare(self, instant: int) -> None:
+    async def prepare(self, instant: int) -> None:
         """Transactions: read and decode, ahead of `instant`, what each partition taken up here delivers at
         it, so the delivery itself only sends (the records' batches, the deletes). Used at the instant if
         nothing was written to the partition's messages meanwhile and it is still owned by the same
-        transaction (_token); else the delivery reads them again."""
+        transaction (_token); else the delivery reads them again. A unit of work of its own: never read in
+        the middle of a commit (whose writes are then neither held nor in RocksDB yet)."""
+        txns = self.worker.txns
+        assert txns is not None
         until = due_until(instant)
-        for partition in self.worker.punctuator.partitions:
-            token = self._token(partition)
-            prepared = self._prepared.get(partition)
-            if prepared is not None and prepared.until == until and prepared.token == token:
-                continue
-            with owned_by(partition):
-                entries = self._read_due(partition, until, at=self._from(partition))
-            if entries is not None:
-                self._prepared[partition] = _Prepared(until, token, entries)
+        async with txns.work():
+            for partition in self.worker.punctuator.partitions:
+                token = self._token(partition)
+                prepared = self._prepared.get(partition)
+                if prepared is not None and prepared.until == until and prepared.token == token:
+                    continue
+                with owned_by(partition):
+                    entries = self._read_due(partition, until, at=self._from(partition))
+                if entries is not None:
+                    self._prepared[partition] = _Prepared(until, token, entries)
 
     def _token(self, partition: int) -> tuple[int, object]:
         txns = self.worker.txns

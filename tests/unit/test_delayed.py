@@ -299,7 +299,7 @@ async def test_a_prepared_delivery_is_dropped_when_its_messages_are_written_to_b
     at = worker.now + 200
     await _held(worker, service, _event(b"kept", b"K", at), _event(b"cancelled", b"C", at),
                 _event(b"moved", b"M", at))  # fmt: skip
-    service.prepare(at)
+    await service.prepare(at)
     assert [m.id for _, m, _ in service._prepared[0].entries] == [b"cancelled", b"kept", b"moved"]
     await _held(worker, service, _event(b"cancelled", None), _event(b"moved", b"M2", at + 60_000))
     worker.now = at
@@ -317,10 +317,33 @@ async def test_a_prepared_delivery_is_used_at_its_instant_and_a_later_past_due_w
     service = DelayedMessages(worker)  # type: ignore[arg-type]
     at = worker.now + 200
     await _held(worker, service, _event(b"a", b"A", at), _event(b"b", b"B", at + 1))
-    service.prepare(at)
+    await service.prepare(at)
     worker.now = at + 1  # (b, due a millisecond after what was prepared, is read at the instant)
     assert await service.deliver_due() == 2 and 0 not in service._prepared
     await worker.txns.commit()  # type: ignore[union-attr]
     await _held(worker, service, _event(b"late", b"L", worker.now - 5_000))  # before the floor
     assert await service.deliver_due() == 1
     assert [value for _, _, value, _ in worker.sent] == [b"A", b"B", b"L"]
+
+
+async def test_a_prepare_waits_for_a_commit_in_progress(tmp_path: Path) -> None:
+    """A commit takes the partition's held writes into its transaction and puts them in RocksDB once it
+    committed: read in between, a cancel would be in neither (the cancelled message prepared, delivered)."""
+    from scheduler.kafka.transactions import owned_by
+
+    worker = _TxWorker(tmp_path)
+    service = DelayedMessages(worker)  # type: ignore[arg-type]
+    at = worker.now + 200
+    await _held(worker, service, _event(b"cancelled", b"C", at), _event(b"kept", b"K", at))
+    with owned_by(0):
+        await service.handle(_event(b"cancelled", None))
+    gate = asyncio.Event()
+    worker.harness.producers[0].kafka_producer.commit_gate = gate
+    committing = asyncio.ensure_future(worker.txns.commit())  # type: ignore[union-attr]
+    await asyncio.sleep(0.01)  # (the commit took the cancel's deletes and waits on the broker)
+    preparing = asyncio.ensure_future(service.prepare(at))
+    await asyncio.sleep(0.01)
+    gate.set()
+    await committing
+    await preparing
+    assert [m.id for _, m, _ in service._prepared[0].entries] == [b"kept"]
