@@ -336,11 +336,10 @@ class DelayedMessages:
         """(Inside the partition's work) its messages due by `until`: those prepared if still valid, and any
         due after them (None: the partition could not be read)."""
         prepared = self._prepared.get(partition)
-        if prepared is not None and (prepared.token != self._token(partition) or prepared.until > until):
-            if prepared.token != self._token(partition):
-                del self._prepared[partition]
+        if prepared is not None and prepared.token != self._token(partition):
+            del self._prepared[partition]  # (written to, or owned anew, since it was read)
             prepared = None
-        if prepared is None:
+        if prepared is None or prepared.until > until:  # (none, or for an instant still to come)
             return self._read_due(partition, until, at=self._from(partition))
         del self._prepared[partition]
         if len(prepared.entries) >= BATCH:

@@ -291,15 +291,25 @@ async def _held(worker: _TxWorker, service: DelayedMessages, *events: Any) -> No
     await worker.txns.commit()  # type: ignore[union-attr]
 
 
-async def test_a_prepared_delivery_is_dropped_when_its_messages_are_written_to_before_the_instant(
-    tmp_path: Path,
-) -> None:
+async def _prepared(
+    tmp_path: Path, *messages: tuple[bytes, bytes, int]
+) -> tuple[_TxWorker, DelayedMessages, int]:
+    """A service with transactions holding these (id, value, ms after the instant) messages, what the
+    instant delivers read ahead of it; and the instant."""
     worker = _TxWorker(tmp_path)
     service = DelayedMessages(worker)  # type: ignore[arg-type]
     at = worker.now + 200
-    await _held(worker, service, _event(b"kept", b"K", at), _event(b"cancelled", b"C", at),
-                _event(b"moved", b"M", at))  # fmt: skip
+    await _held(worker, service, *(_event(id, value, at + after) for id, value, after in messages))
     await service.prepare(at)
+    return worker, service, at
+
+
+async def test_a_prepared_delivery_is_dropped_when_its_messages_are_written_to_before_the_instant(
+    tmp_path: Path,
+) -> None:
+    worker, service, at = await _prepared(
+        tmp_path, (b"kept", b"K", 0), (b"cancelled", b"C", 0), (b"moved", b"M", 0)
+    )
     assert [m.id for _, m, _ in service._prepared[0].entries] == [b"cancelled", b"kept", b"moved"]
     await _held(worker, service, _event(b"cancelled", None), _event(b"moved", b"M2", at + 60_000))
     worker.now = at
@@ -313,11 +323,7 @@ async def test_a_prepared_delivery_is_dropped_when_its_messages_are_written_to_b
 async def test_a_prepared_delivery_is_used_at_its_instant_and_a_later_past_due_write_is_still_found(
     tmp_path: Path,
 ) -> None:
-    worker = _TxWorker(tmp_path)
-    service = DelayedMessages(worker)  # type: ignore[arg-type]
-    at = worker.now + 200
-    await _held(worker, service, _event(b"a", b"A", at), _event(b"b", b"B", at + 1))
-    await service.prepare(at)
+    worker, service, at = await _prepared(tmp_path, (b"a", b"A", 0), (b"b", b"B", 1))
     worker.now = at + 1  # (b, due a millisecond after what was prepared, is read at the instant)
     assert await service.deliver_due() == 2 and 0 not in service._prepared
     await worker.txns.commit()  # type: ignore[union-attr]
