@@ -1,7 +1,8 @@
 """Bulk restore: active changelog partitions far behind their end (together) are read by a consumer of
-its own, in large fetches, and applied a fetch at a time through the table's apply_changelog_batch (RocksDB write
-batches, the persisted offset, and the due-time index's restore hook) before Faust's recovery starts
-reading it. Faust's own loop, a record at a time through its changelog queue and recovery buffers, then
+its own, in large fetches, and applied a fetch at a time through their table's apply_changelog_batch (RocksDB
+write batches, the persisted offset, and the due-time index's restore hook) before Faust's recovery starts
+reading them. The worker's tables that can hold millions of entries are restored so: the schedules and
+the delayed messages. Faust's own loop, a record at a time through its changelog queue and recovery buffers, then
 reads only the tail. A restart that keeps its data dir has nothing to bulk-load.
 
 Safe to stop anywhere (a rebalance cancels it): each applied fetch moved the partition's persisted offset
@@ -16,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from typing import Any
 
 from faust.types import TP
@@ -133,22 +134,23 @@ async def load(
 
 def install(
     app: Any,
-    table: Any,
+    tables: Sequence[Any],
     bootstrap_servers: str,
     consumer_options: Mapping[str, Any],
     min_records: int,
     on_loaded: Callable[[int], None],
 ) -> None:
-    """Bulk-load the table's active changelog partitions at least min_records behind, once Faust's
-    recovery has their start offsets and highwaters and before it seeks them (so it reads on from where
-    the load stopped). consumer_options: the broker profile's (read_committed on Kafka). on_loaded: how
-    many records each load applied."""
+    """Bulk-load the tables' active changelog partitions, when together at least min_records behind, once
+    Faust's recovery has their start offsets and highwaters and before it seeks them (so it reads on from
+    where the load stopped): one consumer reads them all, each fetch applied to its table.
+    consumer_options: the broker profile's (read_committed on Kafka). on_loaded: how many records each
+    load applied."""
     recovery = app.tables.recovery
     original = recovery._build_offsets
     if getattr(original, "_bulk", False):
         return
     original_wait = recovery._wait
-    topic = table.changelog_topic.get_topic_name()
+    by_topic = {table.changelog_topic.get_topic_name(): table for table in tables}
 
     def consumer() -> Any:
         from aiokafka import AIOKafkaConsumer
@@ -162,11 +164,19 @@ def install(
             **{"fetch_max_wait_ms": 100, **consumer_options},
         )
 
+    def apply(events: Iterable[_Event]) -> None:
+        """A fetch's records, each table's in one write batch."""
+        per_topic: dict[str, list[_Event]] = {}
+        for event in events:
+            per_topic.setdefault(event.message.topic, []).append(event)
+        for topic, batch in per_topic.items():
+            by_topic[topic].apply_changelog_batch(batch)
+
     async def build_offsets(consumer_: Any, tps: Any, destination: Any, title: str) -> None:
         await original(consumer_, tps, destination, title)
         if title != "active":
             return
-        mine = {tp: destination.get(tp) for tp in tps if tp.topic == topic}
+        mine = {tp: destination.get(tp) for tp in tps if tp.topic in by_topic}
         firsts = behind(mine, {tp: recovery.active_highwaters.get(tp) for tp in mine}, min_records)
         if not firsts:
             return
@@ -174,15 +184,13 @@ def install(
         highwaters = {tp: recovery.active_highwaters[tp] for tp in firsts}
         # (the offsets move with each fetch: liveness.Membership counts restored records as progress, and
         # a load of 10M records takes minutes; the group's stall bound made the worker leave mid-load)
-        applied, records = await load(
-            consumer, firsts, highwaters, table.apply_changelog_batch, MAX_S, destination
-        )
+        applied, records = await load(consumer, firsts, highwaters, apply, MAX_S, destination)
         for tp, offset in applied.items():
             destination[tp] = max(destination.get(tp) or -1, offset)
         on_loaded(records)
         log.info(
             "bulk restore: %d record(s) of %d partition(s) of %s in %.1fs",
-            records, len(firsts), topic, time.monotonic() - t0,
+            records, len(firsts), ", ".join(sorted({tp.topic for tp in firsts})), time.monotonic() - t0,
         )  # fmt: skip
 
     async def wait(coro: Any, timeout: Any = None) -> None:

@@ -126,7 +126,8 @@ class Settings(BaseModel):
     # RocksDB's block cache per table partition (Faust's default is 2 GiB each: at millions of schedules the
     # cache, not the schedules, would take the memory)
     rocksdb_cache_mb: int = Field(32, ge=1, le=4096)
-    # a schedules changelog partition at least this far behind is restored in bulk (kafka.bulk_restore)
+    # changelog partitions of the schedules and delayed messages together at least this far behind are
+    # restored in bulk (kafka.bulk_restore)
     bulk_restore_min_records: int = Field(20_000, ge=1)
     session_timeout_s: float | None = Field(None, ge=3, le=300)  # default: the broker profile's
     # HTTP auth: "on" (the default) needs tokens (a file, or JSON in SCHEDULER_AUTH_TOKENS); "off" is for

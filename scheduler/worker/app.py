@@ -189,7 +189,7 @@ class Worker:
         # a partition far behind its changelog is restored in bulk first (then Faust's loop reads the tail)
         bulk_restore.install(
             app,
-            self.schedules,
+            [self.schedules, self.delayed],
             settings.bootstrap_servers,
             consumer_options(settings.broker_profile),
             settings.bulk_restore_min_records,

@@ -159,6 +159,36 @@ async def test_a_burst_of_delayed_messages_survives_its_owner_killed_mid_window(
     assert not early, f"{len(early)} delivered before their instant"
 
 
+async def test_a_worker_on_an_empty_data_dir_restores_the_pending_messages_in_bulk_and_delivers_them(
+    broker, start_worker, app_id, tmp_path
+):
+    """The delayed messages' changelog, far behind (here: more than 40 records), is read by the bulk
+    restore's own consumer rather than a record at a time by Faust's: every message is pending again, and
+    those due are delivered, once on Kafka."""
+    out = f"{app_id}-restored"
+    first = start_worker()
+    soon, later = _now() + 15_000, _now() + 3_600_000
+    records = [(f"r{i:03d}".encode(), b"v", _headers(soon if i < 20 else later, out)) for i in range(300)]
+    await _send(broker.bootstrap_servers, first.topic("delayed"), records)
+    async with httpx.AsyncClient(base_url=first.url, timeout=10) as client:
+        await _stats_when(client, 300)
+    first.stop()
+    async with TopicReader(broker.bootstrap_servers, out, decoder=lambda v: v) as reader:
+        fresh = start_worker(
+            SCHEDULER_DATA_DIR=str(tmp_path / "fresh"), SCHEDULER_BULK_RESTORE_MIN_RECORDS="40"
+        )
+        health = fresh.health() or {}
+        assert health.get("bulkRestoredRecords", 0) >= 600 * 3 // 4, health  # (a tail may be Faust's)
+        await reader.wait_for(lambda r: len(r) >= 20, timeout_s=60)
+        await asyncio.sleep(2)  # (what must not come: a repeat)
+        async with httpx.AsyncClient(base_url=fresh.url, timeout=10) as client:
+            await _stats_when(client, 280)
+    delivered = Counter(bytes(_header(m, "scheduler-id") or b"") for m in reader.raw)
+    assert set(delivered) == {f"r{i:03d}".encode() for i in range(20)}, delivered
+    if on_kafka():
+        assert max(delivered.values()) == 1, delivered
+
+
 async def _stats_when(client: httpx.AsyncClient, pending: int) -> dict[str, Any]:
     """GET /stats/messages once it counts `pending` messages, every partition counted."""
     deadline = time.monotonic() + 30
