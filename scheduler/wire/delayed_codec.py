@@ -12,25 +12,50 @@ from scheduler.wire.codec import zigzag_long
 
 _NULL = b"\x00"  # a union's null branch; an array's end
 _SOME = b"\x02"  # a union's second branch (bytes)
+#: the Avro long of a length below 64: one byte (the common case: ids, topics, header names and values)
+_SHORT = [bytes((n << 1,)) for n in range(64)]
+#: header names as written (name → its Avro string): a producer's records repeat the same few names
+_NAMES: dict[str, bytes] = {}
+#: instants as written (ms → its Avro long): a load's records repeat the same due and receive instants
+_INSTANTS: dict[int, bytes] = {}
+_CACHED = 4_096  # entries each cache holds at most (then it starts again)
 
 
 def _bytes(b: bytes) -> bytes:
-    return zigzag_long(len(b)) + b
+    n = len(b)
+    return (_SHORT[n] if n < 64 else zigzag_long(n)) + b
 
 
 def _optional(b: bytes | None) -> bytes:
-    return _NULL if b is None else _SOME + zigzag_long(len(b)) + b
+    return _NULL if b is None else _SOME + _bytes(b)
+
+
+def _name(name: str) -> bytes:
+    out = _NAMES.get(name)
+    if out is None:
+        if len(_NAMES) >= _CACHED:
+            _NAMES.clear()
+        out = _NAMES[name] = _bytes(name.encode())
+    return out
+
+
+def _instant(ms: int) -> bytes:
+    out = _INSTANTS.get(ms)
+    if out is None:
+        if len(_INSTANTS) >= _CACHED:
+            _INSTANTS.clear()
+        out = _INSTANTS[ms] = zigzag_long(ms)
+    return out
 
 
 def encode_delayed(m: DelayedMessage) -> bytes:
     """As the Avro writer writes it: id, deliverAt, topic, key, value, headers (one block), receivedAt."""
-    topic = m.topic.encode()
-    out = [_bytes(m.id), zigzag_long(m.deliver_at), _bytes(topic), _optional(m.key), _optional(m.value)]
+    out = [_bytes(m.id), _instant(m.deliver_at), _name(m.topic), _optional(m.key), _optional(m.value)]
     if m.headers:
         out.append(zigzag_long(len(m.headers)))
         for name, value in m.headers:
-            out += (_bytes(name.encode()), _optional(value))
-    out += (_NULL, zigzag_long(m.received_at))
+            out += (_name(name), _optional(value))
+    out += (_NULL, _instant(m.received_at))
     return b"".join(out)
 
 
