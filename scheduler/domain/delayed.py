@@ -90,7 +90,10 @@ class DelayedMessage:
 
 def parse_epoch(raw: bytes | str) -> int:
     """An epoch header's instant in ms: seconds (etf1's unit) or ms, an integer or a decimal."""
-    text = raw.decode("ascii") if isinstance(raw, bytes) else raw
+    if isinstance(raw, bytes) and raw.isdigit():  # (the common case: whole seconds or ms)
+        whole = int(raw)
+        return whole if whole >= MS_FROM else whole * 1000
+    text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else raw
     try:
         number = float(text.strip())
     except ValueError:
@@ -98,6 +101,20 @@ def parse_epoch(raw: bytes | str) -> int:
     if number != number or number < 0:  # (NaN)
         raise InvalidDelayed(f"{EPOCH_HEADER} must be a non-negative number: {text[:40]!r}")
     return round(number) if number >= MS_FROM else round(number * 1000)
+
+
+#: topics found valid (a producer's records name the same few): at most _TOPICS_CACHED, then it starts again
+_VALID_TOPICS: set[str] = set()
+_TOPICS_CACHED = 4_096
+
+
+def _valid_topic(topic: str) -> bool:
+    if not _TOPIC_RE.fullmatch(topic):
+        return False
+    if len(_VALID_TOPICS) >= _TOPICS_CACHED:
+        _VALID_TOPICS.clear()
+    _VALID_TOPICS.add(topic)
+    return True
 
 
 def message(
@@ -114,7 +131,7 @@ def message(
         raise InvalidDelayed("a delayed message needs an id (its record's key)")
     if len(id) > MAX_ID_BYTES:
         raise InvalidDelayed(f"the id is {len(id)} bytes: at most {MAX_ID_BYTES}")
-    if not _TOPIC_RE.fullmatch(topic):
+    if topic not in _VALID_TOPICS and not _valid_topic(topic):
         raise InvalidDelayed(
             f"{TARGET_TOPIC_HEADER} must be 1-249 characters of [A-Za-z0-9._-]: {topic[:60]!r}"
         )

@@ -37,13 +37,16 @@ TOPIC = [("scheduler-target-topic", b"out")]
         (b"1795870100.25", 1_795_870_100_250),
         (b"1795870100250", 1_795_870_100_250),  # ms
         (b" 0 ", 0),
+        (b"0", 0),
+        (b"99999999999", 99_999_999_999_000),  # (the largest in seconds)
+        (b"100000000000", 100_000_000_000),  # (the smallest in ms)
     ],
 )
 def test_an_epoch_is_seconds_or_milliseconds(raw: bytes, ms: int) -> None:
     assert parse_epoch(raw) == ms
 
 
-@pytest.mark.parametrize("raw", [b"soon", b"-5", b"nan", b""])
+@pytest.mark.parametrize("raw", [b"soon", b"-5", b"nan", b"", "١٢".encode(), b"\xff"])
 def test_an_epoch_that_is_no_instant_is_refused(raw: bytes) -> None:
     with pytest.raises(InvalidDelayed, match="scheduler-epoch"):
         parse_epoch(raw)
