@@ -42,8 +42,10 @@ chaos: install        ## 3 workers, 2000 every-second schedules, SIGKILLs, SIGST
 campaign: install     ## the randomized fault campaign: 20 seeds x 3 min, each choosing workers, brokers, start, command paths, schedule kinds and faults (CI runs 2 seeds x 50 s)
 	$(BIN)/python -m tests.campaign --seeds $(or $(SEEDS),20) --duration $(or $(DURATION),180)
 
-bench: install        ## benchmarks (report, never assert): results in tests/bench/results/ and the docs' Benchmarks page
+bench: install        ## benchmarks (report, never assert): results in tests/bench/results/ and the docs' Benchmarks page; ETF1=PATH puts etf1/kafka-message-scheduler (tests/bench/etf1.sh builds it) beside our delayed messages
 	$(BIN)/python -m tests.bench.run
+	$(BIN)/python -m tests.bench.delayed --n 10000 100000 1000000 --window 60 --kill $(if $(ETF1),--etf1 $(ETF1))
+	$(BIN)/python -m tests.bench.delayed_pending --n 1000000 10000000
 
 docs: install         ## the documentation site into build/site (strict: a broken link, anchor or page fails)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -f docs/mkdocs.yml

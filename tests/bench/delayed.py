@@ -105,14 +105,15 @@ async def _produce(bootstrap: str, topic: str, records: list[tuple[bytes, list[t
 class _Ours:
     name = "ours"
 
-    def __init__(self, bootstrap: str, work: Path) -> None:
-        self.app_id = f"dl{uuid.uuid4().hex[:6]}"
+    def __init__(self, bootstrap: str, work: Path, app_id: str | None = None) -> None:
+        """`app_id`: another worker of that app (else a new app)."""
+        self.app_id = app_id or f"dl{uuid.uuid4().hex[:6]}"
         self.worker = Worker(bootstrap, "kafka", self.app_id, work / "ours")
         self.input = f"{self.app_id}-delayed"
 
-    def start(self) -> psutil.Process:
+    def start(self, timeout_s: float = 240) -> psutil.Process:
         self.worker.proc.start()
-        self.worker.proc.wait_ready(timeout_s=240)
+        self.worker.proc.wait_ready(timeout_s=timeout_s)
         assert self.worker.proc.proc is not None
         return psutil.Process(self.worker.proc.proc.pid)
 
