@@ -282,8 +282,8 @@ class DelayedMessages:
                     if due is None:
                         continue
                     txn = txns.current(partition)
-                    if len(due) < BATCH and txn is not None:  # (all below `until` read: a write lowers it)
-                        self._floor[partition] = (txn, until)
+                    if txn is not None:  # (every pending key below it was read; a write lowers it)
+                        self._floor[partition] = (txn, until if len(due) < BATCH else due[-1][0])
                     if due:
                         delivered += await self._deliver(partition, due, now)
         return delivered

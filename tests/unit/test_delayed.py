@@ -356,3 +356,25 @@ async def test_a_prepare_waits_for_a_commit_in_progress(tmp_path: Path) -> None:
     await committing
     await preparing
     assert [m.id for _, m, _ in service._prepared[0].entries] == [b"kept"]
+
+
+async def test_a_partition_with_more_due_than_a_batch_scans_on_from_its_last_delivery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More due than a delivery turn takes (BATCH): the next scans start at the last key delivered, not at
+    the front of the keys (the deleted ones: at 1M due over a minute every partition had more than a batch
+    due each second, and each scan walked every message delivered before); a write below it is found."""
+    monkeypatch.setattr(delayed_module, "BATCH", 2)
+    worker = _TxWorker(tmp_path)
+    service = DelayedMessages(worker)  # type: ignore[arg-type]
+    ids = [b"m1", b"m2", b"m3", b"m4", b"m5"]
+    await _held(worker, service, *(_event(id, id, worker.now - 1_000 + i) for i, id in enumerate(ids)))
+    delivered = []
+    for _ in range(2):
+        assert await service.deliver_due() == 2
+        delivered += [value for _, _, value, _ in worker.sent[-2:]]
+        assert service._from(0) == due_key(worker.now - 1_000 + len(delivered) - 1, delivered[-1])
+        await worker.txns.commit()  # type: ignore[union-attr]
+    await _held(worker, service, _event(b"late", b"late", worker.now - 5_000))  # below the floor
+    assert await service.deliver_due() == 2
+    assert [value for _, _, value, _ in worker.sent] == [*ids[:4], b"late", b"m5"]
