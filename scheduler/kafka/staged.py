@@ -36,13 +36,18 @@ class StagedTable:
         if partition is None:
             value = self.table.get(key)
         else:
-            for writes in (self._held.get(partition), self._sent.get(partition)):
-                if writes is not None and key in writes:
-                    value = writes[key]
-                    break
-            else:
+            written, value = self.written(partition, key)
+            if not written:
                 value = partition_db(self.table, partition).get(key)
         return default if value is None else value
+
+    def written(self, partition: int, key: bytes) -> tuple[bool, bytes | None]:
+        """Whether the partition's work wrote the key and RocksDB does not have it yet, and what it wrote
+        (None: deleted). A scan of RocksDB asks it of each key it reads instead of a get."""
+        for writes in (self._held.get(partition), self._sent.get(partition)):
+            if writes is not None and key in writes:
+                return True, writes[key]
+        return False, None
 
     def __setitem__(self, key: bytes, value: bytes) -> None:
         self._put(key, value)

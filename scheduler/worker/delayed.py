@@ -351,13 +351,16 @@ class DelayedMessages:
         """(Inside the partition's work) its pending messages below `until` (from `at`), decoded, oldest
         first, at most BATCH: each with whether its id entry still names it (None: it could not be read)."""
         out: list[_Due] = []
-        get = self.table.get
+        get, written = self.table.get, self.table.written
         try:
             for key, raw in partition_items_from(self.table, partition, DUE, at=at):
                 if key >= until or len(out) >= BATCH:
                     break
-                if get(key) is None:  # delivered: its delete waits for the commit
-                    continue
+                staged, value = written(partition, key)
+                if staged:  # (written since it reached RocksDB: that write is what it holds now)
+                    if value is None:  # delivered or cancelled: its delete waits for the commit
+                        continue
+                    raw = value  # (replaced by a message of the same id and instant)
                 m = decode_message(raw)
                 out.append((key, m, get(id_key(m.id)) == key[1:9]))
         except Exception:  # (a partition closed under a revocation meanwhile: the next turn sees)

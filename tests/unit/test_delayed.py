@@ -378,3 +378,21 @@ async def test_a_partition_with_more_due_than_a_batch_scans_on_from_its_last_del
     await _held(worker, service, _event(b"late", b"late", worker.now - 5_000))  # below the floor
     assert await service.deliver_due() == 2
     assert [value for _, _, value, _ in worker.sent] == [*ids[:4], b"late", b"m5"]
+
+
+async def test_a_message_replaced_at_the_same_instant_and_not_committed_yet_is_delivered_as_replaced(
+    tmp_path: Path,
+) -> None:
+    """The scan reads RocksDB, where the replacement (the same due key) is not until its commit: the
+    partition's own writes are what the key holds."""
+    from scheduler.kafka.transactions import owned_by
+
+    worker = _TxWorker(tmp_path)
+    service = DelayedMessages(worker)  # type: ignore[arg-type]
+    at = worker.now + 200
+    await _held(worker, service, _event(b"m", b"first", at))
+    with owned_by(0):
+        await service.handle(_event(b"m", b"second", at))  # (held for the partition's next commit)
+    worker.now = at
+    assert await service.deliver_due() == 1
+    assert [value for _, _, value, _ in worker.sent] == [b"second"]
