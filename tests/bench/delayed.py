@@ -33,6 +33,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -292,14 +293,29 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     command = f"python -m tests.bench.delayed --n {' '.join(map(str, args.n))} --window {args.window}"
+    command += (" --kill" if args.kill else "") + (" --etf1 PATH" if args.etf1 else "")
+    return results(command, f"Apache Kafka {KAFKA_VERSION} (1 node); ours with transactions", rows)
+
+
+def results(command: str, broker: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A run's rows with the command, the date, the machine and the broker."""
     return {
-        "command": command + (" --kill" if args.kill else "") + (" --etf1 PATH" if args.etf1 else ""),
+        "command": command,
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()}, {psutil.cpu_count()} cores, "
         f"{psutil.virtual_memory().total / 2**30:.0f} GiB, Python {platform.python_version()}",
-        "broker": f"Apache Kafka {KAFKA_VERSION} (1 node); ours with transactions",
+        "broker": broker,
         "rows": rows,
     }
+
+
+def write(out: Path, name: str, run: dict[str, Any], table: Callable[[list[dict[str, Any]]], str]) -> None:
+    """`name`.json and `name`.md (the table) under `out`; the table printed."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(run, indent=2) + "\n")
+    text = f"{run['command']} — {run['date']}, {run['machine']}, {run['broker']}\n\n"
+    (out / f"{name}.md").write_text(text + table(run["rows"]) + "\n")
+    print((out / f"{name}.md").read_text())
 
 
 def main() -> None:
@@ -311,12 +327,7 @@ def main() -> None:
     parser.add_argument("--only", choices=("ours", "etf1"), help="one side alone")
     parser.add_argument("--out", type=Path, default=Path("tests/bench/results/delayed"))
     args = parser.parse_args()
-    results = asyncio.run(main_async(args))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "delayed.json").write_text(json.dumps(results, indent=2) + "\n")
-    text = f"{results['command']} — {results['date']}, {results['machine']}, {results['broker']}\n\n"
-    (args.out / "delayed.md").write_text(text + table(results["rows"]) + "\n")
-    print((args.out / "delayed.md").read_text())
+    write(args.out, "delayed", asyncio.run(main_async(args)), table)
 
 
 if __name__ == "__main__":

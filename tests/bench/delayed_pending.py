@@ -18,19 +18,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import platform
 import shutil
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from tests.bench.delayed import PARTITIONS, _Ours
+from tests.bench.delayed import PARTITIONS, _Ours, results, write
 from tests.bench.run import now_ms
 
 CHUNK = 100_000  # records built and produced at a time (the bench's own memory stays flat)
@@ -177,14 +174,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 print(table(rows[-1:]).splitlines()[-1], flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return {
-        "command": f"python -m tests.bench.delayed_pending --n {' '.join(map(str, args.n))} --payload {args.payload}",
-        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()}, {psutil.cpu_count()} cores, "
-        f"{psutil.virtual_memory().total / 2**30:.0f} GiB, Python {platform.python_version()}",
-        "broker": f"Apache Kafka {KAFKA_VERSION} (1 node); transactions on",
-        "rows": rows,
-    }
+    command = (
+        f"python -m tests.bench.delayed_pending --n {' '.join(map(str, args.n))} --payload {args.payload}"
+    )
+    return results(command, f"Apache Kafka {KAFKA_VERSION} (1 node); transactions on", rows)
 
 
 def main() -> None:
@@ -193,12 +186,7 @@ def main() -> None:
     parser.add_argument("--payload", type=int, default=100, help="bytes of each message's value")
     parser.add_argument("--out", type=Path, default=Path("tests/bench/results/delayed"))
     args = parser.parse_args()
-    results = asyncio.run(main_async(args))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "pending.json").write_text(json.dumps(results, indent=2) + "\n")
-    text = f"{results['command']} — {results['date']}, {results['machine']}, {results['broker']}\n\n"
-    (args.out / "pending.md").write_text(text + table(results["rows"]) + "\n")
-    print((args.out / "pending.md").read_text())
+    write(args.out, "pending", asyncio.run(main_async(args)), table)
 
 
 if __name__ == "__main__":
