@@ -332,6 +332,11 @@ class Settings(BaseModel):
 TANSU_FETCH_MAX_WAIT_MS = 10
 #: Faust's consumer on Kafka: how long a fetch waits for records (Faust's own: 1.5 s); see apply_consumer_profile
 KAFKA_FETCH_MAX_WAIT_MS = 100
+#: a consumer that follows a small topic whole (worker.programs.TopicMap: programs, calendars, rules, …):
+#: how long its fetch waits for records. On Kafka a fetch is answered as soon as a record arrives, and each
+#: empty answer costs the worker CPU (five followers at 100 ms were a sixth of an idle worker's); Tansu holds
+#: a fetch for its whole wait
+FOLLOW_FETCH_MAX_WAIT_MS: dict[str, int] = {"kafka": 500, "tansu": 100}
 #: see apply_consumer_profile: how long aiokafka waits before fetching again while records are buffered
 PREFETCH_BACKOFF_S = 0.005
 #: a fetch while a changelog partition is far behind (a restore) may wait this long: see

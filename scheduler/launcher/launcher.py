@@ -100,7 +100,10 @@ class Launcher:
         self._swept_at = 0.0
         self.name = settings.launcher_name
         self.registry = registry or ProgramRegistry(
-            settings.bootstrap_servers, settings.programs_topic, settings.programs_file
+            settings.bootstrap_servers,
+            settings.programs_topic,
+            settings.programs_file,
+            settings.broker_profile,
         )
         self.producer = BatchedProducer(settings.bootstrap_servers)
         self.secrets = Secrets.from_settings(settings)

@@ -203,10 +203,13 @@ class Worker:
         self.schedule_history: Any = raw_table(
             app, "schedule-history", settings.partitions, settings.rocksdb_cache_mb
         )
+        follows = settings.broker_profile  # (how long the followers' fetches wait)
         self.registry = ProgramRegistry(
-            settings.bootstrap_servers, settings.programs_topic, settings.programs_file
+            settings.bootstrap_servers, settings.programs_topic, settings.programs_file, follows
         )
-        self.calendars = CalendarRegistry(settings.bootstrap_servers, settings.calendars_topic)
+        self.calendars = CalendarRegistry(
+            settings.bootstrap_servers, settings.calendars_topic, profile=follows
+        )
         self.producer = BatchedProducer(settings.bootstrap_servers)  # what is not in a transaction
         # a transaction per partition (Kafka): what a partition's work produces commits with its progress
         self.txns = (

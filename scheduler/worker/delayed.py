@@ -5,9 +5,12 @@ are a hop of the commands ingest (ingest.py): a record's table writes and the po
 its partition's transaction. Without them a Faust agent reads it, at least once (a record applied twice
 writes the same entries again).
 
-Delivery: at the first pending message's instant (at least every TICK_S) the loop scans, for each partition
-this worker has taken up, the table's due keys up to now (a RocksDB seek: only what is due is read, whatever
-is pending) and delivers them in due order, at most BATCH per partition and tick.
+Delivery: at the first pending message's instant the loop scans, for each partition this worker has taken
+up, the table's due keys up to now (a RocksDB seek: only what is due is read, whatever is pending) and
+delivers them in due order, at most BATCH per partition and turn. Between instants it looks every TICK_S
+whether anything changed since the last scan found nothing due (a write landed, a partition was taken up or
+given up or owned anew, the next instant is near) and scans only then, or after QUIET_MAX_S: an idle
+worker's loop costs a clock read, not a seek per partition, each tick.
 
 With transactions every partition's delivery of an instant is one unit of work (their transactions commit
 together); its records go out as whole batches per target partition with the table's deletes beside them
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -54,10 +58,22 @@ PREPARE_AHEAD_MS = 250
 BATCH = 2_000  # messages delivered per partition and tick (the rest the next tick: other work runs between)
 #: pending messages a tick's count of a partition taken up reads (domain/delayed_counts.py)
 COUNT_CHUNK = 5_000
+#: the longest the loop goes without scanning while nothing seems to change (a bound on what a missed
+#: change could cost; liveness.py calls a partition late past 2 s)
+QUIET_MAX_S = 1.0
 
 
 #: a message due: its due key, the message, and whether its id entry names it (else a newer one replaced it)
 _Due = tuple[bytes, DelayedMessage, bool]
+
+
+@dataclass
+class _Quiet:
+    """What the last turn saw when it found nothing due (DelayedMessages._quiet_now)."""
+
+    owned: list[tuple[int, object]]  # the partitions taken up, each with its transaction (or None)
+    first: int | None  # the next instant a message is due at (None: none is pending)
+    scan_by: float  # (monotonic) when the next scan is due whatever happens
 
 
 @dataclass
@@ -97,6 +113,9 @@ class DelayedMessages:
         #: not at the front of the keys, which after many deliveries is a run of RocksDB tombstones (each
         #: seek from it walked all of them until a compaction: 8% of a delivering worker's time)
         self._floor: dict[int, tuple[object, bytes]] = {}
+        self._quiet: _Quiet | None = None  # (set by a turn that found nothing due)
+        self._landed = False  # a write reached the store since the last turn began
+        self._found_due = False  # the last deliver_due found a message due
         self.pending_counts = worker.counts.delayed_pending
         if worker.txns is not None:  # (the store gets a partition's writes when its transaction committed)
             worker.delayed.committing.append(self._landing)
@@ -158,7 +177,9 @@ class DelayedMessages:
     # --- counts --------------------------------------------------------------------------------------
 
     def _landing(self, partition: int, writes: dict[bytes, bytes | None]) -> None:
-        """Writes about to reach the partition's store: the pending counts follow them."""
+        """Writes about to reach the partition's store: the pending counts follow them, and the next
+        tick scans."""
+        self._landed = True
         counts = self.pending_counts
         stored = None
         for key, value in writes.items():
@@ -223,26 +244,58 @@ class DelayedMessages:
     # --- delivery ------------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Deliver what is due until stop(): a turn at the next message's instant, and at least every TICK_S
-        (messages arrive meanwhile); a failed turn is logged and the next goes on."""
+        """Deliver what is due until stop(): a turn at the next message's instant, and whenever something
+        changed (looked at every TICK_S); a failed turn is logged and the next goes on."""
         while not self._stopped:
             pause_s = TICK_S
             try:
-                delivered = await self.deliver_due()
-                self.count_some()
-                if delivered >= BATCH:
-                    pause_s = 0.0  # (more are due: the next turn at once, after what else waits to run)
-                elif (first := self.next_due()) is not None:
-                    ahead_ms = first - self.worker.clock()
-                    if ahead_ms <= PREPARE_AHEAD_MS and self.worker.txns is not None:
-                        await self.prepare(first)
-                        ahead_ms = first - self.worker.clock()
-                    pause_s = min(TICK_S, max(0.0, ahead_ms / 1000))
+                if not self._quiet_now():
+                    pause_s = await self.turn()
             except asyncio.CancelledError:
                 raise
             except Exception:
+                self._quiet = None
                 log.exception("a delayed-messages turn failed: going on")
             await asyncio.sleep(pause_s)
+
+    async def turn(self) -> float:
+        """Deliver what is due, count on, read the next instant ahead; how long to pause before the next."""
+        self._landed, self._quiet = False, None
+        owned = self._owned()
+        delivered = await self.deliver_due()
+        self.count_some()
+        if delivered >= BATCH:
+            return 0.0  # (more are due: the next turn at once, after what else waits to run)
+        first = self.next_due()
+        if not self._found_due and not self.pending_counts.to_scan():
+            self._quiet = _Quiet(owned, first, time.monotonic() + QUIET_MAX_S)
+        if first is None:
+            return TICK_S
+        ahead_ms = first - self.worker.clock()
+        if ahead_ms <= PREPARE_AHEAD_MS and self.worker.txns is not None:
+            await self.prepare(first)
+            ahead_ms = first - self.worker.clock()
+        return min(TICK_S, max(0.0, ahead_ms / 1000))
+
+    def _owned(self) -> list[tuple[int, object]]:
+        txns = self.worker.txns
+        return [
+            (p, None if txns is None else txns.current(p)) for p in sorted(self.worker.punctuator.partitions)
+        ]
+
+    def _quiet_now(self) -> bool:
+        """Whether nothing can be due that the last turn did not see: no write landed since, the same
+        partitions are taken up with the same transactions, the next instant is not near, and the last
+        scan is less than QUIET_MAX_S old."""
+        quiet = self._quiet
+        if quiet is None or self._landed or time.monotonic() >= quiet.scan_by:
+            return False
+        if quiet.first is not None and self.worker.clock() >= quiet.first - PREPARE_AHEAD_MS:
+            return False
+        owned = self._owned()
+        return len(owned) == len(quiet.owned) and all(
+            p == q and t is u for (p, t), (q, u) in zip(owned, quiet.owned, strict=True)
+        )
 
     def next_due(self) -> int | None:
         """The first instant after now a message pending in the partitions taken up here is due at (None:
@@ -270,9 +323,11 @@ class DelayedMessages:
         txns = self.worker.txns
         if txns is None:
             scans = [(p, scan) for p in partitions if (scan := self._due(p, now))]
+            self._found_due = bool(scans)
             return sum([await self._deliver_at_least_once(p, scan, now) for p, scan in scans])
         until = due_until(now)
-        if not any(self._has_due(p, until) for p in partitions):
+        self._found_due = any(self._has_due(p, until) for p in partitions)
+        if not self._found_due:
             return 0
         delivered = 0
         async with txns.work():

@@ -46,6 +46,7 @@ from scheduler.domain.notifications import (
     encode_delivery,
     signature,
 )
+from scheduler.kafka.config import BrokerProfile
 from scheduler.kafka.group import PreviousMembers, member_of
 from scheduler.wire.codec import decode
 from scheduler.worker.failpoints import failpoint, make_deaf
@@ -84,8 +85,8 @@ class DeliveryLog(TopicMap[Delivery]):
 
     what = "delivery"
 
-    def __init__(self, bootstrap_servers: str, topic: str) -> None:
-        super().__init__(bootstrap_servers, topic)
+    def __init__(self, bootstrap_servers: str, topic: str, profile: BrokerProfile = "tansu") -> None:
+        super().__init__(bootstrap_servers, topic, profile=profile)
         self._of_rule: dict[str, OrderedDict[str, None]] = defaultdict(OrderedDict)
 
     def parse(self, key: str, value: bytes) -> Delivery:
@@ -384,8 +385,11 @@ class Notifications:
     ) -> None:
         from scheduler.launcher.secrets import Secrets
 
-        self.rules = RuleRegistry(settings.bootstrap_servers, settings.notification_rules_topic)
-        self.deliveries = DeliveryLog(settings.bootstrap_servers, settings.deliveries_topic)
+        follows = settings.broker_profile
+        self.rules = RuleRegistry(
+            settings.bootstrap_servers, settings.notification_rules_topic, profile=follows
+        )
+        self.deliveries = DeliveryLog(settings.bootstrap_servers, settings.deliveries_topic, profile=follows)
         self.notifier = Notifier(settings, self.rules, Secrets.from_settings(settings), send, counts=counts)
 
     async def start(self) -> None:

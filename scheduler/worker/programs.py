@@ -29,6 +29,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from pydantic import BaseModel, ConfigDict, Field
 
+from scheduler.kafka.config import FOLLOW_FETCH_MAX_WAIT_MS, BrokerProfile
 from scheduler.worker.liveness import Work, fetched_to
 
 #: the launcher's environment variables holding secrets (scheduler/launcher/secrets.py)
@@ -119,8 +120,16 @@ class TopicMap(Generic[T]):
 
     what = "entry"
 
-    def __init__(self, bootstrap_servers: str, topic: str, read_committed: bool = False) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        read_committed: bool = False,
+        profile: BrokerProfile = "tansu",
+    ) -> None:
+        """`profile`: the broker's (kafka.config), for how long a fetch waits."""
         self._bootstrap = bootstrap_servers
+        self._fetch_max_wait_ms = FOLLOW_FETCH_MAX_WAIT_MS[profile]
         self._topic = topic
         # (a topic written in transactions: what an aborted one wrote is never seen)
         self._isolation = "read_committed" if read_committed else "read_uncommitted"
@@ -217,7 +226,7 @@ class TopicMap(Generic[T]):
                     bootstrap_servers=self._bootstrap,
                     auto_offset_reset="earliest",
                     enable_auto_commit=False,
-                    fetch_max_wait_ms=100,
+                    fetch_max_wait_ms=self._fetch_max_wait_ms,
                     metadata_max_age_ms=2000,
                     isolation_level=self._isolation,
                 )
@@ -251,8 +260,14 @@ class ProgramRegistry(TopicMap[ProgramSpec]):
 
     what = "program"
 
-    def __init__(self, bootstrap_servers: str, topic: str, file: Path | None = None) -> None:
-        super().__init__(bootstrap_servers, topic)
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        file: Path | None = None,
+        profile: BrokerProfile = "tansu",
+    ) -> None:
+        super().__init__(bootstrap_servers, topic, profile=profile)
         if file is not None and file.exists():
             for program_id, spec in json.loads(file.read_text()).items():
                 self._items[program_id] = ProgramSpec.model_validate(spec)

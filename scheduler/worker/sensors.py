@@ -81,7 +81,10 @@ class Sensors:
         self.worker = worker
         settings = worker.settings
         self.states = SensorStates(
-            settings.bootstrap_servers, settings.sensors_topic, read_committed=settings.transactional
+            settings.bootstrap_servers,
+            settings.sensors_topic,
+            read_committed=settings.transactional,
+            profile=settings.broker_profile,
         )
         self.secrets = Secrets.from_settings(settings)
         self.due: dict[str, int] = {}  # sensor -> its next evaluation (ms), for the sensors owned here

@@ -266,6 +266,61 @@ async def test_the_next_turn_is_at_the_first_instant_after_now(tmp_path: Path) -
     assert service.next_due() == worker.now + 500, "one due already is the turn's, not the wake-up's"
 
 
+async def _running(service: DelayedMessages) -> tuple[asyncio.Task[None], list[int]]:
+    """The service's loop running, with a list that counts its turns (scans)."""
+    turns: list[int] = []
+    turn = service.turn
+
+    async def counted() -> float:
+        turns.append(1)
+        return await turn()
+
+    service.turn = counted  # type: ignore[method-assign]
+    return asyncio.create_task(service.run()), turns
+
+
+async def _stopped(service: DelayedMessages, task: asyncio.Task[None]) -> None:
+    service.stop()
+    await asyncio.wait_for(task, 2)
+
+
+async def test_an_idle_loop_scans_only_when_something_changed_and_a_write_is_delivered_at_once(
+    tmp_path: Path,
+) -> None:
+    worker = _Worker(_Table(tmp_path / "db"))
+    service = DelayedMessages(worker)  # type: ignore[arg-type]
+    await service.handle(_event(b"later", b"x", worker.now + 60_000))
+    task, turns = await _running(service)
+    await asyncio.sleep(8 * delayed_module.TICK_S)
+    assert len(turns) == 1, "ticks with nothing due and nothing changed do not scan"
+    await service.handle(_event(b"now", b"N", worker.now - 1))  # (written: the next tick scans)
+    await asyncio.sleep(3 * delayed_module.TICK_S)
+    assert [value for _, _, value, _ in worker.sent] == [b"N"]
+    await _stopped(service, task)
+
+
+async def test_an_idle_loop_scans_a_partition_taken_up_and_at_least_every_quiet_max(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker = _Worker(_Table(tmp_path / "db"))
+    service = DelayedMessages(worker)  # type: ignore[arg-type]
+    task, turns = await _running(service)
+    await asyncio.sleep(3 * delayed_module.TICK_S)
+    # a partition taken up with a message past due that no write of this service put there (restored)
+    m = DelayedMessage(b"restored", worker.now - 5, "out", None, b"R", (), 1)
+    worker.delayed.db[due_key(m.deliver_at, m.id)] = encode_message(m)
+    worker.punctuator.partitions = {1}  # (given 0 up; the fake table has one database for all)
+    await asyncio.sleep(3 * delayed_module.TICK_S)
+    assert [value for _, _, value, _ in worker.sent] == [b"R"]
+    await _stopped(service, task)
+    monkeypatch.setattr(delayed_module, "QUIET_MAX_S", 2 * delayed_module.TICK_S)
+    service = DelayedMessages(worker)  # type: ignore[arg-type]
+    task, turns = await _running(service)
+    await asyncio.sleep(12 * delayed_module.TICK_S)
+    assert 2 <= len(turns) <= 8, "with nothing changed, a scan every QUIET_MAX_S"
+    await _stopped(service, task)
+
+
 # --- with transactions: what an instant delivers is read ahead, and not used once written to ------------
 
 
