@@ -60,7 +60,7 @@ BATCH = 2_000  # messages delivered per partition and tick (the rest the next ti
 COUNT_CHUNK = 5_000
 #: the longest the loop goes without scanning while nothing seems to change (a bound on what a missed
 #: change could cost; liveness.py calls a partition late past 2 s)
-QUIET_MAX_S = 1.0
+QUIET_MAX_S = 0.25
 
 
 #: a message due: its due key, the message, and whether its id entry names it (else a newer one replaced it)

@@ -285,8 +285,9 @@ async def _stopped(service: DelayedMessages, task: asyncio.Task[None]) -> None:
 
 
 async def test_an_idle_loop_scans_only_when_something_changed_and_a_write_is_delivered_at_once(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(delayed_module, "QUIET_MAX_S", 10.0)
     worker = _Worker(_Table(tmp_path / "db"))
     service = DelayedMessages(worker)  # type: ignore[arg-type]
     await service.handle(_event(b"later", b"x", worker.now + 60_000))
