@@ -90,7 +90,8 @@ async def cmd_apply(client: HttpClient, args: argparse.Namespace) -> int:
     else:
         print(f"applied: {done}" + (f"; {len(outcome.failed)} failed" if outcome.failed else ""))
     for c, error in outcome.failed:
-        print(f"scheduler: {c.verb} {c.key} failed: {error.lines()[0]}", file=sys.stderr)
+        first, *fields = error.lines()  # (the fields: what the scheduler said is wrong, one a line)
+        print(f"scheduler: {c.verb} {c.key} failed: {first}", *fields, sep="\n", file=sys.stderr)
         if error.status == 412:
             print("  (it changed since the plan was made: apply again)", file=sys.stderr)
     return 1 if outcome.failed else 0

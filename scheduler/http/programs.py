@@ -60,7 +60,7 @@ async def register_program(h: Handlers, call: Call) -> Response:
         value = body.model_dump_json().encode()
     except PydanticSerializationError:  # a lone surrogate (JSON's \udXXX escapes) has no UTF-8
         return call.field_error("body", "not valid Unicode (a lone surrogate)")
-    await h.worker.send_keyed(h.worker.settings.programs_topic, program_id.encode(), value, partition=None)
+    await h.worker.publish(h.worker.settings.programs_topic, program_id.encode(), value)
     return call.answer(out.ProgramAccepted, {"program": program_id}, 202)
 
 

@@ -370,9 +370,11 @@ class Worker:
         batch = [(k, v, partition_for(k, count), h) for k, v, h in records]
         return await self._send_batch(topic, batch)  # type: ignore[arg-type]
 
-    async def tombstone(self, topic: str, key: bytes) -> None:
-        """A null value for `key` on a compacted topic (outside any transaction): the key is deleted."""
-        await self.producer.send(topic, key, None)
+    async def publish(self, topic: str, key: bytes, value: bytes | None) -> None:
+        """A definition on a compacted topic every worker follows (programs, calendars, rules; None: a
+        tombstone, the key deleted), outside any transaction; returns once the broker has it, so a read of
+        the topic to its end after an answer sent then sees it (TopicMap.lookup: read-your-writes)."""
+        await (await self.producer.send(topic, key, value))
 
     async def _send_batch(
         self, topic: str, records: list[tuple[bytes, bytes, int]]

@@ -107,6 +107,12 @@ def test_apply_refuses_invalid_files_whole_and_imports_become_what_it_applies(
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert f"bad.yaml: {tenant}/broken: trigger" in refused.stdout and "nothing applied" in refused.stdout
     assert httpx.get(f"{url}/schedules/{tenant}/fine", timeout=30).status_code == 404
+    orphan = tmp_path / "orphan.yaml"  # (valid, but the scheduler refuses it: it says which field and why)
+    _write(orphan, [_schedule(tenant, "orphan", program=f"{tenant}/nowhere/sh/missing")])
+    failed = scheduler_cli(url, "apply", "-f", str(orphan))
+    assert failed.returncode == 1 and "1 failed" in failed.stdout, failed.stdout + failed.stderr
+    assert f"create {tenant}/orphan failed: POST /schedules: 400" in failed.stderr, failed.stderr
+    assert f"  program: unknown program {tenant}/nowhere/sh/missing" in failed.stderr, failed.stderr
 
     crontab = tmp_path / "crontab"
     crontab.write_text("CRON_TZ=Europe/Paris\n*/5 * * * * echo hello\n@reboot /opt/start.sh\n")
