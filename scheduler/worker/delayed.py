@@ -16,7 +16,7 @@ With transactions every partition's delivery of an instant is one unit of work (
 together); its records go out as whole batches per target partition with the table's deletes beside them
 (StagedTable.send_now); PREPARE_AHEAD_MS before the instant what it delivers is read and decoded already
 (prepare); each partition's scans start at its floor, where its last delivery ended, lowered by any write
-before it (the keys in front are deleted ones). A delivery — the record sent to its target topic and both
+before it as it lands (the keys in front are deleted ones). A delivery — the record sent to its target topic and both
 entries deleted — commits in the partition's transaction with the fires, so a read_committed consumer sees
 each message once across failovers; a delete held for the commit hides the entry from the next scan
 (StagedTable.get). Without them the record is sent, then (once the broker has it) the entries are deleted
@@ -164,9 +164,6 @@ class DelayedMessages:
         """A write of the table (None: a delete). With transactions it is held for the partition's commit
         (and counted then: _landing); without them it is in the store at once, and counted here."""
         self._writes[partition] = self._writes.get(partition, 0) + 1
-        floor = self._floor.get(partition)
-        if floor is not None and value is not None and key.startswith(DUE) and key < floor[1]:
-            self._floor[partition] = (floor[0], key)  # (a message due before the floor: scans see it)
         if self.worker.txns is None:
             self._landing(partition, {key: value})
         if value is None:
@@ -182,8 +179,15 @@ class DelayedMessages:
         self._landed = True
         counts = self.pending_counts
         stored = None
+        floor = self._floor.get(partition)
         for key, value in writes.items():
-            if not key.startswith(DUE) or not counts.wants(partition, key):
+            if not key.startswith(DUE):
+                continue
+            if floor is not None and value is not None and key < floor[1]:
+                # a message due before the floor: scans see it. Lowered as it lands, not as it is written:
+                # a delivery between its write and its commit read RocksDB without it and raised the floor
+                floor = self._floor[partition] = (floor[0], key)
+            if not counts.wants(partition, key):
                 continue
             stored = stored or partition_db(self.table, partition).get
             old = stored(key)
@@ -262,11 +266,14 @@ class DelayedMessages:
         """Deliver what is due, count on, read the next instant ahead; how long to pause before the next."""
         self._landed, self._quiet = False, None
         owned = self._owned()
-        delivered = await self.deliver_due()
+        now = self.worker.clock()
+        delivered = await self.deliver_due(now)
         self.count_some()
         if delivered >= BATCH:
             return 0.0  # (more are due: the next turn at once, after what else waits to run)
-        first = self.next_due()
+        # after the instant the delivery read, not after the clock now: a message due in between (the clock
+        # crossed a whole second while this turn ran) is the next turn's at once, not QUIET_MAX_S later
+        first = self.next_due(after=now)
         if not self._found_due and not self.pending_counts.to_scan():
             self._quiet = _Quiet(owned, first, time.monotonic() + QUIET_MAX_S)
         if first is None:
@@ -297,12 +304,12 @@ class DelayedMessages:
             p == q and t is u for (p, t), (q, u) in zip(owned, quiet.owned, strict=True)
         )
 
-    def next_due(self) -> int | None:
-        """The first instant after now a message pending in the partitions taken up here is due at (None:
-        none is). Those due already were delivered by the turn before, or their delivery waits for its
-        commit, or for the next turn (TICK_S)."""
+    def next_due(self, after: int | None = None) -> int | None:
+        """The first instant after `after` (default: now) a message pending in the partitions taken up here
+        is due at (None: none is). Those due by then were delivered by the turn before, or their delivery
+        waits for its commit, or for the next turn (TICK_S)."""
         first: bytes | None = None
-        after_now = due_until(self.worker.clock())
+        after_now = due_until(self.worker.clock() if after is None else after)
         for partition in self.worker.punctuator.partitions:
             try:
                 entry = next(partition_items_from(self.table, partition, DUE, at=after_now), None)
@@ -315,10 +322,11 @@ class DelayedMessages:
     def stop(self) -> None:
         self._stopped = True
 
-    async def deliver_due(self) -> int:
-        """Deliver every message due now in the partitions taken up here; how many were delivered. With
-        transactions every partition's delivery is one unit of work: their transactions commit together."""
-        now = self.worker.clock()
+    async def deliver_due(self, now: int | None = None) -> int:
+        """Deliver every message due by `now` (default: the clock's) in the partitions taken up here; how many
+        were delivered. With transactions every partition's delivery is one unit of work: their transactions
+        commit together."""
+        now = self.worker.clock() if now is None else now
         partitions = sorted(self.worker.punctuator.partitions)
         txns = self.worker.txns
         if txns is None:
