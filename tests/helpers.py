@@ -22,7 +22,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from scheduler.domain.model import FiredTask, ScheduleCommand
 from scheduler.kafka.broker import free_port
-from scheduler.kafka.config import PREFETCH_BACKOFF_S
+from scheduler.kafka.consumers import PREFETCH_BACKOFF_S
 from scheduler.kafka.kafka_server import child_setup, spawn
 from scheduler.kafka.producer import TopicCreator
 from scheduler.wire.codec import DecodeError, decode, decode_fired, encode_command, key_bytes
@@ -280,7 +280,7 @@ class TopicReader:
             isolation_level="read_committed" if self.read_committed else "read_uncommitted",
         )
         # one broker leads every partition: aiokafka would wait up to 100 ms before fetching again while
-        # records of another partition sit in its buffer (the worker does the same, see scheduler/kafka/config.py)
+        # records of another partition sit in its buffer (the worker does the same, see scheduler/kafka/consumers.py)
         self._consumer._fetcher._prefetch_backoff = PREFETCH_BACKOFF_S
         self._task = asyncio.create_task(self._run())
         return self

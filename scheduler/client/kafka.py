@@ -30,7 +30,7 @@ from scheduler.domain.delayed import EPOCH_HEADER, TARGET_KEY_HEADER, TARGET_TOP
 from scheduler.domain.events import Notification, event_key
 from scheduler.domain.events import parse as parse_event
 from scheduler.domain.model import Action, FiredTask, PauseRequest, Schedule, ScheduleCommand, ScheduleKey
-from scheduler.kafka.config import isolation
+from scheduler.kafka.consumers import isolation
 from scheduler.kafka.partitioner import kafka_partition
 from scheduler.wire.codec import (
     DecodeError,

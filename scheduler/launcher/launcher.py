@@ -38,7 +38,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from scheduler.domain.events import program_key
 from scheduler.domain.runs import RunStatus
-from scheduler.kafka.config import Settings, consumer_options
+from scheduler.kafka.config import Settings
+from scheduler.kafka.consumers import consumer_options
 from scheduler.kafka.producer import BatchedProducer, TopicCreator
 from scheduler.launcher.launches import LaunchRequests
 from scheduler.launcher.run_logs import RunLogs, log_key

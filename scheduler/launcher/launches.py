@@ -23,7 +23,8 @@ from collections.abc import Awaitable, Callable
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import ConsumerStoppedError
 
-from scheduler.kafka.config import Settings, isolation
+from scheduler.kafka.config import Settings
+from scheduler.kafka.consumers import isolation
 from scheduler.kafka.group import PreviousMembers, member_of
 from scheduler.worker.failpoints import failpoint, make_deaf
 from scheduler.worker.liveness import Work, fetched_to

@@ -19,13 +19,8 @@ from mode import Service
 
 from scheduler.domain.model import Action, ScheduleCommand, ScheduleState, TimeUnit
 from scheduler.kafka import bulk_restore
-from scheduler.kafka.config import (
-    Settings,
-    apply_consumer_profile,
-    apply_transport_fixes,
-    broker_profile,
-    consumer_options,
-)
+from scheduler.kafka.config import Settings, apply_transport_fixes, broker_profile
+from scheduler.kafka.consumers import apply_consumer_profile, consumer_options
 from scheduler.kafka.due_index import COMPLETE, DueIndex, elapsed_key
 from scheduler.kafka.group import (
     request_rejoin,

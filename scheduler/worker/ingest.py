@@ -45,7 +45,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from scheduler.kafka.broker import metadata_answers
-from scheduler.kafka.config import consumer_options
+from scheduler.kafka.consumers import consumer_options
 from scheduler.kafka.transactions import PartitionGone, owned_by
 from scheduler.wire.codec import decode_json
 from scheduler.worker.failpoints import failpoint, make_deaf

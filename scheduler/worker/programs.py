@@ -29,7 +29,8 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from pydantic import BaseModel, ConfigDict, Field
 
-from scheduler.kafka.config import FOLLOW_FETCH_MAX_WAIT_MS, BrokerProfile
+from scheduler.kafka.config import BrokerProfile
+from scheduler.kafka.consumers import FOLLOW_FETCH_MAX_WAIT_MS
 from scheduler.worker.liveness import Work, fetched_to
 
 #: the launcher's environment variables holding secrets (scheduler/launcher/secrets.py)
@@ -127,7 +128,7 @@ class TopicMap(Generic[T]):
         read_committed: bool = False,
         profile: BrokerProfile = "tansu",
     ) -> None:
-        """`profile`: the broker's (kafka.config), for how long a fetch waits."""
+        """`profile`: the broker's (kafka.consumers: FOLLOW_FETCH_MAX_WAIT_MS), for how long a fetch waits."""
         self._bootstrap = bootstrap_servers
         self._fetch_max_wait_ms = FOLLOW_FETCH_MAX_WAIT_MS[profile]
         self._topic = topic

@@ -31,7 +31,8 @@ def app_main() -> None:
     """The Faust app (run as `python -m tests.bench.ceiling --app`, configured by the environment)."""
     import faust
 
-    from scheduler.kafka.config import apply_consumer_profile, broker_profile
+    from scheduler.kafka.config import broker_profile
+    from scheduler.kafka.consumers import apply_consumer_profile
 
     profile = os.environ["CEILING_PROFILE"]
     apply_consumer_profile(profile)

@@ -12,7 +12,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from scheduler.domain.model import Action, CronTrigger, Schedule, ScheduleCommand, ScheduleKey, ScheduleState
-from scheduler.kafka.config import tansu_end_offsets
+from scheduler.kafka.consumers import tansu_end_offsets
 from scheduler.kafka.partitioner import kafka_partition
 from scheduler.wire.codec import encode_state, key_bytes
 from scheduler.worker.app import SCHEDULES_TABLE

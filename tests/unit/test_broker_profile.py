@@ -8,9 +8,11 @@ from types import SimpleNamespace
 import pytest
 from aiokafka import TopicPartition
 
-from scheduler.kafka.config import (
+from scheduler.kafka.config import broker_profile
+from scheduler.kafka.consumers import (
+    KAFKA_SETTLE_S,
     TANSU_RESTORE_LAG,
-    broker_profile,
+    SettledWaits,
     faust_consumer_options,
     fetched_lags,
     recovery_fetch,
@@ -69,11 +71,18 @@ def test_changelogs_keep_the_producers_batching_on_every_broker() -> None:
 def test_a_takeover_waits_for_no_long_poll_on_kafka() -> None:
     """A takeover's recovery asks for offsets behind the consumer's fetch in progress (one request of a
     connection at a time), and a rebalance waits for the member that hears of it last: Faust's 1.5 s
-    fetch wait and a 3 s heartbeat cost ~6.5 s of a 13.9 s takeover."""
+    fetch wait and a 3 s heartbeat cost ~6.5 s of a 13.9 s takeover. Fetches wait 100 ms from each new
+    assignment until it settled, then 500 ms (an idle worker's empty answers cost it CPU)."""
     assert faust_consumer_options("kafka", read_committed=True) == {
-        "fetch_max_wait_ms": 100,
+        "fetch_max_wait_ms": 500,
         "isolation_level": "read_committed",
     }
+    waits, first, second = SettledWaits(), object(), object()
+    assert waits.wait_ms(first, now=1_000.0) == 100, "a start: its recovery is the takeover's"
+    assert waits.wait_ms(first, now=1_000.0 + KAFKA_SETTLE_S - 1) == 100
+    assert waits.wait_ms(first, now=1_000.0 + KAFKA_SETTLE_S) == 500, "settled"
+    assert waits.wait_ms(second, now=2_000.0) == 100, "a rebalance: a new assignment"
+    assert waits.wait_ms(second, now=2_000.0 + KAFKA_SETTLE_S) == 500
     assert faust_consumer_options("tansu", read_committed=False) == {"fetch_max_wait_ms": 10}
     kafka = broker_profile("kafka")
     assert kafka["broker_heartbeat_interval"] <= 1 and kafka["broker_session_timeout"] == 10
