@@ -124,15 +124,10 @@ async def _control_run(h: Handlers, call: Call, action: RunAction) -> Response:
             program_id,
             {"error": "stopped before it started"},
         )
-        await h.worker.send_keyed(
-            h.worker.settings.jobs_topic, program_id.encode(), encode_job_queue_message(cancelled)
-        )
-    await h.worker.send_keyed(
-        h.worker.settings.launcher_control_topic,
-        run_id.encode(),
-        control_request(action, run_id, program_id),
-        partition=None,
-    )
+        queue, message = program_id.encode(), encode_job_queue_message(cancelled)
+        await h.worker.publish(h.worker.settings.jobs_topic, queue, message, h.worker.partition_of(queue))
+    control = control_request(action, run_id, program_id)
+    await h.worker.publish(h.worker.settings.launcher_control_topic, run_id.encode(), control)
     return call.answer(out.RunActionAccepted, {"runId": run_id, "action": action}, 202)
 
 

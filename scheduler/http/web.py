@@ -453,10 +453,10 @@ class Handlers:
         if denied := deny_tenants(call.view, call.request, event_tenant(parsed)):
             return denied
         key = event_key(parsed)
-        await self.worker.send_keyed(
-            self.worker.settings.events_topic,
-            key.encode(),
-            encode("Notification", notification_to_avro(notification)),
+        raw_key = key.encode()
+        value = encode("Notification", notification_to_avro(notification))
+        await self.worker.publish(
+            self.worker.settings.events_topic, raw_key, value, self.worker.partition_of(raw_key)
         )
         return call.answer(out.EventAccepted, {"eventKey": key, "timestamp": ts}, 202)
 

@@ -365,11 +365,14 @@ class Worker:
         batch = [(k, v, partition_for(k, count), h) for k, v, h in records]
         return await self._send_batch(topic, batch)  # type: ignore[arg-type]
 
-    async def publish(self, topic: str, key: bytes, value: bytes | None) -> None:
-        """A definition on a compacted topic every worker follows (programs, calendars, rules; None: a
-        tombstone, the key deleted), outside any transaction; returns once the broker has it, so a read of
-        the topic to its end after an answer sent then sees it (TopicMap.lookup: read-your-writes)."""
-        await (await self.producer.send(topic, key, value))
+    async def publish(
+        self, topic: str, key: bytes, value: bytes | None, partition: int | None = None
+    ) -> None:
+        """What an HTTP write answers 202 for (a definition on a compacted topic every worker follows —
+        programs, calendars, rules; None: a tombstone —, an event, a queue's or a run's order), outside any
+        transaction; returns once the broker has it: nothing answered is lost with the worker, and a read of
+        the topic to its end after the answer sees it (TopicMap.lookup: read-your-writes)."""
+        await (await self.producer.send(topic, key, value, partition=partition))
 
     async def _send_batch(
         self, topic: str, records: list[tuple[bytes, bytes, int]]

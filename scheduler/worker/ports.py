@@ -264,8 +264,10 @@ class WebPort(Outbox, MetricsPort, CommandSender, Producing, Protocol):
 
     def tenant_full(self, partition: int, tenant: str) -> bool: ...
 
-    async def publish(self, topic: str, key: bytes, value: bytes | None) -> None:
-        """A definition (None: its tombstone) on a compacted topic, once the broker has it."""
+    async def publish(
+        self, topic: str, key: bytes, value: bytes | None, partition: int | None = None
+    ) -> None:
+        """A record an HTTP write answers for (None: a tombstone), returning once the broker has it."""
         ...
 
     def local_state(self, key: bytes) -> ScheduleState | None: ...

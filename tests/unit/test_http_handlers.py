@@ -205,27 +205,35 @@ async def test_a_dry_run_validates_as_the_write_and_answers_what_it_would_do_pro
     assert len(worker.commands) == 1
 
 
-async def test_a_definition_is_answered_202_only_once_the_broker_has_it(worker: FakeWorker) -> None:
-    """PUT /programs (as calendars and rules) answers once the broker acknowledged the record, so a
-    schedule naming it right after finds it (the registry reads its topic to the end as of then): the
-    worker's `publish` waits for the producer's acknowledgement, the handler for `publish`."""
+async def test_a_write_is_answered_202_only_once_the_broker_has_it(worker: FakeWorker) -> None:
+    """PUT /programs (as calendars, rules, events, a queue's or a run's orders) answers once the broker
+    acknowledged the record: a schedule naming the program right after finds it (the registry reads its
+    topic to the end as of then), and nothing answered 202 is lost with the worker. The worker's `publish`
+    waits for the producer's acknowledgement, the handler for `publish`."""
     from scheduler.worker.app import Worker
 
-    acked: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-    sent: list[tuple[str, bytes, bytes | None]] = []
+    sent: list[tuple[str, bytes, int | None]] = []
+    acks: list[asyncio.Future[object]] = []
 
-    async def send(topic: str, key: bytes, value: bytes | None) -> asyncio.Future[object]:
-        sent.append((topic, key, value))
-        return acked  # (batched: what the broker will say, later)
+    async def send(topic: str, key: bytes, value: bytes | None, partition: int | None = None) -> Any:
+        sent.append((topic, key, partition))
+        acks.append(asyncio.get_running_loop().create_future())
+        return acks[-1]  # (batched: what the broker will say, later)
 
     real = Worker.__new__(Worker)
     real.producer = SimpleNamespace(send=send)  # type: ignore[assignment]
     worker.publish = real.publish  # type: ignore[attr-defined]
     body = {"kind": "pyspark", "target": "x.y:z"}
-    put = asyncio.create_task(call(worker, "PUT", "/programs/{namespace}/{application}/{type}/{name}", body,
-                                   namespace="acme", application="etl", type="spark", name="more"))  # fmt: skip
-    for _ in range(20):
-        await asyncio.sleep(0)
-    assert [key for _, key, _ in sent] == [b"acme/etl/spark/more"] and not put.done()
-    acked.set_result(SimpleNamespace(partition=0, offset=7))
-    assert (await asyncio.wait_for(put, 5)).status == 202
+    program = "/programs/{namespace}/{application}/{type}/{name}"
+    writes = [
+        call(worker, "PUT", program, body, namespace="acme", application="etl", type="spark", name="more"),
+        call(worker, "POST", "/events", {"eventType": "data", "payload": {"datasetId": "acme.orders"}}),
+    ]
+    for write, (topic, partition) in zip(writes, [(worker.settings.programs_topic, None),
+                                                  (worker.settings.events_topic, 0)], strict=True):  # fmt: skip
+        answering = asyncio.create_task(write)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert (sent[-1][0], sent[-1][2]) == (topic, partition) and not answering.done(), sent
+        acks[-1].set_result(SimpleNamespace(partition=0, offset=7))
+        assert (await asyncio.wait_for(answering, 5)).status == 202
