@@ -111,9 +111,8 @@ async def start_backfill(h: Handlers, call: Call) -> Response:
         by=auth.principal_of(call.request).name,
         now=now,
     )
-    queue = s.queue_key.encode()
     message = encode_job_queue_message(StartBackfill(backfill))
-    await h.worker.publish(h.worker.settings.jobs_topic, queue, message, h.worker.partition_of(queue))
+    await h.worker.publish(h.worker.settings.jobs_topic, s.queue_key.encode(), message)
     return call.answer(out.BackfillStarted, {**answer, "id": backfill_id}, 202)
 
 
@@ -184,8 +183,5 @@ async def cancel_backfill(h: Handlers, call: Call) -> Response:
         return call.error(409, error="conflict", reason=f"backfill {backfill_id} is {bf['status']} already")
     reason = f"backfill {backfill_id} cancelled by {auth.principal_of(call.request).name}"
     message = encode_job_queue_message(CancelBackfill(backfill_id, reason))
-    queue_bytes = queue_key.encode()
-    await h.worker.publish(
-        h.worker.settings.jobs_topic, queue_bytes, message, h.worker.partition_of(queue_bytes)
-    )
+    await h.worker.publish(h.worker.settings.jobs_topic, queue_key.encode(), message)
     return call.answer(out.Backfill, {**backfills.progress(bf, queue), "cancelReason": reason}, 202)

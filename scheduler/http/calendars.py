@@ -35,7 +35,7 @@ async def put_calendar(h: Handlers, call: Call) -> Response:
     except InvalidSchedule as exc:
         return call.field_error(exc.field, exc.message)
     value = json.dumps(calendar.to_json()).encode()
-    await h.worker.publish(h.worker.settings.calendars_topic, calendar.id.encode(), value)
+    await h.worker.publish(h.worker.settings.calendars_topic, calendar.id.encode(), value, partition=None)
     return call.answer(out.CalendarAccepted, {"calendar": calendar.id, "action": "PUT"}, 202)
 
 
@@ -44,7 +44,7 @@ async def delete_calendar(h: Handlers, call: Call) -> Response:
     await h.worker.calendars.start()
     if await h.worker.calendars.lookup(key) is None:
         return call.error(404, error="not found", calendar=key)
-    await h.worker.publish(h.worker.settings.calendars_topic, key.encode(), None)
+    await h.worker.publish(h.worker.settings.calendars_topic, key.encode(), None, partition=None)
     return call.answer(out.CalendarAccepted, {"calendar": key, "action": "DELETE"}, 202)
 
 

@@ -130,9 +130,8 @@ async def cancel_job(h: Handlers, call: Call) -> Response:
         return call.error(404, error="not found", jobId=job_id, reason=NOT_PENDING)
     who = auth.principal_of(call.request).name
     cancelled = CancelJobs(job.schedule, None, f"cancelled by {who}", job.job_id)
-    queue_bytes, message = queue_key.encode(), encode_job_queue_message(cancelled)
     await h.worker.publish(
-        h.worker.settings.jobs_topic, queue_bytes, message, h.worker.partition_of(queue_bytes)
+        h.worker.settings.jobs_topic, queue_key.encode(), encode_job_queue_message(cancelled)
     )
     return call.answer(
         out.JobCancelAccepted, {"jobId": job.job_id, "queue": queue_key, "action": "CANCEL"}, 202

@@ -33,7 +33,7 @@ async def put_rule(h: Handlers, call: Call) -> Response:
     except InvalidSchedule as exc:
         return call.field_error(exc.field, exc.message)
     topic = h.worker.settings.notification_rules_topic
-    await h.worker.publish(topic, rule.id.encode(), json.dumps(rule.to_json()).encode())
+    await h.worker.publish(topic, rule.id.encode(), json.dumps(rule.to_json()).encode(), partition=None)
     return call.answer(out.RuleAccepted, {"rule": rule.id, "action": "PUT"}, 202)
 
 
@@ -43,7 +43,7 @@ async def delete_rule(h: Handlers, call: Call) -> Response:
     await rules.start()
     if await rules.lookup(key) is None:
         return call.error(404, error="not found", rule=key)
-    await h.worker.publish(h.worker.settings.notification_rules_topic, key.encode(), None)
+    await h.worker.publish(h.worker.settings.notification_rules_topic, key.encode(), None, partition=None)
     return call.answer(out.RuleAccepted, {"rule": key, "action": "DELETE"}, 202)
 
 

@@ -60,7 +60,7 @@ async def register_program(h: Handlers, call: Call) -> Response:
         value = body.model_dump_json().encode()
     except PydanticSerializationError:  # a lone surrogate (JSON's \udXXX escapes) has no UTF-8
         return call.field_error("body", "not valid Unicode (a lone surrogate)")
-    await h.worker.publish(h.worker.settings.programs_topic, program_id.encode(), value)
+    await h.worker.publish(h.worker.settings.programs_topic, program_id.encode(), value, partition=None)
     return call.answer(out.ProgramAccepted, {"program": program_id}, 202)
 
 
@@ -124,10 +124,10 @@ async def _control_run(h: Handlers, call: Call, action: RunAction) -> Response:
             program_id,
             {"error": "stopped before it started"},
         )
-        queue, message = program_id.encode(), encode_job_queue_message(cancelled)
-        await h.worker.publish(h.worker.settings.jobs_topic, queue, message, h.worker.partition_of(queue))
+        message = encode_job_queue_message(cancelled)
+        await h.worker.publish(h.worker.settings.jobs_topic, program_id.encode(), message)
     control = control_request(action, run_id, program_id)
-    await h.worker.publish(h.worker.settings.launcher_control_topic, run_id.encode(), control)
+    await h.worker.publish(h.worker.settings.launcher_control_topic, run_id.encode(), control, partition=None)
     return call.answer(out.RunActionAccepted, {"runId": run_id, "action": action}, 202)
 
 

@@ -453,11 +453,8 @@ class Handlers:
         if denied := deny_tenants(call.view, call.request, event_tenant(parsed)):
             return denied
         key = event_key(parsed)
-        raw_key = key.encode()
         value = encode("Notification", notification_to_avro(notification))
-        await self.worker.publish(
-            self.worker.settings.events_topic, raw_key, value, self.worker.partition_of(raw_key)
-        )
+        await self.worker.publish(self.worker.settings.events_topic, key.encode(), value)
         return call.answer(out.EventAccepted, {"eventKey": key, "timestamp": ts}, 202)
 
     # --- one-key queries: answered by the key's owner -----------------------------------------

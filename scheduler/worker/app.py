@@ -366,13 +366,17 @@ class Worker:
         return await self._send_batch(topic, batch)  # type: ignore[arg-type]
 
     async def publish(
-        self, topic: str, key: bytes, value: bytes | None, partition: int | None = None
+        self, topic: str, key: bytes, value: bytes | None, partition: int | None | str = "auto"
     ) -> None:
         """What an HTTP write answers 202 for (a definition on a compacted topic every worker follows —
         programs, calendars, rules; None: a tombstone —, an event, a queue's or a run's order), outside any
         transaction; returns once the broker has it: nothing answered is lost with the worker, and a read of
-        the topic to its end after the answer sees it (TopicMap.lookup: read-your-writes)."""
-        await (await self.producer.send(topic, key, value, partition=partition))
+        the topic to its end after the answer sees it (TopicMap.lookup: read-your-writes). `partition` as
+        send_keyed's ("auto": the one that owns `key`; None: the producer's choice)."""
+        if partition == "auto":
+            partition = self.partition_of(key)
+        where = partition if isinstance(partition, int) else None
+        await (await self.producer.send(topic, key, value, partition=where))
 
     async def _send_batch(
         self, topic: str, records: list[tuple[bytes, bytes, int]]

@@ -265,7 +265,7 @@ class WebPort(Outbox, MetricsPort, CommandSender, Producing, Protocol):
     def tenant_full(self, partition: int, tenant: str) -> bool: ...
 
     async def publish(
-        self, topic: str, key: bytes, value: bytes | None, partition: int | None = None
+        self, topic: str, key: bytes, value: bytes | None, partition: int | None | str = "auto"
     ) -> None:
         """A record an HTTP write answers for (None: a tombstone), returning once the broker has it."""
         ...

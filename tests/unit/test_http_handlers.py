@@ -222,6 +222,7 @@ async def test_a_write_is_answered_202_only_once_the_broker_has_it(worker: FakeW
 
     real = Worker.__new__(Worker)
     real.producer = SimpleNamespace(send=send)  # type: ignore[assignment]
+    real.partition_of = worker.partition_of  # type: ignore[method-assign]
     worker.publish = real.publish  # type: ignore[attr-defined]
     body = {"kind": "pyspark", "target": "x.y:z"}
     program = "/programs/{namespace}/{application}/{type}/{name}"
