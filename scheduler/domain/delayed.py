@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.domain.basics import MAX_INSTANT_MS
-from scheduler.domain.model import TOPIC_PATTERN
+from scheduler.domain.model import TOPIC_PATTERN, TOPIC_RULE
 
 EPOCH_HEADER = "scheduler-epoch"
 TARGET_TOPIC_HEADER = "scheduler-target-topic"
@@ -133,7 +133,7 @@ def message(
         raise InvalidDelayed(f"the id is {len(id)} bytes: at most {MAX_ID_BYTES}")
     if topic not in _VALID_TOPICS and not _valid_topic(topic):
         raise InvalidDelayed(
-            f"{TARGET_TOPIC_HEADER} must be 1-249 characters of [A-Za-z0-9._-]: {topic[:60]!r}"
+            f"{TARGET_TOPIC_HEADER} {TOPIC_RULE}: {topic[:60]!r}"
         )
     if value is not None and len(value) > MAX_VALUE_BYTES:
         raise InvalidDelayed(f"the value is {len(value)} bytes: at most {MAX_VALUE_BYTES}")

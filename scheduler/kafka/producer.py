@@ -17,7 +17,7 @@ from typing import Any, cast
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.client import AIOKafkaClient
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import TopicAlreadyExistsError, for_code
 from aiokafka.protocol.metadata import MetadataRequest
 
 log = logging.getLogger(__name__)
@@ -297,17 +297,24 @@ async def visible_everywhere(client: AIOKafkaClient, topics: list[str]) -> None:
 
 
 class TopicCreator:
-    """Creates topics (output topics of schedules) once, with the cluster's defaults for the rest."""
+    """Creates topics (output topics of schedules) once, with the cluster's defaults for the rest. A topic the
+    broker refuses to create (a name colliding with another's once '.' and '_' are alike, a creation policy)
+    is `refused`, with the broker's reason, until an ensure() creates or finds it."""
 
     def __init__(self, bootstrap_servers: str, partitions: int, replication_factor: int) -> None:
         self._bootstrap = bootstrap_servers
         self._partitions = partitions
         self._replication = replication_factor
         self._known: set[str] = set()
+        self._refused: dict[str, str] = {}
 
     def known(self, topic: str) -> bool:
         """Created (or found) already: ensure() would return at once."""
         return topic in self._known
+
+    def refused(self, topic: str) -> str | None:
+        """The broker's reason for refusing to create `topic` at the last ensure() that asked, else None."""
+        return self._refused.get(topic)
 
     async def ensure(self, *topics: str, configs: Mapping[str, Mapping[str, str]] | None = None) -> None:
         """Create those of `topics` that do not exist (`configs`: topic -> its topic configs)."""
@@ -316,6 +323,7 @@ class TopicCreator:
             return
         admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap)
         await admin.start()
+        refused: dict[str, str] = {}
         try:
             existing = set(await admin.list_topics())
             new = [
@@ -327,11 +335,32 @@ class TopicCreator:
             ]
             if new:
                 with contextlib.suppress(TopicAlreadyExistsError):
-                    await admin.create_topics(new)
-                await visible_everywhere(admin._client, [t.name for t in new])
+                    refused = _refusals(await admin.create_topics(new))
+                created = [t.name for t in new if t.name not in refused]
+                if created:
+                    await visible_everywhere(admin._client, created)
         except Exception:
             log.warning("could not create topics %s; relying on broker auto-creation", missing, exc_info=True)
             return
         finally:
             await admin.close()
-        self._known.update(missing)
+        for topic, reason in refused.items():
+            log.warning("the broker refuses to create topic %r: %s", topic, reason)
+        self._refused.update(refused)
+        for topic in missing:
+            if topic not in refused:
+                self._refused.pop(topic, None)
+                self._known.add(topic)
+
+
+def _refusals(response: Any) -> dict[str, str]:
+    """Topic -> the broker's reason, for each topic a CreateTopics response did not create (but for one that
+    exists already)."""
+    refused = {}
+    for entry in response.topic_errors:
+        topic, code = entry[0], entry[1]
+        if code in (0, TopicAlreadyExistsError.errno):
+            continue
+        message = entry[2] if len(entry) > 2 and entry[2] else ""
+        refused[topic] = f"{for_code(code).__name__}{': ' + message if message else ''}"
+    return refused

@@ -145,6 +145,10 @@ class CommandHandler:
                             "excludeCalendars",
                             f"unknown calendar {name} of {cmd.key.tenant} (create it first)",
                         )
+            if new is not None and not self.worker.topics.known(topic := new.schedule.topic):
+                await self.worker.topics.ensure(topic)
+                if (why := self.worker.topics.refused(topic)) is not None:
+                    raise InvalidSchedule("topic", f"the broker refuses to create topic {topic}: {why}")
         except (InvalidSchedule, CommandRejected) as exc:
             self.worker.counts.command(cmd.action.value, "rejected")
             await self.worker.dead_letter(event, f"{cmd.action.value} {cmd.key.id}: {exc}")
@@ -187,8 +191,6 @@ class CommandHandler:
             self.worker.write_schedule(partition, kb, None)
             self.worker.punctuator.remove(partition, kb)
         else:
-            if not self.worker.topics.known(new.schedule.topic):
-                await self.worker.topics.ensure(new.schedule.topic)
             self.worker.write_schedule(partition, kb, encode_state(new, known))
             self.worker.punctuator.upsert(partition, kb, new)
         # an event recorded after the command reaches the triggers of the version it made

@@ -20,7 +20,16 @@ from scheduler.domain.model import (
 )
 from scheduler.kafka.partitioner import kafka_partition
 from scheduler.wire.codec import encode, encode_command, key_bytes, key_to_avro
-from tests.helpers import TopicReader, dead_letter, fires_of, light_decode, light_encode, produce
+from tests.helpers import (
+    TopicReader,
+    dead_letter,
+    ensure_topic,
+    fires_of,
+    light_decode,
+    light_encode,
+    on_kafka,
+    produce,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -136,7 +145,11 @@ async def test_each_kind_of_bad_command_is_dead_lettered_and_good_commands_still
             ),
         ),
         "missing field": (k("f"), encode("ScheduleKey", key_to_avro(ScheduleKey("acme", "f")))),
+        # a name no broker takes: a fire for it would wait for metadata that never comes
+        "topic named .": (k("d"), encode_command(_good("d", "."))),
     }
+    if on_kafka():  # a legal name Kafka refuses to create: it collides with `-out_x` ('.' and '_' are alike)
+        bad["topic the broker refuses"] = (k("r"), encode_command(_good("r", f"{app_id}-out.x")))
     expected_reason = {
         "undecodable": "not a valid Avro ScheduleCommand",
         "truncated": "not a valid Avro ScheduleCommand",
@@ -147,6 +160,8 @@ async def test_each_kind_of_bad_command_is_dead_lettered_and_good_commands_still
         "delete of missing": "does not exist",
         "missing schedule": "INSERT needs a schedule",
         "missing field": "not a valid Avro ScheduleCommand",
+        "topic named .": "topic: must be 1-249 characters",
+        "topic the broker refuses": f"the broker refuses to create topic {app_id}-out.x: InvalidTopicError",
     }
     records = (
         [(k("good-1"), good_1)] + list(bad.values()) + [(k("good-3"), encode_command(_good("good-3", out)))]
@@ -155,6 +170,7 @@ async def test_each_kind_of_bad_command_is_dead_lettered_and_good_commands_still
         TopicReader(broker.bootstrap_servers, f"{app_id}-dead-letters", dead_letter) as dlq,
         TopicReader(broker.bootstrap_servers, out) as fires,
     ):
+        await ensure_topic(broker.bootstrap_servers, f"{app_id}-out_x")
         await produce(broker.bootstrap_servers, f"{app_id}-commands", records)
         await dlq.wait_for(lambda r: len(r) >= len(bad))
         await fires.wait_for(lambda r: len(fires_of(r, "good-1")) >= 2 and len(fires_of(r, "good-3")) >= 2)

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from scheduler.domain.commands import CommandRejected, apply_command, validate_command
 from scheduler.domain.model import (
     MAX_DATA_BYTES,
     MAX_DATA_ENTRIES,
     MAX_PAUSE_NOTE,
+    TOPIC_PATTERN,
     Action,
     CatchUpPolicy,
     CronTrigger,
@@ -25,6 +30,7 @@ from scheduler.domain.model import (
     ScheduleState,
     TimeUnit,
 )
+from scheduler.http.messages import MessageIn
 
 pytestmark = pytest.mark.unit
 
@@ -262,6 +268,8 @@ def test_a_pause_that_cannot_be_kept_is_refused_naming_its_field(cmd: ScheduleCo
         (schedule(topic="bad topic!"), "topic"),
         (schedule(topic=""), "topic"),
         (schedule(topic="x" * 250), "topic"),
+        (schedule(topic="."), "topic"),  # (Kafka refuses both: a fire for one waits for metadata)
+        (schedule(topic=".."), "topic"),
         (schedule(data={"k": "v" * MAX_DATA_BYTES}), "data"),
         (schedule(data={f"k{i}": "" for i in range(MAX_DATA_ENTRIES + 1)}), "data"),
         (schedule(catch_up_window_ms=-1), "catchUpWindowMs"),
@@ -281,6 +289,21 @@ def test_invalid_schedule_fields_are_rejected_with_the_field_name(
     with pytest.raises(InvalidSchedule) as exc:
         apply_command(current, command(action, bad), T_LATER)
     assert exc.value.field == field
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab._-!", max_size=5) | st.sampled_from([".", "..", "...", "x" * 249, "x" * 250]))
+def test_the_topic_pattern_is_kafkas_rule_in_python_and_in_pydantics_engine(topic: str) -> None:
+    """Kafka's Topic.validate: 1-249 of [a-zA-Z0-9._-], neither "." nor "..". The pattern has no look-ahead:
+    pydantic's engine (the HTTP bodies) has none, and must agree with Python's (the domain)."""
+    kafkas = 1 <= len(topic) <= 249 and topic not in (".", "..") and re.fullmatch(r"[a-zA-Z0-9._-]+", topic)
+    assert bool(re.fullmatch(TOPIC_PATTERN, topic)) == bool(kafkas)
+    try:
+        MessageIn(id="m", topic=topic, deliverAt=0)
+        pydantics = True
+    except ValidationError:
+        pydantics = False
+    assert pydantics == bool(kafkas)
 
 
 @pytest.mark.parametrize(

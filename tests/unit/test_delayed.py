@@ -83,6 +83,8 @@ def test_a_tombstone_is_a_cancel() -> None:
         (b"i", b"v", [("scheduler-epoch", b"5")], "no scheduler-target-topic"),
         (b"", b"v", [("scheduler-epoch", b"5"), *TOPIC], "needs an id"),
         (b"i", b"v", [("scheduler-epoch", b"5"), ("scheduler-target-topic", b"a b")], "1-249 characters"),
+        (b"i", b"v", [("scheduler-epoch", b"5"), ("scheduler-target-topic", b".")], "not . or .."),
+        (b"i", b"v", [("scheduler-epoch", b"5"), ("scheduler-target-topic", b"..")], "not . or .."),
         (b"i", b"v" * (MAX_VALUE_BYTES + 1), [("scheduler-epoch", b"5"), *TOPIC], "at most"),
         (b"i", b"v", [("scheduler-epoch", b"99999999999999"), *TOPIC], "after 2200"),
     ],
@@ -139,7 +141,10 @@ class _Worker:
         self.counts = WorkerCounts()
         self.sent: list[tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]]]] = []
         self.dead: list[str] = []
-        self.topics = SimpleNamespace(ensure=self._ensure)
+        self.refused: dict[str, str] = {}  # topic -> why the broker refuses to create it
+        self.topics = SimpleNamespace(
+            ensure=self._ensure, known=lambda topic: False, refused=self.refused.get
+        )
         self.punctuator = SimpleNamespace(partitions={0})
 
     async def _ensure(self, *topics: str) -> None:
@@ -194,6 +199,20 @@ async def test_held_replaced_cancelled_and_delivered_in_due_order_once(tmp_path:
     assert (events["delayedHeld"], events["delayedReplaced"], events["delayedCancelled"]) == (5, 1, 1)
     assert events["delayedDelivered"] == 4 and events["delayedRefused"] == 1
     assert list(worker.delayed.db.keys()) == [], "nothing left pending"
+
+
+async def test_a_message_for_a_topic_the_broker_refuses_to_create_is_dead_lettered_not_held(
+    tmp_path: Path,
+) -> None:
+    worker = _Worker(_Table(tmp_path / "db"))
+    worker.refused["out.x"] = "InvalidTopicError: collides with existing topics: out_x"
+    service = DelayedMessages(worker)  # type: ignore[arg-type]
+    await service.handle(_event(b"m", b"x", worker.now - 1, topic="out.x"))
+    await service.handle(_event(b"ok", b"y", worker.now - 1))
+    assert await service.deliver_due() == 1 and [t for t, *_ in worker.sent] == ["out"]
+    assert worker.dead == ["the broker refuses to create topic out.x: InvalidTopicError: collides with "
+                           "existing topics: out_x"]  # fmt: skip
+    assert worker.counts.events["delayedRefused"] == 1 and service.pending(0, b"m") is None
 
 
 async def test_a_partition_with_a_message_long_past_due_is_overdue_until_it_is_delivered(
