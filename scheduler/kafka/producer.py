@@ -11,13 +11,13 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.client import AIOKafkaClient
-from aiokafka.errors import TopicAlreadyExistsError, for_code
+from aiokafka.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError, for_code
 from aiokafka.protocol.metadata import MetadataRequest
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,40 @@ def _holds_a_batch(producer: AIOKafkaProducer, topic: str, partition: int) -> bo
     return bool(producer._message_accumulator._batches.get(TopicPartition(topic, partition)))
 
 
+#: how often a producer with `missing_topic` looks for batches whose topic left the broker, and how long a
+#: batch waits before its topic's metadata is asked for again
+GONE_CHECK_S = 0.5
+GONE_STALE_S = 2.0
+
+
+async def _fail_gone(producer: AIOKafkaProducer) -> list[str]:
+    """Fail at once the batches aiokafka (0.14) holds for a topic the broker no longer lists (deleted since
+    they were added), and return the topics. aiokafka retries them for its request timeout (40 s), and a
+    transactional producer for ever: its AddPartitionsToTxn is refused (UNKNOWN_TOPIC_OR_PARTITION) and
+    retried without a metadata refresh, and the transaction's commit waits — every partition's work with
+    it. So the metadata is asked for again once a batch has waited GONE_STALE_S."""
+    accumulator, client = producer._message_accumulator, producer.client
+    held = [tp for tp, batches in accumulator._batches.items() if batches]
+    if not held:
+        return []
+    stale = time.monotonic() - GONE_STALE_S
+    if any(accumulator._batches[tp][0]._ctime < stale for tp in held):
+        with contextlib.suppress(Exception):  # (a broker away: what it knew stands)
+            await client.force_metadata_update()
+    gone: list[str] = []
+    for tp in held:
+        if client.cluster.partitions_for_topic(tp.topic) is not None or not accumulator._batches.get(tp):
+            continue
+        error = UnknownTopicOrPartitionError(f"topic {tp.topic} is not on the broker any more (deleted?)")
+        for batch in accumulator._batches.pop(tp):
+            batch.failure(exception=error)
+            batch.future.exception()  # (its records' futures carry it: never "never retrieved")
+            batch._drain_waiter.exception()  # (as aiokafka's own expiry leaves it: no sender waits for it)
+        if tp.topic not in gone:
+            gone.append(tp.topic)
+    return gone
+
+
 def _copy_outcome(to: asyncio.Future[object], fut: asyncio.Future[object]) -> None:
     if to.done():
         return
@@ -77,12 +111,31 @@ def _track(producer: AIOKafkaProducer, topic: str) -> None:
         client.add_topic(topic)  # (the refresh it asks for runs in the background)
 
 
+#: awaited for a topic the broker does not list; raises TopicRefused if it cannot be created
+MissingTopic = Callable[[str], Awaitable[None]]
+
+
+class TopicRefused(Exception):
+    """The broker refuses to create the topic a record is for (its reason is the message)."""
+
+
 class BatchedProducer:
     def __init__(
-        self, bootstrap_servers: str, *, linger_ms: int = 2, transactional_id: str | None = None
+        self,
+        bootstrap_servers: str,
+        *,
+        linger_ms: int = 2,
+        transactional_id: str | None = None,
+        missing_topic: MissingTopic | None = None,
     ) -> None:
         """`transactional_id`: a transactional producer (see scheduler.kafka.transactions), which starts by
-        fencing any other producer of that id; None: an idempotent-free producer with acks=all."""
+        fencing any other producer of that id; None: an idempotent-free producer with acks=all.
+        `missing_topic`: awaited before a send to a topic the broker does not list (TopicCreator.present):
+        aiokafka would wait its request timeout (40 s) for metadata that never comes, holding its caller —
+        the punctuator's tick, a partition's transaction — and fail."""
+        self._missing_topic = missing_topic
+        self._watch: asyncio.Future[None] | None = None  # (with missing_topic: _watch_gone)
+        self._failed = asyncio.Event()  # set with `failure`
         self._bootstrap = bootstrap_servers
         self._linger_ms = linger_ms
         self.transactional_id = transactional_id
@@ -99,12 +152,23 @@ class BatchedProducer:
     def _note(self, fut: asyncio.Future[object]) -> None:
         if self.failure is None and not fut.cancelled() and (exc := fut.exception()) is not None:
             self.failure = exc
+            self._failed.set()
 
     async def delivered(self) -> None:
-        """Until every record sent so far is acknowledged or failed (see `failure`)."""
+        """Until every record sent so far is acknowledged or failed, or until one fails (see `failure`): a
+        transaction that cannot commit is not waited for (a record for a deleted topic holds the others
+        of its transaction for ever, and aiokafka's flush with them)."""
         await self.settle()
-        if self._producer is not None:
-            await self._producer.flush()
+        if self._producer is not None and self.failure is None:
+            self._failed.clear()
+            flushing = asyncio.ensure_future(self._producer.flush())
+            failed = asyncio.ensure_future(self._failed.wait())
+            try:
+                await asyncio.wait([flushing, failed], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                failed.cancel()
+                if not flushing.done():
+                    flushing.cancel()
 
     async def _started(self) -> AIOKafkaProducer:
         if self._producer is None:
@@ -136,6 +200,8 @@ class BatchedProducer:
                         await producer.stop()
                         raise ProducerStopped(f"producer {self.transactional_id or ''} was stopped")
                     self._producer = producer
+                    if self._missing_topic is not None:
+                        self._watch = asyncio.ensure_future(self._watch_gone(producer))
         return self._producer
 
     async def send(
@@ -149,6 +215,8 @@ class BatchedProducer:
         """Queue a record; the returned future resolves when the broker acknowledged it. A caller that
         does not await it still has its failure logged (never "Future exception was never retrieved")."""
         producer = await self._started()
+        if self._missing_topic is not None and producer.client.cluster.partitions_for_topic(topic) is None:
+            await self._unknown(producer, topic)
         _track(producer, topic)
         fut: asyncio.Future[object] = await producer.send(
             topic, value, key=key, partition=partition, headers=headers
@@ -156,6 +224,26 @@ class BatchedProducer:
         fut.add_done_callback(functools.partial(_unacknowledged, topic))
         fut.add_done_callback(self._note)
         return fut
+
+    async def _watch_gone(self, producer: AIOKafkaProducer) -> None:
+        while True:
+            await asyncio.sleep(GONE_CHECK_S)
+            try:
+                for topic in await _fail_gone(producer):
+                    log.warning("records for topic %s failed: it is not on the broker any more", topic)
+            except Exception:  # (aiokafka's internals changed: the records expire as they did before)
+                log.exception("looking for records of deleted topics failed")
+                return
+
+    async def _unknown(self, producer: AIOKafkaProducer, topic: str) -> None:
+        """A topic this producer has no metadata for: new to it (one metadata request), or gone from the
+        broker (deleted since it was created): then `missing_topic`."""
+        producer.client.add_topic(topic)
+        with contextlib.suppress(Exception):  # (a broker away: the send waits for it as it would have)
+            await producer.client.force_metadata_update()
+        if producer.client.cluster.partitions_for_topic(topic) is None:
+            assert self._missing_topic is not None
+            await self._missing_topic(topic)
 
     def partition_count(self, topic: str) -> int | None:
         """The topic's partition count from the producer's metadata; None while it does not know the topic."""
@@ -171,6 +259,8 @@ class BatchedProducer:
         `send` (measured on the embedded broker: 700k vs 65k records/s). One future per record: its
         batch's."""
         producer = await self._started()
+        if self._missing_topic is not None and producer.client.cluster.partitions_for_topic(topic) is None:
+            await self._unknown(producer, topic)
         _track(producer, topic)
         by_partition: dict[int, list[int]] = {}
         for i, record in enumerate(records):
@@ -252,6 +342,8 @@ class BatchedProducer:
 
     async def stop(self, timeout_s: float | None = None) -> None:
         self._stopped = True
+        if self._watch is not None:
+            self._watch.cancel()
         producer, self._producer = self._producer, None
         if producer is not None:
             if timeout_s is None:
@@ -311,6 +403,17 @@ class TopicCreator:
     def known(self, topic: str) -> bool:
         """Created (or found) already: ensure() would return at once."""
         return topic in self._known
+
+    async def present(self, topic: str) -> None:
+        """`topic`, which a producer's metadata does not list, exists once this returns: created again if it
+        was deleted since it was created (as a broker that creates topics on first use would); TopicRefused
+        when the broker refuses to."""
+        self._known.discard(topic)
+        await self.ensure(topic)
+        if (why := self._refused.get(topic)) is not None:
+            raise TopicRefused(f"the broker refuses to create topic {topic}: {why}")
+        if topic in self._known:
+            log.info("topic %s was not on the broker (deleted?): found or created again", topic)
 
     def refused(self, topic: str) -> str | None:
         """The broker's reason for refusing to create `topic` at the last ensure() that asked, else None."""

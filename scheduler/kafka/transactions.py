@@ -39,7 +39,7 @@ from aiokafka.errors import (
     TransactionalIdAuthorizationFailed,
 )
 
-from scheduler.kafka.producer import BatchedProducer
+from scheduler.kafka.producer import BatchedProducer, MissingTopic
 
 log = logging.getLogger(__name__)
 
@@ -118,9 +118,11 @@ class Transactions:
         interval_s: float = 0.0,
         before_commit: BeforeCommit | None = None,
         on_failed: OnFailed | None = None,
+        missing_topic: MissingTopic | None = None,
     ) -> None:
         """`interval_s`: the least time between two commits (0: as soon as there is something to commit
-        and the previous commit ended)."""
+        and the previous commit ended). `missing_topic`: the producers' (BatchedProducer)."""
+        self._missing_topic = missing_topic
         self._bootstrap = bootstrap_servers
         self._app_id = app_id
         self.interval_s = interval_s
@@ -180,7 +182,9 @@ class Transactions:
     async def _started(self, partition: int, current: Callable[[], bool] | None) -> None:
         tid = transactional_id(self._app_id, partition)
         while True:
-            producer = BatchedProducer(self._bootstrap, linger_ms=0, transactional_id=tid)
+            producer = BatchedProducer(
+                self._bootstrap, linger_ms=0, transactional_id=tid, missing_topic=self._missing_topic
+            )
             try:
                 await asyncio.wait_for(producer.start(), START_TIMEOUT_S)
             except asyncio.CancelledError:  # revoked while starting

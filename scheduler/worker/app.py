@@ -205,7 +205,11 @@ class Worker:
         self.calendars = CalendarRegistry(
             settings.bootstrap_servers, settings.calendars_topic, profile=follows
         )
-        self.producer = BatchedProducer(settings.bootstrap_servers)  # what is not in a transaction
+        self.topics = TopicCreator(
+            settings.bootstrap_servers, settings.partitions, settings.replication_factor
+        )
+        # what is not in a transaction (a topic deleted since it was created is created again)
+        self.producer = BatchedProducer(settings.bootstrap_servers, missing_topic=self.topics.present)
         # a transaction per partition (Kafka): what a partition's work produces commits with its progress
         self.txns = (
             Transactions(
@@ -214,12 +218,10 @@ class Worker:
                 interval_s=settings.commit_interval_ms / 1000,
                 before_commit=self._before_commit,
                 on_failed=self._partition_failed,
+                missing_topic=self.topics.present,
             )
             if settings.transactional
             else None
-        )
-        self.topics = TopicCreator(
-            settings.bootstrap_servers, settings.partitions, settings.replication_factor
         )
         self.journal = Journal(settings.journal_path) if settings.journal_path else None
         self.counts = WorkerCounts()  # every counter of the worker: /metrics and /health

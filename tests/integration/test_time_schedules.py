@@ -6,6 +6,7 @@ import asyncio
 import time
 
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient
 
 from scheduler.domain.model import (
     Action,
@@ -99,6 +100,34 @@ async def test_delete_stops_fires(broker, worker, app_id):
         count = len(reader.records)
         await asyncio.sleep(3)
         assert len(reader.records) == count, "fires after DELETE"
+
+
+async def test_an_output_topic_deleted_under_its_schedules_is_created_again_and_nothing_stalls(
+    broker, start_worker, app_id
+):
+    """A topic deleted while schedules fire to it (an operator's clean-up): its records are failed at once,
+    not retried for aiokafka's 40 s (for ever in a transaction, whose commit held every partition's fires),
+    the partition's work is redone, and the next fire creates the topic again. A worker of its own: its
+    partition is given up and taken again meanwhile."""
+    worker = start_worker()
+    out, gone = f"{app_id}-out", f"{app_id}-gone"
+    schedules = [every_second(f"s{i}", out) for i in range(8)] + [every_second("g", gone)]
+    async with TopicReader(broker.bootstrap_servers, out) as reader:
+        await send_commands(broker.bootstrap_servers, worker.topic("commands"), *map(insert, schedules))
+        await reader.wait_for(lambda r: all(len(fires_of(r, f"s{i}")) >= 2 for i in range(8)))
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+        await admin.start()
+        try:
+            await admin.delete_topics([gone])
+        finally:
+            await admin.close()
+        before = {i: len(fires_of(reader.records, f"s{i}")) for i in range(8)}
+        # (a stall lasted 40-60 s, then a rebalance; a few seconds now)
+        await reader.wait_for(
+            lambda r: all(len(fires_of(r, f"s{i}")) >= before[i] + 8 for i in range(8)), timeout_s=25
+        )
+    async with TopicReader(broker.bootstrap_servers, gone) as again:
+        await again.wait_for(lambda r: len(fires_of(r, "g")) >= 2, timeout_s=20)
 
 
 async def test_disable_pauses_and_enable_resumes_without_catching_up(broker, worker, app_id):
