@@ -132,9 +132,7 @@ def message(
     if len(id) > MAX_ID_BYTES:
         raise InvalidDelayed(f"the id is {len(id)} bytes: at most {MAX_ID_BYTES}")
     if topic not in _VALID_TOPICS and not _valid_topic(topic):
-        raise InvalidDelayed(
-            f"{TARGET_TOPIC_HEADER} {TOPIC_RULE}: {topic[:60]!r}"
-        )
+        raise InvalidDelayed(f"{TARGET_TOPIC_HEADER} {TOPIC_RULE}: {topic[:60]!r}")
     if value is not None and len(value) > MAX_VALUE_BYTES:
         raise InvalidDelayed(f"the value is {len(value)} bytes: at most {MAX_VALUE_BYTES}")
     if deliver_at > MAX_INSTANT_MS:
