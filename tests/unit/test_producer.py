@@ -1,4 +1,4 @@
-"""BatchedProducer: a record nobody awaits still has its failure retrieved and logged."""
+"""BatchedProducer: a record nobody awaits still has its failure retrieved and logged; `delivered` ends at a failure."""
 
 from __future__ import annotations
 
@@ -188,3 +188,41 @@ def test_the_aiokafka_internals_the_producer_reads_are_there() -> None:
         assert _holds_a_batch(p, "t", 0) is False
 
     asyncio.run(check())
+
+
+class _FlushingAioProducer(_FakeAioProducer):
+    """…whose flush waits for every record (aiokafka's, which a record held for ever holds with it)."""
+
+    async def flush(self) -> None:
+        await asyncio.wait(self.futures)
+
+
+async def test_delivered_returns_once_a_record_failed_not_when_the_others_are_delivered() -> None:
+    """A transaction's commit waits for `delivered`: a record for a deleted topic failed, and the records
+    of the same transaction that aiokafka held behind it (its AddPartitionsToTxn refused for ever) held
+    every partition's work until the commit timed out (60 s)."""
+    producer = BatchedProducer("unused:9092")
+    fake = _FlushingAioProducer()
+    producer._producer = fake  # type: ignore[assignment]
+    await producer.send("t-out", b"k", b"v")
+    await producer.send("t-fire-progress-changelog", b"k", b"v")  # never acknowledged
+    waiting = asyncio.ensure_future(producer.delivered())
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    fake.futures[0].set_exception(RuntimeError("UnknownTopicOrPartitionError"))
+    await asyncio.wait_for(waiting, 1)
+    assert isinstance(producer.failure, RuntimeError)
+    fake.futures[1].set_result(None)
+
+
+async def test_delivered_waits_for_every_record_while_none_failed() -> None:
+    producer = BatchedProducer("unused:9092")
+    fake = _FlushingAioProducer()
+    producer._producer = fake  # type: ignore[assignment]
+    await producer.send("t-out", b"k", b"v")
+    waiting = asyncio.ensure_future(producer.delivered())
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    fake.futures[0].set_result(None)
+    await asyncio.wait_for(waiting, 1)
+    assert producer.failure is None
