@@ -214,10 +214,7 @@ class BatchedProducer:
     ) -> asyncio.Future[object]:
         """Queue a record; the returned future resolves when the broker acknowledged it. A caller that
         does not await it still has its failure logged (never "Future exception was never retrieved")."""
-        producer = await self._started()
-        if self._missing_topic is not None and producer.client.cluster.partitions_for_topic(topic) is None:
-            await self._unknown(producer, topic)
-        _track(producer, topic)
+        producer = await self._for(topic)
         fut: asyncio.Future[object] = await producer.send(
             topic, value, key=key, partition=partition, headers=headers
         )
@@ -235,15 +232,19 @@ class BatchedProducer:
                 log.exception("looking for records of deleted topics failed")
                 return
 
-    async def _unknown(self, producer: AIOKafkaProducer, topic: str) -> None:
-        """A topic this producer has no metadata for: new to it (one metadata request), or gone from the
-        broker (deleted since it was created): then `missing_topic`."""
-        producer.client.add_topic(topic)
-        with contextlib.suppress(Exception):  # (a broker away: the send waits for it as it would have)
-            await producer.client.force_metadata_update()
-        if producer.client.cluster.partitions_for_topic(topic) is None:
-            assert self._missing_topic is not None
-            await self._missing_topic(topic)
+    async def _for(self, topic: str) -> AIOKafkaProducer:
+        """The started producer, ready for a record of `topic`. A topic it has no metadata for is new to it
+        (one metadata request), or gone from the broker (deleted since it was created): then
+        `missing_topic`."""
+        producer = await self._started()
+        if self._missing_topic is not None and producer.client.cluster.partitions_for_topic(topic) is None:
+            producer.client.add_topic(topic)
+            with contextlib.suppress(Exception):  # (a broker away: the send waits for it as it would have)
+                await producer.client.force_metadata_update()
+            if producer.client.cluster.partitions_for_topic(topic) is None:
+                await self._missing_topic(topic)
+        _track(producer, topic)
+        return producer
 
     def partition_count(self, topic: str) -> int | None:
         """The topic's partition count from the producer's metadata; None while it does not know the topic."""
@@ -258,10 +259,7 @@ class BatchedProducer:
         """Queue (key, value, partition[, headers]) records as whole batches: ~10x cheaper per record than
         `send` (measured on the embedded broker: 700k vs 65k records/s). One future per record: its
         batch's."""
-        producer = await self._started()
-        if self._missing_topic is not None and producer.client.cluster.partitions_for_topic(topic) is None:
-            await self._unknown(producer, topic)
-        _track(producer, topic)
+        producer = await self._for(topic)
         by_partition: dict[int, list[int]] = {}
         for i, record in enumerate(records):
             by_partition.setdefault(cast(int, record[2]), []).append(i)
@@ -409,15 +407,18 @@ class TopicCreator:
         was deleted since it was created (as a broker that creates topics on first use would); TopicRefused
         when the broker refuses to."""
         self._known.discard(topic)
-        await self.ensure(topic)
-        if (why := self._refused.get(topic)) is not None:
-            raise TopicRefused(f"the broker refuses to create topic {topic}: {why}")
+        if (why := await self.refusal(topic)) is not None:
+            raise TopicRefused(why)
         if topic in self._known:
             log.info("topic %s was not on the broker (deleted?): found or created again", topic)
 
-    def refused(self, topic: str) -> str | None:
-        """The broker's reason for refusing to create `topic` at the last ensure() that asked, else None."""
-        return self._refused.get(topic)
+    async def refusal(self, topic: str) -> str | None:
+        """ensure(topic), then why the broker refuses to create it ("the broker refuses to create topic …"),
+        or None when it exists (or could not be asked: a broker away)."""
+        if topic not in self._known:
+            await self.ensure(topic)
+        why = self._refused.get(topic)
+        return None if why is None else f"the broker refuses to create topic {topic}: {why}"
 
     async def ensure(self, *topics: str, configs: Mapping[str, Mapping[str, str]] | None = None) -> None:
         """Create those of `topics` that do not exist (`configs`: topic -> its topic configs)."""

@@ -145,10 +145,8 @@ class CommandHandler:
                             "excludeCalendars",
                             f"unknown calendar {name} of {cmd.key.tenant} (create it first)",
                         )
-            if new is not None and not self.worker.topics.known(topic := new.schedule.topic):
-                await self.worker.topics.ensure(topic)
-                if (why := self.worker.topics.refused(topic)) is not None:
-                    raise InvalidSchedule("topic", f"the broker refuses to create topic {topic}: {why}")
+            if new is not None and (why := await self.worker.topics.refusal(new.schedule.topic)):
+                raise InvalidSchedule("topic", why)
         except (InvalidSchedule, CommandRejected) as exc:
             self.worker.counts.command(cmd.action.value, "rejected")
             await self.worker.dead_letter(event, f"{cmd.action.value} {cmd.key.id}: {exc}")

@@ -140,12 +140,11 @@ class DelayedMessages:
             counts["delayedRefused"] += 1
             await self.worker.dead_letter(event, str(exc))
             return
-        if m is not None and not self.worker.topics.known(m.topic):
-            await self.worker.topics.ensure(m.topic)  # (a cluster that creates no topic on first use)
-            if (why := self.worker.topics.refused(m.topic)) is not None:
-                counts["delayedRefused"] += 1
-                await self.worker.dead_letter(event, f"the broker refuses to create topic {m.topic}: {why}")
-                return
+        # (created here: a cluster that creates no topic on first use)
+        if m is not None and (why := await self.worker.topics.refusal(m.topic)):
+            counts["delayedRefused"] += 1
+            await self.worker.dead_letter(event, why)
+            return
         partition = msg.partition
         replaced = self._remove(partition, key)
         if m is None:

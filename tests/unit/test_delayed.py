@@ -142,13 +142,15 @@ class _Worker:
         self.sent: list[tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]]]] = []
         self.dead: list[str] = []
         self.refused: dict[str, str] = {}  # topic -> why the broker refuses to create it
-        self.topics = SimpleNamespace(
-            ensure=self._ensure, known=lambda topic: False, refused=self.refused.get
-        )
+        self.topics = SimpleNamespace(ensure=self._ensure, refusal=self._refusal)
         self.punctuator = SimpleNamespace(partitions={0})
 
     async def _ensure(self, *topics: str) -> None:
         pass
+
+    async def _refusal(self, topic: str) -> str | None:  # (TopicCreator.refusal's words)
+        why = self.refused.get(topic)
+        return None if why is None else f"the broker refuses to create topic {topic}: {why}"
 
     async def produce(self, topic, key, value, partition=None, headers=None):  # type: ignore[no-untyped-def]
         self.sent.append((topic, key, value, headers or []))
