@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextvars import ContextVar
@@ -90,6 +91,10 @@ class _Txn:
     open: bool = False
     beginning: asyncio.Lock = field(default_factory=asyncio.Lock)
     after: list[Callable[[], None]] = field(default_factory=list)
+    serial: int = 0  # the open transaction's (each begin takes the next of _SERIALS)
+
+
+_SERIALS = itertools.count(1)
 
 
 class _Failed(Exception):
@@ -152,6 +157,11 @@ class Transactions:
         """The partition's transaction state here (None: not owned): a new one after each assignment, so
         what was read of the partition before can be told apart from what is read after."""
         return self._txns.get(partition)
+
+    def open_serial(self, partition: int) -> int | None:
+        """A number that tells the partition's open transaction from every other one (None: none is open)."""
+        txn = self._txns.get(partition)
+        return txn.serial if txn is not None and txn.open else None
 
     def owns(self, partition: int) -> bool:
         return partition in self._txns
@@ -290,6 +300,7 @@ class Transactions:
                     try:
                         txn.producer.failure = None  # (every record of the last one was delivered)
                         await txn.producer.kafka_producer.begin_transaction()
+                        txn.serial = next(_SERIALS)
                     except Exception as exc:
                         if self._txns.get(partition) is not txn:  # revoked meanwhile: its producer stopped
                             raise PartitionGone(f"partition {partition} was revoked") from exc

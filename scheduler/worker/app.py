@@ -86,6 +86,7 @@ from scheduler.worker.trigger_agent import (
     TriggerAgent,
     progress_generation,
 )
+from scheduler.worker.watermarks import TransactionalWatermarks, progress_record
 
 log = logging.getLogger(__name__)
 
@@ -254,6 +255,15 @@ class Worker:
             index=self.due_index,
             index_put=self._write_index,
             give_up=self._give_up_unreadable,
+            # (transactions: a tick's watermarks go into the transaction with its fires, watermarks.py)
+            fired=(lambda unit, parts: cast(TransactionalWatermarks, self.watermarks).fired(unit, parts))
+            if self.txns is not None
+            else None,
+        )
+        self.watermarks: TransactionalWatermarks | None = (
+            TransactionalWatermarks(self.txns, self.punctuator, self.progress)
+            if self.txns is not None
+            else None
         )
         self._staged: list[StagedTable] = []  # with transactions: the agents' tables, written in them
         if self.txns is not None:
@@ -495,13 +505,7 @@ class Worker:
             await asyncio.wait(futures, timeout=timeout_s)
 
     def _save_progress(self, partition: int, unit: TimeUnit, fired_up_to: int) -> None:
-        self.save_progress_record(partition, *self._progress_record(partition, unit, fired_up_to))
-
-    @staticmethod
-    def _progress_record(partition: int, unit: TimeUnit, fired_up_to: int) -> tuple[bytes, bytes]:
-        key = f"{partition}:{unit.value}".encode()
-        value = encode("FireProgress", {"partition": partition, "unit": unit.value, "firedUpTo": fired_up_to})
-        return key, value
+        self.save_progress_record(partition, *progress_record(partition, unit, fired_up_to))
 
     def save_progress_record(self, partition: int, key: bytes, value: bytes) -> None:
         """A fire-progress table write from outside a Faust event (a timer, the commands ingest): Faust's
@@ -638,27 +642,12 @@ class Worker:
 
     async def _before_commit(self, partition: int) -> None:
         """Transactions: the staged table writes of the partition's work, and the watermarks that cover the
-        fires in its transaction, go into it."""
-        txns = self.txns
-        assert txns is not None
+        fires in its transaction (those no tick sent already: watermarks.py), go into it."""
+        txns, watermarks = self.txns, self.watermarks
+        assert txns is not None and watermarks is not None
         for table in self._staged:
             await table.stage(txns, partition)
-        if partition not in self.punctuator.partitions:
-            return
-        marks = self.punctuator.pending_marks(partition)
-        topic = self.progress.changelog_topic.get_topic_name()
-        records = [self._progress_record(partition, unit, tick) for unit, tick in marks.items()]
-        sent = [await txns.send(partition, topic, k, v, partition) for k, v in records]
-
-        def committed() -> None:
-            self.punctuator.committed(partition, marks)
-            db = partition_db(self.progress, partition)
-            for k, v in records:
-                db[k] = v
-            for p, offset in done_offsets(sent).items():
-                self.progress.data.set_persisted_offset(TP(topic, p), offset)
-
-        txns.after_commit(partition, committed)
+        await watermarks.before_commit(partition)
 
     async def _partition_failed(self, partition: int, exc: BaseException, fenced: bool) -> None:
         """Transactions: the partition's transaction was given up (see kafka.transactions). Drop everything
@@ -674,6 +663,8 @@ class Worker:
         """Transactions: forget the writes held for the partition's open transaction (given up)."""
         self._unwritten.pop(partition, None)
         self._writes.pop(partition, None)
+        if self.watermarks is not None:
+            self.watermarks.drop(partition)
         for table in self._staged:
             table.drop(partition)
 

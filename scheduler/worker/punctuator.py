@@ -60,6 +60,8 @@ GiveUp = Callable[[int, BaseException], Awaitable[None]]
 #: (partition, unit, fired_up_to_ms) -> persist the watermark
 SaveProgress = Callable[[int, TimeUnit, int], None]
 Excluded = Callable[[str, tuple[str, ...], int], "str | None"]  # (tenant, calendars, instant) -> calendar
+#: (unit, partitions) -> awaited once a tick's fires of these partitions were handed to the producer
+Fired = Callable[[TimeUnit, list[int]], Awaitable[None]]
 
 
 class Unreadable(Exception):
@@ -277,6 +279,7 @@ class Punctuator:
         index: DueIndex | None = None,
         index_put: Callable[[int, list[tuple[bytes, bytes | None]]], None] | None = None,
         give_up: GiveUp | None = None,
+        fired: Fired | None = None,
     ) -> None:
         """`monotonic`: a clock that never jumps, to tell a jump of `clock` from lateness (None: not told).
         `stats`: where the fires are counted (the worker's registry, WorkerCounts.fires).
@@ -288,7 +291,10 @@ class Punctuator:
         `index`: the due-time index (default: in memory). `index_put`: how the index writes of a command (a
         schedule's new entries) and of a stale entry's removal are written: with the schedule writes, in
         their write batch and transaction (default: straight into the index). `give_up`: what gives up a
-        partition whose store is unreadable (see Unreadable; default: it is only dropped from memory)."""
+        partition whose store is unreadable (see Unreadable; default: it is only dropped from memory).
+        `fired`: awaited inside a tick's unit of work once it handed its fires to the producer, with the
+        partitions that fired (transactions: their watermarks go in then, watermarks.py)."""
+        self._fired = fired
         self._excluded = excluded
         self._give_up = give_up
         self.index = index if index is not None else DueIndex()
@@ -735,6 +741,7 @@ class Punctuator:
         """Fire every staged entry due at or before `now`; record them for the watermark per partition."""
         dues, by_due = self._staged[unit]
         sent: dict[int, tuple[_Partition, list[_Sent]]] = {}
+        fired: list[int] = []
         try:
             while dues and dues[0] <= now:
                 due = dues[0]
@@ -747,8 +754,11 @@ class Punctuator:
                     raise failed.error from None
                 heapq.heappop(dues)
                 del by_due[due]
+            fired = list(sent)
         finally:
             self._record(unit, sent, now)  # (empty after a failure: recorded up to before it above)
+        if fired and self._fired is not None:
+            await self._fired(unit, fired)
 
     async def _emit_due(
         self, due: int, items: list[_Staged], now: int, sent: dict[int, tuple[_Partition, list[_Sent]]]
