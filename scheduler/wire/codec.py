@@ -695,27 +695,30 @@ class FiredTaskBytes:
     one small object per schedule: at 1M schedules every byte here counts). Byte-identical to encode_fired
     (unit-tested)."""
 
-    __slots__ = ("head", "job_prefix", "data_bytes")
+    __slots__ = ("head", "job_prefix", "tail")
 
     def __init__(self, key: ScheduleKey, data: dict[str, str], head: bytes | None = None) -> None:
         self.head = key_bytes(key) if head is None else head  # head: key_bytes(key), when known already
-        self.job_prefix = f"{key.id}@"
-        self.data_bytes = (
+        self.job_prefix = f"{key.id}@".encode()
+        # what follows firedAt in a scheduled fire: data, then missed 0 and catchUp false
+        self.tail = (
             _zigzag(len(data))
             + b"".join(_avro_string(k) + _avro_string(v) for k, v in data.items())
-            + b"\x00"
+            + b"\x00\x00\x00"
             if data
-            else b"\x00"
+            else _NO_DATA_TAIL
         )
 
     def encode(self, due_at: int, fired_at: int, missed: int = 0, catch_up: bool = False) -> bytes:
+        job = self.job_prefix + str(due_at).encode()
         return b"".join(
             (
                 self.head,
-                _avro_string(self.job_prefix + str(due_at)),
+                _zigzag(len(job)),
+                job,
                 _zigzag(due_at),
                 _zigzag(fired_at),
-                self.data_bytes,
+                self.tail[:-2],  # (data)
                 _zigzag(missed),
                 b"\x01" if catch_up else b"\x00",
             )
@@ -726,8 +729,15 @@ class FiredTaskBytes:
         tail (missed 0, catchUp false). The punctuator builds them before the due instant, for many
         schedules of one instant in a row: the instant's own bytes are made once (_due_bytes)."""
         text, varint = _due_bytes(due_at)
-        job = self.job_prefix.encode() + text
-        return self.head + _zigzag(len(job)) + job + varint, self.data_bytes + b"\x00\x00"
+        prefix = self.job_prefix
+        n = len(prefix) + len(text)
+        return b"".join(
+            (self.head, _ONE_BYTE[n << 1] if n < 64 else _zigzag(n), prefix, text, varint)
+        ), self.tail
+
+
+#: a scheduled fire's bytes after firedAt when it has no data (one object for every such schedule)
+_NO_DATA_TAIL = b"\x00\x00\x00"
 
 
 @lru_cache(maxsize=64)

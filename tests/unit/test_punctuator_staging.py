@@ -17,13 +17,27 @@ from tests.unit.test_punctuator import T0, Harness, S, state
 pytestmark = pytest.mark.unit
 
 
+#: a name whose job id is 64 bytes or more: its length takes two bytes of varint
+LONG_NAME = "n" * 70
+
+
+@pytest.mark.parametrize("name", ["nightly/ü", LONG_NAME])
 @pytest.mark.parametrize("data", [{}, {"a": "b", "ü": "x" * 300}])
 @pytest.mark.parametrize(("due", "fired_at"), [(T0, T0), (T0, T0 + 3), (0, 1), (2**45, 2**45 + 99_999)])
-def test_fired_task_parts_around_fired_at_are_byte_identical_to_encode_fired(data, due, fired_at):
-    key = ScheduleKey("acme", "nightly/ü")
+def test_fired_task_parts_around_fired_at_are_byte_identical_to_encode_fired(name, data, due, fired_at):
+    key = ScheduleKey("acme", name)
     head, tail = FiredTaskBytes(key, data).parts(due)
     expected = encode_fired(FiredTask(key, f"{key.id}@{due}", due, fired_at, data))
     assert head + zigzag_long(fired_at) + tail == expected
+
+
+@pytest.mark.parametrize("name", ["nightly/ü", LONG_NAME])
+@pytest.mark.parametrize("data", [{}, {"a": "b", "ü": "x" * 300}])
+@pytest.mark.parametrize(("missed", "catch_up"), [(0, False), (3, True), (200, False)])
+def test_a_fired_task_encoded_whole_is_byte_identical_to_encode_fired(name, data, missed, catch_up):
+    key = ScheduleKey("acme", name)
+    value = FiredTaskBytes(key, data).encode(T0, T0 + 7, missed, catch_up)
+    assert value == encode_fired(FiredTask(key, f"{key.id}@{T0}", T0, T0 + 7, data, missed, catch_up))
 
 
 async def _stage(h: Harness, now: int) -> None:
