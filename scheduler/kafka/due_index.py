@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from rocksdict import WriteBatch
@@ -47,10 +48,13 @@ _MAX_DUE = 2**64 - 1
 
 
 def due_key(unit: TimeUnit, due: int, key: bytes, path: str, version: int) -> bytes:
-    return b"".join(
-        (PREFIX, _UNIT_BYTE[unit], min(max(due, 0), _MAX_DUE).to_bytes(8, "big"), key, path.encode(), b"\x00",
-         version.to_bytes(8, "big"))
-    )  # fmt: skip
+    return b"".join((_bound(unit, due), key, path.encode(), b"\x00", version.to_bytes(8, "big")))
+
+
+@lru_cache(maxsize=1024)
+def _bound(unit: TimeUnit, due: int) -> bytes:
+    """bound, remembered: the punctuator writes the index keys of many schedules due at one instant in a row."""
+    return bound(unit, due)
 
 
 def bound(unit: TimeUnit, due: int) -> bytes:
