@@ -794,8 +794,11 @@ class Punctuator:
                 observed += 1
                 value = item.head + zz + item.tail if item.tail is not None else item.head  # type: ignore[operator]
                 if self._send_batch is not None:
-                    owner = item.partition if per_partition else -1
-                    grouped.setdefault((item.entry.topic, owner), []).append((item, value))
+                    where = (item.entry.topic, item.partition if per_partition else -1)
+                    group = grouped.get(where)
+                    if group is None:
+                        group = grouped[where] = []
+                    group.append((item, value))
                     continue
                 topic = item.entry.topic
                 with owned_by(item.partition):
@@ -834,8 +837,19 @@ class Punctuator:
                 cached = item.entry.kafka_partition = (count, kafka_partition(item.key, count))
             records.append((item.key, value, cached[1]))
         futures = await self._send_batch(topic, records)
-        for (item, value), future in zip(group, futures, strict=True):
-            self._sent_one(item, _Sent(future, topic, item.key, value), sent)
+        bucket_of: int | None = None
+        bucket: list[_Sent] = []
+        for (item, value), future in zip(group, futures, strict=True):  # (_sent_one, inline: once per fire)
+            part = item.part
+            if item.final:
+                _forget(part, item.key, item.path, item.seq)
+            if item.partition != bucket_of:
+                bucket_of = item.partition
+                got = sent.get(bucket_of)
+                if got is None:
+                    got = sent[bucket_of] = (part, [])
+                bucket = got[1]
+            bucket.append(_Sent(future, topic, item.key, value))
             handled.append(item)
 
     @staticmethod
