@@ -77,6 +77,7 @@ def run_worker(settings: Settings) -> None:
         raise SystemExit(2) from None
     from scheduler.kafka.broker import wait_for_any
     from scheduler.kafka.group import leave_previous_members
+    from scheduler.worker.collector import tune_collector
     from scheduler.worker.liveness import LEFT_EXIT_CODE
 
     def say(text: str) -> None:
@@ -87,6 +88,7 @@ def run_worker(settings: Settings) -> None:
         raise SystemExit(LEFT_EXIT_CODE)  # (a supervisor starts it again: the broker may be back by then)
     # a crashed process's members would hold its partitions until their sessions end (kafka/group.py)
     leave_previous_members(settings.bootstrap_servers, settings.data_dir, settings.worker_groups(), say=say)
+    tune_collector()
     try:
         faust_runner(worker.faust_app, settings).execute_from_commandline()
     except SystemExit as exiting:

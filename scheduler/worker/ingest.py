@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import gc
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -48,6 +47,7 @@ from scheduler.kafka.broker import metadata_answers
 from scheduler.kafka.consumers import consumer_options
 from scheduler.kafka.transactions import PartitionGone, owned_by
 from scheduler.wire.codec import decode_json
+from scheduler.worker.collector import freeze_long_lived
 from scheduler.worker.failpoints import failpoint, make_deaf
 from scheduler.worker.flushes import ChangelogFlushes, offset_key
 from scheduler.worker.hops import Handler, safely
@@ -70,16 +70,6 @@ YIELD_EVERY = 100  # commands handled between two turns of the event loop (~10 m
 #: but commands keep going when the punctuator never rests)
 YIELD_TO_FIRES_S = 0.1
 FREEZE_AFTER = 5000  # commands applied since the last freeze_long_lived that call it while a flow goes on
-
-
-def freeze_long_lived() -> None:
-    """Put what lives now in the collector's permanent generation, never scanned again: the compiled
-    schedules and heap entries are hundreds of thousands of objects, and every full collection walked them
-    (110-120 ms at 100,000 schedules, every ~20 s, a burst of fires late behind it). Objects still free as
-    usual when unreferenced; the young generations are collected first, so only a cycle that was already
-    garbage in the oldest generation would stay for good."""
-    gc.collect(1)
-    gc.freeze()
 
 
 def consumer_broken(consumer: AIOKafkaConsumer) -> bool:
