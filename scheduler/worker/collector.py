@@ -4,8 +4,8 @@ A worker holds hundreds of thousands of long-lived objects (compiled schedules, 
 few short-lived ones per fire (a staged fire, its heap entry, what the producer is handed): with the
 collector's default thresholds (700, 10, 10) a worker firing 20,000 a second collected its youngest
 generation ~120 times a second and walked its oldest, where every heap entry lands that outlives a second,
-every few seconds: a quarter of the punctuator's CPU per fire (`python -m tests.bench.tick`; the benchmarks
-page, "The collector").
+every few seconds: a quarter to a third of the punctuator's CPU per fire (`python -m tests.bench.tick`; the
+benchmarks page, "Where a fire's CPU goes").
 """
 
 from __future__ import annotations

@@ -837,19 +837,8 @@ class Punctuator:
                 cached = item.entry.kafka_partition = (count, kafka_partition(item.key, count))
             records.append((item.key, value, cached[1]))
         futures = await self._send_batch(topic, records)
-        bucket_of: int | None = None
-        bucket: list[_Sent] = []
-        for (item, value), future in zip(group, futures, strict=True):  # (_sent_one, inline: once per fire)
-            part = item.part
-            if item.final:
-                _forget(part, item.key, item.path, item.seq)
-            if item.partition != bucket_of:
-                bucket_of = item.partition
-                got = sent.get(bucket_of)
-                if got is None:
-                    got = sent[bucket_of] = (part, [])
-                bucket = got[1]
-            bucket.append(_Sent(future, topic, item.key, value))
+        for (item, value), future in zip(group, futures, strict=True):
+            self._sent_one(item, _Sent(future, topic, item.key, value), sent)
             handled.append(item)
 
     @staticmethod
