@@ -46,6 +46,10 @@ from scheduler.domain.triggers.kinds import (
     trigger_to_avro,
 )
 from scheduler.wire.avro_reader import AvroReader, Defer
+from scheduler.wire.avro_writer import ONE_BYTE as _ONE_BYTE
+from scheduler.wire.avro_writer import avro_string as _avro_string
+from scheduler.wire.avro_writer import zigzag as _zigzag
+from scheduler.wire.command_writer import write_time_command
 
 __all__ = ["program_from_avro", "program_to_avro", "trigger_from_avro", "trigger_to_avro"]
 
@@ -336,6 +340,13 @@ def decode_schedule(data: bytes) -> Schedule:
 
 
 def encode_command(cmd: ScheduleCommand) -> bytes:
+    fast = write_time_command(
+        cmd, _symbols()
+    )  # (by hand what it can: a cron or frequency schedule's INSERT, a DELETE)
+    return fast if fast is not None else _avro_command(cmd)
+
+
+def _avro_command(cmd: ScheduleCommand) -> bytes:
     return encode(
         "ScheduleCommand",
         {
@@ -654,21 +665,6 @@ def encode_fired(f: FiredTask) -> bytes:
     )
 
 
-def _zigzag(n: int) -> bytes:
-    n = (n << 1) ^ (n >> 63)
-    if n < 0x80:
-        return _ONE_BYTE[n]
-    out = bytearray()
-    while n & ~0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
-
-
 def _skip_long(data: bytes, pos: int) -> int:
     """Where the varint at `pos` ends."""
     while data[pos] & 0x80:
@@ -683,11 +679,6 @@ def _skip_string(data: bytes, pos: int) -> int:
     for i, b in enumerate(data[pos:end]):
         n |= (b & 0x7F) << (7 * i)
     return end + ((n >> 1) ^ -(n & 1))
-
-
-def _avro_string(s: str) -> bytes:
-    b = s.encode()
-    return _zigzag(len(b)) + b
 
 
 class FiredTaskBytes:
