@@ -33,7 +33,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -274,24 +274,33 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    from scheduler.kafka.kafka_server import KAFKA_VERSION, KafkaCluster
+@contextlib.contextmanager
+def one_kafka(prefix: str) -> Iterator[tuple[Path, str]]:
+    """A temporary directory with one Apache Kafka node (KRaft) in it: (the directory, its bootstrap);
+    both gone after."""
+    from scheduler.kafka.kafka_server import KafkaCluster
 
-    work = Path(tempfile.mkdtemp(prefix="delayed-bench-"))
-    rows: list[dict[str, Any]] = []
+    work = Path(tempfile.mkdtemp(prefix=prefix))
     try:
         with KafkaCluster(work / "kafka", nodes=1, heap_mb=1024) as cluster:
-            bootstrap = cluster.bootstrap_servers
-            for n in args.n:
-                for kill in [False, True] if args.kill else [False]:
-                    sides: list[Any] = [] if args.only == "etf1" else [_Ours(bootstrap, work / f"{n}-{kill}")]
-                    if args.etf1 is not None and args.only != "ours":
-                        sides.append(_Etf1(bootstrap, work / f"{n}-{kill}", args.etf1))
-                    for side in sides:
-                        rows.append(await side_run(side, bootstrap, n, args.window, kill))
-                        print(table(rows[-1:]).splitlines()[-1], flush=True)
+            yield work, cluster.bootstrap_servers
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    from scheduler.kafka.kafka_server import KAFKA_VERSION
+
+    rows: list[dict[str, Any]] = []
+    with one_kafka("delayed-bench-") as (work, bootstrap):
+        for n in args.n:
+            for kill in [False, True] if args.kill else [False]:
+                sides: list[Any] = [] if args.only == "etf1" else [_Ours(bootstrap, work / f"{n}-{kill}")]
+                if args.etf1 is not None and args.only != "ours":
+                    sides.append(_Etf1(bootstrap, work / f"{n}-{kill}", args.etf1))
+                for side in sides:
+                    rows.append(await side_run(side, bootstrap, n, args.window, kill))
+                    print(table(rows[-1:]).splitlines()[-1], flush=True)
     command = f"python -m tests.bench.delayed --n {' '.join(map(str, args.n))} --window {args.window}"
     command += (" --kill" if args.kill else "") + (" --etf1 PATH" if args.etf1 else "")
     return results(command, f"Apache Kafka {KAFKA_VERSION} (1 node); ours with transactions", rows)

@@ -19,15 +19,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from tests.bench.delayed import PARTITIONS, _Ours, results, write
+from tests.bench.delayed import PARTITIONS, _Ours, one_kafka, results, write
 from tests.bench.run import now_ms
 
 CHUNK = 100_000  # records built and produced at a time (the bench's own memory stays flat)
@@ -159,21 +157,13 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    from scheduler.kafka.kafka_server import KAFKA_VERSION, KafkaCluster
+    from scheduler.kafka.kafka_server import KAFKA_VERSION
 
-    work = Path(tempfile.mkdtemp(prefix="delayed-pending-"))
     rows: list[dict[str, Any]] = []
-    try:
-        with KafkaCluster(work / "kafka", nodes=1, heap_mb=1024) as cluster:
-            for n in args.n:
-                rows.append(
-                    await pending_run(
-                        cluster.bootstrap_servers, work / "kafka", work / str(n), n, args.payload
-                    )
-                )
-                print(table(rows[-1:]).splitlines()[-1], flush=True)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    with one_kafka("delayed-pending-") as (work, bootstrap):
+        for n in args.n:
+            rows.append(await pending_run(bootstrap, work / "kafka", work / str(n), n, args.payload))
+            print(table(rows[-1:]).splitlines()[-1], flush=True)
     command = (
         f"python -m tests.bench.delayed_pending --n {' '.join(map(str, args.n))} --payload {args.payload}"
     )

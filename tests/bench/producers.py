@@ -27,10 +27,8 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -39,7 +37,7 @@ from typing import Any
 
 import psutil
 
-from tests.bench.delayed import results, write
+from tests.bench.delayed import one_kafka, results, write
 
 PARTITIONS = 8
 SIDES = ("aiokafka", "confluent")
@@ -210,38 +208,33 @@ def run_side(bootstrap: str, topic: str, side: str, mode: str, args: argparse.Na
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    from scheduler.kafka.kafka_server import KAFKA_VERSION, KafkaCluster
+    from scheduler.kafka.kafka_server import KAFKA_VERSION
     from scheduler.kafka.producer import TopicCreator
 
-    work = Path(tempfile.mkdtemp(prefix="bench-producers-"))
     rows: list[dict[str, Any]] = []
-    try:
-        with KafkaCluster(work / "kafka", nodes=1, heap_mb=1024) as cluster:
-            bootstrap = cluster.bootstrap_servers
-            for mode in args.modes:
-                for side in args.sides:
-                    best: dict[str, Any] | None = None
-                    for _ in range(args.rounds):
-                        topic = f"bench-{side}-{mode}-{uuid.uuid4().hex[:6]}"
-                        await TopicCreator(bootstrap, PARTITIONS, 1).ensure(topic)
-                        got = await asyncio.to_thread(run_side, bootstrap, topic, side, mode, args)
-                        row = {
-                            "side": side,
-                            "mode": mode,
-                            "records": args.records,
-                            "per_tick": args.per_tick,
-                            "value_bytes": args.value_bytes,
-                            "records_per_s": round(args.records / got["wall_s"]),
-                            "cpu_us_per_record": round(got["cpu_s"] / args.records * 1e6, 2),
-                            "counted": await count_committed(bootstrap, topic),
-                        }
-                        if best is None or row["cpu_us_per_record"] < best["cpu_us_per_record"]:
-                            best = row
-                    assert best is not None
-                    rows.append(best)
-                    print(table([best]).splitlines()[-1], flush=True)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    with one_kafka("bench-producers-") as (_, bootstrap):
+        for mode in args.modes:
+            for side in args.sides:
+                best: dict[str, Any] | None = None
+                for _ in range(args.rounds):
+                    topic = f"bench-{side}-{mode}-{uuid.uuid4().hex[:6]}"
+                    await TopicCreator(bootstrap, PARTITIONS, 1).ensure(topic)
+                    got = await asyncio.to_thread(run_side, bootstrap, topic, side, mode, args)
+                    row = {
+                        "side": side,
+                        "mode": mode,
+                        "records": args.records,
+                        "per_tick": args.per_tick,
+                        "value_bytes": args.value_bytes,
+                        "records_per_s": round(args.records / got["wall_s"]),
+                        "cpu_us_per_record": round(got["cpu_s"] / args.records * 1e6, 2),
+                        "counted": await count_committed(bootstrap, topic),
+                    }
+                    if best is None or row["cpu_us_per_record"] < best["cpu_us_per_record"]:
+                        best = row
+                assert best is not None
+                rows.append(best)
+                print(table([best]).splitlines()[-1], flush=True)
     command = (
         f"python -m tests.bench.producers --records {args.records} --per-tick {args.per_tick} "
         f"--value-bytes {args.value_bytes} --rounds {args.rounds}"
