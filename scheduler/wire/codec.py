@@ -46,7 +46,9 @@ from scheduler.domain.triggers.kinds import (
     trigger_to_avro,
 )
 from scheduler.wire.avro_reader import AvroReader, Defer
+from scheduler.wire.avro_writer import NULL as _NULL
 from scheduler.wire.avro_writer import ONE_BYTE as _ONE_BYTE
+from scheduler.wire.avro_writer import avro_map
 from scheduler.wire.avro_writer import avro_string as _avro_string
 from scheduler.wire.avro_writer import zigzag as _zigzag
 from scheduler.wire.command_writer import write_time_command
@@ -340,9 +342,8 @@ def decode_schedule(data: bytes) -> Schedule:
 
 
 def encode_command(cmd: ScheduleCommand) -> bytes:
-    fast = write_time_command(
-        cmd, _symbols()
-    )  # (by hand what it can: a cron or frequency schedule's INSERT, a DELETE)
+    # (written by hand where it can: a cron or frequency schedule's INSERT or UPDATE, a command without one)
+    fast = write_time_command(cmd, _symbols())
     return fast if fast is not None else _avro_command(cmd)
 
 
@@ -572,9 +573,6 @@ def encode_state(st: ScheduleState, schedule_avro: bytes | None = None) -> bytes
     return b"".join((schedule_avro, created, updated, active, _zigzag(st.version), paused, fires))
 
 
-_NULL = b"\x00"  # (a union's null branch)
-
-
 def _encode_paused(p: Paused) -> bytes:
     """The `paused` union's record branch (1), as the Avro writer writes it."""
     out = [b"\x02"]
@@ -692,13 +690,7 @@ class FiredTaskBytes:
         self.head = key_bytes(key) if head is None else head  # head: key_bytes(key), when known already
         self.job_prefix = f"{key.id}@".encode()
         # what follows firedAt in a scheduled fire: data, then missed 0 and catchUp false
-        self.tail = (
-            _zigzag(len(data))
-            + b"".join(_avro_string(k) + _avro_string(v) for k, v in data.items())
-            + b"\x00\x00\x00"
-            if data
-            else _NO_DATA_TAIL
-        )
+        self.tail = avro_map(data) + b"\x00\x00" if data else _NO_DATA_TAIL
 
     def encode(self, due_at: int, fired_at: int, missed: int = 0, catch_up: bool = False) -> bytes:
         job = self.job_prefix + str(due_at).encode()
@@ -756,14 +748,7 @@ class TaskDefinitionBytes:
         self.value_head = b"".join(
             (self.head, b"\x00", frequency, _avro_string(schedule.topic), b"\x02")  # action INSERT; start:
         )
-        self.value_tail = (
-            b"\x02"
-            + _zigzag(len(data))
-            + b"".join(_avro_string(k) + _avro_string(v) for k, v in data.items())
-            + b"\x00"
-            if data
-            else b"\x00"  # data null
-        )
+        self.value_tail = b"\x02" + avro_map(data) if data else b"\x00"  # (data: null when empty)
 
     def encode(self, due_at: int, fired_at: int = 0, missed: int = 0, catch_up: bool = False) -> bytes:
         return self.value_head + _zigzag(due_at) + self.value_tail
