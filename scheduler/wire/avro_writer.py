@@ -6,6 +6,8 @@ from __future__ import annotations
 NULL = b"\x00"  # a union's null branch (its first), an empty map or array, false, a zero
 #: the Avro long of 0..63 (one byte): a short length, a small enum index
 ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+#: the range of an Avro int (checked before a value is written as one or read as one is trusted)
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 
 
 def zigzag(n: int) -> bytes:

@@ -46,6 +46,8 @@ from scheduler.domain.triggers.kinds import (
     trigger_to_avro,
 )
 from scheduler.wire.avro_reader import AvroReader, Defer
+from scheduler.wire.avro_writer import INT_MAX as _INT_MAX
+from scheduler.wire.avro_writer import INT_MIN as _INT_MIN
 from scheduler.wire.avro_writer import NULL as _NULL
 from scheduler.wire.avro_writer import ONE_BYTE as _ONE_BYTE
 from scheduler.wire.avro_writer import avro_map
@@ -497,7 +499,6 @@ def _read_time_schedule(r: AvroReader, sym: _Symbols, key: ScheduleKey | None = 
     )
 
 
-_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 _ZEROS = bytes(13)
 
 

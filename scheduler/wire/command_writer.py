@@ -12,6 +12,8 @@ from operator import attrgetter
 from typing import Any
 
 from scheduler.domain.model import CronTrigger, FrequencyTrigger, Schedule, ScheduleCommand
+from scheduler.wire.avro_writer import INT_MAX as _INT_MAX
+from scheduler.wire.avro_writer import INT_MIN as _INT_MIN
 from scheduler.wire.avro_writer import NULL as _NULL
 from scheduler.wire.avro_writer import avro_map as _map
 from scheduler.wire.avro_writer import avro_string as _string
@@ -22,7 +24,6 @@ _SECOND = b"\x02"  # a union's second branch
 _BEFORE_OUTPUT = bytes(5)
 #: notBefore .. overlap at their defaults (see codec._read_time_schedule)
 _AFTER_OUTPUT = bytes(13)
-_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 #: the fields this writer writes; every other one must be at its default (a field added later is too, so a
 #: schedule that sets it goes to fastavro; its bytes at the default are the unit tests' to catch)
 _WRITTEN = {"key", "trigger", "topic", "data", "enabled", "catch_up", "catch_up_window_ms", "output"}
