@@ -41,6 +41,7 @@ from scheduler.kafka.partitioner import kafka_partition
 from scheduler.kafka.transactions import PartitionGone, owned_by
 from scheduler.wire.codec import fire_bytes, zigzag_long
 from scheduler.wire.messages import TriggerFired
+from scheduler.worker.armed import Armed, Instant
 from scheduler.worker.counters import FireCounts, count_missed
 
 log = logging.getLogger(__name__)
@@ -108,10 +109,21 @@ CLOCK_JUMP_MS = 1_000
 
 @dataclass(slots=True)
 class _Sent:
+    """Records handed to the producer with one future for them all: a batch's (the records of one schedule
+    partition in it), or a record's own. A record is (key, value, its partition on the topic; -1: the
+    producer's partitioner)."""
+
     future: asyncio.Future[object]
     topic: str
-    key: bytes
-    value: bytes
+    records: list[tuple[bytes, bytes, int]]
+
+
+def _one(future: asyncio.Future[object], topic: str, key: bytes, value: bytes) -> _Sent:
+    return _Sent(future, topic, [(key, value, -1)])
+
+
+def _count(sent: list[_Sent]) -> int:
+    return sum(len(s.records) for s in sent)
 
 
 @dataclass(slots=True)
@@ -193,9 +205,7 @@ def index_entries(
 
 @dataclass
 class _Partition:
-    heaps: dict[TimeUnit, list[tuple[int, int, bytes, str]]] = field(
-        default_factory=lambda: {u: [] for u in TimeUnit}
-    )
+    heaps: dict[TimeUnit, Armed] = field(default_factory=lambda: {u: Armed() for u in TimeUnit})
     # schedule key -> time-trigger path -> (seq, due) of its valid heap entry (what is in memory)
     live: dict[bytes, dict[str, tuple[int, int]]] = field(default_factory=dict)
     compiled: dict[bytes, _Compiled] = field(default_factory=dict)  # the schedules of the entries in memory
@@ -518,8 +528,11 @@ class Punctuator:
 
     def _push(self, part: _Partition, unit: TimeUnit, key: bytes, path: str, due: int) -> None:
         seq = next(self._seq)
-        part.live.setdefault(key, {})[path] = (seq, due)
-        heapq.heappush(part.heaps[unit], (due, seq, key, path))
+        paths = part.live.get(key)  # (not setdefault: its default would be a dict made per fire)
+        if paths is None:
+            paths = part.live[key] = {}
+        paths[path] = (seq, due)
+        part.heaps[unit].push(due, seq, key, path)
         planned = self._planned_wake[unit]
         if planned is None or due < planned:
             self._wakeup[unit].set()
@@ -563,7 +576,7 @@ class Punctuator:
                 catch_up=catch_up,
             ).encode()
         with owned_by(partition):
-            return _Sent(await self._send(topic, key, value), topic, key, value)
+            return _one(await self._send(topic, key, value), topic, key, value)
 
     async def tick(self, unit: TimeUnit) -> None:
         """Fire every schedule of `unit` due at or before now, in every owned partition."""
@@ -591,73 +604,89 @@ class Punctuator:
         limit: int | None,
         writes: dict[int, list[tuple[bytes, bytes | None]]],
     ) -> int:
-        dues, by_due = self._staged[unit]
         taken = 0
         jump = self._jumps.get(unit)
         heads = [(part.heaps[unit], partition, part) for partition, part in self._parts.items()]
-        # The partitions' heaps merged: the earliest head first, the first partition's on a tie. The heap
-        # taken from stays the one while its head comes before `rival`, the others' earliest (only its own
-        # heap changes meanwhile: what is taken re-arms into its partition's), so the heads are compared
-        # once per run of one partition's entries, not once per entry.
-        best: tuple[list[tuple[int, int, bytes, str]], int, _Partition] | None = None
-        best_at = 0
-        rival: tuple[int, int] | None = None
+        # The partitions' armed entries merged: the earliest instant first, the first partition's on a tie,
+        # an instant of one partition taken whole (what is taken re-arms later: it never joins the instant
+        # being taken; what a command arms meanwhile at that instant is taken after it, as its seq is).
         while limit is None or taken < limit:
-            if best is not None and (
-                not best[0]
-                or (top := best[0][0][0]) > until
-                or (rival is not None and (top, best_at) > rival)
-            ):
-                best = None
-            if best is None:
-                due_heads = sorted(
-                    (h[0][0][0], i) for i, h in enumerate(heads) if h[0] and h[0][0][0] <= until
-                )
-                if not due_heads:
-                    break
-                best_at = due_heads[0][1]
-                best, rival = heads[best_at], (due_heads[1] if len(due_heads) > 1 else None)
-            heap, partition, part = best
-            due, seq, key, path = heapq.heappop(heap)
-            taken += 1
-            if _seq_of(part, key, path) != seq:
-                continue  # superseded by an update, disabled or deleted
-            try:
-                entry = part.compiled.get(key) or self._compile_loaded(part, partition, key)
-            except Unreadable:
-                heapq.heappush(heap, (due, seq, key, path))  # (not fired: kept for when it is readable)
-                raise
-            trigger = None if entry is None else entry.leaf(path)
-            if entry is None or (trigger is None and path not in entry.elapsed):
-                part.live.pop(key, None)
-                continue
-            if jump is not None and trigger is not None and jump[0] < due <= jump[1]:
-                await self._jumped_over(
-                    unit, partition, part, key, path, entry, trigger, due, jump[1], writes
-                )
-                best = None  # (the loop turned meanwhile: any heap may have changed)
-                continue
-            stays = False  # its next due is held in memory too (an elapsed trigger is re-armed by its agent)
-            if trigger is not None:  # its index entry moves on: the next due now (this one: see _drop_fired)
-                nxt = trigger.next_due(due)
-                if nxt is not None:
-                    stays = self._moved(partition, part, unit, key, path, entry.version, nxt, writes)
-            if entry.calendars and trigger is not None and self.is_excluded(entry, due):
-                if not stays:
-                    _forget(part, key, path, seq)
-                continue
-            if not stays and trigger is not None:  # leaves memory once fired: the loader takes its next due
-                part.live[key][path] = (seq, _LEAVING)
-            head, tail = entry.parts(due) if entry.parts is not None else (None, None)
-            item = _Staged(partition, part, key, path, entry, seq, trigger is None, not stays, head, tail)
-            at_due = by_due.get(due)
-            if at_due is None:
-                at_due = by_due[due] = []
-                heapq.heappush(dues, due)
-            at_due.append(item)
+            found, found_at = None, 0
+            for i, head in enumerate(heads):
+                dues_of = head[0].dues
+                if dues_of and dues_of[0] <= until and (found is None or dues_of[0] < found):
+                    found, found_at = dues_of[0], i
+            if found is None:
+                break
+            armed, partition, part = heads[found_at]
+            due, instant = armed.take()
+            if limit is not None and len(instant) > limit - taken:
+                armed.put_back(due, instant.cut(limit - taken))
+            taken += len(instant)
+            await self._stage_instant(unit, armed, partition, part, due, instant, jump, writes)
         if jump is not None and limit is None and until >= jump[1]:
             del self._jumps[unit]  # every due of the span was taken
         return taken
+
+    async def _stage_instant(
+        self,
+        unit: TimeUnit,
+        armed: Armed,
+        partition: int,
+        part: _Partition,
+        due: int,
+        instant: Instant,
+        jump: tuple[int, int] | None,
+        writes: dict[int, list[tuple[bytes, bytes | None]]],
+    ) -> None:
+        """Stage a partition's entries of one instant, taken off `armed` (what a failure leaves is put back)."""
+        dues, by_due = self._staged[unit]
+        at_due: list[_Staged] | None = None
+        at = 0
+        try:
+            for seq, key, path in zip(instant.seqs, instant.keys, instant.paths):
+                at += 1
+                if _seq_of(part, key, path) != seq:
+                    continue  # superseded by an update, disabled or deleted
+                try:
+                    entry = part.compiled.get(key) or self._compile_loaded(part, partition, key)
+                except Unreadable:
+                    at -= 1  # (not fired: kept for when it is readable)
+                    raise
+                trigger = None if entry is None else entry.leaf(path)
+                if entry is None or (trigger is None and path not in entry.elapsed):
+                    part.live.pop(key, None)
+                    continue
+                if jump is not None and trigger is not None and jump[0] < due <= jump[1]:
+                    await self._jumped_over(
+                        unit, partition, part, key, path, entry, trigger, due, jump[1], writes
+                    )
+                    continue
+                # stays: its next due is in memory too (an elapsed trigger is re-armed by its agent); a
+                # time trigger's index entry moves on to its next due now (this one's: see _drop_fired)
+                stays = False
+                if trigger is not None:
+                    nxt = trigger.next_due(due)
+                    if nxt is not None:
+                        stays = self._moved(partition, part, unit, key, path, entry.version, nxt, writes)
+                if entry.calendars and trigger is not None and self.is_excluded(entry, due):
+                    if not stays:
+                        _forget(part, key, path, seq)
+                    continue
+                if not stays and trigger is not None:  # leaves memory once fired: the loader arms the next
+                    part.live[key][path] = (seq, _LEAVING)
+                head, tail = entry.parts(due) if entry.parts is not None else (None, None)
+                item = _Staged(partition, part, key, path, entry, seq, trigger is None, not stays, head, tail)
+                if at_due is None:
+                    at_due = by_due.get(due)
+                    if at_due is None:
+                        at_due = by_due[due] = []
+                        heapq.heappush(dues, due)
+                at_due.append(item)
+        finally:  # (a failure keeps what was not taken yet armed, as it was)
+            if at < len(instant):
+                armed.put_back(due, instant.cut(at))
+            armed.recycle(instant)
 
     def _moved(
         self,
@@ -673,7 +702,10 @@ class Punctuator:
         """A time trigger's next due: into the index (written at the end of the stage), and into memory when
         the horizon holds it already. Returns whether it is in memory."""
         raw = due_key(unit, nxt, key, path, version)
-        writes.setdefault(partition, []).append((raw, b""))
+        batch = writes.get(partition)
+        if batch is None:
+            batch = writes[partition] = []
+        batch.append((raw, b""))
         loaded = part.loaded[unit]
         if raw < loaded or nxt <= _loaded_until(loaded) + KEEP_MS:  # (the loader skips it: same due)
             self._push(part, unit, key, path, nxt)
@@ -802,7 +834,7 @@ class Punctuator:
                     continue
                 topic = item.entry.topic
                 with owned_by(item.partition):
-                    one = _Sent(await self._send(topic, item.key, value), topic, item.key, value)
+                    one = _one(await self._send(topic, item.key, value), topic, item.key, value)
                 self._sent_one(item, one, sent)
                 handled.append(item)
             if observed:
@@ -826,7 +858,7 @@ class Punctuator:
         if count is None or self._send_batch is None:
             for item, value in group:
                 self._sent_one(
-                    item, _Sent(await self._send(topic, item.key, value), topic, item.key, value), sent
+                    item, _one(await self._send(topic, item.key, value), topic, item.key, value), sent
                 )
                 handled.append(item)
             return
@@ -837,8 +869,16 @@ class Punctuator:
                 cached = item.entry.kafka_partition = (count, kafka_partition(item.key, count))
             records.append((item.key, value, cached[1]))
         futures = await self._send_batch(topic, records)
-        for (item, value), future in zip(group, futures, strict=True):
-            self._sent_one(item, _Sent(future, topic, item.key, value), sent)
+        # one _Sent per batch and schedule partition (the records of a batch share its future)
+        current: dict[int, _Sent] = {}
+        for (item, _), record, future in zip(group, records, futures, strict=True):
+            one = current.get(item.partition)
+            if one is None or one.future is not future:
+                one = current[item.partition] = _Sent(future, topic, [])
+                self._sent_one(item, one, sent)
+            elif item.final:
+                _forget(item.part, item.key, item.path, item.seq)
+            one.records.append(record)
             handled.append(item)
 
     @staticmethod
@@ -889,7 +929,7 @@ class Punctuator:
 
     def _record(self, unit: TimeUnit, sent: dict[int, tuple[_Partition, list[_Sent]]], tick_ms: int) -> None:
         for part, futures in sent.values():
-            self.stats.fires_by_unit[unit] += len(futures)
+            self.stats.fires_by_unit[unit] += _count(futures)
             part.inflight[unit].append((tick_ms, futures))
             if tick_ms > part.high.get(unit, tick_ms - 1):
                 part.high[unit] = tick_ms
@@ -993,7 +1033,7 @@ class Punctuator:
         return staged[0] if staged else None
 
     def _earliest(self, unit: TimeUnit) -> int | None:
-        dues = [part.heaps[unit][0][0] for part in self._parts.values() if part.heaps[unit]]
+        dues = [part.heaps[unit].dues[0] for part in self._parts.values() if part.heaps[unit].dues]
         return min(dues) if dues else None
 
     async def run_timer(self, unit: TimeUnit, idle_s: float = 1.0) -> None:
@@ -1105,11 +1145,14 @@ class Punctuator:
                     tick_ms, sent = inflight[0]
                     failed = [s for s in sent if s.future.cancelled() or s.future.exception() is not None]
                     if failed:
-                        self.stats.failed_sends += len(failed)
+                        self.stats.failed_sends += _count(failed)
                         log.warning(
-                            "resending %d unacknowledged fires of partition %d", len(failed), partition
+                            "resending %d unacknowledged fires of partition %d", _count(failed), partition
                         )
-                        inflight[0] = (tick_ms, [await self._resend(s) for s in failed])
+                        inflight[0] = (
+                            tick_ms,
+                            [await self._resend(one, r) for one in failed for r in one.records],
+                        )
                         break
                     inflight.popleft()
                     acked = tick_ms
@@ -1133,9 +1176,10 @@ class Punctuator:
         await self.flush_progress()
 
     async def _resend(
-        self, sent: _Sent
+        self, sent: _Sent, record: tuple[bytes, bytes, int]
     ) -> _Sent:  # (never transactional: a failed transaction is redone whole)
-        return _Sent(await self._send(sent.topic, sent.key, sent.value), sent.topic, sent.key, sent.value)
+        key, value, _ = record
+        return _one(await self._send(sent.topic, key, value), sent.topic, key, value)
 
     async def run_progress(self, interval_s: float) -> None:
         while True:

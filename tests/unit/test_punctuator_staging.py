@@ -144,10 +144,16 @@ class BatchHarness(Harness):
             raise RuntimeError("producer buffer full")
         self.batches.append((topic, records))
         futures = []
-        for key, value, _ in records:
+        batch: dict[int, asyncio.Future[object]] = {}  # one future per partition's batch, as the producer's
+        for key, value, partition in records:
             self.sent.append((topic, key, value))
-            fut = asyncio.get_running_loop().create_future()
-            fut.set_result(None)
+            fut = batch.get(partition)
+            if fut is None:
+                fut = batch[partition] = asyncio.get_running_loop().create_future()
+                if self.mode == "fail":
+                    fut.set_exception(RuntimeError("not acknowledged"))
+                else:
+                    fut.set_result(None)
             futures.append(fut)
         return futures
 
@@ -164,6 +170,25 @@ async def test_a_burst_goes_to_the_producer_as_one_batch_per_topic_partitioned_l
     assert [t for t, _, _ in h.sent].count("elsewhere") == 1  # an unknown topic: one by one
     await h.punctuator.flush_progress()
     assert h.saved[-1] == (0, S, T0 + 1)
+
+
+async def test_a_failed_batch_is_sent_again_record_by_record_and_the_watermarks_wait_for_it():
+    """The records of a batch share its future, and a batch holds fires of several schedule partitions: each
+    fire of a failed batch is sent again once, its own partition's watermark waiting for it."""
+    h = BatchHarness(T0 - 1)
+    for p in (0, 1):
+        await h.assign(p, [state(f"p{p}-{i}") for i in range(12)], {S: T0 - 1})
+    h.mode = "fail"
+    await h.tick_at(T0 + 1)
+    first = list(h.sent)
+    assert len(first) == 24 and len({p for _, records in h.batches for _, _, p in records}) > 1
+    assert h.punctuator.stats.fires_by_unit[S] == 24
+    h.mode = "ack"
+    await h.punctuator.flush_progress()  # the failed fires resent, one by one
+    assert h.saved == [] and h.punctuator.stats.failed_sends == 24
+    assert sorted(h.sent[24:]) == sorted(first)  # each once, the same bytes
+    await h.punctuator.flush_progress()
+    assert sorted(h.saved) == [(0, S, T0 + 1), (1, S, T0 + 1)]
 
 
 async def test_a_batch_the_producer_refuses_stays_staged_and_fires_on_the_next_round():
@@ -202,7 +227,7 @@ async def test_staging_in_chunks_takes_the_earliest_of_every_partition_first_and
     while await h.punctuator._stage(S, until, 5):
         chunks += 1
         dues, by_due = h.punctuator._staged[S]
-        left = [d for part in h.punctuator._parts.values() for d, *_ in part.heaps[S] if d <= until]
+        left = [d for part in h.punctuator._parts.values() for d, *_ in part.heaps[S].entries() if d <= until]
         assert not left or max(by_due) <= min(left), (sorted(by_due), sorted(left)[:5])
     _, by_due = h.punctuator._staged[S]
     for due, items in by_due.items():
@@ -254,3 +279,29 @@ async def test_a_backlog_fires_oldest_first_while_it_is_loaded_never_past_what_e
     assert sorted((f.key.name, f.due_at) for f in fired) == sorted(expected)  # each once
     assert [f.due_at for f in fired] == sorted(f.due_at for f in fired)  # oldest first
     assert loaded_at_send[0] < T0 + 5_000  # the first fired when little of the backlog was loaded
+
+
+async def test_a_failure_while_an_instant_is_staged_keeps_its_entries_not_taken_yet_armed():
+    """An instant's entries are taken off together: one that raises while staged (here its calendar's check)
+    leaves the ones after it armed, and they fire at the next tick."""
+    h = Harness(T0 - 1)
+    calendared = [
+        dataclasses.replace(st, schedule=dataclasses.replace(st.schedule, exclude_calendars=("holidays",)))
+        for st in (state(n) for n in "abcd")
+    ]
+    await h.assign(0, calendared, {S: T0 - 1})
+    calls = []
+
+    def excluded(tenant: str, names: tuple[str, ...], instant: int) -> str | None:
+        calls.append(instant)
+        if len(calls) == 1:
+            raise RuntimeError("calendar table unreadable")
+        return None
+
+    h.punctuator._excluded = excluded
+    h.clock.now = T0 + 1
+    with pytest.raises(RuntimeError):
+        await h.punctuator.tick(S)
+    assert h.sent == []
+    fires = await h.tick_at(T0 + 2)
+    assert sorted((f.key.name, f.due_at) for f in fires) == [("b", T0), ("c", T0), ("d", T0)]
