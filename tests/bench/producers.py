@@ -85,7 +85,9 @@ async def _aiokafka(
                 for producer in producers:
                     await begin(producer.kafka_producer)
                 for p, producer in enumerate(producers):
-                    await producer.send_batch(topic, [(*records[i], p) for i in tick if i % PARTITIONS == p])
+                    # (its records, those with i % PARTITIONS == p: a step through the tick, not a scan of it)
+                    mine = tick[(p - tick.start) % PARTITIONS :: PARTITIONS]
+                    await producer.send_batch(topic, [(*records[i], p) for i in mine])
                 await asyncio.gather(*(_commit(producer) for producer in producers))
             else:
                 futures = await producers[0].send_batch(topic, [(*records[i], i % PARTITIONS) for i in tick])
