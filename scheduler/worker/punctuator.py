@@ -1033,7 +1033,7 @@ class Punctuator:
         return staged[0] if staged else None
 
     def _earliest(self, unit: TimeUnit) -> int | None:
-        dues = [part.heaps[unit].dues[0] for part in self._parts.values() if part.heaps[unit].dues]
+        dues = [due for part in self._parts.values() if (due := part.heaps[unit].first()) is not None]
         return min(dues) if dues else None
 
     async def run_timer(self, unit: TimeUnit, idle_s: float = 1.0) -> None:
