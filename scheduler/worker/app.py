@@ -66,6 +66,7 @@ from scheduler.worker.event_routing import EventRouting
 from scheduler.worker.failpoints import failing_reads
 from scheduler.worker.flushes import offset_record
 from scheduler.worker.freeze import FreezeGuard
+from scheduler.worker.held import Unreadable, index_writes
 from scheduler.worker.hops import agent
 from scheduler.worker.ingest import CommandIngest
 from scheduler.worker.job_queue import JobQueueAgent
@@ -79,7 +80,7 @@ from scheduler.worker.liveness import (
 from scheduler.worker.notifier import Notifications
 from scheduler.worker.ownership import Ownership
 from scheduler.worker.programs import ProgramRegistry
-from scheduler.worker.punctuator import Punctuator, Unreadable, index_writes, monotonic_ms, wall_clock_ms
+from scheduler.worker.punctuator import Punctuator, monotonic_ms, wall_clock_ms
 from scheduler.worker.retention import Retention
 from scheduler.worker.sensors import Sensors
 from scheduler.worker.trigger_agent import (

@@ -32,9 +32,9 @@ from scheduler.kafka.transactions import PartitionGone
 from scheduler.wire.codec import decode
 from scheduler.worker.collector import freeze_long_lived
 from scheduler.worker.failpoints import maybe_freeze_at_assignment, maybe_hang_take_up, maybe_slow_take_up
+from scheduler.worker.held import Unreadable
 from scheduler.worker.liveness import Membership, not_serving_because
 from scheduler.worker.ports import OwnerPort
-from scheduler.worker.punctuator import Unreadable
 
 log = logging.getLogger(__name__)
 

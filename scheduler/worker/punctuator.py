@@ -28,59 +28,55 @@ import heapq
 import itertools
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
 
-from scheduler.domain.model import ElapsedTrigger, ScheduleState, TimeUnit, trigger_leaves
+from scheduler.domain.model import ScheduleState, TimeUnit
 from scheduler.domain.triggers import plan_catch_up
 from scheduler.domain.triggers.base import TimeTrigger
-from scheduler.domain.triggers.progress import SLA_PATH
-from scheduler.kafka.due_index import COMPLETE, Due, DueIndex, bound, due_key, elapsed_key
+from scheduler.kafka.due_index import COMPLETE, DueIndex, bound, due_key, elapsed_key
 from scheduler.kafka.partitioner import kafka_partition
 from scheduler.kafka.transactions import PartitionGone, owned_by
-from scheduler.wire.codec import fire_bytes, zigzag_long
+from scheduler.wire.codec import zigzag_long
 from scheduler.wire.messages import TriggerFired
 from scheduler.worker.armed import Armed, Instant
 from scheduler.worker.counters import FireCounts, count_missed
+from scheduler.worker.fire_progress import FireProgress, SaveProgress, Send
+from scheduler.worker.held import (
+    LEAVING,
+    Compiled,
+    Held,
+    Sent,
+    Staged,
+    Unreadable,
+    compile_schedule,
+    forget,
+    has_elapsed,
+    index_entries,
+    index_writes,
+    loaded_until,
+    seq_of,
+    single,
+)
+from scheduler.worker.horizon import Horizon, Load
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
-#: (topic, key, value) -> future that resolves when the broker acknowledged the record
-Send = Callable[[str, bytes, bytes], Awaitable["asyncio.Future[object]"]]
 #: (topic, [(key, value, partition)]) -> one future per record (a burst is produced as whole batches)
 SendBatch = Callable[[str, list[tuple[bytes, bytes, int]]], Awaitable[list["asyncio.Future[object]"]]]
 #: topic -> its partition count, None while unknown
 PartitionCount = Callable[[str], "int | None"]
-#: (partition, key) -> the schedule's current state, read from the local table (None: gone). Raises
-#: Unreadable when the partition's store cannot be read; anything else it raises means undecodable
-Load = Callable[[int, bytes], "ScheduleState | None"]
 #: (partition, why) -> give the partition up here until it is assigned again (its store is unreadable)
 GiveUp = Callable[[int, BaseException], Awaitable[None]]
-#: (partition, unit, fired_up_to_ms) -> persist the watermark
-SaveProgress = Callable[[int, TimeUnit, int], None]
 Excluded = Callable[[str, tuple[str, ...], int], "str | None"]  # (tenant, calendars, instant) -> calendar
 #: (unit, partitions) -> awaited once a tick's fires of these partitions were handed to the producer
 Fired = Callable[[TimeUnit, list[int]], Awaitable[None]]
-
-
-class Unreadable(Exception):
-    """A partition's schedules cannot be read now: its store was closed under a revocation and cannot be
-    opened again yet, or it fails. Unlike a schedule that is gone, nothing of the partition's index is
-    dropped for it: the partition is given up here (GiveUp) and caught up from its index when it comes back."""
-
-    def __init__(self, partition: int, cause: BaseException) -> None:
-        super().__init__(f"the schedules of partition {partition} cannot be read: {cause!r}")
-        self.partition = partition
 
 
 #: how long before an instant comes due its fires are prepared (see the module doc)
 STAGE_AHEAD_MS = 500
 #: how far ahead of now the due-time index is held in memory (loaded again when less than half is left)
 HORIZON_MS = 10_000
-#: index entries loaded per step before the rest of the worker runs again
-LOAD_CHUNK = 1000
 #: a schedule written by a command is held in memory at once when it comes due within this much past the
 #: horizon (its index entry may wait for its transaction's commit: the loader must not pass it unseen)
 UPSERT_MARGIN_MS = 60_000
@@ -107,167 +103,10 @@ def monotonic_ms() -> int:
 CLOCK_JUMP_MS = 1_000
 
 
-@dataclass(slots=True)
-class _Sent:
-    """Records handed to the producer with one future for them all: a batch's (the records of one schedule
-    partition in it), or a record's own. A record is (key, value, its partition on the topic; -1: the
-    producer's partitioner)."""
-
-    future: asyncio.Future[object]
-    topic: str
-    records: list[tuple[bytes, bytes, int]]
-
-
-def _one(future: asyncio.Future[object], topic: str, key: bytes, value: bytes) -> _Sent:
-    return _Sent(future, topic, [(key, value, -1)])
-
-
-def _count(sent: list[_Sent]) -> int:
-    return sum(len(s.records) for s in sent)
-
-
-@dataclass(slots=True)
-class _Compiled:
-    """What firing a schedule needs, prepared once per definition (the table is read on change, not per fire).
-    `fast` schedules (a plain time trigger and no program) fire a FiredTask encoded from prebuilt bytes."""
-
-    topic: str
-    leaves: tuple[tuple[str, TimeTrigger], ...]
-    elapsed: tuple[str, ...]
-    encode: Callable[[int, int, int, bool], bytes] | None  # fast path
-    state: ScheduleState | None  # slow path: the trigger agent decides
-    version: int
-    # fast path, staged: due -> (head, tail): the value is head + firedAt's bytes + tail (tail None: head)
-    parts: Callable[[int], tuple[bytes, bytes | None]] | None = None
-    kafka_partition: tuple[int, int] | None = None  # (partition count, partition) of its key on its topic
-    calendars: tuple[str, ...] = ()  # (tenant, *calendar names) it excludes, if any
-
-    def leaf(self, path: str) -> TimeTrigger | None:
-        for p, t in self.leaves:
-            if p == path:
-                return t
-        return None
-
-
-def compile_schedule(state: ScheduleState, key: bytes | None = None) -> _Compiled:
-    """`key`: the schedule's key bytes (key_bytes), when known already."""
-    s = state.schedule
-    leaves = tuple(state.time_leaves())
-    elapsed = tuple(p for p, t in trigger_leaves(s.trigger) if isinstance(t, ElapsedTrigger))
-    if s.fire_at_least_every_ms is not None:
-        elapsed += (SLA_PATH,)  # its watchdog: armed by the trigger agent, checked there
-    calendars = (s.key.tenant, *s.exclude_calendars) if s.exclude_calendars else ()
-    # (a limited schedule's fires go through its trigger agent, which counts them toward maxFires)
-    if s.program is None and s.max_fires is None and [p for p, _ in leaves] == ["0"]:
-        fired = fire_bytes(s, key)
-        return _Compiled(
-            s.topic, leaves, elapsed, fired.encode, None, state.version, fired.parts, calendars=calendars
-        )
-    return _Compiled(s.topic, leaves, elapsed, None, state, state.version, calendars=calendars)
-
-
-def has_elapsed(state: ScheduleState) -> bool:
-    """Whether the schedule has timers the trigger agent arms (elapsed triggers, an SLA watchdog)."""
-    s = state.schedule
-    return s.fire_at_least_every_ms is not None or any(
-        isinstance(t, ElapsedTrigger) for _, t in trigger_leaves(s.trigger)
-    )
-
-
-def index_writes(
-    key: bytes, state: ScheduleState, since: Callable[[TimeUnit], int | None]
-) -> list[tuple[bytes, bytes | None]]:
-    """A schedule's due-time index entries: per time trigger its next due after `since(unit)` (None: from its
-    activation), and its elapsed mark (put or deleted)."""
-    return index_entries(key, state, since)[0]
-
-
-def index_entries(
-    key: bytes, state: ScheduleState, since: Callable[[TimeUnit], int | None]
-) -> tuple[list[tuple[bytes, bytes | None]], list[tuple[str, TimeUnit, int]]]:
-    """index_writes, and the next dues they hold: (time-trigger path, unit, due) each."""
-    if not state.firing:
-        return [(elapsed_key(key), None)], []
-    writes: list[tuple[bytes, bytes | None]] = []
-    dues = []
-    for path, trigger in state.time_leaves():
-        unit = trigger.unit
-        after = since(unit)
-        nxt = trigger.next_due(
-            state.active_since - 1 if after is None else max(after, state.active_since - 1)
-        )
-        if nxt is not None:
-            writes.append((due_key(unit, nxt, key, path, state.version), b""))
-            dues.append((path, unit, nxt))
-    writes.append((elapsed_key(key), b"" if has_elapsed(state) else None))
-    return writes, dues
-
-
-@dataclass
-class _Partition:
-    heaps: dict[TimeUnit, Armed] = field(default_factory=lambda: {u: Armed() for u in TimeUnit})
-    # schedule key -> time-trigger path -> (seq, due) of its valid heap entry (what is in memory)
-    live: dict[bytes, dict[str, tuple[int, int]]] = field(default_factory=dict)
-    compiled: dict[bytes, _Compiled] = field(default_factory=dict)  # the schedules of the entries in memory
-    # per unit: every index key below it has been loaded into the heap
-    loaded: dict[TimeUnit, bytes] = field(default_factory=dict)
-    inflight: dict[TimeUnit, deque[tuple[int, list[_Sent]]]] = field(
-        default_factory=lambda: {u: deque() for u in TimeUnit}
-    )
-    saved: dict[TimeUnit, int] = field(default_factory=dict)
-    # the latest tick whose fires were recorded (or the watermark it was assigned with): every due at or
-    # before it was fired, so nothing computes a next due before it (the wall clock may step back)
-    high: dict[TimeUnit, int] = field(default_factory=dict)
-
-
 class _SendFailed(Exception):
-    def __init__(self, remaining: list[_Staged], error: Exception) -> None:
+    def __init__(self, remaining: list[Staged], error: Exception) -> None:
         super().__init__(str(error))
         self.remaining, self.error = remaining, error
-
-
-@dataclass(slots=True)
-class _Staged:
-    """A fire taken off its heap ahead of its due instant."""
-
-    partition: int
-    part: _Partition
-    key: bytes
-    path: str
-    entry: _Compiled
-    seq: int  # its heap entry (an elapsed trigger re-armed since has another: this fire is then dropped)
-    elapsed: bool  # an elapsed trigger (armed per due) rather than a time trigger
-    final: bool  # no next due: drop the path from `live` once fired
-    head: bytes | None  # fast path: FiredTask bytes before firedAt ...
-    tail: bytes | None  # ... and after
-
-
-#: the due a staged fire that leaves memory shows the loader (its next due, found in the index, is loaded)
-_LEAVING = 2**63
-
-
-def _seq_of(part: _Partition, key: bytes, path: str) -> int | None:
-    """The seq of the heap entry of (schedule, path) that counts, if one is in memory."""
-    live = part.live.get(key)
-    entry = None if live is None else live.get(path)
-    return None if entry is None else entry[0]
-
-
-def _forget(part: _Partition, key: bytes, path: str, seq: int | None) -> None:
-    """(schedule, path) leaves memory (its heap entry `seq` was the last): and the schedule with its last."""
-    live = part.live.get(key)
-    if live is None or (entry := live.get(path)) is None or entry[0] != seq:
-        return
-    del live[path]
-    if not live:
-        del part.live[key]
-        part.compiled.pop(key, None)
-
-
-def _loaded_until(loaded: bytes) -> int:
-    """The instant up to which an index whose keys below `loaded` are in memory is (every due before the
-    one `loaded` names)."""
-    return int.from_bytes(loaded[2:10], "big") - 1
 
 
 class Punctuator:
@@ -313,14 +152,13 @@ class Punctuator:
         self._send_batch = send_batch
         self._partition_count = partition_count
         self._load = load
-        self._save_progress = save_progress
         self._clock = clock
         self.transactional = transactional
         # what a tick's staging and emission run inside (Transactions.work: no commit splits a tick)
         self._work = work or contextlib.nullcontext
         self._hold = hold
         self._trigger_topic = trigger_topic
-        self._parts: dict[int, _Partition] = {}
+        self._parts: dict[int, Held] = {}
         self.caught_up_entries = 0  # index entries the take-ups' catch-up scans read (by the thousand)
         self._seq = itertools.count()
         self._wakeup = {u: asyncio.Event() for u in TimeUnit}
@@ -333,7 +171,7 @@ class Punctuator:
         self._load_target: dict[TimeUnit, int] = {u: 0 for u in TimeUnit}  # the horizon being loaded
         # per unit: fires taken off the partition heaps ahead of time: a heap of their distinct dues, and
         # due -> the fires due then (a burst of 10k at one instant is one heap entry, not 10k)
-        self._staged: dict[TimeUnit, tuple[list[int], dict[int, list[_Staged]]]] = {
+        self._staged: dict[TimeUnit, tuple[list[int], dict[int, list[Staged]]]] = {
             u: ([], {}) for u in TimeUnit
         }
         self.stats = stats if stats is not None else FireCounts()
@@ -341,6 +179,8 @@ class Punctuator:
         self._last_look: tuple[int, int] | None = None  # (clock, monotonic) when the clock was last read
         # per unit: a forward clock jump's span (from, to]: dues in it follow their catch-up policy
         self._jumps: dict[TimeUnit, tuple[int, int]] = {}
+        self.horizon = Horizon(self._parts, self.index, self._index_put, load, self._push)
+        self.progress = FireProgress(self._parts, self.index, self.stats, save_progress, send, hold)
 
     # --- ownership -------------------------------------------------------------------------------
 
@@ -358,9 +198,9 @@ class Punctuator:
         schedule of the partition, when its index is not complete and must be built from them first).
         Returns how many schedules the index was built from (0: it was complete)."""
         built = 0 if states is None else await self.build_index(partition, states, fired_up_to)
-        part = self._parts[partition] = _Partition(high=dict(fired_up_to))
+        part = self._parts[partition] = Held(high=dict(fired_up_to))
         now = self._clock()
-        catch_up: dict[TimeUnit, list[_Sent]] = {u: [] for u in TimeUnit}
+        catch_up: dict[TimeUnit, list[Sent]] = {u: [] for u in TimeUnit}
         for unit in TimeUnit:
             await self._catch_up_scan(partition, part, unit, now, fired_up_to.get(unit), catch_up[unit])
             part.loaded[unit] = bound(unit, now + 1)
@@ -393,11 +233,11 @@ class Punctuator:
     async def _catch_up_scan(
         self,
         partition: int,
-        part: _Partition,
+        part: Held,
         unit: TimeUnit,
         now: int,
         watermark: int | None,
-        out: list[_Sent],
+        out: list[Sent],
     ) -> None:
         """The partition's index entries of `unit` due at or before now: each live one is caught up from the
         watermark by its schedule's policy and moved to its next due; the stale ones (another version,
@@ -417,7 +257,7 @@ class Punctuator:
                 if handled[where] != e.due:
                     writes.append((e.raw, None))
                 continue
-            state = self._loaded(partition, e.key)
+            state = self.horizon.loaded(partition, e.key)
             if state is None or not state.firing or state.version != e.version:
                 writes.append((e.raw, None))
                 continue
@@ -445,14 +285,14 @@ class Punctuator:
                 writes.append((due_key(unit, plan.next_due, e.key, e.path, e.version), b""))
         self.index.write(partition, writes)
 
-    def _still_owned(self, partition: int, part: _Partition) -> None:
+    def _still_owned(self, partition: int, part: Held) -> None:
         """After an await of an assignment's catch-up: the partition was not revoked (nor assigned again)
         meanwhile. A scan that went on would read a store closed under it (Unreadable) and write its
         index entries into the next ownership's."""
         if self._parts.get(partition) is not part:
             raise PartitionGone(f"partition {partition} was revoked while it was caught up")
 
-    def is_excluded(self, entry: _Compiled, due: int) -> bool:
+    def is_excluded(self, entry: Compiled, due: int) -> bool:
         """An instant a calendar its schedule excludes holds (counted: it is not fired)."""
         if not entry.calendars or self._excluded is None:
             return False
@@ -496,7 +336,7 @@ class Punctuator:
             (path, unit, nxt)
             for path, unit, nxt in dues
             if (loaded := part.loaded.get(unit)) is not None
-            and nxt <= _loaded_until(loaded) + UPSERT_MARGIN_MS
+            and nxt <= loaded_until(loaded) + UPSERT_MARGIN_MS
         ]
         if near:  # (compiled when it comes within the horizon otherwise: _compile_loaded)
             part.compiled[key] = compile_schedule(state, key)
@@ -526,7 +366,7 @@ class Punctuator:
             part.live.pop(key, None)
             part.compiled.pop(key, None)
 
-    def _push(self, part: _Partition, unit: TimeUnit, key: bytes, path: str, due: int) -> None:
+    def _push(self, part: Held, unit: TimeUnit, key: bytes, path: str, due: int) -> None:
         seq = next(self._seq)
         paths = part.live.get(key)  # (not setdefault: its default would be a dict made per fire)
         if paths is None:
@@ -543,14 +383,14 @@ class Punctuator:
         self,
         partition: int,
         key: bytes,
-        entry: _Compiled,
+        entry: Compiled,
         path: str,
         due: int,
         now: int,
         *,
         missed: int = 0,
         catch_up: bool = False,
-    ) -> _Sent:
+    ) -> Sent:
         fired_at = self._clock()  # not the tick's start: a large tick takes a while
         if not catch_up:
             self.stats.lateness.observe(fired_at - due)
@@ -576,13 +416,13 @@ class Punctuator:
                 catch_up=catch_up,
             ).encode()
         with owned_by(partition):
-            return _one(await self._send(topic, key, value), topic, key, value)
+            return single(await self._send(topic, key, value), topic, key, value)
 
     async def tick(self, unit: TimeUnit) -> None:
         """Fire every schedule of `unit` due at or before now, in every owned partition."""
         now = self._clock()
         self._look_at_clock(now)
-        await self._fill(unit, now + HORIZON_MS)
+        await self.horizon.fill(unit, now + HORIZON_MS)
         async with self._work():
             await self._stage(unit, now, None)
             await self._emit(unit, now)
@@ -633,7 +473,7 @@ class Punctuator:
         unit: TimeUnit,
         armed: Armed,
         partition: int,
-        part: _Partition,
+        part: Held,
         due: int,
         instant: Instant,
         jump: tuple[int, int] | None,
@@ -641,15 +481,15 @@ class Punctuator:
     ) -> None:
         """Stage a partition's entries of one instant, taken off `armed` (what a failure leaves is put back)."""
         dues, by_due = self._staged[unit]
-        at_due: list[_Staged] | None = None
+        at_due: list[Staged] | None = None
         at = 0
         try:
             for seq, key, path in zip(instant.seqs, instant.keys, instant.paths):
                 at += 1
-                if _seq_of(part, key, path) != seq:
+                if seq_of(part, key, path) != seq:
                     continue  # superseded by an update, disabled or deleted
                 try:
-                    entry = part.compiled.get(key) or self._compile_loaded(part, partition, key)
+                    entry = part.compiled.get(key) or self.horizon.compile_loaded(part, partition, key)
                 except Unreadable:
                     at -= 1  # (not fired: kept for when it is readable)
                     raise
@@ -663,7 +503,7 @@ class Punctuator:
                     )
                     continue
                 # stays: its next due is in memory too (an elapsed trigger is re-armed by its agent); a
-                # time trigger's index entry moves on to its next due now (this one's: see _drop_fired)
+                # time trigger's index entry moves on to its next due now (this one's: once the watermark passes it)
                 stays = False
                 if trigger is not None:
                     nxt = trigger.next_due(due)
@@ -671,12 +511,12 @@ class Punctuator:
                         stays = self._moved(partition, part, unit, key, path, entry.version, nxt, writes)
                 if entry.calendars and trigger is not None and self.is_excluded(entry, due):
                     if not stays:
-                        _forget(part, key, path, seq)
+                        forget(part, key, path, seq)
                     continue
                 if not stays and trigger is not None:  # leaves memory once fired: the loader arms the next
-                    part.live[key][path] = (seq, _LEAVING)
+                    part.live[key][path] = (seq, LEAVING)
                 head, tail = entry.parts(due) if entry.parts is not None else (None, None)
-                item = _Staged(partition, part, key, path, entry, seq, trigger is None, not stays, head, tail)
+                item = Staged(partition, part, key, path, entry, seq, trigger is None, not stays, head, tail)
                 if at_due is None:
                     at_due = by_due.get(due)
                     if at_due is None:
@@ -691,7 +531,7 @@ class Punctuator:
     def _moved(
         self,
         partition: int,
-        part: _Partition,
+        part: Held,
         unit: TimeUnit,
         key: bytes,
         path: str,
@@ -707,7 +547,7 @@ class Punctuator:
             batch = writes[partition] = []
         batch.append((raw, b""))
         loaded = part.loaded[unit]
-        if raw < loaded or nxt <= _loaded_until(loaded) + KEEP_MS:  # (the loader skips it: same due)
+        if raw < loaded or nxt <= loaded_until(loaded) + KEEP_MS:  # (the loader skips it: same due)
             self._push(part, unit, key, path, nxt)
             return True
         return False
@@ -739,10 +579,10 @@ class Punctuator:
         self,
         unit: TimeUnit,
         partition: int,
-        part: _Partition,
+        part: Held,
         key: bytes,
         path: str,
-        entry: _Compiled,
+        entry: Compiled,
         trigger: TimeTrigger,
         due: int,
         now: int,
@@ -763,16 +603,16 @@ class Punctuator:
         self.stats.catch_up_by_unit[unit] += len(futures)
         if futures:  # moves no watermark by itself: the next recorded tick covers it
             part.inflight[unit].append((part.high.get(unit, due - 1), futures))
-        seq = _seq_of(part, key, path)
+        seq = seq_of(part, key, path)
         if plan.next_due is None or not self._moved(
             partition, part, unit, key, path, entry.version, plan.next_due, writes
         ):
-            _forget(part, key, path, seq)
+            forget(part, key, path, seq)
 
     async def _emit(self, unit: TimeUnit, now: int) -> None:
         """Fire every staged entry due at or before `now`; record them for the watermark per partition."""
         dues, by_due = self._staged[unit]
-        sent: dict[int, tuple[_Partition, list[_Sent]]] = {}
+        sent: dict[int, tuple[Held, list[Sent]]] = {}
         fired: list[int] = []
         try:
             while dues and dues[0] <= now:
@@ -782,33 +622,33 @@ class Punctuator:
                     await self._emit_due(due, items, now, sent)
                 except _SendFailed as failed:  # the producer refused one: keep the rest staged, retry later
                     by_due[due] = failed.remaining
-                    self._record(unit, sent, due - 1)  # the watermark must stay before what is left
+                    self.progress.record(unit, sent, due - 1)  # the watermark must stay before what is left
                     raise failed.error from None
                 heapq.heappop(dues)
                 del by_due[due]
             fired = list(sent)
         finally:
-            self._record(unit, sent, now)  # (empty after a failure: recorded up to before it above)
+            self.progress.record(unit, sent, now)  # (empty after a failure: recorded up to before it above)
         if fired and self._fired is not None:
             await self._fired(unit, fired)
 
     async def _emit_due(
-        self, due: int, items: list[_Staged], now: int, sent: dict[int, tuple[_Partition, list[_Sent]]]
+        self, due: int, items: list[Staged], now: int, sent: dict[int, tuple[Held, list[Sent]]]
     ) -> None:
         """Fire the staged entries of one instant: FiredTasks grouped by topic and produced as whole batches
         when the producer can, others one by one (_SendFailed holds what is left when a send raised)."""
         parts, clock, observe = self._parts, self._clock, self.stats.lateness.observe
         fired_at, zz, fast, observed = -1, b"", 0, 0
-        grouped: dict[tuple[str, int], list[tuple[_Staged, bytes]]] = {}
+        grouped: dict[tuple[str, int], list[tuple[Staged, bytes]]] = {}
         per_partition = self.transactional
-        handled: list[_Staged] = []
+        handled: list[Staged] = []
         try:
             for item in items:
                 part = item.part
                 if (
                     parts.get(item.partition) is not part
                     or part.compiled.get(item.key) is not item.entry
-                    or (item.elapsed and _seq_of(part, item.key, item.path) != item.seq)
+                    or (item.elapsed and seq_of(part, item.key, item.path) != item.seq)
                 ):
                     handled.append(item)  # changed, re-armed or moved since it was staged: not owed any more
                     continue
@@ -834,7 +674,7 @@ class Punctuator:
                     continue
                 topic = item.entry.topic
                 with owned_by(item.partition):
-                    one = _one(await self._send(topic, item.key, value), topic, item.key, value)
+                    one = single(await self._send(topic, item.key, value), topic, item.key, value)
                 self._sent_one(item, one, sent)
                 handled.append(item)
             if observed:
@@ -849,16 +689,16 @@ class Punctuator:
     async def _send_group(
         self,
         topic: str,
-        group: list[tuple[_Staged, bytes]],
-        sent: dict[int, tuple[_Partition, list[_Sent]]],
-        handled: list[_Staged],
+        group: list[tuple[Staged, bytes]],
+        sent: dict[int, tuple[Held, list[Sent]]],
+        handled: list[Staged],
     ) -> None:
         """One topic's FiredTasks of an instant, as whole batches (one by one while the topic is unknown)."""
         count = None if self._partition_count is None else self._partition_count(topic)
         if count is None or self._send_batch is None:
             for item, value in group:
                 self._sent_one(
-                    item, _one(await self._send(topic, item.key, value), topic, item.key, value), sent
+                    item, single(await self._send(topic, item.key, value), topic, item.key, value), sent
                 )
                 handled.append(item)
             return
@@ -869,152 +709,27 @@ class Punctuator:
                 cached = item.entry.kafka_partition = (count, kafka_partition(item.key, count))
             records.append((item.key, value, cached[1]))
         futures = await self._send_batch(topic, records)
-        # one _Sent per batch and schedule partition (the records of a batch share its future)
-        current: dict[int, _Sent] = {}
+        # one Sent per batch and schedule partition (the records of a batch share its future)
+        current: dict[int, Sent] = {}
         for (item, _), record, future in zip(group, records, futures, strict=True):
             one = current.get(item.partition)
             if one is None or one.future is not future:
-                one = current[item.partition] = _Sent(future, topic, [])
+                one = current[item.partition] = Sent(future, topic, [])
                 self._sent_one(item, one, sent)
             elif item.final:
-                _forget(item.part, item.key, item.path, item.seq)
+                forget(item.part, item.key, item.path, item.seq)
             one.records.append(record)
             handled.append(item)
 
     @staticmethod
-    def _sent_one(item: _Staged, one: _Sent, sent: dict[int, tuple[_Partition, list[_Sent]]]) -> None:
+    def _sent_one(item: Staged, one: Sent, sent: dict[int, tuple[Held, list[Sent]]]) -> None:
         part = item.part
         if item.final:
-            _forget(part, item.key, item.path, item.seq)
+            forget(part, item.key, item.path, item.seq)
         bucket = sent.get(item.partition)
         if bucket is None:
             bucket = sent[item.partition] = (part, [])
         bucket[1].append(one)
-
-    def pending_marks(self, partition: int) -> dict[TimeUnit, int]:
-        """Transactional: per unit, the watermark that covers the fires the partition sent since its last
-        commit (every one of them is in the transaction being committed)."""
-        part = self._parts.get(partition)
-        out: dict[TimeUnit, int] = {}
-        if part is None:
-            return out
-        for unit, inflight in part.inflight.items():
-            if inflight:
-                tick = max(t for t, _ in inflight)
-                if tick > part.saved.get(unit, -1):
-                    out[unit] = tick
-        return out
-
-    def sent_uncommitted(self) -> bool:
-        """Transactional: a partition sent fires its transaction has not committed yet (a read_committed
-        reader waits for that commit)."""
-        return any(inflight for part in self._parts.values() for inflight in part.inflight.values())
-
-    def committed(self, partition: int, marks: dict[TimeUnit, int]) -> None:
-        """Transactional: the partition's transaction committed, with these watermarks (pending_marks)."""
-        part = self._parts.get(partition)
-        if part is None:
-            return
-        for inflight in part.inflight.values():
-            inflight.clear()
-        for unit, tick in marks.items():
-            part.saved[unit] = max(tick, part.saved.get(unit, -1))
-            self._drop_fired(partition, part, unit, tick)
-
-    def _drop_fired(self, partition: int, part: _Partition, unit: TimeUnit, watermark: int) -> None:
-        """The watermark moved: every index entry due at or before it is out (fired, or caught up, and its
-        next due written; or stale). Nothing live is that early: a schedule's next due is written when it
-        fires, after the watermark, or by a command or a restore, after the watermark too."""
-        self.index.drop_before(partition, unit, watermark)
-
-    def _record(self, unit: TimeUnit, sent: dict[int, tuple[_Partition, list[_Sent]]], tick_ms: int) -> None:
-        for part, futures in sent.values():
-            self.stats.fires_by_unit[unit] += _count(futures)
-            part.inflight[unit].append((tick_ms, futures))
-            if tick_ms > part.high.get(unit, tick_ms - 1):
-                part.high[unit] = tick_ms
-        sent.clear()
-
-    def _loaded(self, partition: int, key: bytes) -> ScheduleState | None:
-        """The schedule an index entry names, from the table (None: gone, or undecodable: never fired, its
-        entry is dropped). Unreadable is raised: a store that cannot be read drops nothing."""
-        try:
-            return self._load(partition, key)
-        except Unreadable:
-            raise
-        except Exception:
-            log.exception("the schedule state of an index entry of partition %d is undecodable", partition)
-            return None
-
-    def _compile_loaded(self, part: _Partition, partition: int, key: bytes) -> _Compiled | None:
-        """A schedule not in memory yet (an elapsed trigger its agent armed): read it from the table."""
-        state = self._load(partition, key)
-        if state is None or not state.firing:
-            return None
-        entry = part.compiled[key] = compile_schedule(state, key)
-        return entry
-
-    # --- the horizon: the index loaded into memory ahead of now -----------------------------------
-
-    def _lowest_loaded(self, unit: TimeUnit) -> int | None:
-        """The least instant up to which every owned partition's index of `unit` is in memory."""
-        loaded = [_loaded_until(part.loaded[unit]) for part in self._parts.values() if unit in part.loaded]
-        return min(loaded) if loaded else None
-
-    def _load_horizon(self, unit: TimeUnit, until: int) -> bool:
-        """Load up to LOAD_CHUNK index entries of `unit` due at or before `until` into the heaps. Returns
-        whether some are left to load."""
-        budget = LOAD_CHUNK
-        stop = bound(unit, until + 1)
-        for partition, part in list(self._parts.items()):
-            start = part.loaded.get(unit)
-            if start is None or start >= stop:
-                continue
-            stale: list[tuple[bytes, bytes | None]] = []
-            last = None
-            for e in self.index.scan(partition, unit, start, until):
-                last = e.raw
-                budget -= 1
-                self._load_entry(partition, part, unit, e, stale)
-                if budget <= 0:
-                    break
-            part.loaded[unit] = last + b"\x00" if budget <= 0 and last is not None else stop
-            if stale:
-                self._index_put(partition, stale)
-            if budget <= 0:
-                return True
-        return False
-
-    def _load_entry(
-        self,
-        partition: int,
-        part: _Partition,
-        unit: TimeUnit,
-        e: Due,
-        stale: list[tuple[bytes, bytes | None]],
-    ) -> None:
-        if (path_live := part.live.get(e.key)) and (held := path_live.get(e.path)) and held[1] <= e.due:
-            # in memory already, due then or earlier: this entry is its own copy (a command's entry held at
-            # once, before its commit), or a successor written by an owner that staged the earlier one and
-            # lost the partition before firing it (the earlier one writes it again when it fires)
-            return
-        state = self._loaded(partition, e.key)
-        if state is None or not state.firing or state.version != e.version:
-            stale.append((e.raw, None))  # (with the schedule writes: never ahead of an update's commit)
-            return
-        entry = part.compiled.get(e.key)
-        if entry is None or entry.version != state.version:
-            entry = compile_schedule(state, e.key)
-        if entry.leaf(e.path) is None:
-            stale.append((e.raw, None))
-            return
-        part.compiled[e.key] = entry
-        self._push(part, unit, e.key, e.path, e.due)
-
-    async def _fill(self, unit: TimeUnit, until: int) -> None:
-        """Load the horizon of `unit` up to `until`, a chunk at a time."""
-        while self._load_horizon(unit, until):
-            await asyncio.sleep(0)
 
     def overdue(self, late_ms: int = 2_000) -> int:
         """The time units with an instant due more than late_ms ago and not fired yet (liveness.py)."""
@@ -1049,7 +764,7 @@ class Punctuator:
             now = self._clock()
             self._look_at_clock(now)
             try:
-                lowest = self._lowest_loaded(unit)
+                lowest = self.horizon.lowest_loaded(unit)
                 if lowest is not None:
                     if lowest < now + HORIZON_MS // 2:  # half the horizon left: load it whole again
                         self._load_target[unit] = max(self._load_target[unit], now + HORIZON_MS)
@@ -1057,7 +772,7 @@ class Punctuator:
                         if lowest < now:  # behind: a restart's backlog, a stall, a clock jump
                             await self._catch_up_step(unit, lowest, now)
                             continue
-                        self._load_horizon(unit, self._load_target[unit])
+                        self.horizon.load(unit, self._load_target[unit])
                         await asyncio.sleep(0)
                 if (
                     staged
@@ -1090,7 +805,7 @@ class Punctuator:
             wake_at = [staged[0]] if staged else []
             if earliest is not None:
                 wake_at.append(earliest - STAGE_AHEAD_MS)
-            if (lowest := self._lowest_loaded(unit)) is not None:
+            if (lowest := self.horizon.lowest_loaded(unit)) is not None:
                 wake_at.append(lowest - HORIZON_MS // 2)
             timeout = idle_s if not wake_at else max(0.0, min(idle_s, (min(wake_at) - now) / 1000))
             with contextlib.suppress(TimeoutError):
@@ -1101,9 +816,9 @@ class Punctuator:
         first), and what all of them hold in memory by then is fired, oldest first. A partition only fires
         up to what every one has loaded (the watermark it commits drops the index entries before it), so
         a backlog of a million dues fires as it loads, not after the whole of it is loaded."""
-        self._load_horizon(unit, min(self._load_target[unit], lowest + CATCH_UP_STEP_MS))
+        self.horizon.load(unit, min(self._load_target[unit], lowest + CATCH_UP_STEP_MS))
         await asyncio.sleep(0)
-        complete = self._lowest_loaded(unit)
+        complete = self.horizon.lowest_loaded(unit)
         if complete is None:
             return
         until = min(now, complete)
@@ -1131,62 +846,22 @@ class Punctuator:
         if self._give_up is not None:
             await self._give_up(exc.partition, exc)
 
-    # --- progress -----------------------------------------------------------------------------------
+    # --- progress (fire_progress.py) ----------------------------------------------------------------
+
+    def pending_marks(self, partition: int) -> dict[TimeUnit, int]:
+        return self.progress.pending_marks(partition)
+
+    def sent_uncommitted(self) -> bool:
+        return self.progress.sent_uncommitted()
+
+    def committed(self, partition: int, marks: dict[TimeUnit, int]) -> None:
+        self.progress.committed(partition, marks)
 
     async def flush_progress(self) -> None:
-        """Persist, per partition and unit, the latest tick whose fires have all been acknowledged.
-
-        A fire the producer gave up on is sent again; the watermark waits for it.
-        """
-        for partition, part in list(self._parts.items()):
-            for unit, inflight in part.inflight.items():
-                acked: int | None = None
-                while inflight and all(s.future.done() for s in inflight[0][1]):
-                    tick_ms, sent = inflight[0]
-                    failed = [s for s in sent if s.future.cancelled() or s.future.exception() is not None]
-                    if failed:
-                        self.stats.failed_sends += _count(failed)
-                        log.warning(
-                            "resending %d unacknowledged fires of partition %d", _count(failed), partition
-                        )
-                        inflight[0] = (
-                            tick_ms,
-                            [await self._resend(one, r) for one in failed for r in one.records],
-                        )
-                        break
-                    inflight.popleft()
-                    acked = tick_ms
-                if acked is not None and acked > part.saved.get(unit, -1):
-                    part.saved[unit] = acked
-                    self._save_progress(partition, unit, acked)
-                    self._drop_fired(partition, part, unit, acked)
+        await self.progress.flush_progress()
 
     async def drain(self, timeout_s: float = 5.0) -> None:
-        """Wait (bounded) until every fire produced so far is acknowledged, then persist the watermarks:
-        a clean handover then gives the next owner nothing to repeat."""
-        pending = [
-            s.future
-            for part in self._parts.values()
-            for q in part.inflight.values()
-            for _, sent in q
-            for s in sent
-        ]
-        if pending:
-            await asyncio.wait(pending, timeout=timeout_s)
-        await self.flush_progress()
-
-    async def _resend(
-        self, sent: _Sent, record: tuple[bytes, bytes, int]
-    ) -> _Sent:  # (never transactional: a failed transaction is redone whole)
-        key, value, _ = record
-        return _one(await self._send(sent.topic, key, value), sent.topic, key, value)
+        await self.progress.drain(timeout_s)
 
     async def run_progress(self, interval_s: float) -> None:
-        while True:
-            await asyncio.sleep(interval_s)
-            if self._hold is not None and not await self._hold():
-                continue
-            try:
-                await self.flush_progress()
-            except Exception:
-                log.exception("saving fire progress failed")
+        await self.progress.run(interval_s)

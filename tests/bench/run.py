@@ -127,7 +127,8 @@ async def core(n: int, duration_s: float, hourly: bool = False) -> dict[str, Any
     from scheduler.kafka.due_index import COMPLETE, DueIndex
     from scheduler.kafka.tables import WRITE_BUFFER_BYTES
     from scheduler.wire.codec import decode_state
-    from scheduler.worker.punctuator import Punctuator, index_writes
+    from scheduler.worker.held import index_writes
+    from scheduler.worker.punctuator import Punctuator
 
     work = Path(tempfile.mkdtemp(prefix="bench-core-"))
     partitions = 8

@@ -33,7 +33,8 @@ from rocksdict import Options, Rdict, WriteBatch
 from scheduler.domain.model import CatchUpPolicy, CronTrigger, Schedule, ScheduleKey, ScheduleState, TimeUnit
 from scheduler.kafka.due_index import COMPLETE, DueIndex
 from scheduler.wire.codec import decode_state, encode_state, key_bytes
-from scheduler.worker.punctuator import Punctuator, index_writes
+from scheduler.worker.held import index_writes
+from scheduler.worker.punctuator import Punctuator
 
 PARTITIONS = 8
 T0 = 1_800_000_000_000

@@ -13,10 +13,10 @@ from aiokafka.structs import ConsumerRecord
 
 from scheduler.domain.model import Action, ScheduleCommand, ScheduleKey
 from scheduler.kafka.config import Settings
+from scheduler.kafka.partitioner import kafka_partition
 from scheduler.wire.codec import MAX_MESSAGE_BYTES, decode, encode_command, key_bytes
 from scheduler.wire.dead_letters import ORIGIN_HEADER, Origin, dead_letter_record, moved_headers, origin
 from scheduler.worker.app import Worker
-from scheduler.worker.punctuator import kafka_partition
 
 pytestmark = pytest.mark.unit
 

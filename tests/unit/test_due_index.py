@@ -161,7 +161,7 @@ async def test_an_instant_staged_by_an_owner_that_lost_the_partition_fires_once_
     # assigned again: both entries are ahead of the watermark; the earlier one fires, then the next, once each
     h = Harness(T0 - 300)
     await h.assign(0, [state("a")], {S: T0 - 1_000})
-    await h.punctuator._fill(S, T0 - 300 + HORIZON_MS)
+    await h.punctuator.horizon.fill(S, T0 - 300 + HORIZON_MS)
     await h.punctuator._stage(S, T0 + 200, None)
     h.punctuator.revoke(0)
     h.clock.now = T0 - 100

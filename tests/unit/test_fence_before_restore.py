@@ -13,7 +13,7 @@ import scheduler.worker.ownership as ownership_module
 from scheduler.kafka.config import Settings
 from scheduler.kafka.transactions import _Txn
 from scheduler.worker.app import Worker
-from scheduler.worker.punctuator import _Partition
+from scheduler.worker.held import Held
 from tests.unit.test_transactions import FakeBatchedProducer
 
 pytestmark = pytest.mark.unit
@@ -63,7 +63,7 @@ async def test_an_older_take_up_stops_where_a_newer_assignment_takes_the_partiti
 
     async def assign(partition: int, states: object, fired_up_to: object) -> int:
         assigned.append((partition, worker.generation()))
-        worker.punctuator._parts[partition] = _Partition(high={})
+        worker.punctuator._parts[partition] = Held(high={})
         await asyncio.sleep(0.01)  # (a catch-up's sends)
         return 0
 

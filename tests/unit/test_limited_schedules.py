@@ -16,7 +16,7 @@ from scheduler.domain.triggers.kinds import ProgramRunsTrigger
 from scheduler.kafka.config import Settings
 from scheduler.wire.codec import decode_fired, decode_state, encode_state, key_bytes, notification_to_avro
 from scheduler.wire.messages import TriggerFired
-from scheduler.worker.punctuator import compile_schedule, index_writes
+from scheduler.worker.held import compile_schedule, index_writes
 from scheduler.worker.trigger_agent import TriggerAgent
 from tests.unit.test_agents_through_ports import A, B, FakeWorker, event
 

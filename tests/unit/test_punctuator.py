@@ -21,7 +21,8 @@ from scheduler.domain.model import (
 )
 from scheduler.kafka.transactions import PartitionGone
 from scheduler.wire.codec import decode_fired, key_bytes
-from scheduler.worker.punctuator import Punctuator, Unreadable
+from scheduler.worker.held import Unreadable
+from scheduler.worker.punctuator import Punctuator
 
 pytestmark = pytest.mark.unit
 

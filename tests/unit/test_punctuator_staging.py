@@ -9,9 +9,11 @@ import dataclasses
 import pytest
 
 from scheduler.domain.model import CronTrigger, FiredTask, FrequencyTrigger, ProgramId, ScheduleKey
+from scheduler.kafka.partitioner import kafka_partition
 from scheduler.wire.codec import FiredTaskBytes, decode_fired, encode_fired, zigzag_long
-from scheduler.worker import punctuator
-from scheduler.worker.punctuator import HORIZON_MS, STAGE_AHEAD_MS, kafka_partition
+from scheduler.worker import horizon
+from scheduler.worker.held import loaded_until
+from scheduler.worker.punctuator import HORIZON_MS, STAGE_AHEAD_MS
 from tests.unit.test_punctuator import T0, Harness, S, state
 
 pytestmark = pytest.mark.unit
@@ -44,7 +46,7 @@ async def _stage(h: Harness, now: int) -> None:
     """What the timer does STAGE_AHEAD_MS before an instant: take its fires off the heaps (loaded from the
     index ahead of it)."""
     h.clock.now = now
-    await h.punctuator._fill(S, now + HORIZON_MS)
+    await h.punctuator.horizon.fill(S, now + HORIZON_MS)
     await h.punctuator._stage(S, now + STAGE_AHEAD_MS, None)
 
 
@@ -220,7 +222,7 @@ async def test_staging_in_chunks_takes_the_earliest_of_every_partition_first_and
         states = [state(f"p{p}-s{i}", FrequencyTrigger(S, 1 + (i + p) % 3, T0)) for i in range(4)]
         await h.assign(p, states, {S: T0 - 1})
     h.clock.now = T0 - 1
-    await h.punctuator._fill(S, T0 + HORIZON_MS)
+    await h.punctuator.horizon.fill(S, T0 + HORIZON_MS)
     until = T0 + 6_000
     order = list(h.punctuator._parts)  # (the merge's partition order on a tie: the punctuator's own)
     chunks = 0
@@ -245,7 +247,7 @@ async def test_a_backlog_fires_oldest_first_while_it_is_loaded_never_past_what_e
     time and fires what all of them hold, instead of loading the whole horizon first (a million dues took
     ~40 s to load before the first of them fired); a partition's fires never pass what another has not
     loaded yet (the watermark they commit drops the index entries before it)."""
-    monkeypatch.setattr(punctuator, "LOAD_CHUNK", 10)
+    monkeypatch.setattr(horizon, "LOAD_CHUNK", 10)
     h = Harness(T0 - 1)
     p = h.punctuator
     expected = set()
@@ -260,7 +262,7 @@ async def test_a_backlog_fires_oldest_first_while_it_is_loaded_never_past_what_e
     send = h.send
 
     async def recording(topic: str, key: bytes, value: bytes) -> asyncio.Future[object]:
-        loaded = [punctuator._loaded_until(part.loaded[S]) for part in p._parts.values()]
+        loaded = [loaded_until(part.loaded[S]) for part in p._parts.values()]
         assert decode_fired(value).due_at <= min(loaded), "fired past what a partition has loaded"
         loaded_at_send.append(max(loaded))
         return await send(topic, key, value)

@@ -1,0 +1,185 @@
+"""What the punctuator holds of a partition it owns (Held): its armed entries per time unit, the compiled
+schedules they need and the fires in flight; a compiled schedule (Compiled) and a fire staged ahead of its
+instant (Staged); and a schedule's entries in the due-time index (index_entries).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from scheduler.domain.model import ElapsedTrigger, ScheduleState, TimeUnit, trigger_leaves
+from scheduler.domain.triggers.base import TimeTrigger
+from scheduler.domain.triggers.progress import SLA_PATH
+from scheduler.kafka.due_index import due_key, elapsed_key
+from scheduler.wire.codec import fire_bytes
+from scheduler.worker.armed import Armed
+
+
+class Unreadable(Exception):
+    """A partition's schedules cannot be read now: its store was closed under a revocation and cannot be
+    opened again yet, or it fails. Unlike a schedule that is gone, nothing of the partition's index is
+    dropped for it: the partition is given up here (GiveUp) and caught up from its index when it comes back."""
+
+    def __init__(self, partition: int, cause: BaseException) -> None:
+        super().__init__(f"the schedules of partition {partition} cannot be read: {cause!r}")
+        self.partition = partition
+
+
+@dataclass(slots=True)
+class Sent:
+    """Records handed to the producer with one future for them all: a batch's (the records of one schedule
+    partition in it), or a record's own. A record is (key, value, its partition on the topic; -1: the
+    producer's partitioner)."""
+
+    future: asyncio.Future[object]
+    topic: str
+    records: list[tuple[bytes, bytes, int]]
+
+
+def single(future: asyncio.Future[object], topic: str, key: bytes, value: bytes) -> Sent:
+    return Sent(future, topic, [(key, value, -1)])
+
+
+def record_count(sent: list[Sent]) -> int:
+    return sum(len(s.records) for s in sent)
+
+
+@dataclass(slots=True)
+class Compiled:
+    """What firing a schedule needs, prepared once per definition (the table is read on change, not per fire).
+    `fast` schedules (a plain time trigger and no program) fire a FiredTask encoded from prebuilt bytes."""
+
+    topic: str
+    leaves: tuple[tuple[str, TimeTrigger], ...]
+    elapsed: tuple[str, ...]
+    encode: Callable[[int, int, int, bool], bytes] | None  # fast path
+    state: ScheduleState | None  # slow path: the trigger agent decides
+    version: int
+    # fast path, staged: due -> (head, tail): the value is head + firedAt's bytes + tail (tail None: head)
+    parts: Callable[[int], tuple[bytes, bytes | None]] | None = None
+    kafka_partition: tuple[int, int] | None = None  # (partition count, partition) of its key on its topic
+    calendars: tuple[str, ...] = ()  # (tenant, *calendar names) it excludes, if any
+
+    def leaf(self, path: str) -> TimeTrigger | None:
+        for p, t in self.leaves:
+            if p == path:
+                return t
+        return None
+
+
+def compile_schedule(state: ScheduleState, key: bytes | None = None) -> Compiled:
+    """`key`: the schedule's key bytes (key_bytes), when known already."""
+    s = state.schedule
+    leaves = tuple(state.time_leaves())
+    elapsed = tuple(p for p, t in trigger_leaves(s.trigger) if isinstance(t, ElapsedTrigger))
+    if s.fire_at_least_every_ms is not None:
+        elapsed += (SLA_PATH,)  # its watchdog: armed by the trigger agent, checked there
+    calendars = (s.key.tenant, *s.exclude_calendars) if s.exclude_calendars else ()
+    # (a limited schedule's fires go through its trigger agent, which counts them toward maxFires)
+    if s.program is None and s.max_fires is None and [p for p, _ in leaves] == ["0"]:
+        fired = fire_bytes(s, key)
+        return Compiled(
+            s.topic, leaves, elapsed, fired.encode, None, state.version, fired.parts, calendars=calendars
+        )
+    return Compiled(s.topic, leaves, elapsed, None, state, state.version, calendars=calendars)
+
+
+def has_elapsed(state: ScheduleState) -> bool:
+    """Whether the schedule has timers the trigger agent arms (elapsed triggers, an SLA watchdog)."""
+    s = state.schedule
+    return s.fire_at_least_every_ms is not None or any(
+        isinstance(t, ElapsedTrigger) for _, t in trigger_leaves(s.trigger)
+    )
+
+
+def index_writes(
+    key: bytes, state: ScheduleState, since: Callable[[TimeUnit], int | None]
+) -> list[tuple[bytes, bytes | None]]:
+    """A schedule's due-time index entries: per time trigger its next due after `since(unit)` (None: from its
+    activation), and its elapsed mark (put or deleted)."""
+    return index_entries(key, state, since)[0]
+
+
+def index_entries(
+    key: bytes, state: ScheduleState, since: Callable[[TimeUnit], int | None]
+) -> tuple[list[tuple[bytes, bytes | None]], list[tuple[str, TimeUnit, int]]]:
+    """index_writes, and the next dues they hold: (time-trigger path, unit, due) each."""
+    if not state.firing:
+        return [(elapsed_key(key), None)], []
+    writes: list[tuple[bytes, bytes | None]] = []
+    dues = []
+    for path, trigger in state.time_leaves():
+        unit = trigger.unit
+        after = since(unit)
+        nxt = trigger.next_due(
+            state.active_since - 1 if after is None else max(after, state.active_since - 1)
+        )
+        if nxt is not None:
+            writes.append((due_key(unit, nxt, key, path, state.version), b""))
+            dues.append((path, unit, nxt))
+    writes.append((elapsed_key(key), b"" if has_elapsed(state) else None))
+    return writes, dues
+
+
+@dataclass
+class Held:
+    heaps: dict[TimeUnit, Armed] = field(default_factory=lambda: {u: Armed() for u in TimeUnit})
+    # schedule key -> time-trigger path -> (seq, due) of its valid heap entry (what is in memory)
+    live: dict[bytes, dict[str, tuple[int, int]]] = field(default_factory=dict)
+    compiled: dict[bytes, Compiled] = field(default_factory=dict)  # the schedules of the entries in memory
+    # per unit: every index key below it has been loaded into the heap
+    loaded: dict[TimeUnit, bytes] = field(default_factory=dict)
+    inflight: dict[TimeUnit, deque[tuple[int, list[Sent]]]] = field(
+        default_factory=lambda: {u: deque() for u in TimeUnit}
+    )
+    saved: dict[TimeUnit, int] = field(default_factory=dict)
+    # the latest tick whose fires were recorded (or the watermark it was assigned with): every due at or
+    # before it was fired, so nothing computes a next due before it (the wall clock may step back)
+    high: dict[TimeUnit, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Staged:
+    """A fire taken off its heap ahead of its due instant."""
+
+    partition: int
+    part: Held
+    key: bytes
+    path: str
+    entry: Compiled
+    seq: int  # its heap entry (an elapsed trigger re-armed since has another: this fire is then dropped)
+    elapsed: bool  # an elapsed trigger (armed per due) rather than a time trigger
+    final: bool  # no next due: drop the path from `live` once fired
+    head: bytes | None  # fast path: FiredTask bytes before firedAt ...
+    tail: bytes | None  # ... and after
+
+
+#: the due a staged fire that leaves memory shows the loader (its next due, found in the index, is loaded)
+LEAVING = 2**63
+
+
+def seq_of(part: Held, key: bytes, path: str) -> int | None:
+    """The seq of the heap entry of (schedule, path) that counts, if one is in memory."""
+    live = part.live.get(key)
+    entry = None if live is None else live.get(path)
+    return None if entry is None else entry[0]
+
+
+def forget(part: Held, key: bytes, path: str, seq: int | None) -> None:
+    """(schedule, path) leaves memory (its heap entry `seq` was the last): and the schedule with its last."""
+    live = part.live.get(key)
+    if live is None or (entry := live.get(path)) is None or entry[0] != seq:
+        return
+    del live[path]
+    if not live:
+        del part.live[key]
+        part.compiled.pop(key, None)
+
+
+def loaded_until(loaded: bytes) -> int:
+    """The instant up to which an index whose keys below `loaded` are in memory is (every due before the
+    one `loaded` names)."""
+    return int.from_bytes(loaded[2:10], "big") - 1
