@@ -478,17 +478,22 @@ async def commands(bootstrap: str, profile: str, n: int, transactions: bool = Tr
     env = {} if transactions else {"SCHEDULER_TRANSACTIONS": "off"}
     try:
         with Worker(bootstrap, profile, app_id, work, **env) as w:
+            assert w.proc.proc is not None
+            worker = psutil.Process(w.proc.proc.pid)
+            cpu_from = sum(worker.cpu_times()[:2])  # (the worker's own, every thread: its µs per command)
             started = time.monotonic()
             produced_s = await send_commands(bootstrap, app_id, records)
             if math.isnan(await asyncio.to_thread(wait_applied, w, n, 900)):
                 raise TimeoutError(f"{n} INSERTs not all applied in 900 s")
             took = time.monotonic() - started
-            rss = rss_mb(w.proc.proc.pid) if w.proc.proc else None
+            cpu_s = sum(worker.cpu_times()[:2]) - cpu_from
+            rss = rss_mb(w.proc.proc.pid)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return {"inserts": n, "transactions": transactions and profile == "kafka",
             "produced_in_s": round(produced_s, 1), "applied_in_s": round(took, 1),
-            "inserts_per_s": round(n / took), "rss_mb": round(rss) if rss else None}  # fmt: skip
+            "inserts_per_s": round(n / took), "rss_mb": round(rss),
+            "worker_cpu_s": round(cpu_s, 1), "worker_cpu_us_per_insert": round(cpu_s / n * 1e6, 1)}  # fmt: skip
 
 
 async def ceiling(bootstrap: str, profile: str, rates: list[int], duration_s: float) -> list[dict[str, Any]]:
@@ -995,7 +1000,8 @@ def table(results: dict[str, Any]) -> str:
         lines.append(
             f"- commands ceiling ({r.get('broker', '')}, transactions {'on' if r['transactions'] else 'off'}): "
             f"{r['inserts']:,} INSERTs produced at once in {r['produced_in_s']} s, all applied after "
-            f"{r['applied_in_s']} s: {r['inserts_per_s']:,}/s (RSS {r['rss_mb']} MB)"
+            f"{r['applied_in_s']} s: {r['inserts_per_s']:,}/s (RSS {r['rss_mb']} MB"
+            + (f", worker CPU {r['worker_cpu_us_per_insert']} µs an INSERT)" if "worker_cpu_s" in r else ")")
         )
     for r in results.get("http", []):
         lines.append(

@@ -1,0 +1,146 @@
+"""CPU per command of the command path alone (issue 41 item 3): what an INSERT costs a worker before Kafka.
+
+    python -m tests.bench.command_cpu [--commands 20000] [--rounds 3] [--profile 25]
+
+A worker (scheduler.worker.app.Worker, transactions off) on a data dir of its own, no broker: N INSERTs of
+hourly schedules (the commands ceiling's workload: tests.bench.run), each a record on its key's partition,
+handed to Worker.handle_command one after another as the commands ingest hands a fetch's records, the held
+schedule writes put in RocksDB every YIELD_EVERY commands as the ingest does. What goes to Kafka (the
+changelog records, through a producer that answers at once here) is built but not sent: the row is the
+command path's own CPU — decoding, validation, the next fire, the history, the index and table writes. Each
+round is a fresh worker; the row is the round of least process CPU per command. `--profile K`: one more
+round under cProfile, its K functions of most own time printed (cProfile's overhead makes them ~2x slower).
+Benchmarks report, never assert; these machines vary ~2x between runs: compare the rows of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import dataclasses
+import json
+import platform
+import pstats
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from aiokafka.structs import ConsumerRecord
+
+from scheduler.domain.model import CronTrigger
+from scheduler.kafka.config import Settings
+from scheduler.kafka.partitioner import kafka_partition
+from scheduler.worker.app import Worker
+from scheduler.worker.ingest import YIELD_EVERY
+from tests.bench.run import hourly_cron_of, insert_records, workload
+
+PARTITIONS = 8
+
+
+class _Producer:
+    """Answers every send at once (nothing leaves the process)."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    async def send(self, topic: str, key: bytes | None, value: bytes | None, *a: Any, **k: Any) -> Any:
+        self.sent += 1
+        done: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+
+def commands(n: int, app_id: str) -> list[Any]:
+    """The INSERTs as the ingest hands them to the worker: a record on its key's partition."""
+    schedules = [
+        dataclasses.replace(s, trigger=CronTrigger(hourly_cron_of(i)))
+        for i, s in enumerate(workload(n, f"{app_id}-out"))
+    ]
+    out = []
+    for offset, (key, value) in enumerate(insert_records(schedules)):
+        partition = kafka_partition(key, PARTITIONS)
+        record = ConsumerRecord(
+            f"{app_id}-commands", partition, offset, 0, 0, key, value, None, len(key), len(value), []
+        )
+        out.append(SimpleNamespace(message=record))
+    return out
+
+
+async def one_round(n: int, profile: cProfile.Profile | None = None) -> float:
+    """CPU seconds per command of one fresh worker applying n INSERTs."""
+    work = Path(tempfile.mkdtemp(prefix="bench-command-cpu-"))
+    try:
+        settings = Settings(
+            app_id="bench",
+            data_dir=work,
+            auth="off",
+            partitions=PARTITIONS,
+            transactions="off",
+            max_schedules_per_tenant=10**9,
+        )
+        worker = Worker(settings)
+        worker.producer = _Producer()  # type: ignore[assignment]
+        worker.topics._known.add("bench-out")  # (no broker to ask whether the output topic exists)
+        records = commands(n, "bench")
+        await worker.handle_command(records[0])  # (opens the partitions' stores: not the command's cost)
+        cpu = time.process_time()
+        if profile is not None:
+            profile.enable()
+        for i, record in enumerate(records[1:], 1):
+            await worker.handle_command(record)
+            if i % YIELD_EVERY == 0:
+                worker.write_local()
+        worker.write_local()
+        if profile is not None:
+            profile.disable()
+        spent = time.process_time() - cpu
+        applied = worker.counts.commands_applied
+        if applied < n:
+            raise RuntimeError(f"{n - applied} of {n} INSERTs were not applied")
+        return spent / (n - 1)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+async def command_cpu(n: int, rounds: int) -> dict[str, Any]:
+    spent = [await one_round(n) for _ in range(rounds)]
+    return {
+        "commands": n,
+        "rounds": rounds,
+        "cpu_us_per_command": round(min(spent) * 1e6, 1),
+        "each_round_us": [round(s * 1e6, 1) for s in spent],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--commands", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--profile", type=int, default=0, help="functions of most own time to print")
+    parser.add_argument("--out", type=Path, default=None, help="a JSON file for the row")
+    args = parser.parse_args()
+    row = asyncio.run(command_cpu(args.commands, args.rounds))
+    print(json.dumps(row), flush=True)
+    if args.profile:
+        profile = cProfile.Profile()
+        asyncio.run(one_round(args.commands, profile))
+        pstats.Stats(profile).sort_stats("tottime").print_stats(args.profile)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "date": time.strftime("%Y-%m-%d"),
+            "python": platform.python_version(),
+            "command": " ".join(["python -m tests.bench.command_cpu", *sys.argv[1:]]),
+        }
+        args.out.write_text(json.dumps({**meta, **row}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

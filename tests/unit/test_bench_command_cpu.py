@@ -1,0 +1,16 @@
+"""The command-path benchmark applies what it says it measures (it reports CPU per command: every INSERT
+must be applied, else it raises)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.bench.command_cpu import command_cpu
+
+pytestmark = pytest.mark.unit
+
+
+async def test_every_insert_is_applied_and_its_cpu_counted():
+    row = await command_cpu(300, rounds=2)
+    assert row["commands"] == 300 and len(row["each_round_us"]) == 2
+    assert row["cpu_us_per_command"] == min(row["each_round_us"]) > 0
