@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -14,14 +15,14 @@ from collections.abc import Iterable, Iterator
 from typing import Any, cast
 
 import faust
-from faust.types import TP, EventT
+from faust.types import EventT
 from mode import Service
 
 from scheduler.domain.model import Action, ScheduleCommand, ScheduleState, TimeUnit
 from scheduler.kafka import bulk_restore
 from scheduler.kafka.config import Settings, apply_transport_fixes, broker_profile
 from scheduler.kafka.consumers import apply_consumer_profile, consumer_options
-from scheduler.kafka.due_index import COMPLETE, DueIndex, elapsed_key
+from scheduler.kafka.due_index import DueIndex
 from scheduler.kafka.group import (
     request_rejoin,
     track_recovery_generation,
@@ -36,19 +37,15 @@ from scheduler.kafka.recovery import (
 from scheduler.kafka.staged import StagedTable
 from scheduler.kafka.tables import (
     collect_only_what_was_closed,
-    done_offsets,
-    fresh_partition,
     keep_newest_generation,
-    last_offsets,
     partition_db,
     partition_items,
     partition_items_from,
     raw_table,
     skip_applied_records,
     start_tables_at_once,
-    write_local,
 )
-from scheduler.kafka.transactions import OWNER, PartitionGone, Transactions
+from scheduler.kafka.transactions import OWNER, Transactions
 from scheduler.wire.codec import (
     DecodeError,
     decode_state,
@@ -64,9 +61,8 @@ from scheduler.worker.counters import WorkerCounts
 from scheduler.worker.delayed import DelayedMessages
 from scheduler.worker.event_routing import EventRouting
 from scheduler.worker.failpoints import failing_reads
-from scheduler.worker.flushes import offset_record
 from scheduler.worker.freeze import FreezeGuard
-from scheduler.worker.held import Unreadable, index_writes
+from scheduler.worker.held import Unreadable
 from scheduler.worker.hops import agent
 from scheduler.worker.ingest import CommandIngest
 from scheduler.worker.job_queue import JobQueueAgent
@@ -82,6 +78,7 @@ from scheduler.worker.ownership import Ownership
 from scheduler.worker.programs import ProgramRegistry
 from scheduler.worker.punctuator import Punctuator, monotonic_ms, wall_clock_ms
 from scheduler.worker.retention import Retention
+from scheduler.worker.schedule_store import ScheduleStore, index_restored_states, schedules_db
 from scheduler.worker.sensors import Sensors
 from scheduler.worker.trigger_agent import (
     TriggerAgent,
@@ -181,8 +178,8 @@ class Worker:
             keep_newest_generation(self.schedules, state_version, stamp="version")
         # every schedule's next dues, in the schedules table's RocksDB (kafka.due_index)
         self._read_faults = failing_reads()
-        self.due_index = DueIndex(self._schedules_db)
-        self._index_restored_states()
+        self.due_index = DueIndex(functools.partial(schedules_db, self.schedules))
+        index_restored_states(self.schedules, self.due_index, self._fired_up_to)
         # a partition far behind its changelog is restored in bulk first (then Faust's loop reads the tail)
         bulk_restore.install(
             app,
@@ -225,6 +222,8 @@ class Worker:
             if settings.transactional
             else None
         )
+        # the command path's schedule writes, held until RocksDB (and the changelog) get them
+        self.store = ScheduleStore(self.schedules, self.progress, self.producer, self.txns)
         self.journal = Journal(settings.journal_path) if settings.journal_path else None
         self.counts = WorkerCounts()  # every counter of the worker: /metrics and /health
         self.sensors = Sensors(self)  # (polling sensors: worker/sensors.py)
@@ -254,7 +253,7 @@ class Worker:
             hold=self.may_work if self.freeze is not None else None,
             excluded=self.calendars.excluding,
             index=self.due_index,
-            index_put=self._write_index,
+            index_put=self.store.index_put,
             give_up=self._give_up_unreadable,
             # (transactions: a tick's watermarks go into the transaction with its fires, watermarks.py)
             fired=(lambda unit, parts: cast(TransactionalWatermarks, self.watermarks).fired(unit, parts))
@@ -276,9 +275,6 @@ class Worker:
         self.triggers = TriggerAgent(self)
         self.jobs = JobQueueAgent(self)
         self._progress_sent: list[Any] = []
-        # partition -> schedule changelog records not yet sent
-        self._writes: dict[int, list[tuple[bytes, bytes | None, int]]] = {}
-        self._unwritten: dict[int, dict[bytes, bytes | None]] = {}  # partition -> writes not in RocksDB yet
         self.commands = CommandHandler(self)
         self.delayed_messages = DelayedMessages(self)
         hops = {
@@ -450,21 +446,12 @@ class Worker:
         try:
             if self._read_faults is not None:
                 self._read_faults()
-            raw = self.schedule_bytes(partition, key)
+            raw = self.store.read(partition, key)
         except Unreadable:
             raise
-        except Exception as exc:  # (a get of a database that is open does not fail: see _schedules_db)
+        except Exception as exc:  # (a get of a database that is open does not fail: see schedules_db)
             raise Unreadable(partition, exc) from exc
         return None if raw is None else decode_state(raw)
-
-    def _schedules_db(self, partition: int) -> Any:
-        """The schedules table's RocksDB of a partition, where its due-time index lives too. Faust closes a
-        revoked partition's database by dropping it; while a scan of it is still open, it cannot be opened
-        again ("lock hold by current process"): Unreadable then, and the punctuator drops nothing for it."""
-        try:
-            return partition_db(self.schedules, partition)
-        except Exception as exc:
-            raise Unreadable(partition, exc) from exc
 
     async def _give_up_unreadable(self, partition: int, exc: BaseException) -> None:
         """The punctuator could not read the partition's store: its open transaction (fires sent for it)
@@ -519,127 +506,36 @@ class Worker:
     def progress_db(self, partition: int) -> Any:
         return partition_db(self.progress, partition)
 
-    def write_schedule(self, partition: int, key: bytes, value: bytes | None) -> None:
-        """Held until write_local puts it in RocksDB (schedule_bytes reads it meanwhile); the changelog
-        once the fetch is applied (take_writes). None: deleted. With transactions RocksDB gets it only
-        once its transaction committed (stage_commit)."""
-        held = self._unwritten.get(partition)
-        if held is None:
-            held = self._unwritten[partition] = {}
-        held[key] = value
-        self._writes.setdefault(partition, []).append((key, value, partition))
+    # --- the schedule writes (schedule_store.py) ------------------------------------------------
 
-    def _write_index(self, partition: int, writes: list[tuple[bytes, bytes | None]]) -> None:
-        """Due-time index writes held with the schedule writes: in their write batch (and transaction), never
-        in the changelog."""
-        if writes:
-            self._unwritten.setdefault(partition, {}).update(writes)
+    def write_schedule(self, partition: int, key: bytes, value: bytes | None) -> None:
+        self.store.write(partition, key, value)
+
+    def schedule_bytes(self, partition: int, key: bytes) -> bytes | None:
+        return self.store.read(partition, key)
+
+    def write_local(self) -> None:
+        self.store.write_local()
+
+    def writes_held(self) -> bool:
+        return self.store.writes_held()
+
+    def take_writes(self, partition: int | None = None) -> list[tuple[bytes, bytes | None, int]]:
+        return self.store.take_writes(partition)
+
+    async def write_changelog(self, writes: list[tuple[bytes, bytes | None, int]]) -> None:
+        await self.store.write_changelog(writes)
+
+    async def stage_commit(self, partition: int, next_offset: int, topic: str | None = None) -> None:
+        """Transactions: what a fetch applied goes into the partition's transaction (see
+        ScheduleStore.stage_commit); the staged table writes go in at the commit (_before_commit)."""
+        await self.store.stage_commit(partition, next_offset, topic)
+
+    def _fired_up_to(self, partition: int) -> dict[TimeUnit, int]:
+        return self.ownership.fired_up_to(partition)
 
     def _bulk_restored(self, records: int) -> None:
         self.counts.events["bulkRestoredRecords"] += records
-
-    def _index_restored_states(self) -> None:
-        """A restored (or standby-replicated) schedule state is indexed before Faust applies it: a crash in
-        between restores it again. A partition whose database was created empty gets every state this way:
-        its index is complete (no rebuild on assignment)."""
-        table = self.schedules
-        apply = table.apply_changelog_batch
-
-        def index_then_apply(batch: Any) -> None:
-            events = list(batch)
-            writes: dict[int, list[tuple[bytes, bytes | None]]] = {}
-            marks: dict[int, dict[TimeUnit, int]] = {}
-            for event in events:
-                msg = event.message
-                partition, key = msg.partition, bytes(msg.key)
-                out = writes.get(partition)
-                if out is None:
-                    out = writes[partition] = [(COMPLETE, b"")] if fresh_partition(table, partition) else []
-                    marks[partition] = self.ownership.fired_up_to(partition)
-                if msg.value is None:
-                    out.append((elapsed_key(key), None))
-                    continue
-                try:
-                    state = decode_state(msg.value)
-                except DecodeError:
-                    continue
-                out += index_writes(key, state, marks[partition].get)
-            for partition, batch_writes in writes.items():
-                self.due_index.write(partition, batch_writes)
-            apply(events)
-
-        table.apply_changelog_batch = index_then_apply
-
-    def schedule_bytes(self, partition: int, key: bytes) -> bytes | None:
-        """A schedule's state as stored: held by write_schedule, else RocksDB's."""
-        held = self._unwritten.get(partition)
-        if held is not None and key in held:
-            return held[key]
-        return self._schedules_db(partition).get(key)
-
-    def write_local(self) -> None:
-        """The schedule writes held since the last call into RocksDB, a write batch per partition (~2x
-        cheaper than a put each). The ingest calls it before it lets other tasks run. With transactions,
-        nothing: the writes wait for their commit (stage_commit)."""
-        if self.txns is not None:
-            return
-        for partition in list(self._unwritten):
-            self._write_partition_local(partition)
-
-    def _write_partition_local(self, partition: int) -> None:
-        writes = self._unwritten.pop(partition, None)
-        if writes:
-            write_local(self.schedules, partition, writes)
-
-    def writes_held(self) -> bool:
-        """Schedule writes wait for the changelog (take_writes)."""
-        return bool(self._writes)
-
-    def take_writes(self, partition: int | None = None) -> list[tuple[bytes, bytes | None, int]]:
-        """The schedule writes since the last take (of one partition, or all), for write_changelog."""
-        if partition is not None:
-            return self._writes.pop(partition, [])
-        writes, self._writes = self._writes, {}
-        return [w for ws in writes.values() for w in ws]
-
-    async def write_changelog(self, writes: list[tuple[bytes, bytes | None, int]]) -> None:
-        """Schedule writes sent to the changelog as whole batches; returns once the broker has them, with
-        the offset each partition's store holds recorded as Faust does (so a restart restores only what
-        came after)."""
-        if not writes:
-            return
-        topic = self.schedules.changelog_topic.get_topic_name()
-        futures = await self.producer.send_batch(topic, writes)  # type: ignore[arg-type]
-        for partition, offset in (await last_offsets(futures)).items():
-            self.schedules.data.set_persisted_offset(TP(topic, partition), offset)
-
-    async def stage_commit(self, partition: int, next_offset: int, topic: str | None = None) -> None:
-        """Transactions: a fetch of the partition's commands (topic None) or of a hop topic is applied. Its
-        schedule writes and its next offset go into the partition's transaction; RocksDB, the persisted
-        changelog offsets and the stored offset get them once it commits (never before: the local store
-        holds committed state only). Staged table writes go in at the commit (_before_commit)."""
-        txns = self.txns
-        assert txns is not None
-        writes = self.take_writes(partition)
-        schedules_topic = self.schedules.changelog_topic.get_topic_name()
-        progress_topic = self.progress.changelog_topic.get_topic_name()
-        key, value = offset_record(partition, next_offset, topic)
-        try:
-            futures = await txns.send_batch(partition, schedules_topic, writes) if writes else []  # type: ignore[arg-type]
-            offset_sent = await txns.send(partition, progress_topic, key, value, partition)
-        except PartitionGone:  # (a failed send gave the partition up)
-            return
-
-        def committed() -> None:
-            self._write_partition_local(partition)
-            for p, offset in done_offsets(futures).items():
-                self.schedules.data.set_persisted_offset(TP(schedules_topic, p), offset)
-            partition_db(self.progress, partition)[key] = value
-            for p, offset in done_offsets([offset_sent]).items():
-                self.progress.data.set_persisted_offset(TP(progress_topic, p), offset)
-
-        with contextlib.suppress(PartitionGone):  # (given up meanwhile, by a send of another task)
-            txns.after_commit(partition, committed)
 
     async def _before_commit(self, partition: int) -> None:
         """Transactions: the staged table writes of the partition's work, and the watermarks that cover the
@@ -662,8 +558,7 @@ class Worker:
 
     def drop_held(self, partition: int) -> None:
         """Transactions: forget the writes held for the partition's open transaction (given up)."""
-        self._unwritten.pop(partition, None)
-        self._writes.pop(partition, None)
+        self.store.drop(partition)
         if self.watermarks is not None:
             self.watermarks.drop(partition)
         for table in self._staged:

@@ -111,7 +111,7 @@ class CommandHandler:
             headers = moved_headers(msg) + condition_headers(msg.headers)
             await self.worker.send_command(cmd, value=msg.value, headers=headers)
             return
-        raw = self.worker.schedule_bytes(partition, kb)  # this event's partition: no key search
+        raw = self.worker.store.read(partition, kb)  # this event's partition: no key search
         current = decode_state(raw) if raw is not None else None
         try:
             check_conditions(
@@ -186,10 +186,10 @@ class CommandHandler:
         if counts is not None and (current is None) != (new is None):
             counts[cmd.key.tenant] += 1 if current is None else -1
         if new is None:
-            self.worker.write_schedule(partition, kb, None)
+            self.worker.store.write(partition, kb, None)
             self.worker.punctuator.remove(partition, kb)
         else:
-            self.worker.write_schedule(partition, kb, encode_state(new, known))
+            self.worker.store.write(partition, kb, encode_state(new, known))
             self.worker.punctuator.upsert(partition, kb, new)
         # an event recorded after the command reaches the triggers of the version it made
         await self._lifecycle(partition, kb, cmd, current, new, asked_at)
@@ -268,7 +268,7 @@ class CommandHandler:
         """Whether the partition holds its share of the tenant's schedule limit (see tenancy.partition_share)."""
         counts = self._tenant_counts.get(partition)
         if counts is None:  # counted once per assignment, from the keys alone
-            self.worker.write_local()
+            self.worker.store.write_local()
             counts = Counter(
                 key_from_bytes(key).tenant for key, _ in partition_items(self.worker.schedules, partition)
             )
