@@ -239,7 +239,11 @@ def _read(payload: bytes, writer: Any, reader: Any) -> dict[str, Any]:
 
 def encode_json(obj: Any) -> bytes:
     """Internal topics and tables (trigger index, trigger progress, job queue) hold compact JSON."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    return _JSON.encode(obj).encode()
+
+
+#: json.dumps with these options builds an encoder per call (~40 % of a small record's encoding)
+_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 def decode_json(data: bytes | None) -> Any:

@@ -38,7 +38,7 @@ Headers = Sequence[tuple[str, bytes]] | Mapping[str, bytes] | None
 
 
 def _pairs(headers: Headers) -> list[tuple[str, Any]]:
-    if headers is None:
+    if not headers:  # (most commands: none; no abc isinstance for them)
         return []
     return list(headers.items()) if isinstance(headers, Mapping) else list(headers)
 

@@ -1,15 +1,19 @@
 """CPU per command of the command path alone (issue 41 item 3): what an INSERT costs a worker before Kafka.
 
-    python -m tests.bench.command_cpu [--commands 20000] [--rounds 3] [--profile 25]
+    python -m tests.bench.command_cpu [--commands 20000] [--rounds 3] [--profile 25] [--transactions]
 
-A worker (scheduler.worker.app.Worker, transactions off) on a data dir of its own, no broker: N INSERTs of
+A worker (scheduler.worker.app.Worker, transactions off unless asked) on a data dir of its own, no broker: N INSERTs of
 hourly schedules (the commands ceiling's workload: tests.bench.run), each a record on its key's partition,
 handed to Worker.handle_command one after another as the commands ingest hands a fetch's records, the held
 schedule writes put in RocksDB every YIELD_EVERY commands as the ingest does. What goes to Kafka (the
 changelog records, through a producer that answers at once here) is built but not sent: the row is the
 command path's own CPU — decoding, validation, the next fire, the history, the index and table writes. Each
-round is a fresh worker; the row is the round of least process CPU per command. `--profile K`: one more
-round under cProfile, its K functions of most own time printed (cProfile's overhead makes them ~2x slower).
+round is a fresh worker; the row is the round of least process CPU per command (a round after the first
+finds the process's cron caches warm, as a worker that has run a while does). `--transactions`: the worker
+as it runs with them (its tables staged, its reads and writes inside a partition's work), their producer
+answering at once and each partition committed every COMMIT_EVERY commands (what a commit runs after it:
+RocksDB gets the writes). `--profile K`: one more round under cProfile, its K functions of most own time
+printed (cProfile's overhead makes them ~2x slower).
 Benchmarks report, never assert; these machines vary ~2x between runs: compare the rows of one run.
 """
 
@@ -35,11 +39,14 @@ from aiokafka.structs import ConsumerRecord
 from scheduler.domain.model import CronTrigger
 from scheduler.kafka.config import Settings
 from scheduler.kafka.partitioner import kafka_partition
+from scheduler.kafka.tables import partition_items
+from scheduler.kafka.transactions import owned_by
 from scheduler.worker.app import Worker
 from scheduler.worker.ingest import YIELD_EVERY
 from tests.bench.run import hourly_cron_of, insert_records, workload
 
 PARTITIONS = 8
+COMMIT_EVERY = 1_000  # (transactions: about a fetch of a partition's commands)
 
 
 class _Producer:
@@ -53,6 +60,42 @@ class _Producer:
         done: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         done.set_result(None)
         return done
+
+
+class _Transactions:
+    """What the worker asks of its Transactions, answered at once: every partition owned, every send done,
+    what runs after a commit held until `commit`."""
+
+    def __init__(self) -> None:
+        self.after: list[Any] = []
+        self.offsets: dict[tuple[str, int], int] = {}
+
+    def patch(self, txns: Any) -> None:
+        txns.owns = lambda partition: True
+        txns.dirty = lambda partition: None
+        txns.after_commit = lambda partition, callback: self.after.append(callback)
+        txns.send = self.send
+        txns.send_batch = self.send_batch
+
+    def _sent(self, topic: str, partition: int, count: int) -> asyncio.Future[object]:
+        offset = self.offsets.get((topic, partition), 0)
+        self.offsets[topic, partition] = offset + count
+        done: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        done.set_result(SimpleNamespace(topic=topic, partition=partition, offset=offset))
+        return done
+
+    async def send(self, owner: int, topic: str, key: Any, value: Any, partition: int | None = None,
+                   headers: Any = None) -> asyncio.Future[object]:  # fmt: skip
+        return self._sent(topic, owner if partition is None else partition, 1)
+
+    async def send_batch(self, owner: int, topic: str, records: list[Any]) -> list[asyncio.Future[object]]:
+        done = self._sent(topic, owner, len(records))
+        return [done] * len(records)
+
+    def commit(self) -> None:
+        after, self.after = self.after, []
+        for callback in after:
+            callback()
 
 
 def commands(n: int, app_id: str) -> list[Any]:
@@ -71,7 +114,7 @@ def commands(n: int, app_id: str) -> list[Any]:
     return out
 
 
-async def one_round(n: int, profile: cProfile.Profile | None = None) -> float:
+async def one_round(n: int, profile: cProfile.Profile | None = None, *, transactions: bool = False) -> float:
     """CPU seconds per command of one fresh worker applying n INSERTs."""
     work = Path(tempfile.mkdtemp(prefix="bench-command-cpu-"))
     try:
@@ -80,38 +123,64 @@ async def one_round(n: int, profile: cProfile.Profile | None = None) -> float:
             data_dir=work,
             auth="off",
             partitions=PARTITIONS,
-            transactions="off",
+            transactions="on" if transactions else "off",
             max_schedules_per_tenant=10**9,
         )
         worker = Worker(settings)
         worker.producer = _Producer()  # type: ignore[assignment]
         worker.topics._known.add("bench-out")  # (no broker to ask whether the output topic exists)
+        txns = _Transactions()
+        if worker.txns is not None:
+            txns.patch(worker.txns)
         records = commands(n, "bench")
-        await worker.handle_command(records[0])  # (opens the partitions' stores: not the command's cost)
+        await _apply(worker, txns, records[:1])  # (opens the partitions' stores: not the command's cost)
         cpu = time.process_time()
         if profile is not None:
             profile.enable()
-        for i, record in enumerate(records[1:], 1):
-            await worker.handle_command(record)
-            if i % YIELD_EVERY == 0:
-                worker.write_local()
-        worker.write_local()
+        await _apply(worker, txns, records[1:])
         if profile is not None:
             profile.disable()
         spent = time.process_time() - cpu
         applied = worker.counts.commands_applied
-        if applied < n:
-            raise RuntimeError(f"{n - applied} of {n} INSERTs were not applied")
+        stored = sum(1 for p in range(PARTITIONS) for _ in partition_items(worker.schedules, p))
+        if applied < n or stored < n:
+            raise RuntimeError(f"of {n} INSERTs {applied} were applied and {stored} stored")
         return spent / (n - 1)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-async def command_cpu(n: int, rounds: int) -> dict[str, Any]:
-    spent = [await one_round(n) for _ in range(rounds)]
+async def _apply(worker: Worker, txns: _Transactions, records: list[Any]) -> None:
+    """The records handed to the worker as its ingest does: without transactions the held writes put in
+    RocksDB every YIELD_EVERY; with them each partition's work staged and committed every COMMIT_EVERY."""
+    if worker.txns is None:
+        for i, record in enumerate(records, 1):
+            await worker.handle_command(record)
+            if i % YIELD_EVERY == 0:
+                worker.write_local()
+        worker.write_local()
+        return
+    touched: dict[int, int] = {}  # partition -> the offset after its last command applied
+    for i, record in enumerate(records, 1):
+        partition = record.message.partition
+        with owned_by(partition):
+            await worker.handle_command(record)
+        touched[partition] = record.message.offset + 1
+        if i % COMMIT_EVERY == 0 or i == len(records):
+            for p, next_offset in touched.items():
+                with owned_by(p):
+                    await worker.stage_commit(p, next_offset)
+                await worker._before_commit(p)
+            touched.clear()
+            txns.commit()
+
+
+async def command_cpu(n: int, rounds: int, *, transactions: bool = False) -> dict[str, Any]:
+    spent = [await one_round(n, transactions=transactions) for _ in range(rounds)]
     return {
         "commands": n,
         "rounds": rounds,
+        "transactions": transactions,
         "cpu_us_per_command": round(min(spent) * 1e6, 1),
         "each_round_us": [round(s * 1e6, 1) for s in spent],
     }
@@ -124,13 +193,14 @@ def main() -> None:
     parser.add_argument("--commands", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", type=int, default=0, help="functions of most own time to print")
+    parser.add_argument("--transactions", action="store_true", help="the worker as it runs with them")
     parser.add_argument("--out", type=Path, default=None, help="a JSON file for the row")
     args = parser.parse_args()
-    row = asyncio.run(command_cpu(args.commands, args.rounds))
+    row = asyncio.run(command_cpu(args.commands, args.rounds, transactions=args.transactions))
     print(json.dumps(row), flush=True)
     if args.profile:
         profile = cProfile.Profile()
-        asyncio.run(one_round(args.commands, profile))
+        asyncio.run(one_round(args.commands, profile, transactions=args.transactions))
         pstats.Stats(profile).sort_stats("tottime").print_stats(args.profile)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
