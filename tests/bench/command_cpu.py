@@ -24,10 +24,8 @@ import asyncio
 import cProfile
 import dataclasses
 import json
-import platform
 import pstats
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -43,6 +41,7 @@ from scheduler.kafka.tables import partition_items
 from scheduler.kafka.transactions import owned_by
 from scheduler.worker.app import Worker
 from scheduler.worker.ingest import YIELD_EVERY
+from tests.bench import write_result
 from tests.bench.run import hourly_cron_of, insert_records, workload
 
 PARTITIONS = 8
@@ -203,13 +202,7 @@ def main() -> None:
         asyncio.run(one_round(args.commands, profile, transactions=args.transactions))
         pstats.Stats(profile).sort_stats("tottime").print_stats(args.profile)
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        meta = {
-            "date": time.strftime("%Y-%m-%d"),
-            "python": platform.python_version(),
-            "command": " ".join(["python -m tests.bench.command_cpu", *sys.argv[1:]]),
-        }
-        args.out.write_text(json.dumps({**meta, **row}, indent=2))
+        write_result(args.out, "tests.bench.command_cpu", row)
 
 
 if __name__ == "__main__":

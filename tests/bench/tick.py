@@ -20,9 +20,7 @@ import argparse
 import asyncio
 import gc
 import json
-import platform
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -35,6 +33,7 @@ from scheduler.kafka.due_index import COMPLETE, DueIndex
 from scheduler.wire.codec import decode_state, encode_state, key_bytes
 from scheduler.worker.held import index_writes
 from scheduler.worker.punctuator import Punctuator
+from tests.bench import write_result
 
 PARTITIONS = 8
 T0 = 1_800_000_000_000
@@ -181,13 +180,7 @@ def main() -> None:
             f"{r['gc_us_per_fire']} | {c['0']['count']} / {c['1']['count']} / {c['2']['count']} |"
         )
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        meta = {
-            "date": time.strftime("%Y-%m-%d"),
-            "python": platform.python_version(),
-            "command": " ".join(["python -m tests.bench.tick", *sys.argv[1:]]),
-        }
-        args.out.write_text(json.dumps({**meta, "rows": rows}, indent=2))
+        write_result(args.out, "tests.bench.tick", {"rows": rows})
 
 
 if __name__ == "__main__":
