@@ -45,6 +45,7 @@ campaign: install     ## the randomized fault campaign: 20 seeds x 3 min, each c
 bench: install        ## benchmarks (report, never assert): results in tests/bench/results/ and the docs' Benchmarks page; ETF1=PATH puts etf1/kafka-message-scheduler (tests/bench/etf1.sh builds it) beside our delayed messages
 	$(BIN)/python -m tests.bench.run
 	$(BIN)/python -m tests.bench.tick --out tests/bench/results/tick.json
+	$(BIN)/python -m tests.bench.command_cpu --transactions --out tests/bench/results/command-cpu.json
 	$(BIN)/python -m tests.bench.producers
 	$(BIN)/python -m tests.bench.delayed --n 10000 100000 1000000 --window 60 --kill $(if $(ETF1),--etf1 $(ETF1))
 	$(BIN)/python -m tests.bench.delayed_pending --n 1000000 10000000
