@@ -17,6 +17,7 @@ import calendar
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from datetime import date
+from functools import lru_cache
 
 FIELD_NAMES = ("second", "minute", "hour", "day-of-month", "month", "day-of-week")
 _BOUNDS = ((0, 59), (0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
@@ -92,7 +93,9 @@ def _term(term: str, index: int) -> set[int] | set[tuple[int, int]]:
     return {v % 7 for v in values} if index == DOW else values
 
 
-def _field(text: str, index: int) -> set:  # type: ignore[type-arg]
+@lru_cache(maxsize=4096)
+def _field(text: str, index: int) -> frozenset:  # type: ignore[type-arg]
+    """The values a field matches; remembered, as expressions share most of their fields (`*`, a minute)."""
     if not text:
         raise CronSyntaxError(f"{FIELD_NAMES[index]} is empty")
     values: set = set()  # type: ignore[type-arg]
@@ -100,7 +103,7 @@ def _field(text: str, index: int) -> set:  # type: ignore[type-arg]
         if not term:
             raise CronSyntaxError(f"{FIELD_NAMES[index]}: empty item in {text!r}")
         values |= _term(term, index)
-    return values
+    return frozenset(values)
 
 
 @dataclass(frozen=True)
