@@ -23,8 +23,7 @@ due order for a range scan; and `i` + id -> deliverAt, to find it again by id (c
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from scheduler.domain.basics import MAX_INSTANT_MS
 from scheduler.domain.model import TOPIC_PATTERN, TOPIC_RULE
@@ -52,8 +51,10 @@ class InvalidDelayed(ValueError):
 Header = tuple[str, bytes | None]
 
 
-@dataclass(frozen=True, slots=True)
-class DelayedMessage:
+class DelayedMessage(NamedTuple):
+    """(A named tuple, not a frozen dataclass: as immutable, and built in a third of the time, once a message
+    held and once a message delivered.)"""
+
     id: bytes
     deliver_at: int  # epoch ms
     topic: str
@@ -149,9 +150,12 @@ def from_delayed_record(
     named: dict[str, bytes] = {}
     kept: list[Header] = []
     for name, raw in headers or ():
-        kept.append((name, None if raw is None else bytes(raw)))
         if raw is not None:
-            named.setdefault(name, bytes(raw))
+            if type(raw) is not bytes:  # (aiokafka's are bytes already: a copy only of anything else)
+                raw = bytes(raw)
+            if name not in named:
+                named[name] = raw
+        kept.append((name, raw))
     if EPOCH_HEADER not in named:
         raise InvalidDelayed(f"no {EPOCH_HEADER} header: when to deliver it is unknown")
     if TARGET_TOPIC_HEADER not in named:

@@ -36,12 +36,23 @@ class _Partition:
         return self.done or (self.after is not None and due <= self.after)
 
     def add(self, due: bytes, topic: str, n: int) -> None:
-        self.topics[topic] += n
-        self.minutes[minute_of(due)] += n
-        if self.topics[topic] <= 0:
-            del self.topics[topic]
-        if self.minutes[minute_of(due)] <= 0:
-            del self.minutes[minute_of(due)]
+        topics, minutes, minute = self.topics, self.minutes, minute_of(due)
+        if (left := topics[topic] + n) > 0:
+            topics[topic] = left
+        else:
+            topics.pop(topic, None)
+        if (left := minutes[minute] + n) > 0:
+            minutes[minute] = left
+        else:
+            minutes.pop(minute, None)
+
+    def replaced(self, due: bytes, old_topic: str | None, new_topic: str | None) -> None:
+        """A due entry about to be written: it held a message to `old_topic` (None: nothing), and will hold
+        one to `new_topic` (None: deleted)."""
+        if old_topic is not None:
+            self.add(due, old_topic, -1)
+        if new_topic is not None:
+            self.add(due, new_topic, 1)
 
 
 class PendingCounts:
@@ -71,21 +82,11 @@ class PendingCounts:
             counted.after = entries[-1][0]
         counted.done = done
 
-    def wants(self, partition: int, due: bytes) -> bool:
-        """Whether a write of this due key must be told (changed): its partition's scan has passed it."""
+    def covering(self, partition: int, due: bytes) -> _Partition | None:
+        """The partition's counts if a write of this due key must be told them (its scan has passed it):
+        then `replaced` with what the key held and will hold."""
         counted = self._partitions.get(partition)
-        return counted is not None and counted.covers(due)
-
-    def changed(self, partition: int, due: bytes, old_topic: str | None, new_topic: str | None) -> None:
-        """A due entry about to be written: it held a message to `old_topic` (None: nothing), and will hold
-        one to `new_topic` (None: deleted)."""
-        counted = self._partitions.get(partition)
-        if counted is None or not counted.covers(due):
-            return
-        if old_topic is not None:
-            counted.add(due, old_topic, -1)
-        if new_topic is not None:
-            counted.add(due, new_topic, 1)
+        return counted if counted is not None and counted.covers(due) else None
 
     def by_topic(self) -> Counter[str]:
         total: Counter[str] = Counter()

@@ -56,6 +56,10 @@ class StagedTable:
         self._put(key, None)
 
     def _put(self, key: bytes, value: bytes | None) -> None:
+        self.put_all({key: value})
+
+    def put_all(self, writes: dict[bytes, bytes | None]) -> None:
+        """Writes (None: a delete) of the current work's partition, held for its commit."""
         partition = OWNER.get()
         if partition is None:
             raise RuntimeError(f"{self.table.name}: written outside a partition's work (no transaction)")
@@ -63,7 +67,11 @@ class StagedTable:
             # work of a transaction given up (a zombie's handler that went on): it must not be held for
             # the partition's next transaction, here or after it is assigned again
             raise PartitionGone(f"partition {partition} is not owned here (no transaction)")
-        self._held.setdefault(partition, {})[key] = value
+        held = self._held.get(partition)
+        if held is None:
+            self._held[partition] = dict(writes)
+        else:
+            held.update(writes)
         self._txns.dirty(partition)
 
     def held(self, partition: int) -> dict[bytes, bytes | None]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from scheduler.domain.delayed import DelayedMessage
 from scheduler.wire.avro_reader import AvroReader, Defer, read_long
-from scheduler.wire.codec import zigzag_long
+from scheduler.wire.avro_writer import zigzag as zigzag_long
 
 _NULL = b"\x00"  # a union's null branch; an array's end
 _SOME = b"\x02"  # a union's second branch (bytes)
@@ -24,10 +24,6 @@ _CACHED = 4_096  # entries each cache holds at most (then it starts again)
 def _bytes(b: bytes) -> bytes:
     n = len(b)
     return (_SHORT[n] if n < 64 else zigzag_long(n)) + b
-
-
-def _optional(b: bytes | None) -> bytes:
-    return _NULL if b is None else _SOME + _bytes(b)
 
 
 def _name(name: str) -> bytes:
@@ -49,12 +45,29 @@ def _instant(ms: int) -> bytes:
 
 
 def encode_delayed(m: DelayedMessage) -> bytes:
-    """As the Avro writer writes it: id, deliverAt, topic, key, value, headers (one block), receivedAt."""
-    out = [_bytes(m.id), _instant(m.deliver_at), _name(m.topic), _optional(m.key), _optional(m.value)]
-    if m.headers:
-        out.append(zigzag_long(len(m.headers)))
-        for name, value in m.headers:
-            out += (_name(name), _optional(value))
+    """As the Avro writer writes it: id, deliverAt, topic, key, value, headers (one block), receivedAt.
+    (_bytes and _optional written out in the line: a message's dozen calls were a sixth of its cost.)"""
+    id_, key, value, headers = m.id, m.key, m.value, m.headers
+    n = len(id_)
+    out = [_SHORT[n] if n < 64 else zigzag_long(n), id_, _instant(m.deliver_at), _name(m.topic)]
+    if key is None:
+        out.append(_NULL)
+    else:
+        n = len(key)
+        out += (_SOME, _SHORT[n] if n < 64 else zigzag_long(n), key)
+    if value is None:
+        out.append(_NULL)
+    else:
+        n = len(value)
+        out += (_SOME, _SHORT[n] if n < 64 else zigzag_long(n), value)
+    if headers:
+        out.append(zigzag_long(len(headers)))
+        for name, raw in headers:
+            if raw is None:
+                out += (_name(name), _NULL)
+            else:
+                n = len(raw)
+                out += (_name(name), _SOME, _SHORT[n] if n < 64 else zigzag_long(n), raw)
     out += (_NULL, _instant(m.received_at))
     return b"".join(out)
 

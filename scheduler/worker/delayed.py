@@ -97,9 +97,14 @@ def decode_message(raw: bytes) -> DelayedMessage:
 def topic_of(raw: bytes) -> str:
     """The target topic of a stored DelayedMessage, read without decoding the rest (the counts read one per
     write): its third field, after `id` (bytes) and `deliverAt` (long) — a schema only adds fields last."""
-    size, at = read_long(raw, 0)
-    _, at = read_long(raw, at + size)
-    size, at = read_long(raw, at)
+    size = raw[0]  # (an id, and then a topic, shorter than 64 bytes: its length is one byte)
+    at = 1 + (size >> 1) if size < 0x80 else sum(read_long(raw, 0))
+    while raw[at] & 0x80:  # (deliverAt skipped, not decoded)
+        at += 1
+    size = raw[at + 1]
+    if size < 0x80:
+        return raw[at + 2 : at + 2 + (size >> 1)].decode()
+    size, at = read_long(raw, at + 1)
     return raw[at : at + size].decode()
 
 
@@ -141,7 +146,8 @@ class DelayedMessages:
             await self.worker.dead_letter(event, str(exc))
             return
         # (created here: a cluster that creates no topic on first use)
-        if m is not None and (why := await self.worker.topics.refusal(m.topic)):
+        topics = self.worker.topics
+        if m is not None and not topics.known(m.topic) and (why := await topics.refusal(m.topic)):
             counts["delayedRefused"] += 1
             await self.worker.dead_letter(event, why)
             return
@@ -150,8 +156,10 @@ class DelayedMessages:
         if m is None:
             counts["delayedCancelled" if replaced else "delayedCancelsUnknown"] += 1
             return
-        self._write(partition, due_key(m.deliver_at, m.id), encode_message(m))
-        self._write(partition, id_key(m.id), m.deliver_at.to_bytes(8, "big"))
+        self._write(
+            partition,
+            {due_key(m.deliver_at, m.id): encode_delayed(m), id_key(m.id): m.deliver_at.to_bytes(8, "big")},
+        )
         counts["delayedReplaced" if replaced else "delayedHeld"] += 1
 
     def _remove(self, partition: int, id: bytes) -> bool:
@@ -159,20 +167,23 @@ class DelayedMessages:
         raw = self.table.get(id_key(id))
         if raw is None:
             return False
-        self._write(partition, due_key(int.from_bytes(raw, "big"), id), None)
-        self._write(partition, id_key(id), None)
+        self._write(partition, {due_key(int.from_bytes(raw, "big"), id): None, id_key(id): None})
         return True
 
-    def _write(self, partition: int, key: bytes, value: bytes | None) -> None:
-        """A write of the table (None: a delete). With transactions it is held for the partition's commit
-        (and counted then: _landing); without them it is in the store at once, and counted here."""
-        self._writes[partition] = self._writes.get(partition, 0) + 1
-        if self.worker.txns is None:
-            self._landing(partition, {key: value})
-        if value is None:
-            del self.table[key]
-        else:
-            self.table[key] = value
+    def _write(self, partition: int, writes: dict[bytes, bytes | None]) -> None:
+        """Writes of the table (None: a delete). With transactions they are held for the partition's commit
+        (and counted then: _landing); without them they are in the store at once, and counted here."""
+        self._writes[partition] = self._writes.get(partition, 0) + len(writes)
+        if self.worker.txns is not None:
+            self.table.put_all(writes)  # (a StagedTable)
+            return
+        self._landing(partition, writes)
+        table = self.table
+        for key, value in writes.items():
+            if value is None:
+                del table[key]
+            else:
+                table[key] = value
 
     # --- counts --------------------------------------------------------------------------------------
 
@@ -190,15 +201,12 @@ class DelayedMessages:
                 # a message due before the floor: scans see it. Lowered as it lands, not as it is written:
                 # a delivery between its write and its commit read RocksDB without it and raised the floor
                 floor = self._floor[partition] = (floor[0], key)
-            if not counts.wants(partition, key):
+            if (counted := counts.covering(partition, key)) is None:
                 continue
             stored = stored or partition_db(self.table, partition).get
             old = stored(key)
-            counts.changed(
-                partition,
-                key,
-                None if old is None else topic_of(old),
-                None if value is None else topic_of(value),
+            counted.replaced(
+                key, None if old is None else topic_of(old), None if value is None else topic_of(value)
             )
 
     def count_some(self) -> None:
@@ -455,9 +463,8 @@ class DelayedMessages:
             for key, m, names_it in due:
                 headers = m.delivered_headers(now)
                 by_topic.setdefault(m.topic, []).append((m.delivered_key, m.value or b"", headers))
-                self._write(partition, key, None)
-                if names_it:  # (else the id names a newer message)
-                    self._write(partition, id_key(m.id), None)
+                # (the id entry too, unless it names a newer message)
+                self._write(partition, {key: None, id_key(m.id): None} if names_it else {key: None})
             for topic, records in by_topic.items():
                 await self.worker.produce_many(topic, records)
             await self.table.send_now(partition)

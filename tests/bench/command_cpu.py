@@ -1,6 +1,6 @@
 """CPU per command of the command path alone (issue 41 item 3): what an INSERT costs a worker before Kafka.
 
-    python -m tests.bench.command_cpu [--commands 20000] [--rounds 3] [--profile 25] [--transactions]
+    python -m tests.bench.command_cpu [--commands 20000] [--rounds 3] [--profile 25] [--transactions] [--delayed]
 
 A worker (scheduler.worker.app.Worker, transactions off unless asked) on a data dir of its own, no broker: N INSERTs of
 hourly schedules (the commands ceiling's workload: tests.bench.run), each a record on its key's partition,
@@ -13,7 +13,10 @@ finds the process's cron caches warm, as a worker that has run a while does). `-
 as it runs with them (its tables staged, its reads and writes inside a partition's work), their producer
 answering at once and each partition committed every COMMIT_EVERY commands (what a commit runs after it:
 RocksDB gets the writes). `--profile K`: one more round under cProfile, its K functions of most own time
-printed (cProfile's overhead makes them ~2x slower).
+printed (cProfile's overhead makes them ~2x slower). `--delayed` (issue 38 item 3; transactions on): records
+of the delayed topic instead, in etf1's shape (the pending bench's: tests.bench.delayed_pending), due over
+the day that starts in an hour, each handed to the worker's delayed messages as the ingest hands its hops'
+records, the partitions' pending counts followed as a worker that took them up follows them.
 Benchmarks report, never assert; these machines vary ~2x between runs: compare the rows of one run.
 """
 
@@ -34,10 +37,11 @@ from typing import Any
 
 from aiokafka.structs import ConsumerRecord
 
+from scheduler.domain.delayed import DUE
 from scheduler.domain.model import CronTrigger
 from scheduler.kafka.config import Settings
 from scheduler.kafka.partitioner import kafka_partition
-from scheduler.kafka.tables import partition_items
+from scheduler.kafka.tables import partition_items, partition_items_from
 from scheduler.kafka.transactions import owned_by
 from scheduler.worker.app import Worker
 from scheduler.worker.ingest import YIELD_EVERY
@@ -46,6 +50,7 @@ from tests.bench.run import hourly_cron_of, insert_records, workload
 
 PARTITIONS = 8
 COMMIT_EVERY = 1_000  # (transactions: about a fetch of a partition's commands)
+WARM_UP = 64  # records applied before the measured ones (every partition's store opened)
 
 
 class _Producer:
@@ -113,8 +118,29 @@ def commands(n: int, app_id: str) -> list[Any]:
     return out
 
 
-async def one_round(n: int, profile: cProfile.Profile | None = None, *, transactions: bool = False) -> float:
-    """CPU seconds per command of one fresh worker applying n INSERTs."""
+def delayed_records(n: int, app_id: str) -> list[Any]:
+    """N records of the delayed topic as the ingest hands them: key = the id, a 100-byte value, etf1's
+    headers, due over the day that starts in an hour, on the id's partition."""
+    start_s, day_s = int(time.time()) + 3_600, 86_400
+    values = [bytes([i % 256]) * 100 for i in range(256)]
+    out = []
+    for i in range(n):
+        key = f"m{i:09d}".encode()
+        headers = [("scheduler-epoch", str(start_s + i * day_s // n).encode()),
+                   ("scheduler-target-topic", f"{app_id}-out".encode()), ("scheduler-target-key", key)]  # fmt: skip
+        value = values[i % len(values)]
+        record = ConsumerRecord(
+            f"{app_id}-delayed", kafka_partition(key, PARTITIONS), i, 0, 0, key, value, None, len(key),
+            len(value), headers,
+        )  # fmt: skip
+        out.append(SimpleNamespace(message=record))
+    return out
+
+
+async def one_round(
+    n: int, profile: cProfile.Profile | None = None, *, transactions: bool = False, delayed: bool = False
+) -> float:
+    """CPU seconds per command (`delayed`: per delayed record) of one fresh worker applying n of them."""
     work = Path(tempfile.mkdtemp(prefix="bench-command-cpu-"))
     try:
         settings = Settings(
@@ -131,30 +157,43 @@ async def one_round(n: int, profile: cProfile.Profile | None = None, *, transact
         txns = _Transactions()
         if worker.txns is not None:
             txns.patch(worker.txns)
-        records = commands(n, "bench")
-        await _apply(worker, txns, records[:1])  # (opens the partitions' stores: not the command's cost)
+        records = delayed_records(n, "bench") if delayed else commands(n, "bench")
+        handle = worker.delayed_messages.handle if delayed else worker.handle_command
+        if delayed:  # (the partitions taken up and counted: each write is told the counts, as in a worker)
+            counts = worker.delayed_messages.pending_counts
+            counts.follow(range(PARTITIONS))
+            for partition, _ in counts.to_scan():
+                counts.scanned(partition, [], done=True)
+        warm = WARM_UP
+        await _apply(worker, txns, handle, records[:warm])  # (opens the partitions' stores: not their cost)
         cpu = time.process_time()
         if profile is not None:
             profile.enable()
-        await _apply(worker, txns, records[1:])
+        await _apply(worker, txns, handle, records[warm:])
         if profile is not None:
             profile.disable()
         spent = time.process_time() - cpu
-        applied = worker.counts.commands_applied
-        stored = sum(1 for p in range(PARTITIONS) for _ in partition_items(worker.schedules, p))
-        if applied < n or stored < n:
-            raise RuntimeError(f"of {n} INSERTs {applied} were applied and {stored} stored")
-        return spent / (n - 1)
+        if delayed:
+            held = worker.counts.events["delayedHeld"]
+            stored = sum(1 for p in range(PARTITIONS) for _ in partition_items_from(worker.delayed, p, DUE))
+            if held < n or stored < n:
+                raise RuntimeError(f"of {n} delayed records {held} were held and {stored} stored")
+        else:
+            applied = worker.counts.commands_applied
+            stored = sum(1 for p in range(PARTITIONS) for _ in partition_items(worker.schedules, p))
+            if applied < n or stored < n:
+                raise RuntimeError(f"of {n} INSERTs {applied} were applied and {stored} stored")
+        return spent / (n - warm)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-async def _apply(worker: Worker, txns: _Transactions, records: list[Any]) -> None:
+async def _apply(worker: Worker, txns: _Transactions, handle: Any, records: list[Any]) -> None:
     """The records handed to the worker as its ingest does: without transactions the held writes put in
     RocksDB every YIELD_EVERY; with them each partition's work staged and committed every COMMIT_EVERY."""
     if worker.txns is None:
         for i, record in enumerate(records, 1):
-            await worker.handle_command(record)
+            await handle(record)
             if i % YIELD_EVERY == 0:
                 worker.write_local()
         worker.write_local()
@@ -163,7 +202,7 @@ async def _apply(worker: Worker, txns: _Transactions, records: list[Any]) -> Non
     for i, record in enumerate(records, 1):
         partition = record.message.partition
         with owned_by(partition):
-            await worker.handle_command(record)
+            await handle(record)
         touched[partition] = record.message.offset + 1
         if i % COMMIT_EVERY == 0 or i == len(records):
             for p, next_offset in touched.items():
@@ -174,9 +213,15 @@ async def _apply(worker: Worker, txns: _Transactions, records: list[Any]) -> Non
             txns.commit()
 
 
-async def command_cpu(n: int, rounds: int, *, transactions: bool = False) -> dict[str, Any]:
-    spent = [await one_round(n, transactions=transactions) for _ in range(rounds)]
+async def command_cpu(
+    n: int, rounds: int, *, transactions: bool = False, delayed: bool = False
+) -> dict[str, Any]:
+    transactions = (
+        transactions or delayed
+    )  # (the delayed topic is a hop of the ingest with transactions only)
+    spent = [await one_round(n, transactions=transactions, delayed=delayed) for _ in range(rounds)]
     return {
+        "records": "delayed" if delayed else "INSERTs",
         "commands": n,
         "rounds": rounds,
         "transactions": transactions,
@@ -193,13 +238,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", type=int, default=0, help="functions of most own time to print")
     parser.add_argument("--transactions", action="store_true", help="the worker as it runs with them")
+    parser.add_argument("--delayed", action="store_true", help="delayed records (transactions on)")
     parser.add_argument("--out", type=Path, default=None, help="a JSON file for the row")
     args = parser.parse_args()
-    row = asyncio.run(command_cpu(args.commands, args.rounds, transactions=args.transactions))
+    row = asyncio.run(
+        command_cpu(args.commands, args.rounds, transactions=args.transactions, delayed=args.delayed)
+    )
     print(json.dumps(row), flush=True)
     if args.profile:
         profile = cProfile.Profile()
-        asyncio.run(one_round(args.commands, profile, transactions=args.transactions))
+        asyncio.run(one_round(args.commands, profile, transactions=row["transactions"], delayed=args.delayed))
         pstats.Stats(profile).sort_stats("tottime").print_stats(args.profile)
     if args.out is not None:
         write_result(args.out, "tests.bench.command_cpu", row)

@@ -142,7 +142,7 @@ class _Worker:
         self.sent: list[tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]]]] = []
         self.dead: list[str] = []
         self.refused: dict[str, str] = {}  # topic -> why the broker refuses to create it
-        self.topics = SimpleNamespace(ensure=self._ensure, refusal=self._refusal)
+        self.topics = SimpleNamespace(ensure=self._ensure, refusal=self._refusal, known=lambda topic: False)
         self.punctuator = SimpleNamespace(partitions={0})
 
     async def _ensure(self, *topics: str) -> None:
