@@ -34,12 +34,10 @@ from scheduler.domain.model import ScheduleState, TimeUnit
 from scheduler.domain.triggers import plan_catch_up
 from scheduler.domain.triggers.base import TimeTrigger
 from scheduler.kafka.due_index import COMPLETE, DueIndex, bound, due_key, elapsed_key
-from scheduler.kafka.partitioner import kafka_partition
-from scheduler.kafka.transactions import PartitionGone, owned_by
-from scheduler.wire.codec import zigzag_long
-from scheduler.wire.messages import TriggerFired
+from scheduler.kafka.transactions import PartitionGone
 from scheduler.worker.armed import Armed, Instant
 from scheduler.worker.counters import FireCounts, count_missed
+from scheduler.worker.emitter import Clock, Emitter, PartitionCount, SendBatch, SendFailed
 from scheduler.worker.fire_progress import FireProgress, SaveProgress, Send
 from scheduler.worker.held import (
     LEAVING,
@@ -55,17 +53,11 @@ from scheduler.worker.held import (
     index_writes,
     loaded_until,
     seq_of,
-    single,
 )
 from scheduler.worker.horizon import Horizon, Load
 
 log = logging.getLogger(__name__)
 
-Clock = Callable[[], int]
-#: (topic, [(key, value, partition)]) -> one future per record (a burst is produced as whole batches)
-SendBatch = Callable[[str, list[tuple[bytes, bytes, int]]], Awaitable[list["asyncio.Future[object]"]]]
-#: topic -> its partition count, None while unknown
-PartitionCount = Callable[[str], "int | None"]
 #: (partition, why) -> give the partition up here until it is assigned again (its store is unreadable)
 GiveUp = Callable[[int, BaseException], Awaitable[None]]
 Excluded = Callable[[str, tuple[str, ...], int], "str | None"]  # (tenant, calendars, instant) -> calendar
@@ -101,12 +93,6 @@ def monotonic_ms() -> int:
 #: the wall clock moving more than this against the monotonic clock between two looks is a clock jump (an
 #: NTP step, a VM resumed), not lateness
 CLOCK_JUMP_MS = 1_000
-
-
-class _SendFailed(Exception):
-    def __init__(self, remaining: list[Staged], error: Exception) -> None:
-        super().__init__(str(error))
-        self.remaining, self.error = remaining, error
 
 
 class Punctuator:
@@ -148,16 +134,12 @@ class Punctuator:
         self._give_up = give_up
         self.index = index if index is not None else DueIndex()
         self._index_put = index_put or self.index.write
-        self._send = send
-        self._send_batch = send_batch
-        self._partition_count = partition_count
         self._load = load
         self._clock = clock
         self.transactional = transactional
         # what a tick's staging and emission run inside (Transactions.work: no commit splits a tick)
         self._work = work or contextlib.nullcontext
         self._hold = hold
-        self._trigger_topic = trigger_topic
         self._parts: dict[int, Held] = {}
         self.caught_up_entries = 0  # index entries the take-ups' catch-up scans read (by the thousand)
         self._seq = itertools.count()
@@ -181,6 +163,9 @@ class Punctuator:
         self._jumps: dict[TimeUnit, tuple[int, int]] = {}
         self.horizon = Horizon(self._parts, self.index, self._index_put, load, self._push)
         self.progress = FireProgress(self._parts, self.index, self.stats, save_progress, send, hold)
+        self.emitter = Emitter(
+            self._parts, send, send_batch, partition_count, clock, self.stats, trigger_topic, transactional
+        )
 
     # --- ownership -------------------------------------------------------------------------------
 
@@ -276,7 +261,9 @@ class Punctuator:
                 if self.is_excluded(entry, due):
                     continue
                 out.append(
-                    await self._fire(partition, e.key, entry, e.path, due, now, missed=missed, catch_up=True)
+                    await self.emitter.fire(
+                        partition, e.key, entry, e.path, due, now, missed=missed, catch_up=True
+                    )
                 )
                 self._still_owned(partition, part)
             count_missed(self.stats.missed, state.schedule.catch_up, plan)
@@ -378,45 +365,6 @@ class Punctuator:
             self._wakeup[unit].set()
 
     # --- firing -----------------------------------------------------------------------------------
-
-    async def _fire(
-        self,
-        partition: int,
-        key: bytes,
-        entry: Compiled,
-        path: str,
-        due: int,
-        now: int,
-        *,
-        missed: int = 0,
-        catch_up: bool = False,
-    ) -> Sent:
-        fired_at = self._clock()  # not the tick's start: a large tick takes a while
-        if not catch_up:
-            self.stats.lateness.observe(fired_at - due)
-        if entry.encode is not None:
-            topic = entry.topic
-            value = entry.encode(due, fired_at, missed, catch_up)
-        else:
-            state = entry.state
-            assert state is not None
-            s = state.schedule
-            # A schedule that launches a program, or a time trigger inside AND/OR: its trigger agent decides.
-            topic = self._trigger_topic
-            value = TriggerFired(
-                key,
-                s.key.id,
-                state.version,
-                path,
-                source=f"t{path}",
-                position=due,
-                at=fired_at,
-                due=due,
-                missed=missed,
-                catch_up=catch_up,
-            ).encode()
-        with owned_by(partition):
-            return single(await self._send(topic, key, value), topic, key, value)
 
     async def tick(self, unit: TimeUnit) -> None:
         """Fire every schedule of `unit` due at or before now, in every owned partition."""
@@ -596,7 +544,7 @@ class Punctuator:
         s = state.schedule
         plan = plan_catch_up(trigger, s.catch_up, due - 1, now, s.catch_up_window_ms)
         futures = [
-            await self._fire(partition, key, entry, path, d, now, missed=missed, catch_up=True)
+            await self.emitter.fire(partition, key, entry, path, d, now, missed=missed, catch_up=True)
             for d, missed in plan.fires
         ]
         count_missed(self.stats.missed, s.catch_up, plan)
@@ -619,8 +567,8 @@ class Punctuator:
                 due = dues[0]
                 items = by_due[due]
                 try:
-                    await self._emit_due(due, items, now, sent)
-                except _SendFailed as failed:  # the producer refused one: keep the rest staged, retry later
+                    await self.emitter.emit_due(due, items, now, sent)
+                except SendFailed as failed:  # the producer refused one: keep the rest staged, retry later
                     by_due[due] = failed.remaining
                     self.progress.record(unit, sent, due - 1)  # the watermark must stay before what is left
                     raise failed.error from None
@@ -631,105 +579,6 @@ class Punctuator:
             self.progress.record(unit, sent, now)  # (empty after a failure: recorded up to before it above)
         if fired and self._fired is not None:
             await self._fired(unit, fired)
-
-    async def _emit_due(
-        self, due: int, items: list[Staged], now: int, sent: dict[int, tuple[Held, list[Sent]]]
-    ) -> None:
-        """Fire the staged entries of one instant: FiredTasks grouped by topic and produced as whole batches
-        when the producer can, others one by one (_SendFailed holds what is left when a send raised)."""
-        parts, clock, observe = self._parts, self._clock, self.stats.lateness.observe
-        fired_at, zz, fast, observed = -1, b"", 0, 0
-        grouped: dict[tuple[str, int], list[tuple[Staged, bytes]]] = {}
-        per_partition = self.transactional
-        handled: list[Staged] = []
-        try:
-            for item in items:
-                part = item.part
-                if (
-                    parts.get(item.partition) is not part
-                    or part.compiled.get(item.key) is not item.entry
-                    or (item.elapsed and seq_of(part, item.key, item.path) != item.seq)
-                ):
-                    handled.append(item)  # changed, re-armed or moved since it was staged: not owed any more
-                    continue
-                if item.head is None:
-                    fired = await self._fire(item.partition, item.key, item.entry, item.path, due, now)
-                    self._sent_one(item, fired, sent)
-                    handled.append(item)
-                    continue
-                if fast & 31 == 0:  # the clock, and firedAt's bytes, every 32 fires (well within 1 ms)
-                    if observed:
-                        observe(fired_at - due, observed)
-                    fired_at, observed = clock(), 0
-                    zz = zigzag_long(fired_at)
-                fast += 1
-                observed += 1
-                value = item.head + zz + item.tail if item.tail is not None else item.head  # type: ignore[operator]
-                if self._send_batch is not None:
-                    where = (item.entry.topic, item.partition if per_partition else -1)
-                    group = grouped.get(where)
-                    if group is None:
-                        group = grouped[where] = []
-                    group.append((item, value))
-                    continue
-                topic = item.entry.topic
-                with owned_by(item.partition):
-                    one = single(await self._send(topic, item.key, value), topic, item.key, value)
-                self._sent_one(item, one, sent)
-                handled.append(item)
-            if observed:
-                observe(fired_at - due, observed)
-            for (topic, owner), group in grouped.items():
-                with owned_by(None if owner < 0 else owner):
-                    await self._send_group(topic, group, sent, handled)
-        except Exception as exc:
-            done = {id(item) for item in handled}
-            raise _SendFailed([item for item in items if id(item) not in done], exc) from exc
-
-    async def _send_group(
-        self,
-        topic: str,
-        group: list[tuple[Staged, bytes]],
-        sent: dict[int, tuple[Held, list[Sent]]],
-        handled: list[Staged],
-    ) -> None:
-        """One topic's FiredTasks of an instant, as whole batches (one by one while the topic is unknown)."""
-        count = None if self._partition_count is None else self._partition_count(topic)
-        if count is None or self._send_batch is None:
-            for item, value in group:
-                self._sent_one(
-                    item, single(await self._send(topic, item.key, value), topic, item.key, value), sent
-                )
-                handled.append(item)
-            return
-        records = []
-        for item, value in group:
-            cached = item.entry.kafka_partition
-            if cached is None or cached[0] != count:
-                cached = item.entry.kafka_partition = (count, kafka_partition(item.key, count))
-            records.append((item.key, value, cached[1]))
-        futures = await self._send_batch(topic, records)
-        # one Sent per batch and schedule partition (the records of a batch share its future)
-        current: dict[int, Sent] = {}
-        for (item, _), record, future in zip(group, records, futures, strict=True):
-            one = current.get(item.partition)
-            if one is None or one.future is not future:
-                one = current[item.partition] = Sent(future, topic, [])
-                self._sent_one(item, one, sent)
-            elif item.final:
-                forget(item.part, item.key, item.path, item.seq)
-            one.records.append(record)
-            handled.append(item)
-
-    @staticmethod
-    def _sent_one(item: Staged, one: Sent, sent: dict[int, tuple[Held, list[Sent]]]) -> None:
-        part = item.part
-        if item.final:
-            forget(part, item.key, item.path, item.seq)
-        bucket = sent.get(item.partition)
-        if bucket is None:
-            bucket = sent[item.partition] = (part, [])
-        bucket[1].append(one)
 
     def overdue(self, late_ms: int = 2_000) -> int:
         """The time units with an instant due more than late_ms ago and not fired yet (liveness.py)."""

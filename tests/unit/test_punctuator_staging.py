@@ -138,8 +138,8 @@ class BatchHarness(Harness):
         super().__init__(now)
         self.batches: list[tuple[str, list[tuple[bytes, bytes, int]]]] = []
         p = self.punctuator
-        p._send_batch = self.send_batch  # type: ignore[assignment]
-        p._partition_count = lambda topic: 4 if topic == "out" else None
+        p.emitter._send_batch = self.send_batch  # type: ignore[assignment]
+        p.emitter._partition_count = lambda topic: 4 if topic == "out" else None
 
     async def send_batch(self, topic: str, records: list[tuple[bytes, bytes, int]]) -> list:
         if self.mode == "raise":
@@ -206,7 +206,7 @@ async def test_fired_at_is_set_even_when_the_first_fires_of_an_instant_take_the_
         state("slow"),
         schedule=dataclasses.replace(state("slow").schedule, program=ProgramId.parse("acme/a/workflow/p")),
     )
-    h.punctuator._trigger_topic = "trigger-fired"
+    h.punctuator.emitter._trigger_topic = "trigger-fired"
     await h.assign(0, [slow, state("fast")], {S: T0 - 1})
     h.clock.now = T0 + 3
     await h.punctuator.tick(S)
@@ -267,7 +267,7 @@ async def test_a_backlog_fires_oldest_first_while_it_is_loaded_never_past_what_e
         loaded_at_send.append(max(loaded))
         return await send(topic, key, value)
 
-    p._send = recording
+    p.emitter._send = recording
     h.clock.now = T0 + 30_000
     timer = asyncio.create_task(p.run_timer(S))
     try:
