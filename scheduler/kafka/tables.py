@@ -18,16 +18,41 @@ log = logging.getLogger(__name__)
 
 #: RocksDB memtables per table partition (Faust's default: 64 MiB, 3 of them)
 WRITE_BUFFER_BYTES = 16 * 2**20
+#: a memtable's bloom filter, of its size (raw_table's memtable_bloom: 320 KiB a 16 MiB memtable)
+MEMTABLE_BLOOM_RATIO = 0.02
 
 
-def raw_table(app: Any, name: str, partitions: int, cache_mb: int = 32) -> Any:
+def raw_table(
+    app: Any, name: str, partitions: int, cache_mb: int = 32, *, memtable_bloom: bool = False
+) -> Any:
     """A table of bytes to bytes: we encode (Avro) ourselves. Faust would pick json for `bytes`. Each
     partition's RocksDB gets a block cache of `cache_mb` and 16 MiB memtables (Faust's defaults, 2 GiB and
-    3 x 64 MiB per partition of each table, would let RocksDB's memory grow with the data)."""
+    3 x 64 MiB per partition of each table, would let RocksDB's memory grow with the data).
+    `memtable_bloom`: its memtables get a bloom filter of whole keys (MEMTABLE_BLOOM_RATIO of their size),
+    for a table whose writes each look up a key that is mostly absent (a new schedule, a new delayed
+    message): such a get skips the memtable's skip list (~0.6 µs of ~1.2)."""
     options = {"block_cache_size": cache_mb * 2**20, "write_buffer_size": WRITE_BUFFER_BYTES}
     table: Any = app.Table(name, partitions=partitions, key_type=bytes, value_type=bytes, options=options)
     table.key_serializer = table.value_serializer = "raw"
+    if memtable_bloom:
+        _memtable_bloom(table)
     return table
+
+
+def _memtable_bloom(table: Any) -> None:
+    """Faust's RocksDB options have no word for it: its store's options get it as they are built."""
+    rocksdb_options = getattr(table.data, "rocksdb_options", None)  # (None: a store that is not RocksDB)
+    if rocksdb_options is None:
+        return
+    build = rocksdb_options.as_options
+
+    def as_options() -> Any:
+        options = build()
+        options.set_memtable_prefix_bloom_ratio(MEMTABLE_BLOOM_RATIO)
+        options.set_memtable_whole_key_filtering(True)
+        return options
+
+    rocksdb_options.as_options = as_options
 
 
 def keep_newest_generation(

@@ -165,7 +165,9 @@ class Worker:
             settings.delayed_topic, partitions=settings.partitions, internal=True, **raw
         )
         # delayed messages, pending (scheduler.worker.delayed)
-        self.delayed: Any = raw_table(app, "delayed", settings.partitions, settings.rocksdb_cache_mb)
+        self.delayed: Any = raw_table(
+            app, "delayed", settings.partitions, settings.rocksdb_cache_mb, memtable_bloom=True
+        )
         self.trigger_index: Any = raw_table(
             app, "trigger-index", settings.partitions, settings.rocksdb_cache_mb
         )

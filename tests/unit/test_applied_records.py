@@ -92,3 +92,19 @@ def test_a_delete_below_the_stored_offset_deletes_nothing(table: Any) -> None:
     table.apply_changelog_batch([record(9, b"a", b"9")])
     table.apply_changelog_batch([record(2, b"a", None)])
     assert stored(table, b"a") == b"9"
+
+
+@pytest.mark.parametrize("bloom", [False, True])
+def test_a_table_asked_for_a_memtable_bloom_filter_opens_its_databases_with_one(
+    tmp_path: Path, bloom: bool
+) -> None:
+    app = faust.App("bloom", broker="kafka://127.0.0.1:1", store="rocksdb://", datadir=str(tmp_path))
+    table = raw_table(app, "delayed", 2, memtable_bloom=bloom)
+    partition_db(table, 1)[b"k"] = b"v"
+    [written] = list(
+        Path(table.data.partition_path(1)).glob("OPTIONS-*")
+    )  # (RocksDB's record of its options)
+    options = written.read_text()
+    ratio = "0.020000" if bloom else "0.000000"
+    assert f"memtable_prefix_bloom_size_ratio={ratio}" in options
+    assert f"memtable_whole_key_filtering={'true' if bloom else 'false'}" in options
