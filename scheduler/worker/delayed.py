@@ -85,10 +85,6 @@ class _Prepared:
     entries: list[_Due]
 
 
-def encode_message(m: DelayedMessage) -> bytes:
-    return encode_delayed(m)
-
-
 def decode_message(raw: bytes) -> DelayedMessage:
     fast = decode_delayed(raw)
     return fast if fast is not None else DelayedMessage.from_record(decode("DelayedMessage", raw))

@@ -21,9 +21,10 @@ from scheduler.domain.delayed import (
     parse_epoch,
 )
 from scheduler.domain.delayed_counts import within
+from scheduler.wire.delayed_codec import encode_delayed
 from scheduler.worker import delayed as delayed_module
 from scheduler.worker.counters import WorkerCounts
-from scheduler.worker.delayed import DelayedMessages, decode_message, encode_message, topic_of
+from scheduler.worker.delayed import DelayedMessages, decode_message, topic_of
 
 pytestmark = pytest.mark.unit
 
@@ -64,7 +65,7 @@ def test_a_record_keeps_its_headers_and_is_delivered_with_its_id_and_when() -> N
         ("scheduler-id", b"id-1"),
         ("scheduler-delivered-at", b"99"),
     ]
-    assert decode_message(encode_message(m)) == m
+    assert decode_message(encode_delayed(m)) == m
 
 
 def test_without_a_target_key_the_id_is_the_delivered_key() -> None:
@@ -104,7 +105,7 @@ def test_due_keys_sort_by_instant_then_id_and_due_until_bounds_them() -> None:
 
 def test_a_message_round_trips_with_null_key_value_and_header() -> None:
     m = DelayedMessage(b"\x00\xff", 5, "t", None, None, (("h", None),), 1)
-    assert decode_message(encode_message(m)) == m
+    assert decode_message(encode_delayed(m)) == m
 
 
 # --- the service (scheduler/worker/delayed.py) on a RocksDB table, without transactions -------------
@@ -275,7 +276,7 @@ async def test_pending_counts_by_topic_and_minute_follow_writes_made_while_a_par
 def test_the_topic_read_alone_is_the_decoded_messages(id: bytes, topic: str) -> None:
     for at in (0, 1_795_000_000_000, 2**62):
         m = DelayedMessage(id, at, topic, None, b"v", (), 1)
-        assert topic_of(encode_message(m)) == decode_message(encode_message(m)).topic == topic
+        assert topic_of(encode_delayed(m)) == decode_message(encode_delayed(m)).topic == topic
 
 
 async def test_the_next_turn_is_at_the_first_instant_after_now(tmp_path: Path) -> None:
@@ -330,7 +331,7 @@ async def test_an_idle_loop_scans_a_partition_taken_up_and_at_least_every_quiet_
     await asyncio.sleep(3 * delayed_module.TICK_S)
     # a partition taken up with a message past due that no write of this service put there (restored)
     m = DelayedMessage(b"restored", worker.now - 5, "out", None, b"R", (), 1)
-    worker.delayed.db[due_key(m.deliver_at, m.id)] = encode_message(m)
+    worker.delayed.db[due_key(m.deliver_at, m.id)] = encode_delayed(m)
     worker.punctuator.partitions = {1}  # (given 0 up; the fake table has one database for all)
     await asyncio.sleep(3 * delayed_module.TICK_S)
     assert [value for _, _, value, _ in worker.sent] == [b"R"]
