@@ -15,6 +15,11 @@ a tick's fires are never committed without the watermark that covers them. Befor
 `after_commit` run (local RocksDB writes, persisted offsets): the local stores only ever hold committed
 state.
 
+A partition's open transaction may be held (`hold`): records sent ahead of their instant (an instant's fires,
+delayed messages' deliveries) must not be seen before it, so the partition does not commit before then — a
+read_committed reader sees them at the instant's commit, without the produce's round trips after it. A hold
+lasts at most HOLD_MAX_S on the monotonic clock, whatever the wall clock does.
+
 A partition whose transaction fails (fenced by a new owner, a commit the broker refused, or a record of it
 the broker did not acknowledge: aiokafka would commit the others without it) is given up at once: its
 producer is closed and `on_failed` tells the worker to drop what it held for the partition and rejoin the
@@ -29,6 +34,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -54,6 +60,8 @@ COMMIT_TIMEOUT_S = 60.0
 #: how long a revocation waits for the work in progress to end and its partitions to commit; past it they
 #: are given up uncommitted (their next owner aborts what they held, and redoes it from the committed state)
 REVOKE_TIMEOUT_S = 10.0
+#: the longest a partition's commit may be held back for records sent ahead of their instant (hold)
+HOLD_MAX_S = 0.2
 
 T = TypeVar("T")
 BeforeCommit = Callable[[int], Awaitable[None]]
@@ -107,6 +115,7 @@ class _Txn:
     beginning: asyncio.Lock = field(default_factory=asyncio.Lock)
     after: list[Callable[[], None]] = field(default_factory=list)
     serial: int = 0  # the open transaction's (each begin takes the next of _SERIALS)
+    release: float = 0.0  # (monotonic s) the open transaction commits at or after this (hold)
 
 
 _SERIALS = itertools.count(1)
@@ -366,6 +375,24 @@ class Transactions:
             raise PartitionGone(f"partition {partition} is not owned here (no transaction)")
         txn.after.append(callback)
 
+    def hold(self, partition: int, until: float) -> None:
+        """The partition's open transaction holds records not to be seen before `until` (time.monotonic()):
+        it commits at or after then (at most HOLD_MAX_S from now); nothing when no transaction is open."""
+        txn = self._txns.get(partition)
+        if txn is not None and txn.open:
+            txn.release = max(txn.release, min(until, time.monotonic() + HOLD_MAX_S))
+
+    def _held(self, partition: int, now: float) -> bool:
+        txn = self._txns.get(partition)
+        return txn is not None and txn.release > now
+
+    def _next_release(self) -> float | None:
+        """When the first held partition with work may commit (monotonic s); None when none is held."""
+        releases = [
+            txn.release for p in self._dirty if (txn := self._txns.get(p)) is not None and txn.release
+        ]
+        return min(releases) if releases else None
+
     def dirty(self, partition: int) -> None:
         """The partition has work to commit (the committer commits it soon)."""
         if partition in self._txns:
@@ -414,7 +441,12 @@ class Transactions:
         """Commit the open transactions of these partitions (None: every one with work), between two units
         of work. A partition whose commit fails is given up (on_failed)."""
         async with self._exclusive():
-            todo = sorted(self._dirty if partitions is None else set(partitions) & self._dirty)
+            now = time.monotonic()
+            todo = sorted(
+                p
+                for p in (self._dirty if partitions is None else set(partitions) & self._dirty)
+                if not self._held(p, now)  # (the committer comes back at its release)
+            )
             self._dirty -= set(todo)
             if todo:
                 await asyncio.gather(*(self._commit_one(p) for p in todo))
@@ -427,6 +459,8 @@ class Transactions:
             if self.before_commit is not None:
                 await self.before_commit(partition)
             if txn.open:
+                if (wait_s := txn.release - time.monotonic()) > 0:  # (a revocation: never before it)
+                    await asyncio.sleep(wait_s)
                 async with asyncio.timeout(COMMIT_TIMEOUT_S):
                     # aiokafka commits what was delivered even when some records were not (a batch that
                     # found no leader before it expired, during a broker's loss): a fire lost, its
@@ -435,7 +469,7 @@ class Transactions:
                     if txn.producer.failure is not None:
                         raise Undelivered(repr(txn.producer.failure)) from txn.producer.failure
                     await txn.producer.kafka_producer.commit_transaction()
-                txn.open = False
+                txn.open, txn.release = False, 0.0
                 self.commits += 1
         except Exception as exc:
             await self.fail(partition, exc, txn)
@@ -476,9 +510,15 @@ class Transactions:
         """The committer: commits whatever has work, as soon as the previous commit ended (at most every
         interval_s)."""
         while True:
-            await self._wake.wait()
+            release = self._next_release()
+            if release is None:
+                await self._wake.wait()
+            else:  # (a held partition: back at its release, or at new work)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), max(0.0, release - time.monotonic()))
             self._wake.clear()
-            if not self._dirty:
+            now = time.monotonic()
+            if not any(not self._held(p, now) for p in self._dirty):
                 continue
             try:
                 await self.commit()

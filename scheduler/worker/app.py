@@ -261,6 +261,8 @@ class Worker:
             fired=(lambda unit, parts: cast(TransactionalWatermarks, self.watermarks).fired(unit, parts))
             if self.txns is not None
             else None,
+            # (an injected clock does not say when an instant comes: nothing is sent ahead of it)
+            hold_commit=self.txns.hold if self.txns is not None and clock is wall_clock_ms else None,
         )
         self.watermarks: TransactionalWatermarks | None = (
             TransactionalWatermarks(self.txns, self.punctuator, self.progress)
@@ -278,7 +280,9 @@ class Worker:
         self.jobs = JobQueueAgent(self)
         self._progress_sent: list[Any] = []
         self.commands = CommandHandler(self)
-        self.delayed_messages = DelayedMessages(self)
+        self.delayed_messages = DelayedMessages(
+            self, send_ahead=self.txns is not None and clock is wall_clock_ms
+        )
         hops = {
             settings.light_topic: self.commands.handle_task_definition,
             settings.index_topic: self.routing.handle_index_update,

@@ -55,6 +55,9 @@ log = logging.getLogger(__name__)
 TICK_S = 0.05
 #: how long before a message's instant its delivery is read and decoded (prepare)
 PREPARE_AHEAD_MS = 250
+#: how long before a message's instant, with transactions, its delivery is sent: its partition's transaction
+#: is held until the instant (Transactions.hold), so at the instant only the commit is left
+SEND_AHEAD_MS = 50
 BATCH = 2_000  # messages delivered per partition and tick (the rest the next tick: other work runs between)
 #: pending messages a tick's count of a partition taken up reads (domain/delayed_counts.py)
 COUNT_CHUNK = 5_000
@@ -105,8 +108,11 @@ def topic_of(raw: bytes) -> str:
 
 
 class DelayedMessages:
-    def __init__(self, worker: DelayedPort) -> None:
+    def __init__(self, worker: DelayedPort, send_ahead: bool = False) -> None:
+        """`send_ahead` (transactions, the real clock): an instant's deliveries are sent SEND_AHEAD_MS before
+        it, their partitions' transactions held until it."""
         self.worker = worker
+        self.send_ahead = send_ahead and worker.txns is not None
         self._stopped = False
         self._writes: dict[int, int] = {}  # partition -> writes to its messages (a prepared read's validity)
         self._prepared: dict[int, _Prepared] = {}
@@ -289,6 +295,12 @@ class DelayedMessages:
         if ahead_ms <= PREPARE_AHEAD_MS and self.worker.txns is not None:
             await self.prepare(first)
             ahead_ms = first - self.worker.clock()
+            if self.send_ahead and 0 < ahead_ms <= SEND_AHEAD_MS:  # sent now, committed at the instant
+                if await self.deliver_due(first, release=time.monotonic() + ahead_ms / 1000) >= BATCH:
+                    return 0.0
+                ahead_ms = first - self.worker.clock()
+            elif self.send_ahead and ahead_ms > SEND_AHEAD_MS:
+                ahead_ms -= SEND_AHEAD_MS  # (back in time to send it ahead)
         return min(TICK_S, max(0.0, ahead_ms / 1000))
 
     def _owned(self) -> list[tuple[int, object]]:
@@ -329,10 +341,10 @@ class DelayedMessages:
     def stop(self) -> None:
         self._stopped = True
 
-    async def deliver_due(self, now: int | None = None) -> int:
+    async def deliver_due(self, now: int | None = None, release: float | None = None) -> int:
         """Deliver every message due by `now` (default: the clock's) in the partitions taken up here; how many
         were delivered. With transactions every partition's delivery is one unit of work: their transactions
-        commit together."""
+        commit together; with `release` (time.monotonic(): `now` is ahead of the clock), not before it."""
         now = self.worker.clock() if now is None else now
         partitions = sorted(self.worker.punctuator.partitions)
         txns = self.worker.txns
@@ -355,7 +367,11 @@ class DelayedMessages:
                     if txn is not None:  # (every pending key below it was read; a write lowers it)
                         self._floor[partition] = (txn, until if len(due) < BATCH else due[-1][0])
                     if due:
-                        delivered += await self._deliver(partition, due, now)
+                        try:
+                            delivered += await self._deliver(partition, due, now)
+                        finally:  # (sent ahead: not seen before the instant, whatever failed)
+                            if release is not None:
+                                txns.hold(partition, release)
         return delivered
 
     def _has_due(self, partition: int, until: bytes) -> bool:

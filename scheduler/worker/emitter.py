@@ -2,7 +2,9 @@
 still owed gets its `firedAt` and goes out, FiredTasks as whole batches per topic (and, with transactions,
 per schedule partition: each batch is in its partition's transaction), a fire its trigger agent decides (a
 program launch, a time trigger inside AND/OR) as a TriggerFired. What was sent is recorded per partition
-for the watermark (fire_progress.py); a send that raised leaves what was not sent staged (SendFailed).
+for the watermark (fire_progress.py); a send that raised leaves what was not sent staged (SendFailed). A fire
+sent ahead of its instant (the punctuator's SEND_AHEAD_MS, its transaction held until the instant) says
+`firedAt` = the instant.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ class Emitter:
         missed: int = 0,
         catch_up: bool = False,
     ) -> Sent:
-        fired_at = self._clock()  # not the tick's start: a large tick takes a while
+        fired_at = max(self._clock(), due)  # not the tick start: a large tick takes a while (ahead: due)
         if not catch_up:
             self.stats.lateness.observe(fired_at - due)
         if entry.encode is not None:
@@ -123,7 +125,7 @@ class Emitter:
                 if fast & 31 == 0:  # the clock, and firedAt's bytes, every 32 fires (well within 1 ms)
                     if observed:
                         observe(fired_at - due, observed)
-                    fired_at, observed = clock(), 0
+                    fired_at, observed = max(clock(), due), 0  # (sent ahead of its instant: firedAt is it)
                     zz = zigzag_long(fired_at)
                 fast += 1
                 observed += 1

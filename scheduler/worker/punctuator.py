@@ -12,7 +12,9 @@ heaps, their next dues written to the index (and pushed, if within the horizon) 
 built but for `firedAt`; at the instant only `firedAt` is written and the record handed to the producer.
 A burst of 10k schedules due at the same second then costs a few microseconds per fire at the due instant
 instead of the whole per-fire work. A staged fire whose schedule changed (or whose partition moved)
-before its instant is dropped.
+before its instant is dropped. With transactions the fires are sent SEND_AHEAD_MS before their instant
+(firedAt = the instant) and the partitions' transactions held until it (Transactions.hold): a read_committed
+reader then waits only for the instant's commit, not for a produce before it.
 
 Progress is a watermark per (partition, unit), "every fire due at or before T has been produced and
 acknowledged", written to the fire-progress table once per progress interval, not once per fire. A fired
@@ -63,6 +65,8 @@ GiveUp = Callable[[int, BaseException], Awaitable[None]]
 Excluded = Callable[[str, tuple[str, ...], int], "str | None"]  # (tenant, calendars, instant) -> calendar
 #: (unit, partitions) -> awaited once a tick's fires of these partitions were handed to the producer
 Fired = Callable[[TimeUnit, list[int]], Awaitable[None]]
+#: (partition, time.monotonic()) -> the partition's open transaction commits no earlier than then
+HoldCommit = Callable[[int, float], None]
 
 
 #: how long before an instant comes due its fires are prepared (see the module doc)
@@ -78,6 +82,9 @@ UPSERT_MARGIN_MS = 60_000
 KEEP_MS = 120_000
 #: staged per step before checking whether something is due (bounds how long emission can wait)
 STAGE_CHUNK = 500
+#: with transactions, how long before an instant its fires are sent: their partitions' transactions are
+#: held until the instant (Transactions.hold), so a read_committed reader waits only for the commit
+SEND_AHEAD_MS = 50
 #: behind the clock, the index is loaded this much further per step before what it holds is fired
 CATCH_UP_STEP_MS = 1_000
 
@@ -115,6 +122,7 @@ class Punctuator:
         index_put: Callable[[int, list[tuple[bytes, bytes | None]]], None] | None = None,
         give_up: GiveUp | None = None,
         fired: Fired | None = None,
+        hold_commit: HoldCommit | None = None,
     ) -> None:
         """`monotonic`: a clock that never jumps, to tell a jump of `clock` from lateness (None: not told).
         `stats`: where the fires are counted (the worker's registry, WorkerCounts.fires).
@@ -128,8 +136,11 @@ class Punctuator:
         their write batch and transaction (default: straight into the index). `give_up`: what gives up a
         partition whose store is unreadable (see Unreadable; default: it is only dropped from memory).
         `fired`: awaited inside a tick's unit of work once it handed its fires to the producer, with the
-        partitions that fired (transactions: their watermarks go in then, watermarks.py)."""
+        partitions that fired (transactions: their watermarks go in then, watermarks.py). `hold_commit`:
+        (partition, time.monotonic()) -> its open transaction commits no earlier (Transactions.hold); given,
+        an instant's fires are sent SEND_AHEAD_MS before it."""
         self._fired = fired
+        self._hold_commit = hold_commit
         self._excluded = excluded
         self._give_up = give_up
         self.index = index if index is not None else DueIndex()
@@ -557,8 +568,9 @@ class Punctuator:
         ):
             forget(part, key, path, seq)
 
-    async def _emit(self, unit: TimeUnit, now: int) -> None:
-        """Fire every staged entry due at or before `now`; record them for the watermark per partition."""
+    async def _emit(self, unit: TimeUnit, now: int) -> list[int]:
+        """Fire every staged entry due at or before `now`; record them for the watermark per partition.
+        Returns the partitions that fired."""
         dues, by_due = self._staged[unit]
         sent: dict[int, tuple[Held, list[Sent]]] = {}
         fired: list[int] = []
@@ -579,6 +591,31 @@ class Punctuator:
             self.progress.record(unit, sent, now)  # (empty after a failure: recorded up to before it above)
         if fired and self._fired is not None:
             await self._fired(unit, fired)
+        return fired
+
+    async def _send_ahead(self, unit: TimeUnit, due: int, now: int) -> None:
+        """The instant `due`, SEND_AHEAD_MS or less ahead: whatever of it is not staged yet staged, all of it
+        fired now (firedAt = due) with its watermark, and every partition's open transaction held until the
+        instant (a failed send's partitions too: what they sent must not be seen early either)."""
+        hold = self._hold_commit
+        assert hold is not None
+        release = time.monotonic() + (due - now) / 1000
+        async with self._work():
+            try:
+                await self._stage(unit, due, None)
+                await self._emit(unit, due)
+            finally:  # (inside the unit of work: no commit came between)
+                for partition in self._parts:
+                    hold(partition, release)
+
+    def _ahead(self, unit: TimeUnit, now: int, earliest: int | None) -> int | None:
+        """The next instant of `unit` if its fires are to be sent ahead of it now, else None. (A command
+        after that computes its schedule's dues after the instant: Punctuator.upsert's `high`.)"""
+        if self._hold_commit is None or unit in self._jumps:
+            return None
+        staged = self._staged[unit][0]
+        dues = [d for d in (staged[0] if staged else None, earliest) if d is not None]
+        return min(dues) if dues and min(dues) <= now + SEND_AHEAD_MS else None
 
     def overdue(self, late_ms: int = 2_000) -> int:
         """The time units with an instant due more than late_ms ago and not fired yet (liveness.py)."""
@@ -623,14 +660,15 @@ class Punctuator:
                             continue
                         self.horizon.load(unit, self._load_target[unit])
                         await asyncio.sleep(0)
-                if (
-                    staged
-                    and staged[0] <= now
-                    or ((earliest := self._earliest(unit)) is not None and earliest <= now)
-                ):
+                earliest = self._earliest(unit)
+                if staged and staged[0] <= now or (earliest is not None and earliest <= now):
                     async with self._work():
                         await self._stage(unit, now, None)  # whatever is due and not staged yet, first
                         await self._emit(unit, now)
+                    continue
+                ahead = self._ahead(unit, now, earliest)
+                if ahead is not None:
+                    await self._send_ahead(unit, ahead, now)
                     continue
                 if earliest is not None and earliest <= now + STAGE_AHEAD_MS:
                     async with self._work():  # (a clock jump's catch-up fires while staging)
@@ -651,7 +689,7 @@ class Punctuator:
             self._set_busy(unit, False)
             self._planned_wake[unit] = earliest
             wakeup.clear()
-            wake_at = [staged[0]] if staged else []
+            wake_at = [staged[0] - (SEND_AHEAD_MS if self._hold_commit is not None else 0)] if staged else []
             if earliest is not None:
                 wake_at.append(earliest - STAGE_AHEAD_MS)
             if (lowest := self.horizon.lowest_loaded(unit)) is not None:

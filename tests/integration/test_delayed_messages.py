@@ -103,6 +103,37 @@ async def test_delayed_records_are_delivered_at_their_instant_cancelled_replaced
         assert any(f"the broker refuses to create topic {app_id}-out.x" in r for r in reasons), reasons
 
 
+async def test_no_message_is_seen_before_its_instant_and_on_kafka_each_instant_is_sent_ahead_of_it(
+    broker, worker, app_id
+):
+    """With transactions an instant's deliveries are sent up to SEND_AHEAD_MS before it, their partitions'
+    transactions held until it: a read_committed reader sees none before the instant (only the commit is
+    left after it). Without them (Tansu) a delivery is sent at its instant."""
+    out = f"{app_id}-ahead"
+    first = (_now() // 1000 + 4) * 1000
+    instants = [first + i * 1000 for i in range(5)]
+    records = [
+        (f"a{i}-{j}".encode(), b"v", _headers(at, out)) for i, at in enumerate(instants) for j in range(20)
+    ]
+    async with TopicReader(broker.bootstrap_servers, out, decoder=lambda v: v) as reader:
+        await _send(broker.bootstrap_servers, worker.topic("delayed"), records)
+        await reader.wait_for(lambda r: len(r) >= len(records), timeout_s=30)
+        seen = list(zip(reader.raw, reader.received, strict=True))
+
+    def instant(m: Any) -> int:
+        return int(_header(m, "scheduler-epoch") or b"0")
+
+    early = [(m.key, instant(m) - at) for m, at in seen if at < instant(m)]
+    assert not early, f"seen before their instant (key, ms early): {early[:5]}"
+    if on_kafka():
+        ahead = {instant(m) for m, _ in seen if m.timestamp < instant(m)}
+        assert ahead, "no instant's deliveries were sent ahead of it"
+        stamped = {int(_header(m, "scheduler-delivered-at") or b"0") for m, _ in seen if instant(m) in ahead}
+        assert stamped <= set(instants), (
+            f"sent ahead, they say they were delivered at their instant: {stamped}"
+        )
+
+
 async def test_a_message_written_after_deliveries_moved_on_and_due_before_them_is_delivered_at_once(
     broker, worker, app_id
 ):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 
 import pytest
 
@@ -13,7 +14,7 @@ from scheduler.kafka.partitioner import kafka_partition
 from scheduler.wire.codec import FiredTaskBytes, decode_fired, encode_fired, zigzag_long
 from scheduler.worker import horizon
 from scheduler.worker.held import loaded_until
-from scheduler.worker.punctuator import HORIZON_MS, STAGE_AHEAD_MS
+from scheduler.worker.punctuator import HORIZON_MS, SEND_AHEAD_MS, STAGE_AHEAD_MS
 from tests.unit.test_punctuator import T0, Harness, S, state
 
 pytestmark = pytest.mark.unit
@@ -307,3 +308,49 @@ async def test_a_failure_while_an_instant_is_staged_keeps_its_entries_not_taken_
     assert h.sent == []
     fires = await h.tick_at(T0 + 2)
     assert sorted((f.key.name, f.due_at) for f in fires) == [("b", T0), ("c", T0), ("d", T0)]
+
+
+async def test_with_commits_held_an_instant_is_sent_ahead_of_it_with_firedat_the_instant_and_held_until_it():
+    """Transactions: SEND_AHEAD_MS before an instant its fires are sent (firedAt = the instant) and every
+    partition's transaction is held until it (Transactions.hold), so a read_committed reader sees them when
+    the instant's commit lands; a command after that computes its schedule's dues after the instant."""
+    h = Harness(T0 - 1)
+    p = h.punctuator
+    holds: list[tuple[int, float]] = []
+    p._hold_commit = lambda partition, release: holds.append((partition, release))
+    await h.assign(0, [state("a")], {S: T0 - 1})
+    await h.assign(1, [state("b")], {S: T0 - 1})
+    h.clock.now = T0 - SEND_AHEAD_MS // 2
+    sent_at = time.monotonic()
+    timer = asyncio.create_task(p.run_timer(S))
+    try:
+        async with asyncio.timeout(5):
+            while len(h.sent) < 2 or len(holds) < 2:
+                await asyncio.sleep(0.005)
+        await asyncio.sleep(0.05)
+        fired = [decode_fired(value) for _, _, value in h.sent]
+        assert sorted((f.key.name, f.due_at, f.fired_at) for f in fired) == [("a", T0, T0), ("b", T0, T0)]
+        assert sorted(partition for partition, _ in holds) == [0, 1]
+        # held until the instant: half of SEND_AHEAD_MS from when the clock said so
+        assert all(sent_at + SEND_AHEAD_MS / 2000 - 0.01 <= at <= time.monotonic() + 0.05 for _, at in holds)
+        assert p.pending_marks(0) == {S: T0} and p.pending_marks(1) == {S: T0}  # (with them)
+        c = state("c")
+        p.upsert(0, h.put(0, c), c)  # every 10 s from T0, written after T0 was sent
+        await asyncio.sleep(0.05)
+        assert len(h.sent) == 2, "an instant already sent is not sent again"
+    finally:
+        timer.cancel()
+    assert [f.due_at for f in await h.tick_at(T0 + 10_000)] == [T0 + 10_000] * 3
+
+
+async def test_without_commits_held_nothing_is_sent_before_its_instant():
+    h = Harness(T0 - 1)
+    p = h.punctuator
+    await h.assign(0, [state("a")], {S: T0 - 1})
+    h.clock.now = T0 - SEND_AHEAD_MS // 2
+    timer = asyncio.create_task(p.run_timer(S))
+    try:
+        await asyncio.sleep(0.1)
+        assert h.sent == []
+    finally:
+        timer.cancel()

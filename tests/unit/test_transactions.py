@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
 from aiokafka.errors import InvalidProducerEpoch, ProducerFenced, TransactionalIdAuthorizationFailed
 
 from scheduler.kafka.transactions import (
+    HOLD_MAX_S,
     OWNER,
     PartitionGone,
     Transactions,
@@ -154,6 +156,48 @@ async def test_a_commit_waits_for_the_work_in_progress() -> None:
     release.set()
     await asyncio.gather(working, committing)
     assert h.log == ["begin", "before:0", "committing", "commit"]
+
+
+async def test_a_held_partition_is_committed_by_the_committer_at_its_release_not_before() -> None:
+    h = Harness(0, 1)
+    committer = asyncio.create_task(h.t.run())
+    try:
+        async with h.t.work():
+            await h.t.send(0, "deliveries", b"k", b"v")
+            await h.t.send(1, "fires", b"k", b"v")
+            release = time.monotonic() + 0.15
+            h.t.hold(0, release)
+        while h.log.count("commit") < 1:
+            await asyncio.sleep(0.005)
+        assert "before:1" in h.log and "before:0" not in h.log  # the partition not held commits at once
+        while h.log.count("commit") < 2:
+            await asyncio.sleep(0.005)
+        assert time.monotonic() >= release
+        assert h.log.count("before:0") == 1 and not h.t._dirty
+        assert h.t._txns[0].release == 0.0  # (the next transaction is not held)
+    finally:
+        committer.cancel()
+
+
+async def test_a_hold_lasts_at_most_hold_max_s_and_needs_an_open_transaction() -> None:
+    h = Harness(0, 1)
+    h.t.hold(1, time.monotonic() + 60)  # nothing open: nothing held
+    assert h.t._txns[1].release == 0.0
+    await h.t.send(0, "deliveries", b"k", b"v")
+    h.t.hold(0, time.monotonic() + 3600)  # (a wall clock jumped: still bounded)
+    assert h.t._txns[0].release <= time.monotonic() + HOLD_MAX_S
+
+
+async def test_a_revocation_of_a_held_partition_commits_it_at_its_release_not_before() -> None:
+    h = Harness(0)
+    await h.t.send(0, "deliveries", b"k", b"v")
+    release = time.monotonic() + 0.1
+    h.t.hold(0, release)
+    await h.t.commit()  # the committer's turn: held, so not committed
+    assert "commit" not in h.log and h.t._dirty == {0}
+    await h.t.revoke([0])
+    assert time.monotonic() >= release
+    assert h.log == ["begin", "before:0", "committing", "commit"] and h.producers[0].stopped
 
 
 async def test_new_work_waits_while_a_commit_is_in_progress() -> None:
