@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from scheduler.domain.model import ScheduleState, TimeUnit
 from scheduler.domain.triggers import plan_catch_up
 from scheduler.domain.triggers.base import TimeTrigger
-from scheduler.kafka.due_index import COMPLETE, DueIndex, bound, due_key, elapsed_key
+from scheduler.kafka.due_index import DueIndex, bound, due_key, elapsed_key
 from scheduler.kafka.transactions import PartitionGone
 from scheduler.worker.armed import Armed, Instant
 from scheduler.worker.counters import FireCounts, count_missed
@@ -52,11 +52,11 @@ from scheduler.worker.held import (
     forget,
     has_elapsed,
     index_entries,
-    index_writes,
     loaded_until,
     seq_of,
 )
 from scheduler.worker.horizon import Horizon, Load
+from scheduler.worker.take_over import TakeOver
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +152,6 @@ class Punctuator:
         self._work = work or contextlib.nullcontext
         self._hold = hold
         self._parts: dict[int, Held] = {}
-        self.caught_up_entries = 0  # index entries the take-ups' catch-up scans read (by the thousand)
         self._seq = itertools.count()
         self._wakeup = {u: asyncio.Event() for u in TimeUnit}
         # set while no timer is staging, firing or loading: bulk work (a fetch of commands) yields to the
@@ -177,12 +176,20 @@ class Punctuator:
         self.emitter = Emitter(
             self._parts, send, send_batch, partition_count, clock, self.stats, trigger_topic, transactional
         )
+        self.take_over = TakeOver(
+            self._parts, self.index, self.horizon, self.emitter, self.stats, self.is_excluded
+        )
 
     # --- ownership -------------------------------------------------------------------------------
 
     @property
     def partitions(self) -> set[int]:
         return set(self._parts)
+
+    @property
+    def caught_up_entries(self) -> int:
+        """Index entries the take-overs' catch-up scans read (by the thousand: the group's watchdog)."""
+        return self.take_over.caught_up_entries
 
     async def assign(
         self,
@@ -193,12 +200,12 @@ class Punctuator:
         """Take over a partition: catch up what its index holds due since its watermark (`states`: every
         schedule of the partition, when its index is not complete and must be built from them first).
         Returns how many schedules the index was built from (0: it was complete)."""
-        built = 0 if states is None else await self.build_index(partition, states, fired_up_to)
+        built = 0 if states is None else await self.take_over.build_index(partition, states, fired_up_to)
         part = self._parts[partition] = Held(high=dict(fired_up_to))
         now = self._clock()
         catch_up: dict[TimeUnit, list[Sent]] = {u: [] for u in TimeUnit}
         for unit in TimeUnit:
-            await self._catch_up_scan(partition, part, unit, now, fired_up_to.get(unit), catch_up[unit])
+            await self.take_over.scan(partition, part, unit, now, fired_up_to.get(unit), catch_up[unit])
             part.loaded[unit] = bound(unit, now + 1)
         for unit, futures in catch_up.items():
             self.stats.catch_up_by_unit[unit] += len(futures)
@@ -207,88 +214,6 @@ class Punctuator:
         for unit in TimeUnit:
             self._wakeup[unit].set()
         return built
-
-    async def build_index(
-        self, partition: int, states: Iterable[tuple[bytes, ScheduleState]], fired_up_to: dict[TimeUnit, int]
-    ) -> int:
-        """Index every schedule of the partition (its next dues after the watermarks) and mark the index
-        complete: a data dir from before the index, or one whose index may have lost writes. Returns how
-        many schedules it read."""
-        writes: list[tuple[bytes, bytes | None]] = []
-        n = 0
-        for n, (key, state) in enumerate(states, 1):
-            writes += index_writes(key, state, fired_up_to.get)
-            if n % 1000 == 0:
-                self.index.write(partition, writes)
-                writes = []
-                await asyncio.sleep(0)  # keep the event loop (heartbeats, web) responsive
-        writes.append((COMPLETE, b""))
-        self.index.write(partition, writes)
-        return n
-
-    async def _catch_up_scan(
-        self,
-        partition: int,
-        part: Held,
-        unit: TimeUnit,
-        now: int,
-        watermark: int | None,
-        out: list[Sent],
-    ) -> None:
-        """The partition's index entries of `unit` due at or before now: each live one is caught up from the
-        watermark by its schedule's policy and moved to its next due; the stale ones (another version,
-        disabled, deleted) and the leftovers (a fired entry the watermark had not covered yet when the
-        previous owner stopped) are deleted."""
-        handled: dict[tuple[bytes, str], int | None] = {}  # (schedule, path) -> its next due
-        writes: list[tuple[bytes, bytes | None]] = []
-        for n, e in enumerate(self.index.scan(partition, unit, b"", now)):
-            if n % 1000 == 999:
-                self.index.write(partition, writes)
-                writes = []
-                self.caught_up_entries += 1000  # (the group's watchdog: a long take-up is progress)
-                await asyncio.sleep(0)
-                self._still_owned(partition, part)
-            where = (e.key, e.path)
-            if where in handled:
-                if handled[where] != e.due:
-                    writes.append((e.raw, None))
-                continue
-            state = self.horizon.loaded(partition, e.key)
-            if state is None or not state.firing or state.version != e.version:
-                writes.append((e.raw, None))
-                continue
-            entry = part.compiled.get(e.key)
-            if entry is None or entry.version != state.version:
-                entry = compile_schedule(state, e.key)
-            trigger = entry.leaf(e.path)
-            if trigger is None:
-                writes.append((e.raw, None))
-                continue
-            since = state.active_since - 1 if watermark is None else max(watermark, state.active_since - 1)
-            plan = plan_catch_up(
-                trigger, state.schedule.catch_up, since, now, state.schedule.catch_up_window_ms
-            )
-            for due, missed in plan.fires:
-                if self.is_excluded(entry, due):
-                    continue
-                out.append(
-                    await self.emitter.fire(
-                        partition, e.key, entry, e.path, due, now, missed=missed, catch_up=True
-                    )
-                )
-                self._still_owned(partition, part)
-            count_missed(self.stats.missed, state.schedule.catch_up, plan)
-            handled[where] = plan.next_due
-            if plan.next_due is not None:
-                writes.append((due_key(unit, plan.next_due, e.key, e.path, e.version), b""))
-        self.index.write(partition, writes)
-
-    def _still_owned(self, partition: int, part: Held) -> None:
-        """After an await of an assignment's catch-up: the partition was not revoked (nor assigned again)
-        meanwhile. A scan that went on would read a store closed under it (Unreadable) and write its
-        index entries into the next ownership's."""
-        if self._parts.get(partition) is not part:
-            raise PartitionGone(f"partition {partition} was revoked while it was caught up")
 
     def is_excluded(self, entry: Compiled, due: int) -> bool:
         """An instant a calendar its schedule excludes holds (counted: it is not fired)."""
