@@ -65,6 +65,8 @@ HOLD_MAX_S = 0.2
 
 T = TypeVar("T")
 BeforeCommit = Callable[[int], Awaitable[None]]
+#: ms from a held transaction's release (hold) to its commit answered: how late what was sent ahead is seen
+Released = Callable[[int], None]
 OnFailed = Callable[[int, BaseException, bool], Awaitable[None]]
 
 
@@ -148,9 +150,12 @@ class Transactions:
         before_commit: BeforeCommit | None = None,
         on_failed: OnFailed | None = None,
         missing_topic: MissingTopic | None = None,
+        released: Released | None = None,
     ) -> None:
         """`interval_s`: the least time between two commits (0: as soon as there is something to commit
-        and the previous commit ended). `missing_topic`: the producers' (BatchedProducer)."""
+        and the previous commit ended). `missing_topic`: the producers' (BatchedProducer). `released`: told,
+        after each held transaction's commit, how long after its release it landed."""
+        self.released = released
         self._missing_topic = missing_topic
         self._bootstrap = bootstrap_servers
         self._app_id = app_id
@@ -458,8 +463,9 @@ class Transactions:
         try:
             if self.before_commit is not None:
                 await self.before_commit(partition)
+            release = txn.release
             if txn.open:
-                if (wait_s := txn.release - time.monotonic()) > 0:  # (a revocation: never before it)
+                if (wait_s := release - time.monotonic()) > 0:  # (a revocation: never before it)
                     await asyncio.sleep(wait_s)
                 async with asyncio.timeout(COMMIT_TIMEOUT_S):
                     # aiokafka commits what was delivered even when some records were not (a batch that
@@ -471,6 +477,8 @@ class Transactions:
                     await txn.producer.kafka_producer.commit_transaction()
                 txn.open, txn.release = False, 0.0
                 self.commits += 1
+                if release and self.released is not None:
+                    self.released(round((time.monotonic() - release) * 1000))
         except Exception as exc:
             await self.fail(partition, exc, txn)
             return

@@ -220,6 +220,7 @@ class Worker:
                 before_commit=self._before_commit,
                 on_failed=self._partition_failed,
                 missing_topic=self.topics.present,
+                released=lambda ms: self.counts.fires.held_commit_lag.observe(ms),
             )
             if settings.transactional
             else None

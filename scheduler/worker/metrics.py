@@ -216,6 +216,15 @@ class WorkerCollector(Collector):
             sum_value=lateness.sum_ms / 1000,
         )
 
+        held = stats.held_commit_lag
+        yield HistogramMetricFamily(
+            "scheduler_held_commit_lag_seconds",
+            "With transactions: from the instant fires or delayed deliveries were sent ahead of to their "
+            "transaction's commit answered (a read_committed reader sees them then)",
+            buckets=held.cumulative_s(),
+            sum_value=held.sum_ms / 1000,
+        )
+
         missed = CounterMetricFamily(
             "scheduler_missed_fires",
             "Due instants missed while no worker owned the schedule (or a clock jump passed over) that did not become a fire of their "

@@ -179,6 +179,20 @@ async def test_a_held_partition_is_committed_by_the_committer_at_its_release_not
         committer.cancel()
 
 
+async def test_a_held_commit_says_how_long_after_its_release_it_landed_and_no_other_commit_does() -> None:
+    h = Harness(0, 1)
+    lags: list[int] = []
+    h.t.released = lags.append
+    await h.t.send(0, "deliveries", b"k", b"v")
+    await h.t.send(1, "fires", b"k", b"v")
+    h.t.hold(0, time.monotonic() + 0.05)
+    await h.t.commit()  # partition 1 only: not held
+    assert lags == [] and h.t._dirty == {0}
+    await asyncio.sleep(0.06)
+    await h.t.commit()
+    assert len(lags) == 1 and 0 <= lags[0] < 1_000
+
+
 async def test_a_hold_lasts_at_most_hold_max_s_and_needs_an_open_transaction() -> None:
     h = Harness(0, 1)
     h.t.hold(1, time.monotonic() + 60)  # nothing open: nothing held
