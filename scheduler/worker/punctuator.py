@@ -12,9 +12,11 @@ heaps, their next dues written to the index (and pushed, if within the horizon) 
 built but for `firedAt`; at the instant only `firedAt` is written and the record handed to the producer.
 A burst of 10k schedules due at the same second then costs a few microseconds per fire at the due instant
 instead of the whole per-fire work. A staged fire whose schedule changed (or whose partition moved)
-before its instant is dropped. With transactions the fires are sent SEND_AHEAD_MS before their instant
-(firedAt = the instant) and the partitions' transactions held until it (Transactions.hold): a read_committed
-reader then waits only for the instant's commit, not for a produce before it.
+before its instant is dropped. Given `hold_commit` (transactions), the fires are sent SEND_AHEAD_MS before
+their instant (firedAt = the instant) and the partitions' transactions held until it (Transactions.hold): a
+read_committed reader then waits only for the instant's commit. The worker does not give it yet: a command
+applied in those SEND_AHEAD_MS computes its schedule's dues after the instant (upsert's `high`), so a new
+schedule skipped it; what a fix needs is in the benchmarks page.
 
 Progress is a watermark per (partition, unit), "every fire due at or before T has been produced and
 acknowledged", written to the fire-progress table once per progress interval, not once per fire. A fired

@@ -19,7 +19,7 @@ from aiokafka import AIOKafkaProducer
 
 from scheduler.client.http import ApiError, HttpClient
 from scheduler.client.kafka import CommandProducer
-from tests.helpers import SHORT_SESSION, TopicReader, dead_letter, ensure_topic, on_kafka, owned
+from tests.helpers import SHORT_SESSION, TopicReader, dead_letter, ensure_topic, metric, on_kafka, owned
 
 pytestmark = [pytest.mark.integration, pytest.mark.embedded, pytest.mark.timeout(240)]
 
@@ -132,6 +132,9 @@ async def test_no_message_is_seen_before_its_instant_and_on_kafka_each_instant_i
         assert stamped <= set(instants), (
             f"sent ahead, they say they were delivered at their instant: {stamped}"
         )
+        async with httpx.AsyncClient(base_url=worker.url, timeout=10) as client:
+            page = (await client.get("/metrics")).text
+        assert metric(page, "scheduler_held_commit_lag_seconds_count") > 0, "held commits are measured"
 
 
 async def test_a_message_written_after_deliveries_moved_on_and_due_before_them_is_delivered_at_once(
