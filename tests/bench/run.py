@@ -403,7 +403,7 @@ async def firing(
         lateness = [got - r.due_at for r, got, _ in in_window]  # at the consumer of the output topic
         produce_lateness = [r.fired_at - r.due_at for r in window]  # the worker's clock when it produced
         # the record's CreateTime (the worker's producer) to its arrival here: what the broker and the
-        # reader add (with transactions a fire is sent ahead of its instant: this includes the wait for it)
+        # reader add (a fire sent ahead of its instant, when the punctuator does: includes the wait for it)
         delivery = [got - created for _, got, created in in_window]
         # lateness running away: the window's last third against its first
         third = (hi - lo) // 3
