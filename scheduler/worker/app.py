@@ -262,10 +262,8 @@ class Worker:
             fired=(lambda unit, parts: cast(TransactionalWatermarks, self.watermarks).fired(unit, parts))
             if self.txns is not None
             else None,
-            # Fires are not sent ahead of their instant yet (hold_commit=None), delayed deliveries are: with
-            # fires sent ahead, a schedule written in the 50 ms before an instant that another schedule of
-            # its partition was sent ahead for skipped that instant (test_limits.py, the CI of 2026-12-05)
-            hold_commit=None,
+            # (an injected clock does not say when an instant comes: nothing is sent ahead of it)
+            hold_commit=self.txns.hold if self.txns is not None and clock is wall_clock_ms else None,
         )
         self.watermarks: TransactionalWatermarks | None = (
             TransactionalWatermarks(self.txns, self.punctuator, self.progress)
@@ -547,10 +545,12 @@ class Worker:
         self.counts.events["bulkRestoredRecords"] += records
 
     async def _before_commit(self, partition: int) -> None:
-        """Transactions: the staged table writes of the partition's work, and the watermarks that cover the
-        fires in its transaction (those no tick sent already: watermarks.py), go into it."""
+        """Transactions: the fires a command made owed at an instant sent ahead (owed.py), the staged table
+        writes of the partition's work, and the watermarks that cover the fires in its transaction (those no
+        tick sent already: watermarks.py), go into it."""
         txns, watermarks = self.txns, self.watermarks
         assert txns is not None and watermarks is not None
+        await self.punctuator.settle(partition)
         for table in self._staged:
             await table.stage(txns, partition)
         await watermarks.before_commit(partition)

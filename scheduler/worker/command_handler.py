@@ -190,7 +190,7 @@ class CommandHandler:
             self.worker.punctuator.remove(partition, kb)
         else:
             self.worker.store.write(partition, kb, encode_state(new, known))
-            self.worker.punctuator.upsert(partition, kb, new)
+            self.worker.punctuator.upsert(partition, kb, new, current)
         # an event recorded after the command reaches the triggers of the version it made
         await self._lifecycle(partition, kb, cmd, current, new, asked_at)
         if new is not None:

@@ -240,12 +240,14 @@ class Ownership:
         active = self.active_partitions()
         self.owned = set(active)
         w.forget_tenant_counts()
+        owing = set()  # (a fire owed and dropped here: its watermark must not commit without it, owed.py)
         for partition in w.punctuator.partitions - active:
-            w.punctuator.revoke(partition)
+            if w.punctuator.revoke(partition):
+                owing.add(partition)
             w.jobs.checker.revoke(partition)
         if w.txns is not None:
             for partition in w.txns.partitions - active:
-                await w.txns.revoke([partition])
+                await w.txns.revoke([partition], commit=partition not in owing)
             await w.txns.assign(active, self._current(rebalance))  # each fenced its previous owner
             if self._stale(rebalance):  # (it stood still while they started: none of them is used)
                 return

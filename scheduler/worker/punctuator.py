@@ -14,9 +14,9 @@ A burst of 10k schedules due at the same second then costs a few microseconds pe
 instead of the whole per-fire work. A staged fire whose schedule changed (or whose partition moved)
 before its instant is dropped. Given `hold_commit` (transactions), the fires are sent SEND_AHEAD_MS before
 their instant (firedAt = the instant) and the partitions' transactions held until it (Transactions.hold): a
-read_committed reader then waits only for the instant's commit. The worker does not give it yet: a command
-applied in those SEND_AHEAD_MS computes its schedule's dues after the instant (upsert's `high`), so a new
-schedule skipped it; what a fix needs is in the benchmarks page.
+read_committed reader then waits only for the instant's commit. A command applied in those SEND_AHEAD_MS
+whose schedule comes due at the instant owes its fire there: it goes into the partition's transaction
+before that commits (owed.py, settle).
 
 Progress is a watermark per (partition, unit), "every fire due at or before T has been produced and
 acknowledged", written to the fire-progress table once per progress interval, not once per fire. A fired
@@ -58,6 +58,7 @@ from scheduler.worker.held import (
     seq_of,
 )
 from scheduler.worker.horizon import Horizon, Load
+from scheduler.worker.owed import Owed
 from scheduler.worker.take_over import TakeOver
 
 log = logging.getLogger(__name__)
@@ -181,6 +182,7 @@ class Punctuator:
         self.take_over = TakeOver(
             self._parts, self.index, self.horizon, self.emitter, self.stats, self.is_excluded
         )
+        self.owed = Owed(self._parts, self.emitter, self.stats, self.is_excluded, clock, SEND_AHEAD_MS)
 
     # --- ownership -------------------------------------------------------------------------------
 
@@ -232,17 +234,22 @@ class Punctuator:
         part = self._parts.get(partition)
         return 0 if part is None else len(part.compiled)
 
-    def revoke(self, partition: int) -> None:
-        self._parts.pop(partition, None)
+    def revoke(self, partition: int) -> bool:
+        """Forget the partition. Returns whether it owed fires (owed.py): its transaction must not commit."""
+        part = self._parts.pop(partition, None)
+        return part is not None and bool(part.owed)
 
     def clear(self) -> None:
         self._parts.clear()
 
     # --- changes from the commands ingest (same partition, same process) --------------------------
 
-    def upsert(self, partition: int, key: bytes, state: ScheduleState) -> None:
-        """A command wrote the schedule: its index entries go with the write (index_put); those due within
-        the horizon (or just past it) are held in memory at once."""
+    def upsert(
+        self, partition: int, key: bytes, state: ScheduleState, previous: ScheduleState | None = None
+    ) -> None:
+        """A command wrote the schedule (`previous`: the version it replaced): its index entries go with the
+        write (index_put); those due within the horizon (or just past it) are held in memory at once; an
+        instant already sent ahead that it comes due at is owed (owed.py)."""
         part = self._parts.get(partition)
         now = self._clock()
         high = {} if part is None else part.high
@@ -257,6 +264,8 @@ class Punctuator:
             return  # not (yet) ours: assign() reads the index
         part.live.pop(key, None)
         part.compiled.pop(key, None)
+        if self._hold_commit is not None:
+            self.owed.owe(part, key, state, previous, now)
         near = [
             (path, unit, nxt)
             for path, unit, nxt in dues
@@ -290,6 +299,7 @@ class Punctuator:
         if part is not None:
             part.live.pop(key, None)
             part.compiled.pop(key, None)
+            self.owed.owe(part, key, None, None, 0)
 
     def _push(self, part: Held, unit: TimeUnit, key: bytes, path: str, due: int) -> None:
         seq = next(self._seq)
@@ -537,7 +547,8 @@ class Punctuator:
 
     def _ahead(self, unit: TimeUnit, now: int, earliest: int | None) -> int | None:
         """The next instant of `unit` if its fires are to be sent ahead of it now, else None. (A command
-        after that computes its schedule's dues after the instant: Punctuator.upsert's `high`.)"""
+        after that computes its schedule's dues after the instant, Punctuator.upsert's `high`, and owes its
+        fire at the instant: owed.py.)"""
         if self._hold_commit is None or unit in self._jumps:
             return None
         staged = self._staged[unit][0]
@@ -661,6 +672,10 @@ class Punctuator:
             await self._give_up(exc.partition, exc)
 
     # --- progress (fire_progress.py) ----------------------------------------------------------------
+
+    async def settle(self, partition: int) -> None:
+        """Transactional, before the partition commits: the fires it owes go into its transaction."""
+        await self.owed.settle(partition)
 
     def pending_marks(self, partition: int) -> dict[TimeUnit, int]:
         return self.progress.pending_marks(partition)

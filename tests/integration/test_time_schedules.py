@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import time
 
+import httpx
 import pytest
+from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
 from scheduler.domain.model import (
@@ -18,7 +20,9 @@ from scheduler.domain.model import (
     ScheduleKey,
     TimeUnit,
 )
-from tests.helpers import SHORT_SESSION, TopicReader, fires_of, send_commands
+from scheduler.wire.codec import encode_command, key_bytes
+from scheduler.worker.punctuator import SEND_AHEAD_MS
+from tests.helpers import SHORT_SESSION, TopicReader, fires_of, on_kafka, send_commands
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -69,18 +73,69 @@ async def test_every_second_frequency_and_six_field_cron_fire_on_their_due_times
 
 
 @pytest.mark.embedded
-async def test_no_fire_is_seen_before_its_instant(broker, worker, app_id):
-    """A read_committed reader (on Kafka; any reader on Tansu) sees no fire before its instant, and each
-    says it was fired at or after it."""
+async def test_no_fire_is_seen_before_its_instant_and_on_kafka_each_is_sent_ahead_of_it(
+    broker, worker, app_id
+):
+    """With transactions an instant's fires are sent up to SEND_AHEAD_MS before it, firedAt = the instant,
+    their partitions' transactions held until it: a read_committed reader sees none before the instant.
+    Without them (Tansu) a fire is sent at its instant."""
     out = f"{app_id}-ahead"
     schedules = [every_second(f"ahead-{i}", out) for i in range(8)]
     async with TopicReader(broker.bootstrap_servers, out) as reader:
         await send_commands(broker.bootstrap_servers, worker.topic("commands"), *map(insert, schedules))
         await reader.wait_for(lambda r: len(r) >= 8 * 5)
-        seen = list(zip(reader.records, reader.received, strict=True))
-    early = [(f.key.name, f.due_at - at) for f, at in seen if at < f.due_at]
+        seen = list(zip(reader.raw, reader.records, reader.received, strict=True))
+    early = [(f.key.name, f.due_at - at) for _, f, at in seen if at < f.due_at]
     assert not early, f"seen before their instant (schedule, ms early): {early[:5]}"
-    assert all(f.fired_at >= f.due_at for f, _ in seen)
+    assert all(f.fired_at >= f.due_at for _, f, _ in seen)
+    if on_kafka():
+        ahead = [f for m, f, _ in seen if m.timestamp < f.due_at]
+        assert ahead, "no instant's fires were sent ahead of it"
+        assert all(f.fired_at == f.due_at for f in ahead), "sent ahead, firedAt is the instant"
+
+
+@pytest.mark.embedded
+async def test_a_schedule_written_in_the_last_ms_before_an_instant_first_fires_at_it(broker, worker, app_id):
+    """A schedule's first fire is the first instant after its activeSince, whenever in the second it was
+    written. On Kafka an instant's fires are sent up to SEND_AHEAD_MS before it and their partition's
+    watermark moves past it then: a schedule written in those milliseconds owes its fire at that instant,
+    sent into the partition's transaction before it commits (worker/owed.py)."""
+    out = f"{app_id}-owed"
+    commands = worker.topic("commands")
+    # every partition has fires at every instant, sent ahead of it
+    await send_commands(
+        broker.bootstrap_servers, commands, *(insert(every_second(f"bg-{i}", out)) for i in range(16))
+    )
+    await asyncio.sleep(2)
+    names: list[str] = []
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+    await producer.start()
+    async with TopicReader(broker.bootstrap_servers, out) as reader:
+        try:
+            until = time.monotonic() + 4
+            while time.monotonic() < until:  # one at a time, spread over the seconds
+                name = f"new-{len(names):04d}"
+                names.append(name)
+                await producer.send_and_wait(
+                    commands,
+                    encode_command(insert(every_second(name, out))),
+                    key=key_bytes(ScheduleKey("acme", name)),
+                )
+                await asyncio.sleep(0.005)
+        finally:
+            await producer.stop()
+        await reader.wait_for(lambda r: set(names) <= {f.key.name for f in r}, timeout_s=30)
+    first = {}
+    for f in reader.records:
+        first[f.key.name] = min(first.get(f.key.name, f.due_at), f.due_at)
+    async with httpx.AsyncClient(base_url=worker.url, timeout=10) as client:
+        since = {n: (await client.get(f"/schedules/acme/{n}")).json()["activeSince"] for n in names}
+    skipped = [(n, since[n], first[n]) for n in names if first[n] != (since[n] // 1000 + 1) * 1000]
+    assert not skipped, f"first fire not the first instant after activeSince: {skipped[:5]}"
+    in_window = [n for n in names if since[n] % 1000 >= 1000 - SEND_AHEAD_MS]
+    assert len(in_window) >= 3, (
+        f"too few written in the last {SEND_AHEAD_MS} ms before an instant: {in_window}"
+    )
 
 
 async def test_update_changes_the_cadence(broker, worker, app_id):

@@ -313,7 +313,8 @@ async def test_a_failure_while_an_instant_is_staged_keeps_its_entries_not_taken_
 async def test_with_commits_held_an_instant_is_sent_ahead_of_it_with_firedat_the_instant_and_held_until_it():
     """Transactions: SEND_AHEAD_MS before an instant its fires are sent (firedAt = the instant) and every
     partition's transaction is held until it (Transactions.hold), so a read_committed reader sees them when
-    the instant's commit lands; a command after that computes its schedule's dues after the instant."""
+    the instant's commit lands; a command after that computes its schedule's dues after the instant, and
+    owes its fire at the instant, sent into the transaction before it commits (settle: owed.py)."""
     h = Harness(T0 - 1)
     p = h.punctuator
     holds: list[tuple[int, float]] = []
@@ -338,9 +339,49 @@ async def test_with_commits_held_an_instant_is_sent_ahead_of_it_with_firedat_the
         p.upsert(0, h.put(0, c), c)  # every 10 s from T0, written after T0 was sent
         await asyncio.sleep(0.05)
         assert len(h.sent) == 2, "an instant already sent is not sent again"
+        await p.settle(0)  # (the partition's commit: its before_commit)
+        [owed] = [decode_fired(value) for _, _, value in h.sent[2:]]
+        assert (owed.key.name, owed.due_at, owed.fired_at) == ("c", T0, T0), "owed at the instant"
+        assert p.pending_marks(0) == {S: T0}
+        await p.settle(0)
+        assert len(h.sent) == 3, "owed once"
     finally:
         timer.cancel()
     assert [f.due_at for f in await h.tick_at(T0 + 10_000)] == [T0 + 10_000] * 3
+
+
+async def test_a_command_after_an_instant_was_sent_ahead_owes_only_what_its_previous_version_did_not_fire():
+    """An update of a schedule fired at the instant sent ahead owes nothing; a delete, or a later update
+    that no longer comes due then, takes back what was owed; a partition revoked while owing says so (its
+    transaction must not commit: ownership._take_up)."""
+    h = Harness(T0 - 1)
+    p = h.punctuator
+    p._hold_commit = lambda partition, release: None
+    a = state("a")
+    await h.assign(0, [a], {S: T0 - 1})
+    h.clock.now = T0 - SEND_AHEAD_MS // 2
+    await p.horizon.fill(S, h.clock.now + HORIZON_MS)
+    await p._send_ahead(S, T0, h.clock.now)
+    assert [decode_fired(v).key.name for _, _, v in h.sent] == ["a"]
+    a2 = dataclasses.replace(a, version=a.version + 1)
+    p.upsert(0, h.put(0, a2), a2, a)
+    b = state("b")
+    kb = h.put(0, b)
+    p.upsert(0, kb, b)
+    p.remove(0, kb)
+    c = state("c")
+    kc = h.put(0, c)
+    p.upsert(0, kc, c)
+    later = state("c", FrequencyTrigger(S, 10, T0 + 5_000))
+    p.upsert(0, h.put(0, later), later, c)
+    d = state("d")
+    p.upsert(0, h.put(0, d), d)
+    await p.settle(0)
+    assert [decode_fired(v).key.name for _, _, v in h.sent[1:]] == ["d"]
+    e = state("e")
+    p.upsert(0, h.put(0, e), e)
+    assert p.revoke(0) is True
+    assert p.revoke(0) is False
 
 
 async def test_without_commits_held_nothing_is_sent_before_its_instant():
