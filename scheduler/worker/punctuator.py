@@ -9,7 +9,8 @@ number of schedules; a tick costs O(due schedules); an assignment reads the entr
 
 Fires are prepared ahead: up to STAGE_AHEAD_MS before an instant comes due, its entries are taken off the
 heaps, their next dues written to the index (and pushed, if within the horizon) and their FiredTask bytes
-built but for `firedAt`; at the instant only `firedAt` is written and the record handed to the producer.
+built but for `firedAt` (staging.py); at the instant only `firedAt` is written and the record handed to
+the producer.
 A burst of 10k schedules due at the same second then costs a few microseconds per fire at the due instant
 instead of the whole per-fire work. A staged fire whose schedule changed (or whose partition moved)
 before its instant is dropped. Given `hold_commit` (transactions), the fires are sent SEND_AHEAD_MS before
@@ -35,30 +36,24 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 
 from scheduler.domain.model import ScheduleState, TimeUnit
-from scheduler.domain.triggers import plan_catch_up
-from scheduler.domain.triggers.base import TimeTrigger
-from scheduler.kafka.due_index import DueIndex, bound, due_key, elapsed_key
+from scheduler.kafka.due_index import DueIndex, bound, elapsed_key
 from scheduler.kafka.transactions import PartitionGone
-from scheduler.worker.armed import Armed, Instant
-from scheduler.worker.counters import FireCounts, count_missed
+from scheduler.worker.counters import FireCounts
 from scheduler.worker.emitter import Clock, Emitter, PartitionCount, SendBatch, SendFailed
 from scheduler.worker.fire_progress import FireProgress, SaveProgress, Send
 from scheduler.worker.held import (
-    LEAVING,
     Compiled,
     Held,
     Sent,
-    Staged,
     Unreadable,
     compile_schedule,
-    forget,
     has_elapsed,
     index_entries,
     loaded_until,
-    seq_of,
 )
 from scheduler.worker.horizon import Horizon, Load
 from scheduler.worker.owed import Owed
+from scheduler.worker.staging import Stager
 from scheduler.worker.take_over import TakeOver
 
 log = logging.getLogger(__name__)
@@ -79,10 +74,6 @@ HORIZON_MS = 10_000
 #: a schedule written by a command is held in memory at once when it comes due within this much past the
 #: horizon (its index entry may wait for its transaction's commit: the loader must not pass it unseen)
 UPSERT_MARGIN_MS = 60_000
-#: a schedule that fired stays in memory when its next due is within this much past the horizon: one that
-#: fires every minute or more often is not read and compiled again for each fire (memory then holds the
-#: schedules that fire within ~2 minutes: it grows with the fire rate, not with the number of schedules)
-KEEP_MS = 120_000
 #: staged per step before checking whether something is due (bounds how long emission can wait)
 STAGE_CHUNK = 500
 #: with transactions, how long before an instant its fires are sent: their partitions' transactions are
@@ -164,16 +155,9 @@ class Punctuator:
         self._busy: set[TimeUnit] = set()
         self._planned_wake: dict[TimeUnit, int | None] = {u: None for u in TimeUnit}
         self._load_target: dict[TimeUnit, int] = {u: 0 for u in TimeUnit}  # the horizon being loaded
-        # per unit: fires taken off the partition heaps ahead of time: a heap of their distinct dues, and
-        # due -> the fires due then (a burst of 10k at one instant is one heap entry, not 10k)
-        self._staged: dict[TimeUnit, tuple[list[int], dict[int, list[Staged]]]] = {
-            u: ([], {}) for u in TimeUnit
-        }
         self.stats = stats if stats is not None else FireCounts()
         self._monotonic = monotonic
         self._last_look: tuple[int, int] | None = None  # (clock, monotonic) when the clock was last read
-        # per unit: a forward clock jump's span (from, to]: dues in it follow their catch-up policy
-        self._jumps: dict[TimeUnit, tuple[int, int]] = {}
         self.horizon = Horizon(self._parts, self.index, self._index_put, load, self._push)
         self.progress = FireProgress(self._parts, self.index, self.stats, save_progress, send, hold)
         self.emitter = Emitter(
@@ -182,6 +166,18 @@ class Punctuator:
         self.take_over = TakeOver(
             self._parts, self.index, self.horizon, self.emitter, self.stats, self.is_excluded
         )
+        self.stager = Stager(
+            self._parts,
+            self.index,
+            self.horizon,
+            self.emitter,
+            self.stats,
+            load,
+            self._push,
+            self.is_excluded,
+        )
+        self._staged = self.stager.staged  # (fires taken off the heaps ahead of their instant: staging.py)
+        self._jumps = self.stager.jumps
         self.owed = Owed(self._parts, self.emitter, self.stats, self.is_excluded, clock, SEND_AHEAD_MS)
 
     # --- ownership -------------------------------------------------------------------------------
@@ -324,129 +320,8 @@ class Punctuator:
             await self._emit(unit, now)
 
     async def _stage(self, unit: TimeUnit, until: int, limit: int | None) -> int:
-        """Take up to `limit` (None: all) entries due at or before `until` off the heaps, earliest first:
-        index (and push) each one's next due, build its bytes but for firedAt. Returns how many were taken."""
-        writes: dict[int, list[tuple[bytes, bytes | None]]] = {}
-        try:
-            return await self._stage_into(unit, until, limit, writes)
-        finally:  # (what was taken is staged: its next dues must be in the index whatever happens next)
-            for partition, batch in writes.items():
-                self.index.write(partition, batch)
-
-    async def _stage_into(
-        self,
-        unit: TimeUnit,
-        until: int,
-        limit: int | None,
-        writes: dict[int, list[tuple[bytes, bytes | None]]],
-    ) -> int:
-        taken = 0
-        jump = self._jumps.get(unit)
-        heads = [(part.heaps[unit], partition, part) for partition, part in self._parts.items()]
-        # The partitions' armed entries merged: the earliest instant first, the first partition's on a tie,
-        # an instant of one partition taken whole (what is taken re-arms later: it never joins the instant
-        # being taken; what a command arms meanwhile at that instant is taken after it, as its seq is).
-        while limit is None or taken < limit:
-            found, found_at = None, 0
-            for i, head in enumerate(heads):
-                dues_of = head[0].dues
-                if dues_of and dues_of[0] <= until and (found is None or dues_of[0] < found):
-                    found, found_at = dues_of[0], i
-            if found is None:
-                break
-            armed, partition, part = heads[found_at]
-            due, instant = armed.take()
-            if limit is not None and len(instant) > limit - taken:
-                armed.put_back(due, instant.cut(limit - taken))
-            taken += len(instant)
-            await self._stage_instant(unit, armed, partition, part, due, instant, jump, writes)
-        if jump is not None and limit is None and until >= jump[1]:
-            del self._jumps[unit]  # every due of the span was taken
-        return taken
-
-    async def _stage_instant(
-        self,
-        unit: TimeUnit,
-        armed: Armed,
-        partition: int,
-        part: Held,
-        due: int,
-        instant: Instant,
-        jump: tuple[int, int] | None,
-        writes: dict[int, list[tuple[bytes, bytes | None]]],
-    ) -> None:
-        """Stage a partition's entries of one instant, taken off `armed` (what a failure leaves is put back)."""
-        dues, by_due = self._staged[unit]
-        at_due: list[Staged] | None = None
-        at = 0
-        try:
-            for seq, key, path in zip(instant.seqs, instant.keys, instant.paths):
-                at += 1
-                if seq_of(part, key, path) != seq:
-                    continue  # superseded by an update, disabled or deleted
-                try:
-                    entry = part.compiled.get(key) or self.horizon.compile_loaded(part, partition, key)
-                except Unreadable:
-                    at -= 1  # (not fired: kept for when it is readable)
-                    raise
-                trigger = None if entry is None else entry.leaf(path)
-                if entry is None or (trigger is None and path not in entry.elapsed):
-                    part.live.pop(key, None)
-                    continue
-                if jump is not None and trigger is not None and jump[0] < due <= jump[1]:
-                    await self._jumped_over(
-                        unit, partition, part, key, path, entry, trigger, due, jump[1], writes
-                    )
-                    continue
-                # stays: its next due is in memory too (an elapsed trigger is re-armed by its agent); a
-                # time trigger's index entry moves on to its next due now (this one's: once the watermark passes it)
-                stays = False
-                if trigger is not None:
-                    nxt = trigger.next_due(due)
-                    if nxt is not None:
-                        stays = self._moved(partition, part, unit, key, path, entry.version, nxt, writes)
-                if entry.calendars and trigger is not None and self.is_excluded(entry, due):
-                    if not stays:
-                        forget(part, key, path, seq)
-                    continue
-                if not stays and trigger is not None:  # leaves memory once fired: the loader arms the next
-                    part.live[key][path] = (seq, LEAVING)
-                head, tail = entry.parts(due) if entry.parts is not None else (None, None)
-                item = Staged(partition, part, key, path, entry, seq, trigger is None, not stays, head, tail)
-                if at_due is None:
-                    at_due = by_due.get(due)
-                    if at_due is None:
-                        at_due = by_due[due] = []
-                        heapq.heappush(dues, due)
-                at_due.append(item)
-        finally:  # (a failure keeps what was not taken yet armed, as it was)
-            if at < len(instant):
-                armed.put_back(due, instant.cut(at))
-            armed.recycle(instant)
-
-    def _moved(
-        self,
-        partition: int,
-        part: Held,
-        unit: TimeUnit,
-        key: bytes,
-        path: str,
-        version: int,
-        nxt: int,
-        writes: dict[int, list[tuple[bytes, bytes | None]]],
-    ) -> bool:
-        """A time trigger's next due: into the index (written at the end of the stage), and into memory when
-        the horizon holds it already. Returns whether it is in memory."""
-        raw = due_key(unit, nxt, key, path, version)
-        batch = writes.get(partition)
-        if batch is None:
-            batch = writes[partition] = []
-        batch.append((raw, b""))
-        loaded = part.loaded[unit]
-        if raw < loaded or nxt <= loaded_until(loaded) + KEEP_MS:  # (the loader skips it: same due)
-            self._push(part, unit, key, path, nxt)
-            return True
-        return False
+        """Take up to `limit` (None: all) entries due at or before `until` off the heaps (Stager.stage)."""
+        return await self.stager.stage(unit, until, limit)
 
     def _look_at_clock(self, now: int) -> None:
         """Tell a jump of the wall clock from lateness, against the monotonic clock. Forward: the dues the
@@ -470,40 +345,6 @@ class Punctuator:
         elif step < -CLOCK_JUMP_MS:
             log.warning("the wall clock stepped %d ms back: nothing fired fires again", -step)
             self.stats.clock_jumps["backward"] += 1
-
-    async def _jumped_over(
-        self,
-        unit: TimeUnit,
-        partition: int,
-        part: Held,
-        key: bytes,
-        path: str,
-        entry: Compiled,
-        trigger: TimeTrigger,
-        due: int,
-        now: int,
-        writes: dict[int, list[tuple[bytes, bytes | None]]],
-    ) -> None:
-        """A forward clock jump passed `due`: plan it and what follows up to `now` as a catch-up."""
-        state = entry.state or self._load(partition, key)
-        if state is None:
-            part.live.pop(key, None)
-            return
-        s = state.schedule
-        plan = plan_catch_up(trigger, s.catch_up, due - 1, now, s.catch_up_window_ms)
-        futures = [
-            await self.emitter.fire(partition, key, entry, path, d, now, missed=missed, catch_up=True)
-            for d, missed in plan.fires
-        ]
-        count_missed(self.stats.missed, s.catch_up, plan)
-        self.stats.catch_up_by_unit[unit] += len(futures)
-        if futures:  # moves no watermark by itself: the next recorded tick covers it
-            part.inflight[unit].append((part.high.get(unit, due - 1), futures))
-        seq = seq_of(part, key, path)
-        if plan.next_due is None or not self._moved(
-            partition, part, unit, key, path, entry.version, plan.next_due, writes
-        ):
-            forget(part, key, path, seq)
 
     async def _emit(self, unit: TimeUnit, now: int) -> list[int]:
         """Fire every staged entry due at or before `now`; record them for the watermark per partition.
@@ -563,13 +404,9 @@ class Punctuator:
             for unit in TimeUnit
             if any(
                 due is not None and due < now - late_ms
-                for due in (self._earliest(unit), self._staged_first(unit))
+                for due in (self._earliest(unit), self.stager.first(unit))
             )
         )
-
-    def _staged_first(self, unit: TimeUnit) -> int | None:
-        staged = self._staged[unit][0]
-        return staged[0] if staged else None
 
     def _earliest(self, unit: TimeUnit) -> int | None:
         dues = [due for part in self._parts.values() if (due := part.heaps[unit].first()) is not None]
