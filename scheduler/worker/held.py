@@ -139,9 +139,9 @@ class Held:
     # the latest tick whose fires were recorded (or the watermark it was assigned with): every due at or
     # before it was fired, so nothing computes a next due before it (the wall clock may step back)
     high: dict[TimeUnit, int] = field(default_factory=dict)
-    # fires a command made owed at an instant already sent ahead (Punctuator.upsert): (unit, key, path,
-    # due, state) each, fired into the partition's transaction before it commits (Punctuator.settle)
-    owed: list[tuple[TimeUnit, bytes, str, int, ScheduleState]] = field(default_factory=list)
+    # fires a command made owed at an instant already sent ahead (Punctuator.upsert): schedule key ->
+    # (state, [(unit, path, due)]), fired into the partition's transaction before it commits (owed.py)
+    owed: dict[bytes, tuple[ScheduleState, list[tuple[TimeUnit, str, int]]]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -84,10 +84,9 @@ class Owed:
         """A command wrote the schedule (`state`; None: deleted): what an earlier command of it made owed
         is not any more, and what this one makes owed is."""
         if part.owed:
-            part.owed = [o for o in part.owed if o[1] != key]
-        if state is not None:
-            for unit, path, due in owed_dues(part.high, state, previous, now, self._ahead_ms):
-                part.owed.append((unit, key, path, due, state))
+            part.owed.pop(key, None)
+        if state is not None and (dues := owed_dues(part.high, state, previous, now, self._ahead_ms)):
+            part.owed[key] = (state, dues)
 
     async def settle(self, partition: int) -> None:
         """Send what the partition owes into its open transaction (before it commits); a send that fails
@@ -95,12 +94,13 @@ class Owed:
         part = self._parts.get(partition)
         if part is None or not part.owed:
             return
-        owed, part.owed = part.owed, []
+        owed, part.owed = part.owed, {}
         now = self._clock()
-        for unit, key, path, due, state in owed:
+        for key, (state, dues) in owed.items():
             entry = compile_schedule(state, key)
-            if entry.calendars and self._is_excluded(entry, due):
-                continue
-            sent = await self._emitter.fire(partition, key, entry, path, due, now)
-            self._stats.fires_by_unit[unit] += 1
-            part.inflight[unit].append((max(due, part.high.get(unit, due)), [sent]))
+            for unit, path, due in dues:
+                if entry.calendars and self._is_excluded(entry, due):
+                    continue
+                sent = await self._emitter.fire(partition, key, entry, path, due, now)
+                self._stats.fires_by_unit[unit] += 1
+                part.inflight[unit].append((max(due, part.high.get(unit, due)), [sent]))
