@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import pytest
 
@@ -53,6 +53,7 @@ class Harness:
         self.mode = "ack"
         self.unreadable = 0  # how many of the next loads fail as a store that cannot be opened does
         self.undecodable: set[bytes] = set()  # the keys whose state cannot be decoded
+        self.on_send: Callable[[], None] | None = None  # called as each send begins (what happens meanwhile)
         self.punctuator = Punctuator(self.send, self.load, self.save_progress, self.clock)
 
     async def send(self, topic: str, key: bytes, value: bytes) -> asyncio.Future[object]:
@@ -60,6 +61,8 @@ class Harness:
             raise RuntimeError("producer buffer full")
         if self.mode == "revoke":  # the partition is revoked while this send is awaited
             self.punctuator.revoke(0)
+        if self.on_send is not None:
+            self.on_send()
         self.sent.append((topic, key, value))
         fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         if self.mode == "ack":

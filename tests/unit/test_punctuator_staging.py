@@ -350,6 +350,32 @@ async def test_with_commits_held_an_instant_is_sent_ahead_of_it_with_firedat_the
     assert [f.due_at for f in await h.tick_at(T0 + 10_000)] == [T0 + 10_000] * 3
 
 
+async def test_what_a_command_arms_at_the_instant_while_it_is_being_sent_ahead_is_sent_with_it():
+    """A command applied while an instant is being sent (its partition's watermark not moved yet) arms its
+    schedule at the instant: it is sent in the same unit of work, so no commit passes the instant's
+    watermark without it."""
+    h = Harness(T0 - 1)
+    p = h.punctuator
+    held: list[int] = []
+    p._hold_commit = lambda partition, release: held.append(partition)
+    await h.assign(0, [state("a")], {S: T0 - 1})
+    await h.assign(1, [], {S: T0 - 1})
+    late = state("late")
+
+    def command() -> None:
+        h.on_send = None
+        p.upsert(1, h.put(1, late), late)
+
+    h.on_send = command
+    h.clock.now = T0 - SEND_AHEAD_MS // 2
+    await p.horizon.fill(S, h.clock.now + HORIZON_MS)
+    await p._send_ahead(S, T0, h.clock.now)
+    fired = [decode_fired(value) for _, _, value in h.sent]
+    assert sorted((f.key.name, f.due_at, f.fired_at) for f in fired) == [("a", T0, T0), ("late", T0, T0)]
+    assert p.pending_marks(1) == {S: T0}
+    assert sorted(held) == [0, 1]
+
+
 async def test_a_command_after_an_instant_was_sent_ahead_owes_only_what_its_previous_version_did_not_fire():
     """An update of a schedule fired at the instant sent ahead owes nothing; a delete, or a later update
     that no longer comes due then, takes back what was owed; a partition revoked while owing says so (its
