@@ -17,7 +17,9 @@ before its instant is dropped. Given `hold_commit` (transactions), the fires are
 their instant (firedAt = the instant) and the partitions' transactions held until it (Transactions.hold): a
 read_committed reader then waits only for the instant's commit. A command applied in those SEND_AHEAD_MS
 whose schedule comes due at the instant owes its fire there: it goes into the partition's transaction
-before that commits (owed.py, settle).
+before that commits (owed.py, settle). The worker does not give it `hold_commit` in this release: a
+command applied while an instant is being emitted, before the watermark moves, for a schedule already
+emitted at it, arms that instant again (a duplicate; what a fix needs is on the benchmarks page).
 
 Progress is a watermark per (partition, unit), "every fire due at or before T has been produced and
 acknowledged", written to the fire-progress table once per progress interval, not once per fire. A fired
