@@ -15,8 +15,8 @@ a tick's fires are never committed without the watermark that covers them. Befor
 `after_commit` run (local RocksDB writes, persisted offsets): the local stores only ever hold committed
 state.
 
-A partition's open transaction may be held (`hold`): records sent ahead of their instant (delayed messages'
-deliveries; the punctuator's fires, when it is given hold_commit) must not be seen before it, so the partition does not commit before then — a
+A partition's open transaction may be held (`hold`): records sent ahead of their instant (an instant's fires,
+delayed messages' deliveries) must not be seen before it, so the partition does not commit before then — a
 read_committed reader sees them at the instant's commit, without the produce's round trips after it. A hold
 lasts at most HOLD_MAX_S on the monotonic clock, whatever the wall clock does.
 

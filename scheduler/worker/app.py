@@ -262,10 +262,8 @@ class Worker:
             fired=(lambda unit, parts: cast(TransactionalWatermarks, self.watermarks).fired(unit, parts))
             if self.txns is not None
             else None,
-            # Fires are not sent ahead of their instant in this release (hold_commit=None; delayed
-            # deliveries are): a command applied while an instant was being sent, for a schedule already
-            # sent then, armed that instant again (a duplicate: the fault campaign of 2026-12-05, seed 119)
-            hold_commit=None,
+            # (an injected clock does not say when an instant comes: nothing is sent ahead of it)
+            hold_commit=self.txns.hold if self.txns is not None and clock is wall_clock_ms else None,
         )
         self.watermarks: TransactionalWatermarks | None = (
             TransactionalWatermarks(self.txns, self.punctuator, self.progress)

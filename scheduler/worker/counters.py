@@ -186,7 +186,7 @@ class FireCounts:
     lateness: MinuteHistogram = field(
         default_factory=MinuteHistogram
     )  # ms, of scheduled fires, and per minute
-    # ms from the instant deliveries (or fires) were sent ahead of to their transaction's commit answered
+    # ms from the instant fires (and deliveries) were sent ahead of to their transaction's commit answered
     held_commit_lag: Histogram = field(default_factory=Histogram)
     failed_sends: int = 0
     clock_jumps: Counter[str] = field(default_factory=Counter)  # "forward" / "backward"

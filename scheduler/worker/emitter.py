@@ -18,7 +18,7 @@ from scheduler.wire.codec import zigzag_long
 from scheduler.wire.messages import TriggerFired
 from scheduler.worker.counters import FireCounts
 from scheduler.worker.fire_progress import Send
-from scheduler.worker.held import Compiled, Held, Sent, Staged, forget, seq_of, single
+from scheduler.worker.held import Compiled, Held, Sent, Staged, forget, seq_of, single, still_due
 
 Clock = Callable[[], int]
 #: (topic, [(key, value, partition)]) -> one future per record (a burst is produced as whole batches)
@@ -57,6 +57,8 @@ class Emitter:
         self.stats = stats
         self._trigger_topic = trigger_topic
         self.transactional = transactional
+        #: told of a staged time-trigger fire dropped at its emission (its schedule written since): Owed.dropped
+        self.dropped: Callable[[Held, bytes, str, int], None] | None = None
 
     async def fire(
         self,
@@ -110,12 +112,17 @@ class Emitter:
         try:
             for item in items:
                 part = item.part
-                if (
-                    parts.get(item.partition) is not part
-                    or part.compiled.get(item.key) is not item.entry
-                    or (item.elapsed and seq_of(part, item.key, item.path) != item.seq)
+                if parts.get(item.partition) is not part or (
+                    item.elapsed and seq_of(part, item.key, item.path) != item.seq
                 ):
-                    handled.append(item)  # changed, re-armed or moved since it was staged: not owed any more
+                    handled.append(item)  # re-armed or moved since it was staged: not owed any more
+                    continue
+                if part.compiled.get(item.key) is not item.entry and not (
+                    part.written and still_due(part, item, due)
+                ):  # (its version replaced once this instant came: it fires as it was, Held.written)
+                    handled.append(item)  # changed since it was staged: its new version decides
+                    if part.unsure and self.dropped is not None:  # (and may owe it: owed.py)
+                        self.dropped(part, item.key, item.path, due)
                     continue
                 if item.head is None:
                     fired = await self.fire(item.partition, item.key, item.entry, item.path, due, now)

@@ -142,6 +142,13 @@ class Held:
     # fires a command made owed at an instant already sent ahead (Punctuator.upsert): schedule key ->
     # (state, [(unit, path, due)]), fired into the partition's transaction before it commits (owed.py)
     owed: dict[bytes, tuple[ScheduleState, list[tuple[TimeUnit, str, int]]]] = field(default_factory=dict)
+    # schedule key -> version -> (when a command replaced it, the new version's first due per time-trigger
+    # path), noted while fires due by then were staged and not sent yet (a late tick): see still_due.
+    # Pruned once no fire due by then is staged (Punctuator._emit).
+    written: dict[bytes, dict[int, tuple[int, dict[str, int]]]] = field(default_factory=dict)
+    # fires a command made unsure at an instant being sent ahead: owed if the staged fire of the version it
+    # replaced is dropped at emission, forgotten once the instant was sent (owed.py)
+    unsure: dict[bytes, tuple[ScheduleState, list[tuple[TimeUnit, str, int]]]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -162,6 +169,14 @@ class Staged:
 
 #: the due a staged fire that leaves memory shows the loader (its next due, found in the index, is loaded)
 LEAVING = 2**63
+
+
+def still_due(part: Held, item: Staged, due: int) -> bool:
+    """A staged fire whose schedule a command wrote since it was staged is sent all the same, as the version
+    it was staged with, when that version was replaced once the instant had come (it was due before the
+    change) and the new version does not come due there itself (its dues start after it)."""
+    replaced = part.written.get(item.key, {}).get(item.entry.version)
+    return replaced is not None and due <= replaced[0] and due < replaced[1].get(item.path, LEAVING)
 
 
 def seq_of(part: Held, key: bytes, path: str) -> int | None:

@@ -219,7 +219,7 @@ class WorkerCollector(Collector):
         held = stats.held_commit_lag
         yield HistogramMetricFamily(
             "scheduler_held_commit_lag_seconds",
-            "With transactions: from the instant delayed deliveries (or fires) were sent ahead of to their "
+            "With transactions: from the instant fires or delayed deliveries were sent ahead of to their "
             "transaction's commit answered (a read_committed reader sees them then)",
             buckets=held.cumulative_s(),
             sum_value=held.sum_ms / 1000,

@@ -1,21 +1,26 @@
-"""Fires a command makes owed at an instant its partition's fires were already sent ahead of.
+"""Fires a command makes owed at an instant its partition's fires were sent ahead of, or are being sent.
 
 With transactions the punctuator sends an instant's fires SEND_AHEAD_MS before it and holds the partition's
 transaction until the instant (punctuator.py, Transactions.hold); the partition's watermark (Held.high)
-says the instant is fired as soon as they are sent. A schedule a command writes in those milliseconds
-computes its index entries after the watermark (Punctuator.upsert), as it must: a watermark covers only
-what was fired. When such a schedule comes due at that instant, and the version it replaces did not (it
-was fired there already), the instant's fire is owed: it is sent into the partition's open transaction
-before that transaction commits (settle, from the commit's before_commit), so it commits with the
-watermark that covers it, at the instant, or not at all (a partition given up takes the command with it:
-its next owner applies the command again, from before that watermark).
+says the instant is fired as soon as they are sent. A schedule a command writes from the moment the
+instant begins to be sent (`sending`) computes its index entries after the instant (Punctuator.upsert), so
+nothing arms it there again. When it comes due at that instant, its fire there is owed unless the version
+it replaced fired there: owed fires are sent into the partition's open transaction before it commits
+(settle, from the commit's before_commit), so they commit with the watermark that covers them, at the
+instant, or not at all (a partition given up takes the command with it: its next owner applies the
+command again, from before that watermark).
+
+While the instant is being sent, whether the replaced version fired there is not known yet: its staged fire
+is emitted, or dropped at its emission because its schedule was written since (Emitter.emit_due). Such a
+fire is unsure (Held.unsure): owed if the staged one is dropped (dropped), forgotten once the instant was
+sent (sent). A fire owed or unsure stays so through later commands that still come due there.
 
 A watermark above the clock by more than the send-ahead (the wall clock stepped back) owes nothing: the
 dues it passed are skipped, as without sending ahead."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from scheduler.domain.model import ScheduleState, TimeUnit
 from scheduler.worker.counters import FireCounts
@@ -34,29 +39,47 @@ def fired_before(previous: ScheduleState | None, path: str, due: int) -> bool:
     return False
 
 
+#: (unit, trigger path, due instant) of one fire
+Due = tuple[TimeUnit, str, int]
+
+
 def owed_dues(
-    high: dict[TimeUnit, int],
+    marks: dict[TimeUnit, int],
     state: ScheduleState,
     previous: ScheduleState | None,
     now: int,
     ahead_ms: int,
-) -> list[tuple[TimeUnit, str, int]]:
-    """(unit, path, due) of each instant after `now` and at or before its unit's watermark (at most
-    `ahead_ms` ahead: sent ahead) that the new state comes due at and `previous` did not."""
+    sending: dict[TimeUnit, int] | None = None,
+    was_owed: Sequence[Due] = (),
+    was_unsure: Sequence[Due] = (),
+) -> tuple[list[Due], list[Due]]:
+    """The instants after `now` and at or before their unit's mark (at most `ahead_ms` ahead: sent, or being
+    sent, ahead) that the new state comes due at: (owed, unsure). Owed: `previous` did not come due there,
+    or its fire there was owed itself (`was_owed`). Unsure: `previous` came due at an instant being sent
+    (`sending`), whose fire may not be emitted yet (a replaced version's staged fire is dropped then: the
+    fire becomes owed, Owed.dropped), or was unsure itself."""
+    owed: list[Due] = []
+    unsure: list[Due] = []
     if not state.firing:
-        return []
-    out = []
+        return owed, unsure
     for path, trigger in state.time_leaves():
         unit = trigger.unit
-        mark = high.get(unit)
+        mark = marks.get(unit)
         if mark is None or not now <= mark <= now + ahead_ms:
             continue
         due = trigger.next_due(max(now, state.active_since) - 1)
         while due is not None and due <= mark:
-            if not fired_before(previous, path, due):
-                out.append((unit, path, due))
+            one = (unit, path, due)
+            if one in was_owed:
+                owed.append(one)
+            elif one in was_unsure:
+                unsure.append(one)
+            elif not fired_before(previous, path, due):
+                owed.append(one)
+            elif sending is not None and sending.get(unit) == due:
+                unsure.append(one)
             due = trigger.next_due(due)
-    return out
+    return owed, unsure
 
 
 class Owed:
@@ -77,16 +100,75 @@ class Owed:
         self._is_excluded = is_excluded
         self._clock = clock
         self._ahead_ms = ahead_ms
+        #: per unit, the instant being sent ahead now (Punctuator._send_ahead): its watermark not moved yet
+        self.sending: dict[TimeUnit, int] = {}
+
+    def marks(self, part: Held) -> dict[TimeUnit, int]:
+        """Per unit, what a command's dues come after: the partition's watermark, or the instant being sent."""
+        if not self.sending:
+            return part.high
+        marks = dict(part.high)
+        for unit, due in self.sending.items():
+            if due > marks.get(unit, due - 1):
+                marks[unit] = due
+        return marks
 
     def owe(
         self, part: Held, key: bytes, state: ScheduleState | None, previous: ScheduleState | None, now: int
     ) -> None:
         """A command wrote the schedule (`state`; None: deleted): what an earlier command of it made owed
-        is not any more, and what this one makes owed is."""
-        if part.owed:
-            part.owed.pop(key, None)
-        if state is not None and (dues := owed_dues(part.high, state, previous, now, self._ahead_ms)):
-            part.owed[key] = (state, dues)
+        (or unsure) is not any more, and what this one makes owed (or unsure) is."""
+        was_owed = part.owed.pop(key, None) if part.owed else None
+        was_unsure = part.unsure.pop(key, None) if part.unsure else None
+        if state is None:
+            return
+        owed, unsure = owed_dues(
+            self.marks(part),
+            state,
+            previous,
+            now,
+            self._ahead_ms,
+            self.sending,
+            () if was_owed is None else was_owed[1],
+            () if was_unsure is None else was_unsure[1],
+        )
+        if owed:
+            part.owed[key] = (state, owed)
+        if unsure:
+            part.unsure[key] = (state, unsure)
+
+    def dropped(self, part: Held, key: bytes, path: str, due: int) -> None:
+        """A staged fire was dropped at its emission (its schedule was written since it was staged): a fire
+        unsure there is owed."""
+        unsure = part.unsure.get(key)
+        if unsure is None:
+            return
+        state, dues = unsure
+        for one in dues:
+            if one[1] == path and one[2] == due:
+                dues.remove(one)
+                if not dues:
+                    del part.unsure[key]
+                owed = part.owed.get(key)
+                if owed is None:
+                    part.owed[key] = (state, [one])
+                else:
+                    owed[1].append(one)
+                return
+
+    def sent(self, unit: TimeUnit) -> None:
+        """The instant being sent of `unit` was: every staged fire of it was emitted or dropped, so what is
+        still unsure there was fired."""
+        self.sending.pop(unit, None)
+        for part in self._parts.values():
+            if part.unsure:
+                for key in list(part.unsure):
+                    state, dues = part.unsure[key]
+                    left = [one for one in dues if one[0] is not unit]
+                    if left:
+                        part.unsure[key] = (state, left)
+                    else:
+                        del part.unsure[key]
 
     async def settle(self, partition: int) -> None:
         """Send what the partition owes into its open transaction (before it commits); a send that fails

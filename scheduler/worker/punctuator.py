@@ -15,11 +15,10 @@ A burst of 10k schedules due at the same second then costs a few microseconds pe
 instead of the whole per-fire work. A staged fire whose schedule changed (or whose partition moved)
 before its instant is dropped. Given `hold_commit` (transactions), the fires are sent SEND_AHEAD_MS before
 their instant (firedAt = the instant) and the partitions' transactions held until it (Transactions.hold): a
-read_committed reader then waits only for the instant's commit. A command applied in those SEND_AHEAD_MS
-whose schedule comes due at the instant owes its fire there: it goes into the partition's transaction
-before that commits (owed.py, settle). The worker does not give it `hold_commit` in this release: a
-command applied while an instant is being emitted, before the watermark moves, for a schedule already
-emitted at it, arms that instant again (a duplicate; what a fix needs is on the benchmarks page).
+read_committed reader then waits only for the instant's commit. A command applied from when the instant
+begins to be sent until it comes is never armed at it: when its schedule comes due there and the version
+it replaced did not fire there, it owes that fire, sent into the partition's transaction before that
+commits (owed.py, settle).
 
 Progress is a watermark per (partition, unit), "every fire due at or before T has been produced and
 acknowledged", written to the fire-progress table once per progress interval, not once per fire. A fired
@@ -44,6 +43,7 @@ from scheduler.worker.counters import FireCounts
 from scheduler.worker.emitter import Clock, Emitter, PartitionCount, SendBatch, SendFailed
 from scheduler.worker.fire_progress import FireProgress, SaveProgress, Send
 from scheduler.worker.held import (
+    LEAVING,
     Compiled,
     Held,
     Sent,
@@ -181,6 +181,7 @@ class Punctuator:
         self._staged = self.stager.staged  # (fires taken off the heaps ahead of their instant: staging.py)
         self._jumps = self.stager.jumps
         self.owed = Owed(self._parts, self.emitter, self.stats, self.is_excluded, clock, SEND_AHEAD_MS)
+        self.emitter.dropped = self.owed.dropped
 
     # --- ownership -------------------------------------------------------------------------------
 
@@ -235,7 +236,7 @@ class Punctuator:
     def revoke(self, partition: int) -> bool:
         """Forget the partition. Returns whether it owed fires (owed.py): its transaction must not commit."""
         part = self._parts.pop(partition, None)
-        return part is not None and bool(part.owed)
+        return part is not None and bool(part.owed or part.unsure)
 
     def clear(self) -> None:
         self._parts.clear()
@@ -247,10 +248,10 @@ class Punctuator:
     ) -> None:
         """A command wrote the schedule (`previous`: the version it replaced): its index entries go with the
         write (index_put); those due within the horizon (or just past it) are held in memory at once; an
-        instant already sent ahead that it comes due at is owed (owed.py)."""
+        instant sent ahead, or being sent, that it comes due at is owed (owed.py)."""
         part = self._parts.get(partition)
         now = self._clock()
-        high = {} if part is None else part.high
+        high = {} if part is None else self.owed.marks(part)  # (or an instant being sent ahead: owed.py)
 
         def since(unit: TimeUnit) -> int:
             after = max(now, state.active_since) - 1
@@ -260,8 +261,7 @@ class Punctuator:
         self._index_put(partition, writes)
         if part is None:
             return  # not (yet) ours: assign() reads the index
-        part.live.pop(key, None)
-        part.compiled.pop(key, None)
+        self._written(partition, part, key, now, {path: nxt for path, _, nxt in dues})
         if self._hold_commit is not None:
             self.owed.owe(part, key, state, previous, now)
         near = [
@@ -295,9 +295,28 @@ class Punctuator:
         self._index_put(partition, [(elapsed_key(key), None)])
         part = self._parts.get(partition)
         if part is not None:
-            part.live.pop(key, None)
-            part.compiled.pop(key, None)
+            self._written(partition, part, key, self._clock(), {})
             self.owed.owe(part, key, None, None, 0)
+
+    def _written(self, partition: int, part: Held, key: bytes, now: int, firsts: dict[str, int]) -> None:
+        """A command wrote the schedule (or deleted it) at `now`; `firsts`: the new version's first due per
+        time-trigger path. What memory held of it is not valid any more, but a fire of the version it
+        replaced due by now (the timer late), staged or armed, that the new version does not make itself is
+        sent all the same, as that version (Stager.overdue, held.still_due)."""
+        live = part.live.pop(key, None)
+        replaced = part.compiled.pop(key, None)
+        if replaced is None:
+            return
+        if live and (
+            overdue := [
+                (path, due)
+                for path, (_, due) in live.items()
+                if due <= now and due < firsts.get(path, LEAVING)
+            ]
+        ):
+            self.stager.overdue(partition, part, key, replaced, overdue)
+        if self.stager.late(now):
+            part.written.setdefault(key, {})[replaced.version] = (now, firsts)
 
     def _push(self, part: Held, unit: TimeUnit, key: bytes, path: str, due: int) -> None:
         seq = next(self._seq)
@@ -369,9 +388,23 @@ class Punctuator:
             fired = list(sent)
         finally:
             self.progress.record(unit, sent, now)  # (empty after a failure: recorded up to before it above)
+            self._prune_written()
         if fired and self._fired is not None:
             await self._fired(unit, fired)
         return fired
+
+    def _prune_written(self) -> None:
+        """Forget the writes no staged fire is due before any more (Held.written)."""
+        floor = None
+        for part in self._parts.values():
+            if part.written:
+                if floor is None:
+                    floor = self.stager.floor()
+                    if floor is None:
+                        floor = 2**63
+                for key, versions in list(part.written.items()):
+                    if max(at for at, _ in versions.values()) < floor:
+                        del part.written[key]
 
     async def _send_ahead(self, unit: TimeUnit, due: int, now: int) -> None:
         """The instant `due`, SEND_AHEAD_MS or less ahead: whatever of it is not staged yet staged, all of it
@@ -383,16 +416,21 @@ class Punctuator:
         hold = self._hold_commit
         assert hold is not None
         release = time.monotonic() + (due - now) / 1000
-        async with self._work():
-            try:
-                await self._stage(unit, due, None)
-                await self._emit(unit, due)
-                while (first := self._earliest(unit)) is not None and first <= due:
+        self.owed.sending[unit] = due  # (a command from now on is not armed at it: it owes it, owed.py)
+        try:
+            async with self._work():
+                try:
                     await self._stage(unit, due, None)
                     await self._emit(unit, due)
-            finally:  # (inside the unit of work: no commit came between)
-                for partition in self._parts:
-                    hold(partition, release)
+                    while (first := self._earliest(unit)) is not None and first <= due:
+                        await self._stage(unit, due, None)
+                        await self._emit(unit, due)
+                finally:  # (inside the unit of work: no commit came between)
+                    for partition in self._parts:
+                        hold(partition, release)
+                    self.owed.sent(unit)
+        finally:
+            self.owed.sending.pop(unit, None)
 
     def _ahead(self, unit: TimeUnit, now: int, earliest: int | None) -> int | None:
         """The next instant of `unit` if its fires are to be sent ahead of it now, else None. (A command

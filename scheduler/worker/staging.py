@@ -74,6 +74,33 @@ class Stager:
         dues = self.staged[unit][0]
         return dues[0] if dues else None
 
+    def late(self, now: int) -> bool:
+        """Whether a fire due by `now` is staged and not sent yet (of any unit)."""
+        return any(dues and dues[0] <= now for dues, _ in self.staged.values())
+
+    def floor(self) -> int | None:
+        """The earliest instant staged, of any unit (None: nothing staged)."""
+        firsts = [dues[0] for dues, _ in self.staged.values() if dues]
+        return min(firsts) if firsts else None
+
+    def overdue(
+        self, partition: int, part: Held, key: bytes, entry: Compiled, dues: list[tuple[str, int]]
+    ) -> None:
+        """A command replaced `entry` while these (path, due) of it were armed and due already (the timer
+        late), and the new version does not come due there: they are staged as they are, fired as that
+        version (they were due before the change: held.still_due keeps them at their emission)."""
+        for path, due in dues:
+            trigger = entry.leaf(path)
+            if trigger is None or (entry.calendars and self._is_excluded(entry, due)):
+                continue
+            head, tail = entry.parts(due) if entry.parts is not None else (None, None)
+            dues_of, items = self.staged[trigger.unit]
+            at_due = items.get(due)
+            if at_due is None:
+                at_due = items[due] = []
+                heapq.heappush(dues_of, due)
+            at_due.append(Staged(partition, part, key, path, entry, -1, False, False, head, tail))
+
     async def stage(self, unit: TimeUnit, until: int, limit: int | None) -> int:
         """Take up to `limit` (None: all) entries due at or before `until` off the heaps, earliest first:
         index (and push) each one's next due, build its bytes but for firedAt. Returns how many were taken."""

@@ -6,10 +6,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections.abc import Callable
 
 import pytest
 
-from scheduler.domain.model import CronTrigger, FiredTask, FrequencyTrigger, ProgramId, ScheduleKey
+from scheduler.domain.model import (
+    CronTrigger,
+    FiredTask,
+    FrequencyTrigger,
+    ProgramId,
+    ScheduleKey,
+    ScheduleState,
+)
 from scheduler.kafka.partitioner import kafka_partition
 from scheduler.wire.codec import FiredTaskBytes, decode_fired, encode_fired, zigzag_long
 from scheduler.worker import horizon
@@ -350,30 +358,194 @@ async def test_with_commits_held_an_instant_is_sent_ahead_of_it_with_firedat_the
     assert [f.due_at for f in await h.tick_at(T0 + 10_000)] == [T0 + 10_000] * 3
 
 
-async def test_what_a_command_arms_at_the_instant_while_it_is_being_sent_ahead_is_sent_with_it():
-    """A command applied while an instant is being sent (its partition's watermark not moved yet) arms its
-    schedule at the instant: it is sent in the same unit of work, so no commit passes the instant's
-    watermark without it."""
+async def _sending_ahead(h: Harness, *partitions: list[ScheduleState]) -> list[int]:
+    """The partitions assigned with these schedules, commits held (recorded: returned), the clock
+    SEND_AHEAD_MS / 2 before T0 and the horizon loaded: ready for _send_ahead(S, T0, now)."""
+    held: list[int] = []
+    h.punctuator._hold_commit = lambda partition, release: held.append(partition)
+    for partition, states in enumerate(partitions):
+        await h.assign(partition, states, {S: T0 - 1})
+    h.clock.now = T0 - SEND_AHEAD_MS // 2
+    await h.punctuator.horizon.fill(S, h.clock.now + HORIZON_MS)
+    return held
+
+
+def _on_send(h: Harness, at: int, command: Callable[[], None]) -> None:
+    """Apply `command` as the send of the `at`-th fire (from 0) begins: while the instant is being sent."""
+
+    def hook() -> None:
+        if len(h.sent) == at:
+            h.on_send = None
+            command()
+
+    h.on_send = hook
+
+
+def _fires(h: Harness, since: int = 0) -> list[tuple[str, int, int]]:
+    return sorted(
+        (f.key.name, f.due_at, f.fired_at) for f in map(decode_fired, (v for _, _, v in h.sent[since:]))
+    )
+
+
+async def test_a_new_schedule_written_while_an_instant_is_being_sent_ahead_owes_its_fire_there():
+    """A command applied while an instant is being sent (the watermark not moved yet) is not armed at the
+    instant: its fire there is owed, sent into its partition's transaction before it commits (settle)."""
     h = Harness(T0 - 1)
     p = h.punctuator
-    held: list[int] = []
-    p._hold_commit = lambda partition, release: held.append(partition)
-    await h.assign(0, [state("a")], {S: T0 - 1})
-    await h.assign(1, [], {S: T0 - 1})
+    held = await _sending_ahead(h, [state("a")], [])
     late = state("late")
-
-    def command() -> None:
-        h.on_send = None
-        p.upsert(1, h.put(1, late), late)
-
-    h.on_send = command
-    h.clock.now = T0 - SEND_AHEAD_MS // 2
-    await p.horizon.fill(S, h.clock.now + HORIZON_MS)
+    _on_send(h, 0, lambda: p.upsert(1, h.put(1, late), late))
     await p._send_ahead(S, T0, h.clock.now)
-    fired = [decode_fired(value) for _, _, value in h.sent]
-    assert sorted((f.key.name, f.due_at, f.fired_at) for f in fired) == [("a", T0, T0), ("late", T0, T0)]
-    assert p.pending_marks(1) == {S: T0}
+    assert _fires(h) == [("a", T0, T0)]
     assert sorted(held) == [0, 1]
+    await p.settle(1)
+    assert _fires(h, 1) == [("late", T0, T0)]
+    assert p.pending_marks(1) == {S: T0}
+    await p.settle(1)
+    assert len(h.sent) == 2, "owed once"
+    assert _fires(h, 2) == []
+    assert [f.key.name for f in await h.tick_at(T0 + 10_000)] == ["a", "late"]
+
+
+async def test_an_update_while_an_instant_is_being_sent_of_a_schedule_already_sent_there_owes_nothing():
+    """The fault campaign's duplicate (2026-12-05, seed 119): the update of a schedule whose fire at the
+    instant was already sent armed the instant again. Its next due is after the instant now."""
+    h = Harness(T0 - 1)
+    p = h.punctuator
+    a, b = state("a"), state("b")
+    await _sending_ahead(h, [a, b])
+    a2 = dataclasses.replace(a, version=a.version + 1)
+    _on_send(h, 1, lambda: p.upsert(0, h.put(0, a2), a2, a))  # (as b's fire is sent: a's was)
+    await p._send_ahead(S, T0, h.clock.now)
+    await p.settle(0)
+    assert _fires(h) == [("a", T0, T0), ("b", T0, T0)]
+    h.clock.now = T0 + 1
+    await p.tick(S)
+    assert len(h.sent) == 2, "sent once"
+    assert sorted(f.key.name for f in await h.tick_at(T0 + 10_000)) == ["a", "b"]
+
+
+async def test_an_update_while_an_instant_is_being_sent_of_a_schedule_not_sent_there_yet_owes_it():
+    """Its staged fire (the version it replaced) is dropped at its emission: the new version's fire there is
+    owed, once, through a second update too."""
+    h = Harness(T0 - 1)
+    p = h.punctuator
+    a, b = state("a"), state("b")
+    await _sending_ahead(h, [a, b])
+    b2 = dataclasses.replace(b, version=b.version + 1)
+    b3 = dataclasses.replace(b, version=b.version + 2)
+    _on_send(h, 0, lambda: p.upsert(0, h.put(0, b2), b2, b))  # (as a's fire is sent: b's is staged)
+    await p._send_ahead(S, T0, h.clock.now)
+    assert _fires(h) == [("a", T0, T0)]
+    p.upsert(0, h.put(0, b3), b3, b2)
+    await p.settle(0)
+    [owed] = [decode_fired(v) for _, _, v in h.sent[1:]]
+    assert (owed.key.name, owed.due_at, owed.fired_at) == ("b", T0, T0)
+    h.clock.now = T0 + 1
+    await p.tick(S)
+    await p.settle(0)
+    assert len(h.sent) == 2, "sent once"
+    assert sorted(f.key.name for f in await h.tick_at(T0 + 10_000)) == ["a", "b"]
+
+
+async def test_a_schedule_written_after_its_instant_came_fires_there_as_it_was_when_the_tick_is_late():
+    """Its fire there was staged and not sent yet (the timer late): the instant was due before the change,
+    so it fires, as the version it was staged with, once; the new version's dues come after the write."""
+    h = Harness(T0 - 1)
+    p = h.punctuator
+    a = state("a")
+    await h.assign(0, [a], {S: T0 - 1})
+    h.clock.now = T0 - 100
+    await p.horizon.fill(S, h.clock.now + HORIZON_MS)
+    await p._stage(S, T0, None)
+    h.clock.now = T0 + 5
+    a2 = dataclasses.replace(a, version=a.version + 1, active_since=T0 + 5)
+    p.upsert(0, h.put(0, a2), a2, a)
+    assert [(f.key.name, f.due_at) for f in await h.tick_at(T0 + 6)] == [("a", T0)]
+    assert [f.due_at for f in await h.tick_at(T0 + 10_000)] == [T0 + 10_000]
+    assert len(h.sent) == 2
+    assert p._parts[0].written == {}, "forgotten once nothing staged is due before the write"
+
+
+async def test_of_the_versions_staged_at_an_instant_only_the_one_current_then_fires_there():
+    """Written twice, once before the instant (its fire there staged again) and once after it came with the
+    tick late: the version of the first write fires there, once; the one it replaced before the instant
+    does not."""
+    h = Harness(T0 - 1)
+    p = h.punctuator
+    a = state("a")
+    await h.assign(0, [a], {S: T0 - 1})
+    h.clock.now = T0 - 100
+    await p.horizon.fill(S, h.clock.now + HORIZON_MS)
+    await p._stage(S, T0, None)
+
+    def version(n: int, at: int) -> ScheduleState:
+        data = {"v": str(n)}
+        return dataclasses.replace(
+            a, version=a.version + n, active_since=at, schedule=dataclasses.replace(a.schedule, data=data)
+        )
+
+    h.clock.now = T0 - 50
+    a1 = version(1, h.clock.now)
+    p.upsert(0, h.put(0, a1), a1, a)
+    await p._stage(S, T0, None)
+    h.clock.now = T0 + 5
+    a2 = version(2, h.clock.now)
+    p.upsert(0, h.put(0, a2), a2, a1)
+    assert [(f.due_at, f.data) for f in await h.tick_at(T0 + 6)] == [(T0, {"v": "1"})]
+    assert [(f.due_at, f.data) for f in await h.tick_at(T0 + 10_000)] == [(T0 + 10_000, {"v": "2"})]
+
+
+@pytest.mark.parametrize(
+    ("written_at", "active_since", "fires"),
+    [
+        (T0 + 5, T0 + 5, "1"),  # armed, not staged (the timer late): it fires as it was
+        (T0, T0, "1"),  # at the instant, the new version active from it (due after it): as it was
+        (T0, T0 - 1, "2"),  # at the instant, the new version due there itself: as the new version, once
+    ],
+)
+async def test_a_schedule_written_once_its_instant_came_fires_there_once(
+    written_at: int, active_since: int, fires: str
+):
+    """Its fire there was armed, not staged (the timer late): the version current then makes it."""
+    h = Harness(T0 - 1)
+    p = h.punctuator
+    a = state("a", FrequencyTrigger(S, 10), active_since=T0 - 10_001)  # (due from the second after it)
+    a1 = dataclasses.replace(a, schedule=dataclasses.replace(a.schedule, data={"v": "1"}))
+    await h.assign(0, [a1], {S: T0 - 1})
+    await p.horizon.fill(S, h.clock.now + HORIZON_MS)
+    h.clock.now = written_at
+    a2 = dataclasses.replace(
+        a1,
+        version=a.version + 1,
+        active_since=active_since,
+        schedule=dataclasses.replace(a.schedule, data={"v": "2"}),
+    )
+    p.upsert(0, h.put(0, a2), a2, a1)
+    assert [(f.due_at, f.data) for f in await h.tick_at(T0 + 6)] == [(T0, {"v": fires})]
+    later = await h.tick_at(T0 + 20_000)
+    assert later and all(f.due_at > T0 and f.data == {"v": "2"} for f in later)
+
+
+async def test_a_schedule_written_after_its_instant_while_it_is_still_being_sent_fires_there_as_it_was():
+    """The instant's sending began before it and was still going on after it (a commit, a long unit of
+    commands): an update then, of a schedule whose fire there is not sent yet, does not take it away."""
+    h = Harness(T0 - 1)
+    p = h.punctuator
+    a, b = state("a"), state("b")
+    await _sending_ahead(h, [a, b])
+    b2 = dataclasses.replace(b, version=b.version + 1, active_since=T0 + 5)
+
+    def late_update() -> None:
+        h.clock.now = T0 + 5
+        p.upsert(0, h.put(0, b2), b2, b)
+
+    _on_send(h, 0, late_update)  # (as a's fire is sent: b's is staged)
+    await p._send_ahead(S, T0, h.clock.now)
+    await p.settle(0)
+    assert [(n, due) for n, due, _ in _fires(h)] == [("a", T0), ("b", T0)]
+    assert sorted(f.key.name for f in await h.tick_at(T0 + 10_000)) == ["a", "b"]
+    assert len(h.sent) == 4
 
 
 async def test_a_command_after_an_instant_was_sent_ahead_owes_only_what_its_previous_version_did_not_fire():
