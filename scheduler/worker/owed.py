@@ -20,7 +20,7 @@ dues it passed are skipped, as without sending ahead."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from scheduler.domain.model import ScheduleState, TimeUnit
 from scheduler.worker.counters import FireCounts
@@ -52,12 +52,14 @@ def owed_dues(
     sending: dict[TimeUnit, int] | None = None,
     was_owed: Sequence[Due] = (),
     was_unsure: Sequence[Due] = (),
+    armed: Collection[tuple[str, int]] = (),
 ) -> tuple[list[Due], list[Due]]:
     """The instants after `now` and at or before their unit's mark (at most `ahead_ms` ahead: sent, or being
     sent, ahead) that the new state comes due at: (owed, unsure). Owed: `previous` did not come due there,
-    or its fire there was owed itself (`was_owed`). Unsure: `previous` came due at an instant being sent
-    (`sending`), whose fire may not be emitted yet (a replaced version's staged fire is dropped then: the
-    fire becomes owed, Owed.dropped), or was unsure itself."""
+    its fire there was owed itself (`was_owed`), or was still armed there, not staged (`armed`: (path,
+    due); it is never sent now). Unsure: `previous` came due at an instant being sent (`sending`), whose
+    fire may not be emitted yet (a replaced version's staged fire is dropped then: the fire becomes owed,
+    Owed.dropped), or was unsure itself."""
     owed: list[Due] = []
     unsure: list[Due] = []
     if not state.firing:
@@ -70,7 +72,7 @@ def owed_dues(
         due = trigger.next_due(max(now, state.active_since) - 1)
         while due is not None and due <= mark:
             one = (unit, path, due)
-            if one in was_owed:
+            if one in was_owed or (path, due) in armed:
                 owed.append(one)
             elif one in was_unsure:
                 unsure.append(one)
@@ -114,10 +116,17 @@ class Owed:
         return marks
 
     def owe(
-        self, part: Held, key: bytes, state: ScheduleState | None, previous: ScheduleState | None, now: int
+        self,
+        part: Held,
+        key: bytes,
+        state: ScheduleState | None,
+        previous: ScheduleState | None,
+        now: int,
+        armed: Collection[tuple[str, int]] = (),
     ) -> None:
         """A command wrote the schedule (`state`; None: deleted): what an earlier command of it made owed
-        (or unsure) is not any more, and what this one makes owed (or unsure) is."""
+        (or unsure) is not any more, and what this one makes owed (or unsure) is. `armed`: the (path, due)
+        `previous` was armed at in memory, not staged (owed_dues)."""
         was_owed = part.owed.pop(key, None) if part.owed else None
         was_unsure = part.unsure.pop(key, None) if part.unsure else None
         if state is None:
@@ -131,6 +140,7 @@ class Owed:
             self.sending,
             () if was_owed is None else was_owed[1],
             () if was_unsure is None else was_unsure[1],
+            armed,
         )
         if owed:
             part.owed[key] = (state, owed)

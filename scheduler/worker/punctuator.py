@@ -261,9 +261,9 @@ class Punctuator:
         self._index_put(partition, writes)
         if part is None:
             return  # not (yet) ours: assign() reads the index
-        self._written(partition, part, key, now, {path: nxt for path, _, nxt in dues})
+        armed = self._written(partition, part, key, now, {path: nxt for path, _, nxt in dues})
         if self._hold_commit is not None:
-            self.owed.owe(part, key, state, previous, now)
+            self.owed.owe(part, key, state, previous, now, armed)
         near = [
             (path, unit, nxt)
             for path, unit, nxt in dues
@@ -298,15 +298,19 @@ class Punctuator:
             self._written(partition, part, key, self._clock(), {})
             self.owed.owe(part, key, None, None, 0)
 
-    def _written(self, partition: int, part: Held, key: bytes, now: int, firsts: dict[str, int]) -> None:
+    def _written(
+        self, partition: int, part: Held, key: bytes, now: int, firsts: dict[str, int]
+    ) -> list[tuple[str, int]]:
         """A command wrote the schedule (or deleted it) at `now`; `firsts`: the new version's first due per
         time-trigger path. What memory held of it is not valid any more, but a fire of the version it
         replaced due by now (the timer late), staged or armed, that the new version does not make itself is
-        sent all the same, as that version (Stager.overdue, held.still_due)."""
+        sent all the same, as that version (Stager.overdue, held.still_due). Returns the (path, due) the
+        replaced version was armed at, not staged yet (those after now are never sent: owed.py)."""
         live = part.live.pop(key, None)
         replaced = part.compiled.pop(key, None)
+        armed = [] if not live else [(path, due) for path, (_, due) in live.items()]
         if replaced is None:
-            return
+            return armed
         if live and (
             overdue := [
                 (path, due)
@@ -317,6 +321,7 @@ class Punctuator:
             self.stager.overdue(partition, part, key, replaced, overdue)
         if self.stager.late(now):
             part.written.setdefault(key, {})[replaced.version] = (now, firsts)
+        return armed
 
     def _push(self, part: Held, unit: TimeUnit, key: bytes, path: str, due: int) -> None:
         seq = next(self._seq)

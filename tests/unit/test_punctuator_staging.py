@@ -448,6 +448,24 @@ async def test_an_update_while_an_instant_is_being_sent_of_a_schedule_not_sent_t
     assert sorted(f.key.name for f in await h.tick_at(T0 + 10_000)) == ["a", "b"]
 
 
+async def test_an_update_while_an_instant_is_being_sent_of_a_schedule_armed_not_staged_there_owes_it():
+    """The sending began (waiting for a commit to end, say) and the replaced version's entry at the instant
+    was still armed, not staged: it is never sent now, so the new version owes the fire there."""
+    h = Harness(T0 - 1)
+    p = h.punctuator
+    a = state("a")
+    await _sending_ahead(h, [a])
+    p.owed.sending[S] = T0  # (_send_ahead's first step, before its unit of work began)
+    a2 = dataclasses.replace(a, version=a.version + 1)
+    p.upsert(0, h.put(0, a2), a2, a)
+    await p._send_ahead(S, T0, h.clock.now)
+    assert _fires(h) == []
+    await p.settle(0)
+    assert [(n, due) for n, due, _ in _fires(h)] == [("a", T0)]
+    assert sorted(f.key.name for f in await h.tick_at(T0 + 10_000)) == ["a"]
+    assert len(h.sent) == 2
+
+
 async def test_a_schedule_written_after_its_instant_came_fires_there_as_it_was_when_the_tick_is_late():
     """Its fire there was staged and not sent yet (the timer late): the instant was due before the change,
     so it fires, as the version it was staged with, once; the new version's dues come after the write."""
