@@ -6,8 +6,10 @@ import asyncio
 import contextlib
 import io
 import os
+import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -21,11 +23,33 @@ import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from scheduler.domain.model import FiredTask, ScheduleCommand
-from scheduler.kafka.broker import free_port
 from scheduler.kafka.consumers import PREFETCH_BACKOFF_S
 from scheduler.kafka.kafka_server import child_setup, spawn
 from scheduler.kafka.producer import TopicCreator
 from scheduler.wire.codec import DecodeError, decode, decode_fired, encode_command, key_bytes
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port for a process the tests start to listen on: below the kernel's ephemeral range, apart per
+    xdist worker. (A port bound and released inside that range can be taken by any outgoing connection —
+    the tests' Kafka clients make many — before the process binds it: "address already in use".)"""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    slot = int(worker) if worker.isdigit() else 0
+    width = max(100, (low - 10_000) // 8)
+    start = 10_000 + (slot % 8) * width
+    for _ in range(200):
+        port = random.randrange(start, start + width)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in [{start}, {start + width}) on {host}")
 
 
 class WorkerProcess:

@@ -15,9 +15,8 @@ import httpx
 import pytest
 import yaml
 
-from scheduler.kafka.broker import free_port
 from tests.chaos import all_fired, analyse
-from tests.helpers import TopicReader, WorkerProcess, wait_split
+from tests.helpers import TopicReader, WorkerProcess, free_port, wait_split
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_broker, pytest.mark.timeout(420), pytest.mark.serial]
 

@@ -15,8 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scheduler.kafka.broker import free_port
-from tests.helpers import RunProcess, TopicReader, dead_letter, produce
+from tests.helpers import RunProcess, TopicReader, dead_letter, free_port, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_broker, pytest.mark.timeout(240)]
 
