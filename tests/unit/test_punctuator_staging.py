@@ -466,16 +466,22 @@ async def test_an_update_while_an_instant_is_being_sent_of_a_schedule_armed_not_
     assert len(h.sent) == 2
 
 
-async def test_a_schedule_written_after_its_instant_came_fires_there_as_it_was_when_the_tick_is_late():
-    """Its fire there was staged and not sent yet (the timer late): the instant was due before the change,
-    so it fires, as the version it was staged with, once; the new version's dues come after the write."""
+async def _staged_at_t0() -> tuple[Harness, ScheduleState]:
+    """Schedule "a" (every 10 s from T0) assigned, its fire at T0 staged 100 ms before it."""
     h = Harness(T0 - 1)
-    p = h.punctuator
     a = state("a")
     await h.assign(0, [a], {S: T0 - 1})
     h.clock.now = T0 - 100
-    await p.horizon.fill(S, h.clock.now + HORIZON_MS)
-    await p._stage(S, T0, None)
+    await h.punctuator.horizon.fill(S, h.clock.now + HORIZON_MS)
+    await h.punctuator._stage(S, T0, None)
+    return h, a
+
+
+async def test_a_schedule_written_after_its_instant_came_fires_there_as_it_was_when_the_tick_is_late():
+    """Its fire there was staged and not sent yet (the timer late): the instant was due before the change,
+    so it fires, as the version it was staged with, once; the new version's dues come after the write."""
+    h, a = await _staged_at_t0()
+    p = h.punctuator
     h.clock.now = T0 + 5
     a2 = dataclasses.replace(a, version=a.version + 1, active_since=T0 + 5)
     p.upsert(0, h.put(0, a2), a2, a)
@@ -489,13 +495,8 @@ async def test_of_the_versions_staged_at_an_instant_only_the_one_current_then_fi
     """Written twice, once before the instant (its fire there staged again) and once after it came with the
     tick late: the version of the first write fires there, once; the one it replaced before the instant
     does not."""
-    h = Harness(T0 - 1)
+    h, a = await _staged_at_t0()
     p = h.punctuator
-    a = state("a")
-    await h.assign(0, [a], {S: T0 - 1})
-    h.clock.now = T0 - 100
-    await p.horizon.fill(S, h.clock.now + HORIZON_MS)
-    await p._stage(S, T0, None)
 
     def version(n: int, at: int) -> ScheduleState:
         data = {"v": str(n)}
