@@ -305,20 +305,16 @@ class Punctuator:
         time-trigger path. What memory held of it is not valid any more, but a fire of the version it
         replaced due by now (the timer late), staged or armed, that the new version does not make itself is
         sent all the same, as that version (Stager.overdue, held.still_due). Returns the (path, due) the
-        replaced version was armed at, not staged yet (those after now are never sent: owed.py)."""
+        replaced version is left armed at, not staged (never sent now: owed.py)."""
         live = part.live.pop(key, None)
         replaced = part.compiled.pop(key, None)
         armed = [] if not live else [(path, due) for path, (_, due) in live.items()]
         if replaced is None:
             return armed
-        if live and (
-            overdue := [
-                (path, due)
-                for path, (_, due) in live.items()
-                if due <= now and due < firsts.get(path, LEAVING)
-            ]
-        ):
+        overdue = [(path, due) for path, due in armed if due <= now and due < firsts.get(path, LEAVING)]
+        if overdue:
             self.stager.overdue(partition, part, key, replaced, overdue)
+            armed = [one for one in armed if one not in overdue]  # (staged now: they are sent)
         if self.stager.late(now):
             part.written.setdefault(key, {})[replaced.version] = (now, firsts)
         return armed

@@ -466,6 +466,24 @@ async def test_an_update_while_an_instant_is_being_sent_of_a_schedule_armed_not_
     assert len(h.sent) == 2
 
 
+async def test_an_update_at_the_instant_while_it_is_being_sent_of_a_schedule_armed_there_fires_it_once():
+    """The sending waited past the instant (a commit) with the replaced version still armed there: that
+    fire is due already, so it is staged as it was, and nothing is owed besides."""
+    h = Harness(T0 - 1)
+    p = h.punctuator
+    a = state("a")
+    await _sending_ahead(h, [a])
+    p.owed.sending[S] = T0
+    h.clock.now = T0
+    a2 = dataclasses.replace(a, version=a.version + 1, active_since=T0)
+    p.upsert(0, h.put(0, a2), a2, a)
+    await p._send_ahead(S, T0, h.clock.now)
+    await p.settle(0)
+    assert [(n, due) for n, due, _ in _fires(h)] == [("a", T0)]
+    assert sorted(f.key.name for f in await h.tick_at(T0 + 10_000)) == ["a"]
+    assert len(h.sent) == 2
+
+
 async def _staged_at_t0() -> tuple[Harness, ScheduleState]:
     """Schedule "a" (every 10 s from T0) assigned, its fire at T0 staged 100 ms before it."""
     h = Harness(T0 - 1)
