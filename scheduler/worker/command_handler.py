@@ -130,7 +130,8 @@ class CommandHandler:
                     f"({self.worker.settings.max_schedules_per_tenant}, SCHEDULER_MAX_SCHEDULES_PER_TENANT)"
                 )
             by = command_by(getattr(msg, "headers", None)) or "topic"
-            new = apply_command(current, cmd, self.worker.clock(), by)
+            applied_at = self.worker.clock()
+            new = apply_command(current, cmd, applied_at, by)
             if cmd.schedule is not None and cmd.schedule.program is not None:
                 await self.worker.registry.start()
                 if self.worker.registry.get(cmd.schedule.program.id) is None:
@@ -185,6 +186,10 @@ class CommandHandler:
         counts = self._tenant_counts.get(partition)
         if counts is not None and (current is None) != (new is None):
             counts[cmd.key.tenant] += 1 if current is None else -1
+        if new is not None and new.active_since == applied_at and (now := self.worker.clock()) > applied_at:
+            # Active from when it is written, not from when the checks above began: they awaited, an instant
+            # may have come and been fired meanwhile, and its first fire is the first instant after this.
+            new = replace(new, active_since=now)
         if new is None:
             self.worker.store.write(partition, kb, None)
             self.worker.punctuator.remove(partition, kb)
