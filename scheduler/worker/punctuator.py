@@ -410,10 +410,10 @@ class Punctuator:
     async def _send_ahead(self, unit: TimeUnit, due: int, now: int) -> None:
         """The instant `due`, SEND_AHEAD_MS or less ahead: whatever of it is not staged yet staged, all of it
         fired now (firedAt = due) with its watermark, and every partition's open transaction held until the
-        instant (a failed send's partitions too: what they sent must not be seen early either). What a
-        command armed at the instant while it was being sent (its partition's watermark not moved yet) is
-        sent in the same unit of work: no commit can pass the instant's watermark without it. (A command
-        after that owes its fire: owed.py.)"""
+        instant (a failed send's partitions too: what they sent must not be seen early either). What was
+        armed at the instant while it was being sent (an elapsed trigger's timer) is sent in the same unit
+        of work: no commit can pass the instant's watermark without it. A command's schedule is never armed
+        there from when the sending begins (`owed.sending`): it owes its fire there (owed.py)."""
         hold = self._hold_commit
         assert hold is not None
         release = time.monotonic() + (due - now) / 1000
