@@ -10,15 +10,12 @@ import functools
 import logging
 import os
 import signal
-import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any, cast
 
 import faust
-from faust.types import EventT
-from mode import Service
 
-from scheduler.domain.model import Action, ScheduleCommand, ScheduleState, TimeUnit
+from scheduler.domain.model import Action, ScheduleState, TimeUnit
 from scheduler.kafka import bulk_restore
 from scheduler.kafka.config import Settings, apply_transport_fixes, broker_profile
 from scheduler.kafka.consumers import apply_consumer_profile, consumer_options
@@ -32,7 +29,6 @@ from scheduler.kafka.producer import BatchedProducer, TopicCreator
 from scheduler.kafka.recovery import (
     keep_changelog_events_on_resume,
     seek_no_offset_below_the_start,
-    watch_recovery,
 )
 from scheduler.kafka.staged import StagedTable
 from scheduler.kafka.tables import (
@@ -40,21 +36,15 @@ from scheduler.kafka.tables import (
     keep_newest_generation,
     partition_db,
     partition_items,
-    partition_items_from,
     raw_table,
     skip_applied_records,
     start_tables_at_once,
 )
-from scheduler.kafka.transactions import OWNER, Transactions
+from scheduler.kafka.transactions import Transactions
 from scheduler.wire.codec import (
-    DecodeError,
     decode_state,
-    encode,
-    encode_command,
-    key_bytes,
     state_version,
 )
-from scheduler.wire.dead_letters import dead_letter_record, origin
 from scheduler.worker.calendars import CalendarRegistry
 from scheduler.worker.command_handler import CommandHandler
 from scheduler.worker.counters import WorkerCounts
@@ -74,12 +64,14 @@ from scheduler.worker.liveness import (
     exit_after,
 )
 from scheduler.worker.notifier import Notifications
+from scheduler.worker.output import Output
 from scheduler.worker.ownership import Ownership
 from scheduler.worker.programs import ProgramRegistry
 from scheduler.worker.punctuator import Punctuator, monotonic_ms, wall_clock_ms
 from scheduler.worker.retention import Retention
 from scheduler.worker.schedule_store import ScheduleStore, index_restored_states, schedules_db
 from scheduler.worker.sensors import Sensors
+from scheduler.worker.services import Timers, Watchdog
 from scheduler.worker.trigger_agent import (
     TriggerAgent,
     progress_generation,
@@ -229,9 +221,24 @@ class Worker:
         self.store = ScheduleStore(self.schedules, self.progress, self.producer, self.txns)
         self.journal = Journal(settings.journal_path) if settings.journal_path else None
         self.counts = WorkerCounts()  # every counter of the worker: /metrics and /health
-        self.sensors = Sensors(self)  # (polling sensors: worker/sensors.py)
-        self.retention = Retention(self)  # (finished schedules deleted: worker/retention.py)
-        self.notifications = Notifications(  # (webhooks: worker/notifier.py)
+        # what the worker produces, in its partitions' transactions or outside any (output.py)
+        out = self.output = Output(settings, self.producer, self.txns, self.counts, clock)
+        self.partition_of, self.produce, self.produce_many = out.partition_of, out.produce, out.produce_many
+        self.publish, self.send_keyed, self.send_command = out.publish, out.send_keyed, out.send_command
+        self.send_fire, self.dead_letter = out.send_fire, out.dead_letter
+        # the schedule writes, held (schedule_store.py); what HTTP reads of them
+        store = self.store
+        self.write_schedule, self.schedule_bytes, self.write_local = (
+            store.write,
+            store.read,
+            store.write_local,
+        )
+        self.writes_held, self.take_writes = store.writes_held, store.take_writes
+        self.write_changelog, self.stage_commit = store.write_changelog, store.stage_commit
+        self.local_states, self.states_from = store.local_states, store.states_from
+        self.sensors: Sensors = Sensors(self)  # (polling sensors: worker/sensors.py)
+        self.retention: Retention = Retention(self)  # (finished schedules deleted: worker/retention.py)
+        self.notifications: Notifications = Notifications(  # (webhooks: worker/notifier.py)
             settings,
             lambda topic, key, value: self.send_keyed(topic, key, value, partition=None),
             self.counts.events,
@@ -246,8 +253,8 @@ class Worker:
             self._save_progress,
             clock,
             trigger_topic=settings.trigger_topic,
-            send_batch=self._send_batch,
-            partition_count=self._partition_count,
+            send_batch=out.send_batch,
+            partition_count=out.partition_count,
             # an injected clock (tests) jumps by design: jumps are told only against the real one
             monotonic=monotonic_ms if clock is wall_clock_ms else None,
             stats=self.counts.fires,
@@ -278,10 +285,15 @@ class Worker:
                 setattr(self, name, staged)
         self.routing = EventRouting(self)
         self.triggers = TriggerAgent(self)
-        self.jobs = JobQueueAgent(self)
+        self.jobs: JobQueueAgent = JobQueueAgent(self)
         self._progress_sent: list[Any] = []
-        self.commands = CommandHandler(self)
-        self.delayed_messages = DelayedMessages(
+        self.commands = commands = CommandHandler(self)  # the command path
+        self.handle_command, self.tenant_full = commands.handle_command, commands.tenant_full
+        self.schedule_count, self.forget_tenant_counts = (
+            commands.schedule_count,
+            commands.forget_tenant_counts,
+        )
+        self.delayed_messages: DelayedMessages = DelayedMessages(
             self, send_ahead=self.txns is not None and clock is wall_clock_ms
         )
         hops = {
@@ -294,10 +306,10 @@ class Worker:
             settings.delayed_topic: self.delayed_messages.handle,
         }
         # the commands topic, a fetch at a time (not a Faust agent); with transactions the hops too
-        self.ingest = CommandIngest(
+        self.ingest: CommandIngest = CommandIngest(
             self, hops=hops if self.txns is not None else None, firing=self.punctuator
         )
-        self.liveness = Liveness(
+        self.liveness: Liveness = Liveness(
             stall_after_s=settings.stall_after_s, leave_after_s=settings.leave_after_s, on_leave=self._leave
         )
         self.liveness.reachable = self.ingest.cluster_answers
@@ -326,7 +338,7 @@ class Worker:
 
         self.ownership = Ownership(self)
         self.ownership.membership().watched_by(self.liveness)
-        app.add_dependency(_Watchdog(self.liveness, self.freezes))  # (from the app's start: see Membership)
+        app.add_dependency(Watchdog(self.liveness, self.freezes))  # (from the app's start: see Membership)
 
         if self.txns is None:  # each hop a Faust agent, at-least-once (see hops.py)
             for topic, name in (
@@ -342,7 +354,7 @@ class Worker:
         for table in app.tables.values():  # (last: the other wrappers see only what is applied)
             skip_applied_records(table)
         self.ownership.install()
-        self.timers = _Timers(self)
+        self.timers = Timers(self)
         app.service(self.timers)  # type: ignore[arg-type]  # an instance is accepted too
 
     # --- agents ---------------------------------------------------------------------------------
@@ -350,104 +362,7 @@ class Worker:
     def stored_items(self, table: Any, partition: int) -> Iterator[tuple[bytes, bytes]]:
         return partition_items(table, partition)
 
-    def partition_of(self, key: bytes) -> int:
-        return partition_for(key, self.settings.partitions)
-
-    async def produce(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        partition: int | None = None,
-        headers: list[tuple[str, bytes]] | None = None,
-    ) -> asyncio.Future[object]:
-        """Produce a record: in the transaction of the schedule partition whose work this is (OWNER), when
-        there are transactions and the work is a partition's; else outside any. The future resolves when
-        the broker acknowledged the record."""
-        owner = OWNER.get()
-        if self.txns is None or owner is None:
-            return await self.producer.send(topic, key, value, partition=partition, headers=headers)
-        return await self.txns.send(owner, topic, key, value, partition, headers)
-
-    async def produce_many(
-        self, topic: str, records: list[tuple[bytes, bytes, list[tuple[str, bytes]]]]
-    ) -> list[asyncio.Future[object]]:
-        """Keyed records with headers, as `produce` does each (Kafka's default partitioner), but sent as
-        whole batches per partition (~10x cheaper a record); one at a time while the topic's partition
-        count is not known yet."""
-        count = self._partition_count(topic)
-        if count is None:
-            return [await self.produce(topic, k, v, headers=h) for k, v, h in records]
-        batch = [(k, v, partition_for(k, count), h) for k, v, h in records]
-        return await self._send_batch(topic, batch)  # type: ignore[arg-type]
-
-    async def publish(
-        self, topic: str, key: bytes, value: bytes | None, partition: int | None | str = "auto"
-    ) -> None:
-        """What an HTTP write answers 202 for (a definition on a compacted topic every worker follows —
-        programs, calendars, rules; None: a tombstone —, an event, a queue's or a run's order), outside any
-        transaction; returns once the broker has it: nothing answered is lost with the worker, and a read of
-        the topic to its end after the answer sees it (TopicMap.lookup: read-your-writes). `partition` as
-        send_keyed's ("auto": the one that owns `key`; None: the producer's choice)."""
-        if partition == "auto":
-            partition = self.partition_of(key)
-        where = partition if isinstance(partition, int) else None
-        await (await self.producer.send(topic, key, value, partition=where))
-
-    async def _send_batch(
-        self, topic: str, records: list[tuple[bytes, bytes, int]]
-    ) -> list[asyncio.Future[object]]:
-        owner = OWNER.get()
-        if self.txns is None or owner is None:
-            return await self.producer.send_batch(topic, records)
-        return await self.txns.send_batch(owner, topic, records)  # type: ignore[arg-type]
-
-    def _partition_count(self, topic: str) -> int | None:
-        count = self.producer.partition_count(topic)
-        if count is None and self.txns is not None:
-            count = self.txns.partition_count(topic)
-        return count
-
-    async def send_keyed(
-        self, topic: str, key: bytes, value: bytes, partition: int | None | str = "auto"
-    ) -> None:
-        """Produce (batched) to a topic co-partitioned with ours, on the partition that owns `key`."""
-        if partition == "auto":
-            partition = self.partition_of(key)
-        await self.produce(topic, key, value, partition=partition if isinstance(partition, int) else None)
-
-    async def send_command(
-        self,
-        cmd: ScheduleCommand,
-        value: bytes | None = None,
-        headers: list[tuple[str, bytes]] | None = None,
-    ) -> asyncio.Future[object]:
-        """Produce a command; the future resolves (to its RecordMetadata) once the broker has it."""
-        kb = key_bytes(cmd.key)
-        return await self.produce(
-            self.settings.commands_topic,
-            kb,
-            value if value is not None else encode_command(cmd),
-            partition=partition_for(kb, self.settings.partitions),
-            headers=headers,
-        )
-
-    async def dead_letter(self, event: EventT, reason: str) -> None:
-        msg = event.message
-        self.counts.dead_letter(msg.topic, reason, sys.exc_info()[1])  # classed by the exception handled
-        # a command moved to the partition that owns its key is named as its producer wrote it
-        where = origin(msg, moved_here=msg.topic == self.settings.commands_topic)
-        log.warning("dead-lettered %s[%d]@%d: %s", msg.topic, where.partition, where.offset, reason)
-        key, record = dead_letter_record(msg.topic, where, msg.value, reason, self.clock())
-        try:
-            await self.produce(self.settings.dead_letter_topic, key, encode("DeadLetter", record))
-        except Exception:  # a dead letter the producer refuses must not take the agent down with it
-            log.exception("could not dead-letter %s[%d]@%d", msg.topic, where.partition, where.offset)
-
     # --- punctuator plumbing --------------------------------------------------------------------
-
-    async def send_fire(self, topic: str, key: bytes, value: bytes) -> asyncio.Future[object]:
-        return await self.produce(topic, key, value)
 
     def _load(self, partition: int, key: bytes) -> ScheduleState | None:
         try:
@@ -472,7 +387,7 @@ class Worker:
         request_rejoin(self.faust_app)
 
     def start_firing(self) -> None:
-        """(OwnerPort) A partition is taken up: the punctuator fires it from now on (see _Timers)."""
+        """(OwnerPort) A partition is taken up: the punctuator fires it from now on (see services.Timers)."""
         self.timers.start_firing()
 
     async def ensure_own_topics(self) -> None:
@@ -512,31 +427,6 @@ class Worker:
 
     def progress_db(self, partition: int) -> Any:
         return partition_db(self.progress, partition)
-
-    # --- the schedule writes (schedule_store.py) ------------------------------------------------
-
-    def write_schedule(self, partition: int, key: bytes, value: bytes | None) -> None:
-        self.store.write(partition, key, value)
-
-    def schedule_bytes(self, partition: int, key: bytes) -> bytes | None:
-        return self.store.read(partition, key)
-
-    def write_local(self) -> None:
-        self.store.write_local()
-
-    def writes_held(self) -> bool:
-        return self.store.writes_held()
-
-    def take_writes(self, partition: int | None = None) -> list[tuple[bytes, bytes | None, int]]:
-        return self.store.take_writes(partition)
-
-    async def write_changelog(self, writes: list[tuple[bytes, bytes | None, int]]) -> None:
-        await self.store.write_changelog(writes)
-
-    async def stage_commit(self, partition: int, next_offset: int, topic: str | None = None) -> None:
-        """Transactions: what a fetch applied goes into the partition's transaction (see
-        ScheduleStore.stage_commit); the staged table writes go in at the commit (_before_commit)."""
-        await self.store.stage_commit(partition, next_offset, topic)
 
     def _fired_up_to(self, partition: int) -> dict[TimeUnit, int]:
         return self.ownership.fired_up_to(partition)
@@ -581,52 +471,11 @@ class Worker:
         """A first assignment was taken up (possibly of no partition)."""
         return self.ownership.assigned
 
-    # --- the command path (command_handler.py) ----------------------------------------------------
-
-    async def handle_command(self, event: EventT) -> None:
-        """One command of the commands topic (see ingest.CommandIngest); its schedule write is collected
-        for the changelog (take_writes, write_changelog)."""
-        await self.commands.handle_command(event)
-
-    def tenant_full(self, partition: int, tenant: str) -> bool:
-        return self.commands.tenant_full(partition, tenant)
-
-    def schedule_count(self, partition: int, tenants: Iterable[str] | None) -> int:
-        return self.commands.schedule_count(partition, tenants)
-
-    def forget_tenant_counts(self) -> None:
-        self.commands.forget_tenant_counts()
-
-    def local_states(self, partition: int) -> Iterator[tuple[bytes, ScheduleState]]:
-        self.write_local()  # (held writes exist only while a command's handling awaits)
-        for key, raw in partition_items(self.schedules, partition):
-            try:
-                yield key, decode_state(raw)
-            except DecodeError:
-                log.error("undecodable schedule state in partition %d; ignored", partition)
-
-    def states_from(
-        self, partition: int, prefixes: list[bytes], after: bytes | None
-    ) -> Iterator[tuple[bytes, ScheduleState]]:
-        """The partition's schedules whose keys start with one of `prefixes` (sorted, none a prefix of
-        another), in key order, after the key `after`: what a page of a list reads (O(page), not O(table))."""
-        self.write_local()
-        for prefix in prefixes:
-            for key, raw in partition_items_from(self.schedules, partition, prefix, after):
-                try:
-                    yield key, decode_state(raw)
-                except DecodeError:
-                    log.error("undecodable schedule state in partition %d; ignored", partition)
+    # --- reads ----------------------------------------------------------------------------------
 
     def local_state(self, key: bytes) -> ScheduleState | None:
-        """A schedule's state as HTTP reads it. With transactions, what committed: never the open
-        transaction's writes, which a fence may still abort, so a one-key read shows what a list shows."""
-        partition = self.partition_of(key)
-        if self.txns is not None:
-            raw = partition_db(self.schedules, partition).get(key)
-        else:
-            raw = self.schedule_bytes(partition, key)
-        return None if raw is None else decode_state(raw)
+        """A schedule's state as HTTP reads it (ScheduleStore.committed_state)."""
+        return self.store.committed_state(self.partition_of(key), key)
 
     def changelog_distribution(self) -> dict[Any, dict[str, list[int]]]:
         """Which worker (web URL) owns which partitions of which changelog, per the last assignment."""
@@ -665,77 +514,6 @@ class Worker:
         await self.retention.stop()
         if self.journal is not None:
             self.journal.close()
-
-
-class _Watchdog(Service):
-    """The loops' watchdog (liveness.py) and the freeze guard (freeze.py), started with the app: before its
-    first assignment is taken up too."""
-
-    def __init__(self, liveness: Liveness, freezes: FreezeGuard, **kwargs: Any) -> None:
-        self.liveness = liveness
-        self.freezes = freezes
-        super().__init__(**kwargs)
-
-    async def on_start(self) -> None:
-        self.freezes.start()
-        self.add_future(self.liveness.run())
-
-    async def on_stop(self) -> None:
-        self.freezes.stop()
-
-
-class _Timers(Service):
-    """Runs the per-time-unit punctuator timers and the progress flusher with the app."""
-
-    def __init__(self, worker: Worker, **kwargs: Any) -> None:
-        self.worker = worker
-        self._firing = False
-        super().__init__(**kwargs)
-
-    def start_firing(self) -> None:
-        """The punctuator's timers and what commits their fires, once: when the first partition is taken
-        up, or when this service starts, whichever comes first. Faust starts this service only after its
-        first recovery, which ends when every partition is taken up (each caught up from its index): a
-        restarted worker with a million schedules due would otherwise fire nothing for the half minute
-        its eight partitions take, instead of firing each one once it is taken up."""
-        if self._firing:
-            return
-        self._firing = True
-        p = self.worker.punctuator
-        for unit in TimeUnit:
-            self.add_future(p.run_timer(unit))
-        txns = self.worker.txns
-        if txns is None:
-            self.add_future(p.run_progress(self.worker.settings.progress_interval_ms / 1000))
-        else:
-            self.add_future(txns.run())
-
-    async def on_start(self) -> None:
-        await self.worker.ensure_own_topics()
-        self.start_firing()
-        self.add_future(self.worker.jobs.checker.run())
-        self.add_future(self.worker.delayed_messages.run())
-        self.add_future(self.worker.registry.start())
-        self.add_future(self.worker.calendars.start())
-        self.add_future(self.worker.notifications.start())
-        self.add_future(self.worker.sensors.start())
-        self.add_future(self.worker.retention.start())
-        self.add_future(self.worker.ingest.run())
-        self.add_future(watch_recovery(self.worker.faust_app))
-        if self.worker.settings.launcher == "embedded":
-            from scheduler.launcher.launcher import Launcher
-
-            settings = self.worker.settings  # (its runs' output is read from this worker's HTTP)
-            self.launcher = Launcher(settings, self.worker.registry, logs_url=settings.web_url)
-            self.worker.liveness.watch(self.launcher.launches)
-            self.add_future(self.launcher.run())
-
-    async def on_stop(self) -> None:
-        self.worker.delayed_messages.stop()
-        launcher = getattr(self, "launcher", None)
-        if launcher is not None:
-            await launcher.stop()
-        await self.worker.stop()
 
 
 __all__ = ["Action", "Worker", "partition_for"]

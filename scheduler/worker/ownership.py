@@ -4,7 +4,7 @@ Faust assigns the partitions; their tables are restored (recovery); then `on_rec
 with transactions each partition's producer fences its previous owner first, then the punctuator builds
 the partition's heap of due instants (catching up what its previous owner had not fired), the job queue's
 checker and the elapsed triggers are armed, and the commands ingest takes the partitions. The punctuator
-fires a partition once it is taken up (the first take-up starts it: see app._Timers.start_firing), while
+fires a partition once it is taken up (the first take-up starts it: see services.Timers.start_firing), while
 the next ones are taken up; the calendars are read before the first. A revocation
 gives them back: the ingest's last fetch is written, the transactions committed (or given up), the
 punctuator forgets them. The group membership is watched as a loop (liveness.Membership): a take-up

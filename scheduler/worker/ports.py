@@ -290,6 +290,10 @@ class QueueChecker(Protocol):
 
     def revoke(self, partition: int) -> None: ...
 
+    async def run(self) -> None:
+        """Launches the pending jobs whose constraints came true, while the worker runs."""
+        ...
+
 
 class Jobs(QueueReader, Protocol):
     """The job queue agent, as the owner of partitions and the command path use it."""
@@ -425,3 +429,53 @@ class CommandPort(Outbox, CommandSender, Producing, Protocol):
     def store(self) -> ScheduleWrites: ...
 
     async def send_fire(self, topic: str, key: bytes, value: bytes) -> asyncio.Future[object]: ...
+
+
+class Loop(Protocol):
+    """A loop the worker runs while it runs (started by services.Timers)."""
+
+    async def run(self) -> None: ...
+
+
+class Started(Protocol):
+    """A follower or poller started with the worker's services (and stopped by Worker.stop)."""
+
+    async def start(self) -> None: ...
+
+
+class DelayedLoop(Loop, Protocol):
+    def stop(self) -> None:
+        """Its timer stops (what it holds is the next owner's, from the topic)."""
+        ...
+
+
+class ServicesPort(Protocol):
+    """What the worker's services start with the app and stop with it (scheduler.worker.services)."""
+
+    faust_app: Any
+    settings: Settings
+    txns: Transactions | None
+    punctuator: Punctuator
+    registry: ProgramRegistry
+    calendars: CalendarRegistry
+    notifications: Notifications
+    liveness: Liveness
+
+    @property
+    def jobs(self) -> Jobs: ...
+
+    @property
+    def delayed_messages(self) -> DelayedLoop: ...
+
+    @property
+    def sensors(self) -> Started: ...
+
+    @property
+    def retention(self) -> Started: ...
+
+    @property
+    def ingest(self) -> Loop: ...
+
+    async def ensure_own_topics(self) -> None: ...
+
+    async def stop(self) -> None: ...

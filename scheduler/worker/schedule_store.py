@@ -10,12 +10,13 @@ changelog (`index_put`). A restored state is indexed before Faust applies it (`i
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from faust.types import TP
 
-from scheduler.domain.model import TimeUnit
+from scheduler.domain.model import ScheduleState, TimeUnit
 from scheduler.kafka.due_index import COMPLETE, DueIndex, elapsed_key
 from scheduler.kafka.producer import BatchedProducer
 from scheduler.kafka.tables import (
@@ -23,12 +24,16 @@ from scheduler.kafka.tables import (
     fresh_partition,
     last_offsets,
     partition_db,
+    partition_items,
+    partition_items_from,
     write_local,
 )
 from scheduler.kafka.transactions import PartitionGone, Transactions
 from scheduler.wire.codec import DecodeError, decode_state
 from scheduler.worker.flushes import offset_record
 from scheduler.worker.held import Unreadable, index_writes
+
+log = logging.getLogger(__name__)
 
 Write = tuple[bytes, bytes | None, int]  # (key, value or None: deleted, partition)
 
@@ -139,6 +144,39 @@ class ScheduleStore:
         """Forget the writes held for the partition (its transaction was given up)."""
         self._unwritten.pop(partition, None)
         self._writes.pop(partition, None)
+
+    # --- what HTTP (and the take-up) read -------------------------------------------------------
+
+    def local_states(self, partition: int) -> Iterator[tuple[bytes, ScheduleState]]:
+        self.write_local()  # (held writes exist only while a command's handling awaits)
+        for key, raw in partition_items(self.schedules, partition):
+            try:
+                yield key, decode_state(raw)
+            except DecodeError:
+                log.error("undecodable schedule state in partition %d; ignored", partition)
+
+    def states_from(
+        self, partition: int, prefixes: list[bytes], after: bytes | None
+    ) -> Iterator[tuple[bytes, ScheduleState]]:
+        """The partition's schedules whose keys start with one of `prefixes` (sorted, none a prefix of
+        another), in key order, after the key `after`: what a page of a list reads (O(page), not O(table))."""
+        self.write_local()
+        for prefix in prefixes:
+            for key, raw in partition_items_from(self.schedules, partition, prefix, after):
+                try:
+                    yield key, decode_state(raw)
+                except DecodeError:
+                    log.error("undecodable schedule state in partition %d; ignored", partition)
+
+    def committed_state(self, partition: int, key: bytes) -> ScheduleState | None:
+        """A schedule's state as HTTP reads it. With transactions, what committed: never the open
+        transaction's writes, which a fence may still abort, so a one-key read shows what a list shows."""
+        raw = (
+            partition_db(self.schedules, partition).get(key)
+            if self._txns is not None
+            else self.read(partition, key)
+        )
+        return None if raw is None else decode_state(raw)
 
 
 def schedules_db(table: Any, partition: int) -> Any:

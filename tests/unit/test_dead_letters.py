@@ -115,7 +115,7 @@ async def test_the_worker_moves_a_command_with_its_origin_and_dead_letters_the_o
     worker = Worker(
         Settings(app_id="app", data_dir=tmp_path, auth="off", partitions=PARTITIONS), clock=lambda: 5
     )
-    producer = worker.producer = _Producer()  # type: ignore[assignment]
+    producer = worker.output._producer = _Producer()  # type: ignore[assignment]
     value = encode_command(ScheduleCommand(KEY, Action.DELETE))
     await worker.handle_command(
         SimpleNamespace(message=_record("app-commands", WRONG, 7, b"a plain string key", value))

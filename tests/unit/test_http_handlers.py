@@ -209,8 +209,8 @@ async def test_a_write_is_answered_202_only_once_the_broker_has_it(worker: FakeW
     """PUT /programs (as calendars, rules, events, a queue's or a run's orders) answers once the broker
     acknowledged the record: a schedule naming the program right after finds it (the registry reads its
     topic to the end as of then), and nothing answered 202 is lost with the worker. The worker's `publish`
-    waits for the producer's acknowledgement, the handler for `publish`."""
-    from scheduler.worker.app import Worker
+    waits for the producer's acknowledgement (output.Output), the handler for `publish`."""
+    from scheduler.worker.output import Output
 
     sent: list[tuple[str, bytes, int | None]] = []
     acks: list[asyncio.Future[object]] = []
@@ -220,8 +220,8 @@ async def test_a_write_is_answered_202_only_once_the_broker_has_it(worker: FakeW
         acks.append(asyncio.get_running_loop().create_future())
         return acks[-1]  # (batched: what the broker will say, later)
 
-    real = Worker.__new__(Worker)
-    real.producer = SimpleNamespace(send=send)  # type: ignore[assignment]
+    real = Output.__new__(Output)
+    real._producer = SimpleNamespace(send=send)  # type: ignore[assignment]
     real.partition_of = worker.partition_of  # type: ignore[method-assign]
     worker.publish = real.publish  # type: ignore[attr-defined]
     body = {"kind": "pyspark", "target": "x.y:z"}
