@@ -123,16 +123,18 @@ class Owed:
         previous: ScheduleState | None,
         now: int,
         armed: Collection[tuple[str, int]] = (),
+        marks: dict[TimeUnit, int] | None = None,
     ) -> None:
         """A command wrote the schedule (`state`; None: deleted): what an earlier command of it made owed
         (or unsure) is not any more, and what this one makes owed (or unsure) is. `armed`: the (path, due)
-        `previous` was armed at in memory, not staged (owed_dues)."""
+        `previous` was armed at in memory, not staged (owed_dues); `marks`: self.marks(part), when the
+        caller has it."""
         was_owed = part.owed.pop(key, None) if part.owed else None
         was_unsure = part.unsure.pop(key, None) if part.unsure else None
         if state is None:
             return
         owed, unsure = owed_dues(
-            self.marks(part),
+            self.marks(part) if marks is None else marks,
             state,
             previous,
             now,

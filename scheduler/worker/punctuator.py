@@ -263,7 +263,7 @@ class Punctuator:
             return  # not (yet) ours: assign() reads the index
         armed = self._written(partition, part, key, now, {path: nxt for path, _, nxt in dues})
         if self._hold_commit is not None:
-            self.owed.owe(part, key, state, previous, now, armed)
+            self.owed.owe(part, key, state, previous, now, armed, high)
         near = [
             (path, unit, nxt)
             for path, unit, nxt in dues
