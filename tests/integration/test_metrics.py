@@ -115,6 +115,8 @@ async def test_metrics_of_a_worker_with_auth_on_and_json_logs(start_worker, brok
             pytest.fail(f"not a JSON line in the worker's log: {line!r}")
     assert all({"ts", "level", "logger", "message"} <= r.keys() for r in records)
     assert any(
-        r["logger"] == "scheduler.worker.app" and r["level"] == "WARNING" and "dead-lettered" in r["message"]
+        r["logger"] == "scheduler.worker.output"
+        and r["level"] == "WARNING"
+        and "dead-lettered" in r["message"]
         for r in records
     )
