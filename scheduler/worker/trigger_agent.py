@@ -107,6 +107,21 @@ async def submit_job(worker: Outbox, state: ScheduleState, job: Job) -> None:
     )
 
 
+def instant_kept(state: ScheduleState, fired: TriggerFired) -> bool:
+    """A plain time schedule's instant fired as the version a command replaced since (the instant came
+    while the update was applied, or it was sent ahead of it: punctuator.py) is kept: it makes its fire or
+    job, by the definition the agent reads now, as the punctuator's fast path sends the replaced version's
+    fire. An event, or a time leaf inside AND/OR, belongs to its version's progress: ignored."""
+    return (
+        fired.event is None
+        and fired.due is not None
+        and fired.path == "0"
+        and fired.version < state.version
+        and fired.due >= state.created_at  # (not one of a schedule deleted and inserted again since)
+        and any(path == "0" for path, _ in state.time_leaves())
+    )
+
+
 def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -146,7 +161,7 @@ class TriggerAgent:
             if state.version == fired.version and fired.due is not None:
                 await self._watchdog(event.message.partition, key, state, fired.due)
             return
-        if state.version != fired.version:
+        if state.version != fired.version and not instant_kept(state, fired):
             # routed by another version: one that is gone, or the one before this (the index had not caught
             # up with it yet: the index update of this version hands it the event again, event_routing)
             worker.counts.events["triggersIgnored"] += 1

@@ -146,10 +146,23 @@ async def test_schedules_updated_while_their_instants_are_sent_fire_once_at_each
     it, does not arm it there again (the fault campaign's duplicate, seed 119), and one whose fire there was
     not sent yet owes it (worker/owed.py); with the timer late, a fire due before the update that replaced
     its version is sent as that version (held.still_due, Stager.overdue), once."""
-    out = f"{app_id}-busy"
+    await _updated_while_sent_fire_once(broker, worker, f"{app_id}-busy")
+
+
+async def test_limited_schedules_updated_while_their_instants_are_fired_fire_once_at_each(
+    broker, worker, app_id
+):
+    """The same through the trigger agent (a `maxFires` schedule's fires are counted there): a fire made
+    by the version an update replaced meanwhile keeps its instant (trigger_agent.instant_kept), once."""
+    await _updated_while_sent_fire_once(broker, worker, f"{app_id}-limited", max_fires=1_000_000)
+
+
+async def _updated_while_sent_fire_once(broker, worker, out: str, **kw) -> None:  # type: ignore[no-untyped-def]
     commands = worker.topic("commands")
     names = [f"busy-{i:03d}" for i in range(600)]
-    await send_commands(broker.bootstrap_servers, commands, *(insert(every_second(n, out)) for n in names))
+    await send_commands(
+        broker.bootstrap_servers, commands, *(insert(every_second(n, out, **kw)) for n in names)
+    )
     producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, linger_ms=1)
     await producer.start()
     async with TopicReader(broker.bootstrap_servers, out) as reader:
@@ -160,7 +173,7 @@ async def test_schedules_updated_while_their_instants_are_sent_fire_once_at_each
             while now_ms() < start + 5_000:  # up to 6 updates a millisecond: many in each sending
                 for _ in range(30):
                     name = names[updates % len(names)]
-                    updated = every_second(name, out, data={"v": str(updates)})
+                    updated = every_second(name, out, data={"v": str(updates)}, **kw)
                     await producer.send(
                         commands,
                         encode_command(ScheduleCommand(updated.key, Action.UPDATE, updated)),
