@@ -146,7 +146,7 @@ async def test_schedules_updated_while_their_instants_are_sent_fire_once_at_each
     it, does not arm it there again (the fault campaign's duplicate, seed 119), and one whose fire there was
     not sent yet owes it (worker/owed.py); with the timer late, a fire due before the update that replaced
     its version is sent as that version (held.still_due, Stager.overdue), once."""
-    await _updated_while_sent_fire_once(broker, worker, f"{app_id}-busy")
+    await _updated_while_sent_fire_once(broker, worker, f"{app_id}-busy", "busy")
 
 
 async def test_limited_schedules_updated_while_their_instants_are_fired_fire_once_at_each(
@@ -154,12 +154,13 @@ async def test_limited_schedules_updated_while_their_instants_are_fired_fire_onc
 ):
     """The same through the trigger agent (a `maxFires` schedule's fires are counted there): a fire made
     by the version an update replaced meanwhile keeps its instant (trigger_agent.instant_kept), once."""
-    await _updated_while_sent_fire_once(broker, worker, f"{app_id}-limited", max_fires=1_000_000)
+    await _updated_while_sent_fire_once(broker, worker, f"{app_id}-limited", "limited", max_fires=1_000_000)
 
 
-async def _updated_while_sent_fire_once(broker, worker, out: str, **kw) -> None:  # type: ignore[no-untyped-def]
+async def _updated_while_sent_fire_once(broker, worker, out: str, prefix: str, **kw) -> None:  # type: ignore[no-untyped-def]
+    """(The module's worker is shared: each test's schedules have names of their own.)"""
     commands = worker.topic("commands")
-    names = [f"busy-{i:03d}" for i in range(600)]
+    names = [f"{prefix}-{i:03d}" for i in range(600)]
     await send_commands(
         broker.bootstrap_servers, commands, *(insert(every_second(n, out, **kw)) for n in names)
     )
