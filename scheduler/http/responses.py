@@ -610,4 +610,9 @@ MODELS: tuple[type[BaseModel], ...] = (
     CalendarAccepted,
     CalendarOut,
     Calendars,
+    BatchAnswer,
+    RuleAccepted,
+    RuleOut,
+    Rules,
+    Deliveries,
 )
