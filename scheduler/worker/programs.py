@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Generic, Literal, TypeVar
 
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -127,16 +127,20 @@ class TopicMap(Generic[T]):
         topic: str,
         read_committed: bool = False,
         profile: BrokerProfile = "tansu",
+        fetch_max_wait_ms: int | None = None,
     ) -> None:
-        """`profile`: the broker's (kafka.consumers: FOLLOW_FETCH_MAX_WAIT_MS), for how long a fetch waits."""
+        """`profile`: the broker's (kafka.consumers: FOLLOW_FETCH_MAX_WAIT_MS), for how long a fetch waits
+        (or `fetch_max_wait_ms`)."""
         self._bootstrap = bootstrap_servers
-        self._fetch_max_wait_ms = FOLLOW_FETCH_MAX_WAIT_MS[profile]
+        self._fetch_max_wait_ms = fetch_max_wait_ms or FOLLOW_FETCH_MAX_WAIT_MS[profile]
         self._topic = topic
         # (a topic written in transactions: what an aborted one wrote is never seen)
         self._isolation = "read_committed" if read_committed else "read_uncommitted"
         self._items: dict[str, T] = {}
         self._task: asyncio.Task[None] | None = None
         self._consumer: AIOKafkaConsumer | None = None
+        self._ends: AIOKafkaConsumer | None = None  # (see _end_reader)
+        self._ends_lock = asyncio.Lock()
         self._caught_up = asyncio.Event()
         self.name = f"{self.what}s"  # (liveness.Watched)
         self.applied = 0  # records applied: what the watchdog sees move
@@ -167,7 +171,7 @@ class TopicMap(Generic[T]):
             return False
         deadline = time.monotonic() + wait_s
         with contextlib.suppress(KafkaError, TimeoutError):
-            ends = await asyncio.wait_for(consumer.end_offsets(list(consumer.assignment())), wait_s)
+            ends = await asyncio.wait_for(self._end_offsets(list(consumer.assignment())), wait_s)
             for tp, end in ends.items():
                 while time.monotonic() < deadline:
                     remaining = deadline - time.monotonic()
@@ -178,6 +182,29 @@ class TopicMap(Generic[T]):
                     return False
             return True
         return False
+
+    async def _end_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """The partitions' end offsets, asked on a connection of their own: a broker answers a connection's
+        requests one at a time, so on the follower's they waited behind its fetch, held up to its whole
+        fetch_max_wait when nothing comes (~500 ms on Kafka: every 404 of a program, calendar or rule
+        and every read-your-writes miss took that long)."""
+        async with self._ends_lock:
+            reader = self._ends
+            if reader is None:
+                reader = AIOKafkaConsumer(
+                    bootstrap_servers=self._bootstrap,
+                    enable_auto_commit=False,
+                    isolation_level=self._isolation,  # (read_committed: the last stable offset)
+                )
+                try:
+                    await reader.start()
+                except BaseException:
+                    with contextlib.suppress(Exception):
+                        await reader.stop()
+                    raise
+                self._ends = reader
+        ends: dict[TopicPartition, int] = await reader.end_offsets(partitions)
+        return ends
 
     async def work(self) -> Work:
         """Records of the topic behind its end (liveness.py): a follower that stopped fetching is stalled."""
@@ -254,6 +281,10 @@ class TopicMap(Generic[T]):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
             self._task = None
+        reader, self._ends = self._ends, None
+        if reader is not None:
+            with contextlib.suppress(Exception):
+                await reader.stop()
 
 
 class ProgramRegistry(TopicMap[ProgramSpec]):

@@ -4,6 +4,10 @@ is not the key's owner. Without it, a create then an immediate disable answered 
 
 from __future__ import annotations
 
+import asyncio
+import json
+from datetime import date
+
 import httpx
 import pytest
 
@@ -74,3 +78,34 @@ async def test_a_write_to_a_worker_that_does_not_own_the_key_waits_for_the_owner
                 assert deleted.status_code == 200, deleted.text
                 assert deleted.json()["applied"] is True and deleted.json().get("version") is None
                 assert (await client.get(f"/schedules/acme/{name}")).status_code == 404
+
+
+async def test_a_followed_topic_is_read_to_its_end_while_its_followers_fetch_waits(broker, app_id):
+    """The lookup of an absent program, calendar or rule reads its topic to the end first (TopicMap.
+    read_to_end: read-your-writes). The end is asked on a connection of its own: a broker answers one
+    request of a connection at a time, and on the follower's the ask waited behind its fetch, which waits
+    its whole fetch_max_wait when no record comes (500 ms on Kafka: every such 404 took that long). Here
+    the follower's fetch waits 30 s, so the ask would time out."""
+    from aiokafka import AIOKafkaProducer
+
+    from scheduler.domain.calendars import Calendar
+    from scheduler.kafka.producer import TopicCreator
+    from scheduler.worker.calendars import CalendarRegistry
+
+    topic = f"{app_id}-calendars"
+    await TopicCreator(broker.bootstrap_servers, 1, 1).ensure(topic)
+    calendars = CalendarRegistry(broker.bootstrap_servers, topic, profile="kafka", fetch_max_wait_ms=30_000)
+    await calendars.start()
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+    await producer.start()
+    try:
+        await asyncio.sleep(0.5)  # (its fetch is waiting at the broker now: nothing comes)
+        assert await calendars.read_to_end(wait_s=5.0), "the end was not read within 5 s"
+        assert await calendars.lookup("acme/absent", wait_s=5.0) is None
+        holidays = Calendar("acme", "holidays", dates=frozenset([date(2027, 1, 1)]))
+        await producer.send_and_wait(topic, json.dumps(holidays.to_json()).encode(), key=b"acme/holidays")
+        found = await calendars.lookup("acme/holidays", wait_s=10.0)  # (produced: the fetch answers)
+        assert found == holidays
+    finally:
+        await producer.stop()
+        await calendars.stop()
