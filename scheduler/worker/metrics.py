@@ -61,7 +61,9 @@ class TableSizes:
     """Entries of each table in the owned partitions. A partition is counted by walking its keys (no
     values), at most `budget_keys` per scrape in chunks that yield to the event loop, and a count is reused
     for `max_age_s`: a scrape never walks a million rows, and a large table's count is at most a few
-    scrapes old. No iterator is held across a yield (a partition may be revoked meanwhile)."""
+    scrapes old. A partition of fewer than `fresh_below` entries is counted again at every scrape (that
+    walk costs microseconds): a few schedules just written show at once, not up to `max_age_s` later. No
+    iterator is held across a yield (a partition may be revoked meanwhile)."""
 
     def __init__(
         self,
@@ -70,10 +72,12 @@ class TableSizes:
         max_age_s: float = 30.0,
         chunk_keys: int = 5_000,
         clock: Any = time.monotonic,
+        fresh_below: int = 100,
     ) -> None:
         self.tables = tables  # name -> Faust table (its store: table.data)
         self.budget_keys = budget_keys
         self.max_age_s = max_age_s
+        self.fresh_below = fresh_below
         self.chunk_keys = chunk_keys
         self.clock = clock
         self._counts: dict[tuple[str, int], tuple[int, float]] = {}  # (table, partition) -> (n, at)
@@ -96,7 +100,9 @@ class TableSizes:
                 (self._counts[(t, p)][1] if (t, p) in self._counts else float("-inf"), t, p)
                 for t in self.tables
                 for p in partitions
-                if (t, p) not in self._counts or now - self._counts[(t, p)][1] >= self.max_age_s
+                if (t, p) not in self._counts
+                or now - self._counts[(t, p)][1] >= self.max_age_s
+                or self._counts[(t, p)][0] < self.fresh_below
             )
             todo = [(t, p) for _, t, p in stale]
             if self._walk is not None and (self._walk[0], self._walk[1]) in todo:
@@ -453,7 +459,8 @@ class WorkerCollector(Collector):
         )
         tables = GaugeMetricFamily(
             "scheduler_table_entries",
-            "Entries of each table in the owned partitions (counted at most every 30 s per partition)",
+            "Entries of each table in the owned partitions (a partition of 100 entries or more is counted"
+            " at most every 30 s)",
             labels=["table"],
         )
         for table, n in self.sizes.sizes(partitions).items():

@@ -285,6 +285,17 @@ async def test_table_sizes_walk_at_most_the_budget_per_scrape_and_reuse_counts(t
     assert sizes.sizes({0})["schedules"] == 2_500
 
 
+async def test_a_small_partitions_count_follows_every_scrape(tmp_path: Path) -> None:
+    table = _table(tmp_path, "s", {0: 3, 1: 150})
+    sizes = TableSizes({"schedules": table}, max_age_s=30, clock=FakeClock(), fresh_below=100)
+    await sizes.refresh({0, 1})
+    assert sizes.sizes({0, 1})["schedules"] == 153
+    table.data._dbs[0][b"key-new"] = b"v"
+    table.data._dbs[1][b"key-new"] = b"v"
+    await sizes.refresh({0, 1})  # (the clock has not moved: only the small one is walked again)
+    assert sizes.sizes({0, 1})["schedules"] == 154
+
+
 async def test_concurrent_scrapes_walk_once(tmp_path: Path) -> None:
     table = _table(tmp_path, "s", {0: 20_000})
     sizes = TableSizes({"schedules": table}, chunk_keys=1_000)
