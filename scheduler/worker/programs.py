@@ -139,7 +139,7 @@ class TopicMap(Generic[T]):
         self._items: dict[str, T] = {}
         self._task: asyncio.Task[None] | None = None
         self._consumer: AIOKafkaConsumer | None = None
-        self._ends: AIOKafkaConsumer | None = None  # (see _end_reader)
+        self._ends: AIOKafkaConsumer | None = None  # (see _end_offsets)
         self._ends_lock = asyncio.Lock()
         self._caught_up = asyncio.Event()
         self.name = f"{self.what}s"  # (liveness.Watched)
