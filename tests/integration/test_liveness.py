@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from scheduler.worker.liveness import LEFT_EXIT_CODE
-from tests.helpers import metric, owned, wait_split
+from tests.helpers import SHORT_SESSION, metric, owned, wait_split
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -105,8 +105,9 @@ def test_a_worker_holding_partitions_it_never_takes_up_leaves_and_they_are_serve
     from tests.helpers import WorkerProcess
 
     healthy = start_worker()
+    # (its membership's bound is twice its session timeout, never under: 12 s with a short session)
     env = {"SCHEDULER_FAILPOINTS": "take-up-hangs=on", "SCHEDULER_STALL_AFTER_S": "3",
-           "SCHEDULER_LEAVE_AFTER_S": "5"}  # fmt: skip
+           "SCHEDULER_LEAVE_AFTER_S": "5", **SHORT_SESSION}  # fmt: skip
     stuck = WorkerProcess({**worker_env, **env}, log_path=tmp_path / "worker-stuck.log")
     workers.append(stuck)
     stuck.start()
