@@ -96,13 +96,12 @@ class TableSizes:
             for tp in [tp for tp in self._counts if tp[1] not in partitions]:
                 del self._counts[tp]
             now = self.clock()
+            never = (0, float("-inf"))  # (not counted yet: stale whatever the clock, and walked first)
+            counted = {(t, p): self._counts.get((t, p), never) for t in self.tables for p in partitions}
             stale = sorted(
-                (self._counts[(t, p)][1] if (t, p) in self._counts else float("-inf"), t, p)
-                for t in self.tables
-                for p in partitions
-                if (t, p) not in self._counts
-                or now - self._counts[(t, p)][1] >= self.max_age_s
-                or self._counts[(t, p)][0] < self.fresh_below
+                (at, t, p)
+                for (t, p), (n, at) in counted.items()
+                if now - at >= self.max_age_s or n < self.fresh_below
             )
             todo = [(t, p) for _, t, p in stale]
             if self._walk is not None and (self._walk[0], self._walk[1]) in todo:
