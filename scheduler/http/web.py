@@ -370,7 +370,7 @@ class Handlers:
     ) -> Response:
         """Produce the command and answer once the broker has it (`accepted`, with where it is), or with
         wait_for (ms) once its owner has applied it (200 with the schedule's version; 504 if not yet)."""
-        meta: Any = await (await self.worker.send_command(cmd, headers=headers))
+        meta: Any = await self.worker.submit_command(cmd, headers)
         accepted = {**accepted, "partition": meta.partition, "offset": meta.offset}
         if wait_for is None:
             return call.answer(out.Accepted, accepted, status)

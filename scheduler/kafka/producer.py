@@ -254,11 +254,15 @@ class BatchedProducer:
         return len(partitions) if partitions else None
 
     async def send_batch(
-        self, topic: str, records: list[tuple[bytes, bytes, int]] | list[tuple[bytes, bytes, int, Headers]]
+        self,
+        topic: str,
+        records: list[tuple[bytes, bytes, int]] | list[tuple[bytes, bytes, int, Headers]],
+        positions: list[int] | None = None,
     ) -> list[asyncio.Future[object]]:
         """Queue (key, value, partition[, headers]) records as whole batches: ~10x cheaper per record than
         `send` (measured on the embedded broker: 700k vs 65k records/s). One future per record: its
-        batch's."""
+        batch's (its RecordMetadata's offset is the batch's first; a record's own is that plus its
+        position in the batch, written to `positions[i]` when a list of len(records) is given)."""
         producer = await self._for(topic)
         by_partition: dict[int, list[int]] = {}
         for i, record in enumerate(records):
@@ -269,13 +273,17 @@ class BatchedProducer:
             for i in indexes:
                 record = records[i]
                 key, value, headers = record[0], record[1], record[3] if len(record) > 3 else []  # type: ignore[misc]
-                if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:  # full: send
+                appended = batch.append(key=key, value=value, timestamp=None, headers=headers)
+                if appended is None:  # full: send
                     fut = await self._add_batch(producer, batch, topic, partition)
                     for j in members:
                         out[j] = fut
                     batch, members = producer.create_batch(), []
-                    if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
+                    appended = batch.append(key=key, value=value, timestamp=None, headers=headers)
+                    if appended is None:
                         raise ValueError(f"a record of {len(value)} bytes does not fit in a batch")
+                if positions is not None:
+                    positions[i] = appended.offset
                 members.append(i)
             fut = await self._add_batch(producer, batch, topic, partition)
             for j in members:

@@ -225,6 +225,7 @@ class Worker:
         out = self.output = Output(settings, self.producer, self.txns, self.counts, clock)
         self.partition_of, self.produce, self.produce_many = out.partition_of, out.produce, out.produce_many
         self.publish, self.send_keyed, self.send_command = out.publish, out.send_keyed, out.send_command
+        self.submit_command = out.submit_command
         self.send_fire, self.dead_letter = out.send_fire, out.dead_letter
         # the schedule writes, held (schedule_store.py); what HTTP reads of them
         store = self.store

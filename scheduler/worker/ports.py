@@ -239,7 +239,7 @@ class AppliedReader(Protocol):
     async def wait_applied(self, partition: int, offset: int, timeout_s: float) -> bool: ...
 
 
-class WebPort(Outbox, MetricsPort, CommandSender, Producing, Protocol):
+class WebPort(Outbox, MetricsPort, Producing, Protocol):
     """The HTTP views: local reads of every table, commands out, the program and calendar registries,
     the commands ingest's applied offsets, and what /health tells."""
 
@@ -268,6 +268,13 @@ class WebPort(Outbox, MetricsPort, CommandSender, Producing, Protocol):
         self, topic: str, key: bytes, value: bytes | None, partition: int | None | str = "auto"
     ) -> None:
         """A record an HTTP write answers for (None: a tombstone), returning once the broker has it."""
+        ...
+
+    def submit_command(
+        self, cmd: ScheduleCommand, headers: list[tuple[str, bytes]] | None = None
+    ) -> asyncio.Future[object]:
+        """An HTTP write's command, batched with the others of the same turn; the future resolves to its
+        RecordMetadata once the broker has it."""
         ...
 
     def local_state(self, key: bytes) -> ScheduleState | None: ...

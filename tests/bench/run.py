@@ -567,10 +567,14 @@ async def lists(bootstrap: str, profile: str, n: int, requests: int = 200) -> di
     }
 
 
-async def http_creates(bootstrap: str, profile: str, n: int) -> list[dict[str, Any]]:
+async def http_creates(
+    bootstrap: str, profile: str, size: int, one_each: bool = True
+) -> list[dict[str, Any]]:
     """Schedules created over HTTP by one client (scheduler.client.HttpClient.create_many, as `scheduler
-    schedules create -f` does), to all applied: one POST /schedules each with 16 in flight (as before the
-    batch endpoint), then POST /schedules:batch, 500 a request; each n schedules of its own tenant."""
+    schedules create -f` does), to all applied, on a worker warmed by 2,000 such schedules: one POST
+    /schedules each with 16 in flight (as before the batch endpoint; unless not `one_each`), then POST
+    /schedules:batch, 500 a request; each `size` schedules of its own tenant. A row's worker CPU per schedule
+    is its HTTP side and its applying."""
     from scheduler.client.http import HttpClient
 
     work = Path(tempfile.mkdtemp(prefix="bench-http-"))
@@ -578,16 +582,24 @@ async def http_creates(bootstrap: str, profile: str, n: int) -> list[dict[str, A
     rows = []
     try:
         with Worker(bootstrap, profile, app_id, work) as w:
-            for how, batch_size in (("one POST each, 16 in flight", 1), ("batches of 500", 500)):
-                tenant = f"http{batch_size}"
+            worker = psutil.Process(w.proc.proc.pid)
+            ways = (("warm-up", 500), ("one POST each, 16 in flight", 1), ("batches of 500", 500))
+            for how, batch_size in ways if one_each else (ways[0], ways[2]):
+                tenant = f"http{batch_size}" if how != "warm-up" else "warm"
+                n = 2_000 if how == "warm-up" else size
                 bodies = [{"tenant": tenant, "name": f"s{i:07d}", "topic": f"{app_id}-out",
                            "trigger": {"type": "cron", "expression": hourly_cron_of(i)}} for i in range(n)]  # fmt: skip
+                cpu_from = sum(worker.cpu_times()[:2])
                 async with HttpClient(w.proc.url, timeout_s=120) as client:
                     result = await client.create_many(bodies, 16, batch_size=batch_size)
                 if result.failures or not result.applied:
                     raise RuntimeError(f"{how}: {len(result.failures)} failed, applied {result.applied}")
+                cpu_us = (sum(worker.cpu_times()[:2]) - cpu_from) * 1e6 / n  # (HTTP side and applying)
+                if how == "warm-up":
+                    continue
                 rows.append({"how": how, "schedules": n, "seconds": round(result.seconds, 1),
-                             "schedules_per_s": round(n / result.seconds)})  # fmt: skip
+                             "schedules_per_s": round(n / result.seconds),
+                             "worker_cpu_us_per_schedule": round(cpu_us)})  # fmt: skip
                 print(json.dumps(rows[-1]), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -1244,6 +1256,9 @@ def main() -> None:
     parser.add_argument("--events", type=int, nargs="*", default=[1_000, 100_000])
     parser.add_argument("--http", type=int, nargs="*", default=[5_000], help="schedules created over HTTP")
     parser.add_argument(
+        "--http-batches-only", action="store_true", help="with --only http: no row of one POST each"
+    )
+    parser.add_argument(
         "--lists", type=int, nargs="*", default=[1_000, 100_000], help="GET /schedules pages (first broker)"
     )
     parser.add_argument("--recovery", type=int, nargs="*", default=[10_000, 100_000])
@@ -1278,7 +1293,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("tests/bench/results"))
     parser.add_argument("--readme", type=Path, default=Path("docs/content/benchmarks.md"))
     parser.add_argument("--spread", type=int, default=100_000, help="daily anytime schedules (0: none)")
-    parser.add_argument("--only", choices=["spread"], help="run that scenario alone")
+    parser.add_argument(
+        "--only",
+        choices=["spread", "http"],
+        help="run that scenario alone (http: --http's sizes on Kafka, rows in OUT/http.json)",
+    )
     parser.add_argument("--single", help=argparse.SUPPRESS)  # internal: one core/peer scenario, JSON out
     args = parser.parse_args()
     if args.single:
@@ -1309,6 +1328,18 @@ def main() -> None:
         text = spread_report(r, args.out)
         update_readme(args.readme, text, "bench-spread")
         print(text)
+    if args.only == "http":
+        with started_broker("kafka") as (bootstrap, profile, description):
+            rows = [
+                row
+                for n in args.http
+                for row in asyncio.run(http_creates(bootstrap, profile, n, not args.http_batches_only))
+            ]
+        r = {"rows": rows, "broker": description, "date": time.strftime("%Y-%m-%d"),
+             "machine": f"{psutil.cpu_count()} cores, Python {platform.python_version()}",
+             "command": " ".join(["python -m tests.bench.run", *sys.argv[1:]])}  # fmt: skip
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "http.json").write_text(json.dumps(r, indent=2))
     if args.only:
         return
     results = asyncio.run(run(args))

@@ -1,17 +1,20 @@
 """POST /schedules:batch on a real broker: each item judged as a POST of it alone would be (400 naming the
 field, 409 for a different definition under an existing key, a key twice in one batch refused), the rest
 produced and, with ?wait=applied, applied; atomic batches produce nothing unless all would be; dryRun
-produces nothing; the CLI's bulk create goes through it."""
+produces nothing; the CLI's bulk create goes through it; each item's answer names its own command's offset."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.helpers import scheduler_cli
+from scheduler.domain.model import ScheduleKey
+from scheduler.wire.codec import key_bytes
+from tests.helpers import TopicReader, scheduler_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -76,3 +79,28 @@ def test_a_batch_answers_each_item_as_its_own_post_would_and_produces_the_accept
     assert created.returncode == 0, created.stdout + created.stderr
     assert "accepted 1000 of 1,000 schedules" in created.stdout and "all applied" in created.stdout
     assert httpx.get(f"{shared_worker.url}/schedules/{tenant}/cli-999", timeout=30).status_code == 200
+
+
+async def test_each_item_of_batches_sent_at_once_answers_where_its_own_command_is(
+    shared_worker, shared_app_id, broker, tenant
+):
+    """The commands of an HTTP write go to the broker gathered with the others of the same turn of the
+    worker's loop, in whole batches (scheduler.kafka.gathered): each 202 still names the partition and
+    offset of its own command, which `GET .../applied?offset=` and a reader of the commands topic rely on."""
+    items = [_item(tenant, f"o{i}") for i in range(300)]
+    async with httpx.AsyncClient(base_url=shared_worker.url, timeout=60) as client:
+        answers = await asyncio.gather(
+            *(client.post("/schedules:batch", json={"schedules": items[i : i + 100]}) for i in (0, 100, 200))
+        )
+    assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+    results = [r for a in answers for r in a.json()["results"]]
+    assert [r["status"] for r in results] == [202] * 300, results
+    where = {(r["partition"], r["offset"]): r["key"] for r in results}
+    assert len(where) == 300, "two items answered the same offset"
+    expected = {at: key_bytes(ScheduleKey(*key.split("/"))) for at, key in where.items()}
+    async with TopicReader(
+        broker.bootstrap_servers, f"{shared_app_id}-commands", lambda v: v, read_committed=False
+    ) as reader:
+        await reader.wait_for(lambda _: {(m.partition, m.offset) for m in reader.raw} >= where.keys(), 60)
+        found = {(m.partition, m.offset): m.key for m in reader.raw if (m.partition, m.offset) in where}
+    assert found == expected

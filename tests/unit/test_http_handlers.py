@@ -18,7 +18,6 @@ from scheduler.domain.model import Action, ScheduleCommand
 from scheduler.http.auth import PRINCIPAL, Principal
 from scheduler.http.web import ROUTES, Handlers, _view_method
 from scheduler.kafka.config import Settings
-from scheduler.wire.codec import decode_command
 from scheduler.worker.counters import WorkerCounts
 from scheduler.worker.programs import ProgramSpec
 
@@ -59,10 +58,8 @@ class FakeWorker:
     def tenant_full(self, partition: int, tenant: str) -> bool:
         return False
 
-    async def send_command(
-        self, cmd: ScheduleCommand, value: bytes | None = None, headers: Any = None
-    ) -> asyncio.Future[object]:
-        self.commands.append(cmd if value is None else decode_command(value))
+    def submit_command(self, cmd: ScheduleCommand, headers: Any = None) -> asyncio.Future[object]:
+        self.commands.append(cmd)
         acknowledged: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         acknowledged.set_result(SimpleNamespace(partition=0, offset=len(self.commands) - 1))
         return acknowledged
