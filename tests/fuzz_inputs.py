@@ -73,8 +73,8 @@ from scheduler.wire.codec import (
     key_bytes,
     notification_to_avro,
     released_schemas,
-    zigzag_long,
 )
+from scheduler.wire.fires import zigzag_long
 
 COMMANDS, LIGHT, EVENTS = "commands", "light", "events"
 _SCHEMA_OF = {COMMANDS: "ScheduleCommand", LIGHT: "TaskDefinition", EVENTS: "Notification"}

@@ -26,7 +26,8 @@ from scheduler.domain.model import FiredTask, ScheduleCommand
 from scheduler.kafka.consumers import PREFETCH_BACKOFF_S
 from scheduler.kafka.kafka_server import child_setup, spawn
 from scheduler.kafka.producer import TopicCreator
-from scheduler.wire.codec import DecodeError, decode, decode_fired, encode_command, key_bytes
+from scheduler.wire.codec import DecodeError, decode, encode_command, key_bytes
+from scheduler.wire.fires import decode_fired
 
 
 def free_port(host: str = "127.0.0.1") -> int:

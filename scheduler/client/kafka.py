@@ -32,16 +32,9 @@ from scheduler.domain.events import parse as parse_event
 from scheduler.domain.model import Action, FiredTask, PauseRequest, Schedule, ScheduleCommand, ScheduleKey
 from scheduler.kafka.consumers import isolation
 from scheduler.kafka.partitioner import kafka_partition
-from scheduler.wire.codec import (
-    DecodeError,
-    decode,
-    decode_fired,
-    encode,
-    encode_command,
-    key_bytes,
-    notification_to_avro,
-)
+from scheduler.wire.codec import DecodeError, decode, encode, encode_command, key_bytes, notification_to_avro
 from scheduler.wire.command_headers import command_headers
+from scheduler.wire.fires import decode_fired
 
 #: the defaults of the workers' settings (scheduler.kafka.config.Settings)
 DEFAULT_APP_ID = "scheduler"

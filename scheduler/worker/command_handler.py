@@ -43,7 +43,6 @@ from scheduler.wire.codec import (
     encode_command,
     encode_schedule,
     encode_state,
-    fire_bytes,
     key_bytes,
     key_from_bytes,
 )
@@ -55,6 +54,7 @@ from scheduler.wire.command_headers import (
     condition_headers,
 )
 from scheduler.wire.dead_letters import moved_headers
+from scheduler.wire.fires import fire_bytes
 from scheduler.wire.messages import HistoryEntry, add_history
 from scheduler.worker.hops import record_time_ms, safely
 from scheduler.worker.ports import CommandPort

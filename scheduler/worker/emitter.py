@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 from scheduler.kafka.partitioner import kafka_partition
 from scheduler.kafka.transactions import owned_by
-from scheduler.wire.codec import zigzag_long
+from scheduler.wire.fires import zigzag_long
 from scheduler.wire.messages import TriggerFired
 from scheduler.worker.counters import FireCounts
 from scheduler.worker.fire_progress import Send

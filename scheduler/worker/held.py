@@ -14,7 +14,7 @@ from scheduler.domain.model import ElapsedTrigger, ScheduleState, TimeUnit, trig
 from scheduler.domain.triggers.base import TimeTrigger
 from scheduler.domain.triggers.progress import SLA_PATH
 from scheduler.kafka.due_index import due_key, elapsed_key
-from scheduler.wire.codec import fire_bytes
+from scheduler.wire.fires import fire_bytes
 from scheduler.worker.armed import Armed
 
 

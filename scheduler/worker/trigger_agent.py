@@ -29,7 +29,8 @@ from scheduler.domain.triggers.progress import (
     silent_periods,
     watchdog_due,
 )
-from scheduler.wire.codec import decode_json, decode_state, encode_json, encode_state, fire_bytes
+from scheduler.wire.codec import decode_json, decode_state, encode_json, encode_state
+from scheduler.wire.fires import fire_bytes
 from scheduler.wire.messages import JobTriggered, NoteOutcome, TriggerFired, encode_job_queue_message
 from scheduler.worker.event_routing import notification_from_json
 from scheduler.worker.hops import safely

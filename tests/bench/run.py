@@ -63,7 +63,8 @@ from scheduler.domain.model import (
     ScheduleKey,
     ScheduleState,
 )
-from scheduler.wire.codec import decode_fired, encode_state, key_bytes
+from scheduler.wire.codec import encode_state, key_bytes
+from scheduler.wire.fires import decode_fired
 
 MINUTE_MS = 60_000
 #: the core scenario measures after a minute of firing: every schedule of the workload was loaded and

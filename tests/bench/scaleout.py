@@ -56,7 +56,7 @@ def _read_partition(bootstrap: str, topic: str, partition: int, window: Any, rea
     due) and a histogram of lateness (receive − due, ms)."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    from scheduler.wire.codec import decode_fired
+    from scheduler.wire.fires import decode_fired
 
     async def read() -> dict[str, Any]:
         consumer = AIOKafkaConsumer(

@@ -33,7 +33,8 @@ import httpx
 from aiokafka import AIOKafkaProducer
 
 from scheduler.client.http import HttpClient
-from scheduler.wire.codec import decode_fired, encode
+from scheduler.wire.codec import encode
+from scheduler.wire.fires import decode_fired
 from scheduler.worker.liveness import LEFT_EXIT_CODE
 from tests.campaign.check import (
     Fired,

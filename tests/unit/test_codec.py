@@ -28,7 +28,7 @@ from scheduler.domain.model import (
     job_id,
 )
 from scheduler.domain.runs import RetryPolicy
-from scheduler.wire import codec
+from scheduler.wire import codec, fires
 from tests.helpers import light_decode, light_encode
 
 pytestmark = pytest.mark.unit
@@ -125,9 +125,9 @@ def test_schedule_state_round_trips(schedule: Schedule) -> None:
 
 def test_fired_task_round_trips() -> None:
     fired = FiredTask(KEY, job_id(KEY, T0), T0, T0 + 12, {"a": "1"}, missed=3, catch_up=True)
-    assert codec.decode_fired(codec.encode_fired(fired)) == fired
+    assert fires.decode_fired(fires.encode_fired(fired)) == fired
     plain = FiredTask(KEY, job_id(KEY, T0), T0, T0, {})
-    assert codec.decode_fired(codec.encode_fired(plain)) == plain
+    assert fires.decode_fired(fires.encode_fired(plain)) == plain
 
 
 def test_job_id_is_deterministic_per_schedule_and_due_instant() -> None:
@@ -353,10 +353,10 @@ def test_trailing_bytes_are_a_decode_error(extra: bytes) -> None:
 
 
 def test_truncated_fired_task_and_state_are_decode_errors() -> None:
-    fired = codec.encode_fired(FiredTask(KEY, job_id(KEY, T0), T0, T0, {"a": "b"}))
+    fired = fires.encode_fired(FiredTask(KEY, job_id(KEY, T0), T0, T0, {"a": "b"}))
     state = codec.encode_state(ScheduleState(FREQ_SCHEDULE, T0, T0, T0))
     with pytest.raises(codec.DecodeError):
-        codec.decode_fired(fired[:-2])
+        fires.decode_fired(fired[:-2])
     with pytest.raises(codec.DecodeError):
         codec.decode_state(state[:-2])
 
@@ -478,7 +478,7 @@ def test_a_schedule_with_retries_and_a_time_limit_round_trips() -> None:
 )
 def test_a_task_definition_fire_is_what_light_schedulers_own_schema_writes(schedule: Schedule) -> None:
     schedule = replace(schedule, output=OutputFormat.TASK_DEFINITION)
-    encoder = codec.fire_bytes(schedule)
+    encoder = fires.fire_bytes(schedule)
     due = T0 + 300_000
     expected = {
         "host": KEY.tenant,

@@ -8,8 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scheduler.domain.delayed import DelayedMessage
-from scheduler.wire.codec import decode, encode, zigzag_long
+from scheduler.wire.codec import decode, encode
 from scheduler.wire.delayed_codec import decode_delayed, encode_delayed
+from scheduler.wire.fires import zigzag_long
 from scheduler.worker.delayed import decode_message
 
 pytestmark = pytest.mark.unit

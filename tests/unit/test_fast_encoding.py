@@ -38,16 +38,14 @@ from scheduler.wire.codec import (
     _symbols,
     decode_command,
     decode_command_with_schedule,
-    decode_fired,
     decode_state,
     encode_command,
-    encode_fired,
     encode_state,
-    fired_task_encoder,
     schedule_to_avro,
     schemas,
 )
 from scheduler.wire.command_writer import write_time_command
+from scheduler.wire.fires import decode_fired, encode_fired, fired_task_encoder
 from tests import fuzz_inputs
 
 pytestmark = pytest.mark.unit

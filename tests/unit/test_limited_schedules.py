@@ -14,7 +14,8 @@ from scheduler.domain.model import CronTrigger, ProgramId, Schedule, ScheduleKey
 from scheduler.domain.triggers.instants import upcoming
 from scheduler.domain.triggers.kinds import ProgramRunsTrigger
 from scheduler.kafka.config import Settings
-from scheduler.wire.codec import decode_fired, decode_state, encode_state, key_bytes, notification_to_avro
+from scheduler.wire.codec import decode_state, encode_state, key_bytes, notification_to_avro
+from scheduler.wire.fires import decode_fired
 from scheduler.wire.messages import TriggerFired
 from scheduler.worker.held import compile_schedule, index_writes
 from scheduler.worker.trigger_agent import TriggerAgent

@@ -20,7 +20,8 @@ from scheduler.domain.model import (
     Trigger,
 )
 from scheduler.kafka.transactions import PartitionGone
-from scheduler.wire.codec import decode_fired, key_bytes
+from scheduler.wire.codec import key_bytes
+from scheduler.wire.fires import decode_fired
 from scheduler.worker.held import Unreadable
 from scheduler.worker.punctuator import Punctuator
 

@@ -19,7 +19,7 @@ from scheduler.domain.model import (
     ScheduleState,
 )
 from scheduler.kafka.partitioner import kafka_partition
-from scheduler.wire.codec import FiredTaskBytes, decode_fired, encode_fired, zigzag_long
+from scheduler.wire.fires import FiredTaskBytes, decode_fired, encode_fired, zigzag_long
 from scheduler.worker import horizon
 from scheduler.worker.held import loaded_until
 from scheduler.worker.punctuator import HORIZON_MS, SEND_AHEAD_MS, STAGE_AHEAD_MS

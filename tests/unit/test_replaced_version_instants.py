@@ -19,7 +19,8 @@ from scheduler.domain.model import (
     ScheduleState,
 )
 from scheduler.kafka.config import Settings
-from scheduler.wire.codec import decode_fired, encode_state, key_bytes
+from scheduler.wire.codec import encode_state, key_bytes
+from scheduler.wire.fires import decode_fired
 from scheduler.wire.messages import JobTriggered, TriggerFired, decode_job_queue_message
 from scheduler.worker.trigger_agent import TriggerAgent
 from tests.unit.test_agents_through_ports import B, FakeWorker, event
