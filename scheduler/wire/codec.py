@@ -386,19 +386,18 @@ def decode_command_with_schedule(data: bytes | None) -> tuple[ScheduleCommand, b
 
 def _avro_command_with_schedule(data: bytes | None) -> tuple[ScheduleCommand, bytes | None]:
     rec, payload = _decode("ScheduleCommand", data, MAX_MESSAGE_BYTES)
-    sched = rec["schedule"]
-    schedule_avro = None
-    if (
-        sched is not None
-        and rec.get("fireRange") is None
-        and not rec.get("arguments")
-        and rec.get("pause") is None
-        and payload is not None
-    ):  # (current bytes only)
-        start = _skip_string(payload, _skip_string(payload, 0))  # the key: tenant, name
-        start = _skip_long(payload, _skip_long(payload, start))  # the action, the union branch
-        schedule_avro = payload[start:-3]
-    return _command(rec, sched), schedule_avro
+    cmd = _command(rec, rec["schedule"])
+    return cmd, None if payload is None else command_schedule_bytes(cmd, payload)  # (current bytes only)
+
+
+def command_schedule_bytes(cmd: ScheduleCommand, data: bytes) -> bytes | None:
+    """The schedule's own Avro bytes within `data`, `cmd`'s bytes as this release writes them: an INSERT's
+    or UPDATE's (what decode_command_with_schedule gives beside the command); None for other commands."""
+    if cmd.schedule is None or cmd.fire_range is not None or cmd.arguments or cmd.pause is not None:
+        return None
+    start = _skip_string(data, _skip_string(data, 0))  # the key: tenant, name
+    start = _skip_long(data, _skip_long(data, start))  # the action, the union branch
+    return data[start:-3]  # (then a null fireRange, empty arguments, a null pause: a byte each)
 
 
 class _Symbols:

@@ -76,6 +76,7 @@ from scheduler.worker.trigger_agent import (
     TriggerAgent,
     progress_generation,
 )
+from scheduler.worker.vouched import Vouched
 from scheduler.worker.watermarks import TransactionalWatermarks, progress_record
 
 log = logging.getLogger(__name__)
@@ -222,7 +223,9 @@ class Worker:
         self.journal = Journal(settings.journal_path) if settings.journal_path else None
         self.counts = WorkerCounts()  # every counter of the worker: /metrics and /health
         # what the worker produces, in its partitions' transactions or outside any (output.py)
-        out = self.output = Output(settings, self.producer, self.txns, self.counts, clock)
+        # (the HTTP writes' commands it vouches for are applied without decoding them again: vouched.py)
+        vouched = Vouched(lambda: self.active_partitions())
+        out = self.output = Output(settings, self.producer, self.txns, self.counts, clock, vouched)
         self.partition_of, self.produce, self.produce_many = out.partition_of, out.produce, out.produce_many
         self.publish, self.send_keyed, self.send_command = out.publish, out.send_keyed, out.send_command
         self.submit_command = out.submit_command
@@ -288,7 +291,7 @@ class Worker:
         self.triggers = TriggerAgent(self)
         self.jobs: JobQueueAgent = JobQueueAgent(self)
         self._progress_sent: list[Any] = []
-        self.commands = commands = CommandHandler(self)  # the command path
+        self.commands = commands = CommandHandler(self, vouched)  # the command path
         self.handle_command, self.tenant_full = commands.handle_command, commands.tenant_full
         self.schedule_count, self.forget_tenant_counts = (
             commands.schedule_count,

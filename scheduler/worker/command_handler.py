@@ -59,6 +59,7 @@ from scheduler.wire.messages import HistoryEntry, add_history
 from scheduler.worker.hops import record_time_ms, safely
 from scheduler.worker.ports import CommandPort
 from scheduler.worker.trigger_agent import job_arguments, new_job, submit_job
+from scheduler.worker.vouched import Vouched
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +67,9 @@ log = logging.getLogger(__name__)
 class CommandHandler:
     """Applies commands (see the module's doc); counts each tenant's schedules per partition (the quota)."""
 
-    def __init__(self, worker: CommandPort) -> None:
+    def __init__(self, worker: CommandPort, vouched: Vouched) -> None:
         self.worker = worker
+        self._vouched = vouched  # this worker's HTTP writes, validated: not decoded nor validated again
         self._tenant_counts: dict[int, Counter[str]] = {}  # partition -> schedules per tenant (lazy)
 
     def forget_tenant_counts(self) -> None:
@@ -91,8 +93,9 @@ class CommandHandler:
         """One command of the commands topic (see ingest.CommandIngest); its schedule write is collected
         for the changelog (take_writes, write_changelog)."""
         msg = event.message
+        vouched = self._vouched.take(msg.value)
         try:
-            cmd, schedule_avro = decode_command_with_schedule(msg.value)
+            cmd, schedule_avro = vouched or decode_command_with_schedule(msg.value)
         except DecodeError as exc:
             self.worker.counts.command("unknown", "dead_lettered")
             await self.worker.dead_letter(event, str(exc))
@@ -131,7 +134,7 @@ class CommandHandler:
                 )
             by = command_by(getattr(msg, "headers", None)) or "topic"
             applied_at = self.worker.clock()
-            new = apply_command(current, cmd, applied_at, by)
+            new = apply_command(current, cmd, applied_at, by, validated=vouched is not None)
             if cmd.schedule is not None and cmd.schedule.program is not None:
                 await self.worker.registry.start()
                 if self.worker.registry.get(cmd.schedule.program.id) is None:

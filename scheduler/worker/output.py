@@ -21,6 +21,7 @@ from scheduler.kafka.transactions import OWNER, Transactions
 from scheduler.wire.codec import encode, encode_command, key_bytes
 from scheduler.wire.dead_letters import dead_letter_record, origin
 from scheduler.worker.counters import WorkerCounts
+from scheduler.worker.vouched import Vouched
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +41,10 @@ class Output:
         txns: Transactions | None,
         counts: WorkerCounts,
         clock: Callable[[], int],
+        vouched: Vouched,
     ) -> None:
         self._settings = settings
+        self._vouched = vouched
         self._producer = producer
         self._txns = txns
         self._counts = counts
@@ -139,13 +142,16 @@ class Output:
         )
 
     def submit_command(self, cmd: ScheduleCommand, headers: Headers | None = None) -> asyncio.Future[object]:
-        """An HTTP write's command, outside any transaction, sent with every other handed over in the same
-        turn of the loop as whole batches (scheduler.kafka.gathered: a batch of schedules over HTTP is one
-        send, not one each). The future resolves to its own RecordMetadata once the broker has it."""
+        """An HTTP write's command, validated, outside any transaction, sent with every other handed over in
+        the same turn of the loop as whole batches (scheduler.kafka.gathered: a batch of schedules over HTTP
+        is one send, not one each); vouched for, for the command path if the key is this worker's
+        (vouched.py). The future resolves to its own RecordMetadata once the broker has it."""
         if self._gathered is None:
             self._gathered = GatheredSender(self._producer, self._settings.commands_topic)
         kb = key_bytes(cmd.key)
-        return self._gathered.send(kb, encode_command(cmd), self.partition_of(kb), headers)  # type: ignore[return-value]
+        value, partition = encode_command(cmd), self.partition_of(kb)
+        self._vouched.vouch(partition, value, cmd)
+        return self._gathered.send(kb, value, partition, headers)  # type: ignore[return-value]
 
     async def send_fire(self, topic: str, key: bytes, value: bytes) -> asyncio.Future[object]:
         return await self.produce(topic, key, value)
