@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from scheduler.domain.model import Action, ScheduleCommand
 from scheduler.http import responses as out
+from scheduler.http import writes
 from scheduler.http.api import ScheduleIn, validation_errors
 from scheduler.http.calls import Call
 
@@ -34,12 +35,6 @@ class BatchIn(BaseModel):
         min_length=1, max_length=MAX_BATCH, description="POST /schedules bodies, each judged on its own"
     )
     atomic: bool = Field(False, description="produce none unless every item would be accepted")
-
-
-class Handlers(Protocol):
-    async def submit(
-        self, call: Call, cmd: ScheduleCommand, status: int = 202, dry_run: bool | None = None
-    ) -> Response: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +68,7 @@ def _result(index: int, response: Response | _Judged) -> dict[str, Any]:
     return {"index": index, "status": raw.status, **json.loads(raw.body or b"{}")}
 
 
-async def create_batch(h: Handlers, call: Call) -> Response:
+async def create_batch(h: writes.Handlers, call: Call) -> Response:
     body: BatchIn = call.body
     results: list[dict[str, Any] | None] = [None] * len(body.schedules)
     commands: dict[int, ScheduleCommand] = {}
@@ -99,16 +94,21 @@ async def create_batch(h: Handlers, call: Call) -> Response:
     gate = asyncio.Semaphore(IN_FLIGHT)
     each = _ItemCall(**{f.name: getattr(call, f.name) for f in dataclasses.fields(call)})
 
-    async def judge(i: int, cmd: ScheduleCommand, dry_run: bool | None) -> None:
+    async def judge(i: int, cmd: ScheduleCommand, opts: writes.WriteOptions | Any) -> None:
+        if not isinstance(opts, writes.WriteOptions):  # (the request's options are wrong: each item says so)
+            results[i] = _result(i, opts)
+            return
         async with gate:
-            results[i] = _result(i, await h.submit(each, cmd, dry_run=dry_run))
+            results[i] = _result(i, await writes.submit(h, each, cmd, opts=opts))
 
     produce = True
     if body.atomic:
-        await asyncio.gather(*(judge(i, cmd, True) for i, cmd in commands.items()))
+        opts = writes.options(h, each, dry_run=True)
+        await asyncio.gather(*(judge(i, cmd, opts) for i, cmd in commands.items()))
         produce = all(r is not None and r["status"] < 300 for r in results)
     if produce:
-        await asyncio.gather(*(judge(i, cmd, None) for i, cmd in commands.items()))
+        opts = writes.options(h, each)  # (read once: every item shares them)
+        await asyncio.gather(*(judge(i, cmd, opts) for i, cmd in commands.items()))
     done = [r for r in results if r is not None]
     failed = sum(1 for r in done if r["status"] >= 300)
     answer = {"total": len(done), "accepted": len(done) - failed if produce else 0, "failed": failed,

@@ -168,7 +168,7 @@ _PROGRAM_ID = [
         strict=True,
     )
 ]
-#: the conditions of a schedule write (scheduler.http.web.Handlers.conditions)
+#: the conditions of a schedule write (scheduler.http.writes.options)
 _WRITE_CONDITIONS = [
     {
         "name": "X-Request-Deadline",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
@@ -20,23 +20,17 @@ from aiohttp import web as aioweb
 from faust.web import Request, Response, View
 from pydantic import BaseModel
 
-from scheduler.domain.calendars import CalendarIn, calendar_key
-from scheduler.domain.commands import CommandRejected, manual_fires_yielding, validate_command
+from scheduler.domain.calendars import CalendarIn
 from scheduler.domain.events import InvalidEvent, Notification, event_key
 from scheduler.domain.events import parse as parse_event
 from scheduler.domain.model import (
-    Action,
     CompositeTrigger,
-    InvalidSchedule,
-    PauseRequest,
-    ScheduleCommand,
     ScheduleKey,
     ScheduleState,
 )
 from scheduler.domain.notifications import RuleIn
 from scheduler.domain.tenancy import (
     event_tenant,
-    schedule_tenants,
 )
 from scheduler.domain.triggers.instants import upcoming
 from scheduler.http import (
@@ -51,6 +45,7 @@ from scheduler.http import (
     reads,
     run_logs,
     status,
+    writes,
 )
 from scheduler.http import responses as out
 from scheduler.http.api import (
@@ -63,9 +58,8 @@ from scheduler.http.api import (
     ScheduleIn,
     TaskDefinitionIn,
     schedule_json,
-    state_from_json,
 )
-from scheduler.http.applied import WAIT_MAX_MS, AppliedWaits, wait_ms
+from scheduler.http.applied import AppliedWaits
 from scheduler.http.batch import BatchIn
 from scheduler.http.calls import (
     MAX_LIST,
@@ -76,27 +70,16 @@ from scheduler.http.calls import (
 )
 from scheduler.http.cluster import ROUTED_HEADER, Cluster, Unavailable
 from scheduler.wire.codec import (
-    command_from_task_definition_record,
     encode,
     key_bytes,
     key_from_bytes,
     notification_to_avro,
 )
-from scheduler.wire.command_headers import command_headers
 
 if TYPE_CHECKING:
     from scheduler.worker.ports import WebPort
 
 __all__ = ["ROUTED_HEADER", "ROUTES", "answer", "register_views"]
-
-#: next fire times (or backfill instants) a dry run shows
-MAX_PREVIEW = 10
-#: a write's own timeout (ms), counted from when the worker took it: its command is not produced after it
-TIMEOUT_HEADER = "X-Request-Timeout-Ms"
-#: a write's deadline (epoch ms, by the client's clock): its command is not produced after it
-DEADLINE_HEADER = "X-Request-Deadline"
-MAX_REQUEST_TIMEOUT_MS = 3_600_000
-
 
 # --- the shared steps --------------------------------------------------------------------------------
 
@@ -177,270 +160,6 @@ class Handlers:
         self.worker = worker
         self.cluster = Cluster(worker)
         self.applied = AppliedWaits(worker, self.cluster)
-
-    # --- writes -------------------------------------------------------------------------------
-
-    async def create_schedule(self, call: Call) -> Response:
-        body: ScheduleIn = call.body
-        return await self.submit(
-            call, ScheduleCommand(body.key(), Action.INSERT, body.to_schedule(body.key()))
-        )
-
-    async def update_schedule(self, call: Call) -> Response:
-        body: ScheduleBody = call.body
-        return await self.submit(call, ScheduleCommand(call.key, Action.UPDATE, body.to_schedule(call.key)))
-
-    async def delete_schedule(self, call: Call) -> Response:
-        return await self.submit(call, ScheduleCommand(call.key, Action.DELETE))
-
-    async def enable(self, call: Call) -> Response:
-        return await self.submit(call, ScheduleCommand(call.key, Action.ENABLE))
-
-    async def disable(self, call: Call) -> Response:
-        """Pause: with a note, and an instant it resumes at by itself (PauseIn), both optional."""
-        body: PauseIn | None = call.body
-        pause = None if body is None else PauseRequest(body.note, body.until)
-        if pause is not None and pause.until_ms is not None and pause.until_ms <= self.worker.clock():
-            return call.field_error("until", "must be in the future (epoch milliseconds)")
-        return await self.submit(call, ScheduleCommand(call.key, Action.DISABLE, pause=pause))
-
-    async def run_now(self, call: Call) -> Response:
-        """Fire once now (or at `at`), whatever the triggers say: a job for a program schedule."""
-        body: RunIn | None = call.body
-        at = body.at if body is not None and body.at is not None else self.worker.clock()
-        arguments = dict(body.arguments) if body is not None else {}
-        cmd = ScheduleCommand(call.key, Action.RUN, fire_range=(at, at), arguments=arguments)
-        return await self.submit(call, cmd)
-
-    async def backfill(self, call: Call) -> Response:
-        """Fire every due instant of the schedule's time triggers in [from, to] (epoch ms)."""
-        body: BackfillIn = call.body
-        return await self.submit(
-            call, ScheduleCommand(call.key, Action.BACKFILL, fire_range=(body.from_ms, body.to_ms))
-        )
-
-    async def create_task_definition(self, call: Call) -> Response:
-        """light-scheduler's POST /schedulers, with its TaskDefinition JSON."""
-        body: TaskDefinitionIn = call.body
-        try:
-            cmd = command_from_task_definition_record(body.to_record())
-        except InvalidSchedule as exc:
-            return call.field_error(exc.field, exc.message)
-        return await self.submit(call, cmd, status=200)
-
-    def conditions(self, call: Call) -> tuple[int, int | None] | Response:
-        """A write's deadline and the version it is meant for (If-Match: "N"), or a 400. The deadline is
-        the earliest of X-Request-Deadline (epoch ms, by the client's clock: it holds even when the worker
-        was paused before it read the request) and X-Request-Timeout-Ms (default: the worker's
-        SCHEDULER_REQUEST_TIMEOUT_MS) after the worker took the request."""
-        headers = call.request.headers
-        timeout = self.worker.settings.request_timeout_ms
-        raw = headers.get(TIMEOUT_HEADER)
-        if raw is not None:
-            try:
-                timeout = int(raw)
-                if not 1 <= timeout <= MAX_REQUEST_TIMEOUT_MS:
-                    raise ValueError
-            except ValueError:
-                return call.field_error(
-                    TIMEOUT_HEADER, f"must be an integer of ms, 1 to {MAX_REQUEST_TIMEOUT_MS}"
-                )
-        deadline = call.received_at + timeout
-        raw = headers.get(DEADLINE_HEADER)
-        if raw is not None:
-            try:
-                deadline = min(deadline, int(raw))
-            except ValueError:
-                return call.field_error(DEADLINE_HEADER, "must be an integer: epoch milliseconds")
-        if_version = None
-        match = headers.get("If-Match")
-        if match is not None and match.strip() != "*":
-            tag = match.strip().removeprefix("W/").strip('"')
-            if not tag.isdigit():
-                return call.field_error("If-Match", 'must be a schedule version as its ETag gives it: "3"')
-            if_version = int(tag)
-        return deadline, if_version
-
-    async def submit(
-        self, call: Call, cmd: ScheduleCommand, status: int = 202, dry_run: bool | None = None
-    ) -> Response:
-        """Check tenants, validate, check the key against the owner's table, and produce the command, with
-        the write's deadline and the version it is meant for (wire.command_headers)."""
-        conditions = self.conditions(call)
-        if not isinstance(conditions, tuple):
-            return conditions  # a 400
-        deadline, if_version = conditions
-        previewing = call.request.query.get("dryRun", "false") if dry_run is None else str(dry_run).lower()
-        if previewing not in ("true", "false"):
-            return call.field_error("dryRun", "must be true or false")
-        wait = call.request.query.get("wait")
-        if wait not in (None, "applied"):
-            return call.field_error("wait", "must be applied (answer once the owner has applied the write)")
-        try:
-            wait_for = wait_ms(call.request.query.get("waitMs")) if wait else None
-        except ValueError:
-            return call.field_error("waitMs", f"must be an integer of ms, 0 to {WAIT_MAX_MS}")
-        by = auth.principal_of(call.request).name  # who sent it: the schedule's history shows it
-        headers = command_headers(deadline_ms=deadline, if_version=if_version, by=by)
-        schedule = cmd.schedule
-        tenants = schedule_tenants(schedule) if schedule is not None else set()
-        if denied := deny_tenants(call.view, call.request, cmd.key.tenant, *tenants):
-            return denied
-        if schedule is not None and schedule.program is not None:
-            program = schedule.program.id
-            if not schedule.topic:
-                cmd = replace(cmd, schedule=replace(schedule, topic=self.worker.settings.launch_topic))
-            await self.worker.registry.start()
-            spec = await self.worker.registry.lookup(program)
-            if spec is None:
-                return call.field_error("program", f"unknown program {program} (register it first)")
-            if spec.kind == "sensor":
-                return call.field_error(
-                    "program",
-                    f"{program} is a sensor: the workers evaluate it; a schedule fires on it with "
-                    f'{{"trigger": {{"type": "sensor", "sensor": "{program}"}}}}',
-                )
-        if schedule is not None and schedule.exclude_calendars:
-            await self.worker.calendars.start()
-            for i, name in enumerate(schedule.exclude_calendars):
-                if await self.worker.calendars.lookup(calendar_key(cmd.key.tenant, name)) is None:
-                    return call.field_error(
-                        f"excludeCalendars.{i}",
-                        f"unknown calendar {name} of {cmd.key.tenant} (create it first)",
-                    )
-        try:
-            validate_command(cmd)
-        except (InvalidSchedule, CommandRejected) as exc:
-            field_name = exc.field if isinstance(exc, InvalidSchedule) else "body"
-            message = exc.message if isinstance(exc, InvalidSchedule) else str(exc)
-            return call.field_error(field_name, message)
-        try:
-            current, tenant_full = await self.fetch_full(cmd.key, call.request)
-        except Unavailable as exc:
-            return call.unavailable(str(exc))
-        if cmd.action is Action.INSERT and current is None and tenant_full:
-            limit = self.worker.settings.max_schedules_per_tenant
-            reason = f"tenant {cmd.key.tenant!r} holds its maximum of {limit} schedules"
-            return call.error(409, error="limit", reason=reason)
-        if (
-            if_version is not None
-            and (found := None if current is None else current.get("version")) != if_version
-        ):
-            reason = f"the schedule is at version {found}, not {if_version} (If-Match)"
-            return call.error(412, error="precondition failed", reason=reason, version=found)
-        if cmd.action in (Action.RUN, Action.BACKFILL) and current is not None:
-            try:
-                state = state_from_json(current)
-                instants = await manual_fires_yielding(state, cmd)
-                excluded = self.excluded(state) if cmd.action is Action.BACKFILL else None
-                kept = [d for d in instants if excluded is None or excluded(d) is None]
-                fires = len(kept)
-            except CommandRejected as exc:
-                return call.field_error("to" if cmd.action is Action.BACKFILL else "body", str(exc))
-            if previewing == "true":  # what it would fire, nothing produced
-                preview = {"key": cmd.key.id, "action": cmd.action.value, "dryRun": True, "fires": fires,
-                           "next": kept[:MAX_PREVIEW], "first": kept[0] if kept else None,
-                           "last": kept[-1] if kept else None}  # fmt: skip
-                return call.answer(out.DryRun, preview, 200)
-            if (late := self._past(call, deadline)) is not None:
-                return late
-            accepted = {"key": cmd.key.id, "action": cmd.action.value, "fires": fires}
-            return await self._produce(call, cmd, headers, accepted, status, wait_for)
-        if cmd.action is Action.INSERT and current is not None and cmd.schedule is not None:
-            if replace(state_from_json(current).schedule, enabled=cmd.schedule.enabled) != cmd.schedule:
-                reason = f"schedule {cmd.key.id!r} already exists (use PUT)"
-                return call.error(409, error="conflict", reason=reason)
-        elif cmd.action is not Action.INSERT and current is None:
-            return call.error(404, error="not found", key=cmd.key.id)
-        if previewing == "true":
-            return call.answer(out.DryRun, self._preview(cmd, current), 200)
-        if (late := self._past(call, deadline)) is not None:
-            return late
-        accepted = {"key": cmd.key.id, "action": cmd.action.value}
-        return await self._produce(call, cmd, headers, accepted, status, wait_for)
-
-    async def _produce(
-        self,
-        call: Call,
-        cmd: ScheduleCommand,
-        headers: list[tuple[str, bytes]],
-        accepted: dict[str, Any],
-        status: int,
-        wait_for: int | None,
-    ) -> Response:
-        """Produce the command and answer once the broker has it (`accepted`, with where it is), or with
-        wait_for (ms) once its owner has applied it (200 with the schedule's version; 504 if not yet)."""
-        meta: Any = await self.worker.submit_command(cmd, headers)
-        accepted = {**accepted, "partition": meta.partition, "offset": meta.offset}
-        if wait_for is None:
-            return call.answer(out.Accepted, accepted, status)
-        kb = key_bytes(cmd.key)
-        if not await self.applied.anywhere(cmd.key, kb, meta.offset, wait_for, call.request):
-            reason = (
-                f"accepted at offset {meta.offset} of partition {meta.partition}, not applied within "
-                f"{wait_for} ms; it will be (GET /schedules/{cmd.key.id}/applied?offset={meta.offset})"
-            )
-            return call.error(504, error="not applied yet", reason=reason, key=cmd.key.id)
-        try:
-            current = await self.fetch(cmd.key, call.request)
-        except Unavailable:  # (moving again: the version is not known here)
-            current = None
-        version = None if current is None else current.get("version")
-        return call.answer(out.Accepted, {**accepted, "applied": True, "version": version}, 200)
-
-    async def applied_up_to(self, call: Call) -> Response:
-        """Whether the key's owner has applied its partition's commands up to `offset` (waiting up to
-        `waitMs` for it): what a 202's `offset` is for."""
-        query = call.request.query
-        try:
-            offset = int(query.get("offset", ""))
-            if offset < 0:
-                raise ValueError
-        except ValueError:
-            return call.field_error(
-                "offset", "must be a command's offset (an integer >= 0), as a 202 gives it"
-            )
-        try:
-            timeout = wait_ms(query.get("waitMs", "0"))
-        except ValueError:
-            return call.field_error("waitMs", f"must be an integer of ms, 0 to {WAIT_MAX_MS}")
-        kb = key_bytes(call.key)
-        if (forwarded := await self.forwarded(call, kb)) is not None:
-            return forwarded
-        applied = await self.applied.here(self.worker.partition_of(kb), offset, timeout)
-        if applied is None:
-            return call.unavailable("the key's partition is moving to another worker")
-        return call.answer(out.Applied, {"key": call.key.id, "offset": offset, "applied": applied})
-
-    def _preview(self, cmd: ScheduleCommand, current: dict[str, Any] | None) -> dict[str, Any]:
-        """What a valid write would leave (dryRun=true): the trigger in words and its next fire times, as
-        from now (an UPDATE restarts its timing now; an ENABLE resumes from now)."""
-        now = self.worker.clock()
-        preview: dict[str, Any] = {"key": cmd.key.id, "action": cmd.action.value, "dryRun": True}
-        if cmd.schedule is not None:
-            state: ScheduleState | None = ScheduleState(
-                cmd.schedule, created_at=now, updated_at=now, active_since=now
-            )
-        elif current is not None and cmd.action is not Action.DELETE:
-            state = replace(state_from_json(current), active_since=now)
-        else:
-            state = None
-        if state is not None:
-            preview["triggerText"] = state.schedule.trigger.describe()
-            preview["enabled"] = {Action.ENABLE: True, Action.DISABLE: False}.get(
-                cmd.action, state.schedule.enabled
-            )
-            preview["next"] = upcoming(state, now, MAX_PREVIEW, excluded=self.excluded(state))[0]
-        return preview
-
-    def _past(self, call: Call, deadline: int) -> Response | None:
-        """A 408 when the write's deadline passed before its command could be produced (this worker was
-        paused, or its owner slow to answer): its client has given up, so nothing is produced."""
-        now = self.worker.clock()
-        if now <= deadline:
-            return None
-        reason = f"the write's deadline passed {now - deadline} ms ago: nothing was produced"
-        return call.error(408, error="deadline passed", reason=reason)
 
     async def publish_event(self, call: Call) -> Response:
         body: EventIn = call.body
@@ -561,23 +280,23 @@ _RULE = "/notifications/{tenant}/{name}"
 
 #: every route, in the order aiohttp matches them
 ROUTES: list[Route] = [
-    Route("POST", "/schedules", H.create_schedule, body=ScheduleIn),
+    Route("POST", "/schedules", writes.create_schedule, body=ScheduleIn),
     Route("POST", "/schedules:batch", batch.create_batch, body=BatchIn),
     Route("GET", "/schedules", reads.list_schedules),
     Route("GET", _SCHEDULE, reads.get_schedule, guard="tenant"),
-    Route("PUT", _SCHEDULE, H.update_schedule, guard="tenant", body=ScheduleBody),
-    Route("DELETE", _SCHEDULE, H.delete_schedule),
-    Route("POST", f"{_SCHEDULE}/enable", H.enable),
-    Route("POST", f"{_SCHEDULE}/disable", H.disable, body=PauseIn, empty_body_ok=True),
-    Route("POST", f"{_SCHEDULE}/run", H.run_now, guard="tenant", body=RunIn, empty_body_ok=True),
-    Route("POST", f"{_SCHEDULE}/backfill", H.backfill, guard="tenant", body=BackfillIn),
+    Route("PUT", _SCHEDULE, writes.update_schedule, guard="tenant", body=ScheduleBody),
+    Route("DELETE", _SCHEDULE, writes.delete_schedule),
+    Route("POST", f"{_SCHEDULE}/enable", writes.enable),
+    Route("POST", f"{_SCHEDULE}/disable", writes.disable, body=PauseIn, empty_body_ok=True),
+    Route("POST", f"{_SCHEDULE}/run", writes.run_now, guard="tenant", body=RunIn, empty_body_ok=True),
+    Route("POST", f"{_SCHEDULE}/backfill", writes.backfill, guard="tenant", body=BackfillIn),
     Route("POST", f"{_SCHEDULE}/backfills", backfills.start_backfill, guard="tenant", body=BackfillsIn),
     Route("GET", f"{_SCHEDULE}/backfills", backfills.list_backfills, guard="tenant"),
     Route("GET", f"{_SCHEDULE}/backfills/{{id}}", backfills.get_backfill, guard="tenant"),
     Route("DELETE", f"{_SCHEDULE}/backfills/{{id}}", backfills.cancel_backfill, guard="tenant"),
     Route("GET", f"{_SCHEDULE}/next", reads.next_fires, guard="tenant"),
-    Route("GET", f"{_SCHEDULE}/applied", H.applied_up_to, guard="tenant"),
-    Route("POST", "/schedulers", H.create_task_definition, body=TaskDefinitionIn),
+    Route("GET", f"{_SCHEDULE}/applied", writes.applied_up_to, guard="tenant"),
+    Route("POST", "/schedulers", writes.create_task_definition, body=TaskDefinitionIn),
     Route("GET", "/schedulers", reads.list_task_definitions),
     Route("GET", f"{_SCHEDULE}/trigger", reads.trigger_progress, guard="tenant"),
     Route("GET", f"{_SCHEDULE}/history", reads.history, guard="tenant"),

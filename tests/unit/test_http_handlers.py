@@ -82,11 +82,13 @@ async def call(
     body: Any = None,
     tenants: frozenset[str] | None = None,
     query: str = "",
+    headers: dict[str, str] | None = None,
     **params: str,
 ) -> Any:
     route = next(r for r in ROUTES if r.method == method and r.path == path)
     raw = b"" if body is None else json.dumps(body).encode()
-    request = make_mocked_request(method, f"{path}?{query}" if query else path, payload=None)
+    target = f"{path}?{query}" if query else path
+    request = make_mocked_request(method, target, headers=headers, payload=None)
     request._read_bytes = raw  # what request.read() / request.json() answer
     request[PRINCIPAL] = Principal("t", frozenset({"sched:r", "sched:w"}), tenants)
     return await _view_method(Handlers(worker), route)(FakeView(), request, **params)  # type: ignore[arg-type]
@@ -235,3 +237,23 @@ async def test_a_write_is_answered_202_only_once_the_broker_has_it(worker: FakeW
         assert (sent[-1][0], sent[-1][2]) == (topic, partition) and not answering.done(), sent
         acks[-1].set_result(SimpleNamespace(partition=0, offset=7))
         assert (await asyncio.wait_for(answering, 5)).status == 202
+
+
+async def test_a_batch_reads_its_requests_options_once_for_every_item(worker: FakeWorker) -> None:
+    items = [{**CRON, "name": "b1"}, {**CRON, "name": "b2"}]
+    bad = await call(
+        worker, "POST", "/schedules:batch", {"schedules": items}, headers={"X-Request-Timeout-Ms": "x"}
+    )
+    assert bad.status == 200 and [r["status"] for r in bad.body["results"]] == [400, 400]
+    assert {r["fields"][0]["field"] for r in bad.body["results"]} == {"X-Request-Timeout-Ms"}
+    late = await call(
+        worker, "POST", "/schedules:batch", {"schedules": items}, headers={"X-Request-Deadline": "1"}
+    )
+    assert [r["status"] for r in late.body["results"]] == [408, 408]
+    atomic = {"schedules": items, "atomic": True}
+    odd = await call(worker, "POST", "/schedules:batch", atomic, query="wait=soon")
+    assert [r["fields"][0]["field"] for r in odd.body["results"]] == ["wait", "wait"]
+    assert worker.commands == []
+    fine = await call(worker, "POST", "/schedules:batch", atomic, headers={"X-Request-Timeout-Ms": "5000"})
+    assert [r["status"] for r in fine.body["results"]] == [202, 202]
+    assert [c.key.name for c in worker.commands] == ["b1", "b2"]
