@@ -109,3 +109,23 @@ async def _create(url: str, tenant: str) -> None:
     async with Api(url) as api:
         await api.create({"tenant": tenant, "name": "nightly", "trigger": {"type": "cron", "expression": "0 0 3 * * *"},
                           "topic": "elsewhere"})  # fmt: skip
+
+
+async def test_a_schedule_paused_and_resumed_often_shows_its_newest_commands_in_its_history(worker, tenant):
+    """Its history is appended to without being read back each time (wire/messages.py, HISTORY_SLACK): past
+    MAX_HISTORY commands it still answers the newest 100, newest first, each pause with its own note."""
+    async with Api(worker.url) as api:
+        await api.create({"tenant": tenant, "name": "toggled", "trigger": {"type": "cron", "expression": "0 0 3 * * *"},
+                          "topic": "elsewhere"})  # fmt: skip
+        for i in range(90):  # 180 commands after the INSERT
+            r = await api.client.post(
+                f"/schedules/{tenant}/toggled/disable", json={"note": f'pause {i} {{"v":}}'}
+            )
+            assert r.status_code == 202, r.text
+            r = await api.client.post(f"/schedules/{tenant}/toggled/enable", params={"wait": "applied"})
+            assert r.status_code == 200, r.text
+        history = (await api.client.get(f"/schedules/{tenant}/toggled/history")).json()["versions"]
+    assert len(history) == 100
+    assert [v["action"] for v in history[:4]] == ["ENABLE", "DISABLE", "ENABLE", "DISABLE"]
+    notes = [v["note"] for v in history if v["action"] == "DISABLE"]
+    assert notes == [f'pause {i} {{"v":}}' for i in range(89, 39, -1)]

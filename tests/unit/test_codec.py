@@ -545,6 +545,37 @@ def test_a_schedules_history_keeps_its_newest_entries_and_each_definition() -> N
     assert deleted == [HistoryEntry(3, T0, "topic", "DELETE")]
 
 
+def test_a_history_is_appended_to_without_reading_it_and_cut_back_past_its_slack(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from scheduler.wire import messages
+    from scheduler.wire.messages import HISTORY_SLACK, HistoryEntry, add_history, decode_history
+
+    reads = [0]
+    decode = messages.decode_json
+
+    def counted(value: bytes | None) -> Any:
+        reads[0] += 1
+        return decode(value)
+
+    monkeypatch.setattr(messages, "decode_json", counted)
+    schedule = codec.encode_schedule(CRON_SCHEDULE)
+    notes = ['{"v":1}', "]", "ünï ✓", 'a "quoted" }{ note', None]
+    value, most = None, 0
+    for v in range(1, 1_001):
+        note = notes[v % len(notes)]
+        entry = HistoryEntry(v, T0 + v, "deployer", "DISABLE" if note else "UPDATE", None if note else schedule,
+                             note=note)  # fmt: skip
+        value = add_history(value, entry)
+        most = max(most, len(decode(value)))
+    assert reads[0] <= 50  # (it was read at every append; a brace in a note makes it cut a little sooner)
+    assert most <= HISTORY_SLACK + messages.COUNT_EVERY_BYTES // 30
+    entries = decode_history(value)
+    assert [e.version for e in entries] == list(range(901, 1_001))
+    assert [e.note for e in entries[:5]] == [notes[v % len(notes)] for v in range(901, 906)]
+    assert codec.decode_schedule(next(e.schedule for e in reversed(entries) if e.schedule)) == CRON_SCHEDULE
+
+
 @pytest.mark.parametrize(
     "pause",
     [PauseRequest(), PauseRequest("db migration — back at noon", T0 + 60_000), PauseRequest(None, T0)],
