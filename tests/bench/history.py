@@ -1,6 +1,6 @@
 """What appending to a schedule's history costs (wire/messages.add_history), by how many entries it holds.
 
-    python -m tests.bench.history [--appends 5000]
+    python -m tests.bench.history [--appends 5000] [--out tests/bench/results/history.json]
 
 Each command a worker applies appends an entry to its schedule's history (the newest MAX_HISTORY are kept):
 an INSERT to an empty one, an UPDATE, a pause, a resume or a run to one that may be full. The row is the
@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import platform
 import time
+from pathlib import Path
 
 from scheduler.domain.model import CronTrigger, Schedule, ScheduleKey
 from scheduler.wire.codec import encode_schedule
@@ -40,12 +42,19 @@ def measure(held: int, entry: HistoryEntry, appends: int) -> dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--appends", type=int, default=5_000)
+    parser.add_argument("--out", type=Path, help="also write the rows there, as JSON")
     args = parser.parse_args()
     schedule = encode_schedule(Schedule(ScheduleKey("acme", "nightly"), CronTrigger("0 6 * * * *"), "out"))
     update = HistoryEntry(7, T0, "deployer", "UPDATE", schedule)
     run = HistoryEntry(7, T0, "deployer", "RUN", fires=1)
+    rows = []
     for held, entry in ((0, update), (MAX_HISTORY, update), (MAX_HISTORY, run)):
-        print(json.dumps(measure(held, entry, args.appends)), flush=True)
+        rows.append(measure(held, entry, args.appends))
+        print(json.dumps(rows[-1]), flush=True)
+    if args.out is not None:
+        meta = {"date": time.strftime("%Y-%m-%d"), "python": platform.python_version(),
+                "command": f"python -m tests.bench.history --appends {args.appends}"}  # fmt: skip
+        args.out.write_text(json.dumps({"rows": rows, **meta}, indent=2) + "\n")
 
 
 if __name__ == "__main__":
