@@ -205,10 +205,11 @@ class HistoryEntry:
 
 
 #: a history's value holds up to this many entries before its oldest are dropped. An append adds the
-#: entry's JSON to the value's bytes without reading them: a value of 100 entries (~20 KB) took ~270 µs to
-#: read and write again, three times a whole command. Its entries are counted (by their braces: a scan of
-#: ~10 µs at 20 KB) only when it grows past a multiple of COUNT_EVERY_BYTES, and once they reach
-#: HISTORY_SLACK it is read and cut back to the newest MAX_HISTORY. Reads take the newest MAX_HISTORY.
+#: entry's JSON to the value's bytes without reading them: a value of 100 entries (~20 KB) took ~210 µs to
+#: read and write again (tests.bench.history), twice a whole INSERT. Its entries are counted (by their
+#: braces: a scan of ~10 µs at 20 KB) only when it grows past a multiple of COUNT_EVERY_BYTES, and once
+#: they reach HISTORY_SLACK it is read and cut back to the newest MAX_HISTORY. Reads take the newest
+#: MAX_HISTORY.
 HISTORY_SLACK = MAX_HISTORY + MAX_HISTORY // 2
 COUNT_EVERY_BYTES = 4_096
 
