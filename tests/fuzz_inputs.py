@@ -65,7 +65,6 @@ from scheduler.domain.model import (
 from scheduler.wire.codec import (
     MAX_MESSAGE_BYTES,
     DecodeError,
-    command_from_task_definition,
     decode_command,
     decode_notification,
     encode,
@@ -75,6 +74,7 @@ from scheduler.wire.codec import (
     released_schemas,
 )
 from scheduler.wire.fires import zigzag_long
+from scheduler.wire.light import command_from_task_definition
 
 COMMANDS, LIGHT, EVENTS = "commands", "light", "events"
 _SCHEMA_OF = {COMMANDS: "ScheduleCommand", LIGHT: "TaskDefinition", EVENTS: "Notification"}

@@ -20,7 +20,8 @@ from scheduler.http.api import schedule_body_json, state_from_json
 from scheduler.http.calls import MAX_LIST, NEXT_CURSOR_HEADER, Call, cursor_text, deny_tenants
 from scheduler.http.cluster import Cluster, Unavailable
 from scheduler.http.filters import NO_FILTERS, BadFilter, Filters, parse_filters
-from scheduler.wire.codec import decode_schedule, key_bytes, task_definition_from_schedule, tenant_prefix
+from scheduler.wire.codec import decode_schedule, key_bytes, tenant_prefix
+from scheduler.wire.light import task_definition_from_schedule
 from scheduler.wire.messages import IndexEntry, decode_history
 
 if TYPE_CHECKING:

@@ -37,8 +37,9 @@ from scheduler.http.api import (
 from scheduler.http.applied import WAIT_MAX_MS, AppliedWaits, wait_ms
 from scheduler.http.calls import Call, deny_tenants
 from scheduler.http.cluster import Unavailable
-from scheduler.wire.codec import command_from_task_definition_record, key_bytes
+from scheduler.wire.codec import key_bytes
 from scheduler.wire.command_headers import command_headers
+from scheduler.wire.light import command_from_task_definition_record
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -25,8 +25,6 @@ from scheduler.domain.model import (
     MAX_TRIGGER_DEPTH,
     Action,
     CatchUpPolicy,
-    CronTrigger,
-    FrequencyTrigger,
     OutputFormat,
     OverlapPolicy,
     Paused,
@@ -35,7 +33,6 @@ from scheduler.domain.model import (
     ScheduleCommand,
     ScheduleKey,
     ScheduleState,
-    TimeUnit,
 )
 from scheduler.domain.runs import RetryPolicy
 from scheduler.domain.triggers.kinds import (
@@ -44,13 +41,11 @@ from scheduler.domain.triggers.kinds import (
     trigger_from_avro,
     trigger_to_avro,
 )
-from scheduler.wire.avro_reader import AvroReader, Defer
-from scheduler.wire.avro_writer import INT_MAX as _INT_MAX
-from scheduler.wire.avro_writer import INT_MIN as _INT_MIN
 from scheduler.wire.avro_writer import NULL as _NULL
 from scheduler.wire.avro_writer import avro_string as _avro_string
 from scheduler.wire.avro_writer import zigzag as _zigzag
 from scheduler.wire.command_writer import write_time_command
+from scheduler.wire.time_reader import Symbols, read_time_command, read_time_state, skip_long, skip_string
 
 __all__ = ["program_from_avro", "program_to_avro", "trigger_from_avro", "trigger_to_avro"]
 
@@ -371,6 +366,26 @@ def _avro_command(cmd: ScheduleCommand) -> bytes:
     )
 
 
+@cache
+def _symbols() -> Symbols:
+    return Symbols(schemas())
+
+
+def _hand_readable(data: bytes | None) -> bool:
+    return bool(data) and data[0] != 0 and len(data) <= MAX_MESSAGE_BYTES  # type: ignore[index,arg-type]
+    # (a zero first byte may be Confluent framing)
+
+
+def _read_time_command(data: bytes | None) -> tuple[ScheduleCommand, bytes | None] | None:
+    """The command by the hand reader (time_reader.py), or None where the Avro reader decides."""
+    return read_time_command(data, _symbols()) if _hand_readable(data) else None  # type: ignore[arg-type]
+
+
+def _read_time_state(data: bytes) -> ScheduleState | None:
+    """The state by the hand reader (time_reader.py), or None where the Avro reader decides."""
+    return read_time_state(data, _symbols()) if _hand_readable(data) else None
+
+
 def decode_command(data: bytes | None) -> ScheduleCommand:
     return decode_command_with_schedule(data)[0]
 
@@ -395,111 +410,9 @@ def command_schedule_bytes(cmd: ScheduleCommand, data: bytes) -> bytes | None:
     or UPDATE's (what decode_command_with_schedule gives beside the command); None for other commands."""
     if cmd.schedule is None or cmd.fire_range is not None or cmd.arguments or cmd.pause is not None:
         return None
-    start = _skip_string(data, _skip_string(data, 0))  # the key: tenant, name
-    start = _skip_long(data, _skip_long(data, start))  # the action, the union branch
+    start = skip_string(data, skip_string(data, 0))  # the key: tenant, name
+    start = skip_long(data, skip_long(data, start))  # the action, the union branch
     return data[start:-3]  # (then a null fireRange, empty arguments, a null pause: a byte each)
-
-
-class _Symbols:
-    """Enum symbols and union branches of the writer schemas, by index, as the command reader needs them."""
-
-    def __init__(self) -> None:
-        s = schemas()
-        fields = {f["name"]: f["type"] for f in s["Schedule"]["fields"]}
-        self.actions = [Action(x) for x in s["ScheduleAction"]["symbols"]]
-        self.outputs = [OutputFormat(x) for x in s["OutputFormat"]["symbols"]]
-        self.catch_up = [CatchUpPolicy(x) for x in s["CatchUpPolicy"]["symbols"]]
-        self.units = [TimeUnit(x) for x in s["TimeUnit"]["symbols"]]
-        self.cron = fields["trigger"].index("scheduler.CronTrigger")
-        self.frequency = fields["trigger"].index("scheduler.FrequencyTrigger")
-
-
-@cache
-def _symbols() -> _Symbols:
-    return _Symbols()
-
-
-def _read_time_command(data: bytes | None) -> tuple[ScheduleCommand, bytes | None] | None:
-    """decode_command_with_schedule by hand for a command with no schedule, or one with a cron or frequency
-    trigger and no program, constraints, timeout, retry, time limit, bounds, spread nor jitter (~3x faster
-    than fastavro's reader plus building the model from its dicts). None for anything else, and for anything unusual in the bytes: the Avro reader
-    then decodes it, or raises the DecodeError. Unit-tested: equal to the Avro reader's result on every
-    command the fuzz generators make, valid or not."""
-    if data is None or not data or data[0] == 0 or len(data) > MAX_MESSAGE_BYTES:
-        return None  # (a zero first byte may be Confluent framing)
-    sym = _symbols()
-    r = AvroReader(data)
-    try:
-        key = ScheduleKey(r.string(), r.string())
-        action = sym.actions[r.index(len(sym.actions))]
-        schedule, start, end = None, 0, 0
-        if r.index(2):
-            start = r.pos
-            schedule = _read_time_schedule(r, sym, key)
-            end = r.pos
-        fire_range = (r.long(), r.long()) if r.index(2) else None
-        arguments = r.string_map()
-        if r.index(2):  # (bytes of a release before `pause` end before it: the Avro reader reads them)
-            raise Defer  # (a pause: the Avro reader reads it)
-    except (Defer, IndexError, UnicodeDecodeError):
-        return None
-    if r.pos != len(data):
-        return None
-    cmd = ScheduleCommand(key, action, schedule, fire_range, arguments)
-    return cmd, data[start:end] if schedule is not None and fire_range is None and not arguments else None
-
-
-def _read_time_schedule(r: AvroReader, sym: _Symbols, key: ScheduleKey | None = None) -> Schedule:
-    """A Schedule record with a cron or frequency trigger and nothing else the commands reader defers on
-    (see _read_time_command); `key` is reused when the record names the same one. Raises Defer,
-    IndexError or UnicodeDecodeError for anything else."""
-    tenant, name = r.string(), r.string()
-    branch = r.long()
-    trigger: CronTrigger | FrequencyTrigger
-    if branch == sym.cron:
-        trigger = CronTrigger(r.string(), r.string())
-    elif branch == sym.frequency:
-        unit, time = sym.units[r.index(len(sym.units))], r.long()
-        trigger = FrequencyTrigger(unit, time, r.long() if r.index(2) else None)
-        if not _INT_MIN <= time <= _INT_MAX:
-            raise Defer
-    else:
-        raise Defer
-    topic, data_map = r.string(), r.string_map()
-    enabled = r.data[r.pos]
-    if enabled > 1:
-        raise Defer
-    r.pos += 1
-    catch_up = sym.catch_up[r.index(len(sym.catch_up))]
-    window = r.long()
-    # program, constraints (an empty array), timeout, retry, timeLimitMs: 0 each (a byte; fastavro's
-    # reader decides anything longer)
-    pos = r.pos
-    if r.data[pos : pos + 5] != _ZEROS[:5]:
-        raise Defer
-    r.pos = pos + 5
-    output = sym.outputs[r.index(len(sym.outputs))]
-    # notBefore, notAfter, spreadMs, jitterMs (null), priority (0), completeWithinMs,
-    # fireAtLeastEveryMs (null), excludeCalendars (an empty array), description (null), labels (empty),
-    # pauseOnFailure, maxFires, overlap (null)
-    pos = r.pos
-    if r.data[pos : pos + 13] != _ZEROS:
-        raise Defer
-    r.pos = pos + 13
-    same = key is not None and tenant == key.tenant and name == key.name
-    return Schedule(
-        key if same and key is not None else ScheduleKey(tenant, name),
-        trigger,
-        topic,
-        data_map,
-        enabled == 1,
-        catch_up,
-        window,
-        output=output,
-    )
-
-
-_ZEROS = bytes(13)
 
 
 def _command(rec: dict[str, Any], sched: dict[str, Any] | None) -> ScheduleCommand:
@@ -515,49 +428,6 @@ def _command(rec: dict[str, Any], sched: dict[str, Any] | None) -> ScheduleComma
         if rec.get("pause") is None
         else PauseRequest(rec["pause"]["note"], rec["pause"]["untilMs"]),
     )
-
-
-def command_from_task_definition(data: bytes | None) -> ScheduleCommand:
-    """light-scheduler's TaskDefinition as a command: INSERT and UPDATE schedule it, enabled, its fires
-    TaskDefinitions as light-scheduler sends them."""
-    rec = decode("TaskDefinition", data, MAX_MESSAGE_BYTES)
-    return command_from_task_definition_record(rec)
-
-
-def command_from_task_definition_record(rec: dict[str, Any]) -> ScheduleCommand:
-    key = ScheduleKey(rec["host"], rec["name"])
-    action = Action(rec["action"])
-    if action is Action.DELETE:
-        return ScheduleCommand(key, action)
-    freq = rec.get("frequency")
-    if freq is None:
-        from scheduler.domain.model import InvalidSchedule
-
-        raise InvalidSchedule("frequency", f"{action.value} needs a frequency")
-    schedule = Schedule(
-        key=key,
-        trigger=FrequencyTrigger(TimeUnit(freq["timeUnit"]), freq["time"], rec.get("start")),
-        topic=rec["topic"],
-        data=dict(rec.get("data") or {}),
-        enabled=True,
-        output=OutputFormat.TASK_DEFINITION,
-    )
-    return ScheduleCommand(key, action, schedule)
-
-
-def task_definition_from_schedule(s: Schedule) -> dict[str, Any] | None:
-    """The light-scheduler view of a schedule; None for triggers it cannot express (cron)."""
-    if not isinstance(s.trigger, FrequencyTrigger):
-        return None
-    return {
-        "host": s.key.tenant,
-        "name": s.key.name,
-        "action": "INSERT",
-        "frequency": {"timeUnit": s.trigger.unit.value, "time": s.trigger.time},
-        "topic": s.topic,
-        "start": s.trigger.start_ms,
-        "data": dict(s.data) or None,
-    }
 
 
 def encode_state(st: ScheduleState, schedule_avro: bytes | None = None) -> bytes:
@@ -626,40 +496,3 @@ def decode_state(data: bytes) -> ScheduleState:
 
 def _paused(rec: dict[str, Any]) -> Paused:
     return Paused(rec["atMs"], rec["note"], rec["by"], rec["untilMs"])
-
-
-def _read_time_state(data: bytes) -> ScheduleState | None:
-    """decode_state by hand for the states of the schedules _read_time_command reads (~4x faster: a
-    takeover and a restore decode every state once). None for anything else, or anything unusual: the Avro
-    reader then decodes it (or names what is wrong). Unit-tested: equal to the Avro reader's result on
-    every state the fuzz generators make."""
-    if not data or data[0] == 0 or len(data) > MAX_MESSAGE_BYTES:
-        return None  # (a zero first byte may be Confluent framing)
-    r = AvroReader(data)
-    try:
-        schedule = _read_time_schedule(r, _symbols())
-        created, updated, active, version = r.long(), r.long(), r.long(), r.long()
-        if r.index(2):  # (bytes of a release before `paused` end before it: the Avro reader reads them)
-            raise Defer  # (paused: the Avro reader reads it)
-        fires = r.long()  # (a state of release 0.4.0 ends before it: the Avro reader reads that)
-    except (Defer, IndexError, UnicodeDecodeError):
-        return None
-    if r.pos != len(data) or not _INT_MIN <= version <= _INT_MAX or fires < 0:
-        return None
-    return ScheduleState(schedule, created, updated, active, version, fires=fires)
-
-
-def _skip_long(data: bytes, pos: int) -> int:
-    """Where the varint at `pos` ends."""
-    while data[pos] & 0x80:
-        pos += 1
-    return pos + 1
-
-
-def _skip_string(data: bytes, pos: int) -> int:
-    """Where the string (its length's varint, then its bytes) at `pos` ends."""
-    end = _skip_long(data, pos)
-    n = 0
-    for i, b in enumerate(data[pos:end]):
-        n |= (b & 0x7F) << (7 * i)
-    return end + ((n >> 1) ^ -(n & 1))

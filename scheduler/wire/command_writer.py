@@ -1,4 +1,4 @@
-"""A ScheduleCommand's Avro written by hand for what the commands' hand reader reads (codec._read_time_command):
+"""A ScheduleCommand's Avro written by hand for what the commands' hand reader reads (time_reader.read_time_command):
 no schedule, or one with a cron or frequency trigger and every field it does not write at its default, and no
 pause. A command created over HTTP is encoded once to be produced: fastavro took ~21 µs (3.5 by hand) of the
 worker's ~200 µs per schedule of `POST /schedules:batch`. Byte-identical to the Avro writer, unit-tested against it
@@ -22,7 +22,7 @@ from scheduler.wire.avro_writer import zigzag as _long
 _SECOND = b"\x02"  # a union's second branch
 #: program, constraints, timeout, retry, timeLimitMs at their defaults (null, empty, null, null, null)
 _BEFORE_OUTPUT = bytes(5)
-#: notBefore .. overlap at their defaults (see codec._read_time_schedule)
+#: notBefore .. overlap at their defaults (see time_reader.read_time_schedule)
 _AFTER_OUTPUT = bytes(13)
 #: the fields this writer writes; every other one must be at its default (a field added later is too, so a
 #: schedule that sets it goes to fastavro; its bytes at the default are the unit tests' to catch)

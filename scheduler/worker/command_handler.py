@@ -37,7 +37,6 @@ from scheduler.kafka.partitioner import kafka_partition as partition_for
 from scheduler.kafka.tables import partition_db, partition_items
 from scheduler.wire.codec import (
     DecodeError,
-    command_from_task_definition,
     decode_command_with_schedule,
     decode_state,
     encode_command,
@@ -55,6 +54,7 @@ from scheduler.wire.command_headers import (
 )
 from scheduler.wire.dead_letters import moved_headers
 from scheduler.wire.fires import fire_bytes
+from scheduler.wire.light import command_from_task_definition
 from scheduler.wire.messages import HistoryEntry, add_history
 from scheduler.worker.hops import record_time_ms, safely
 from scheduler.worker.ports import CommandPort

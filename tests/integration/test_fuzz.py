@@ -20,7 +20,8 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import MessageSizeTooLargeError
 
 from scheduler.domain.model import MAX_NAME_LEN
-from scheduler.wire.codec import MAX_MESSAGE_BYTES, command_from_task_definition, decode, key_bytes
+from scheduler.wire.codec import MAX_MESSAGE_BYTES, decode, key_bytes
+from scheduler.wire.light import command_from_task_definition
 from tests.fuzz_inputs import (
     COMMANDS,
     EVENTS,

@@ -29,7 +29,7 @@ from scheduler.http.api import (
     state_from_json,
     validation_errors,
 )
-from scheduler.wire.codec import command_from_task_definition_record
+from scheduler.wire.light import command_from_task_definition_record
 
 pytestmark = pytest.mark.unit
 

@@ -28,7 +28,7 @@ from scheduler.domain.model import (
     job_id,
 )
 from scheduler.domain.runs import RetryPolicy
-from scheduler.wire import codec, fires
+from scheduler.wire import codec, fires, light
 from tests.helpers import light_decode, light_encode
 
 pytestmark = pytest.mark.unit
@@ -154,7 +154,7 @@ def test_schedule_key_bytes_are_identical_to_light_scheduler_task_definition_key
 
 
 def test_light_scheduler_insert_becomes_an_enabled_insert() -> None:
-    cmd = codec.command_from_task_definition(
+    cmd = light.command_from_task_definition(
         task_definition(
             "INSERT", frequency={"timeUnit": "SECONDS", "time": 30}, start=T0, data={"customer": "42"}
         )
@@ -174,7 +174,7 @@ def test_light_scheduler_insert_becomes_an_enabled_insert() -> None:
 
 
 def test_light_scheduler_update_becomes_an_enabled_update_without_start() -> None:
-    cmd = codec.command_from_task_definition(
+    cmd = light.command_from_task_definition(
         task_definition("UPDATE", frequency={"timeUnit": "HOURS", "time": 2})
     )
     assert cmd.action is Action.UPDATE
@@ -190,14 +190,14 @@ def test_light_scheduler_update_becomes_an_enabled_update_without_start() -> Non
 
 
 def test_light_scheduler_delete_becomes_a_delete_without_schedule() -> None:
-    cmd = codec.command_from_task_definition(task_definition("DELETE"))
+    cmd = light.command_from_task_definition(task_definition("DELETE"))
     assert cmd == ScheduleCommand(KEY, Action.DELETE, None)
 
 
 @pytest.mark.parametrize("action", ["INSERT", "UPDATE"])
 def test_light_scheduler_insert_or_update_without_frequency_is_invalid(action: str) -> None:
     with pytest.raises(InvalidSchedule) as exc:
-        codec.command_from_task_definition(task_definition(action))
+        light.command_from_task_definition(task_definition(action))
     assert exc.value.field == "frequency"
 
 
@@ -210,7 +210,7 @@ def test_task_definition_view_of_a_frequency_schedule_is_what_light_scheduler_re
         True,
         output=OutputFormat.TASK_DEFINITION,
     )
-    view = codec.task_definition_from_schedule(schedule)
+    view = light.task_definition_from_schedule(schedule)
     assert view == {
         "host": "acme",
         "name": "nightly-report",
@@ -222,16 +222,16 @@ def test_task_definition_view_of_a_frequency_schedule_is_what_light_scheduler_re
     }
     # encodable with light-scheduler's schema, and read back as the same schedule
     raw = light_encode("TaskDefinition", view)
-    assert codec.command_from_task_definition(raw).schedule == schedule
+    assert light.command_from_task_definition(raw).schedule == schedule
 
 
 def test_task_definition_view_has_null_data_when_empty() -> None:
-    view = codec.task_definition_from_schedule(FREQ_SCHEDULE)
+    view = light.task_definition_from_schedule(FREQ_SCHEDULE)
     assert view is not None and view["data"] is None and view["start"] is None
 
 
 def test_task_definition_view_of_a_cron_schedule_is_none() -> None:
-    assert codec.task_definition_from_schedule(CRON_SCHEDULE) is None
+    assert light.task_definition_from_schedule(CRON_SCHEDULE) is None
 
 
 def test_task_definition_with_an_unknown_action_symbol_is_a_decode_error() -> None:
@@ -248,7 +248,7 @@ def test_task_definition_with_an_unknown_action_symbol_is_a_decode_error() -> No
     assert good.startswith(prefix)
     bad = prefix + bytes([7 * 2]) + good[len(prefix) + 1 :]
     with pytest.raises(codec.DecodeError):
-        codec.command_from_task_definition(bad)
+        light.command_from_task_definition(bad)
 
 
 # --- undecodable bytes ------------------------------------------------------------------------------
@@ -374,7 +374,7 @@ def test_confluent_framed_payload_decodes(schema_id: int) -> None:
 
 def test_confluent_framed_light_scheduler_records_decode() -> None:
     raw = task_definition("DELETE")
-    assert codec.command_from_task_definition(b"\x00\x00\x00\x00\x07" + raw) == ScheduleCommand(
+    assert light.command_from_task_definition(b"\x00\x00\x00\x00\x07" + raw) == ScheduleCommand(
         KEY, Action.DELETE
     )
     key_raw = light_encode("TaskDefinitionKey", {"host": "acme", "name": "nightly-report"})

@@ -33,7 +33,7 @@ from scheduler.http.messages import MessageIn
 from scheduler.http.openapi import EXAMPLES, build_spec
 from scheduler.http.web import register_views
 from scheduler.kafka.config import Settings
-from scheduler.wire.codec import task_definition_from_schedule
+from scheduler.wire.light import task_definition_from_schedule
 from scheduler.worker.app import Worker
 from scheduler.worker.programs import ProgramSpec
 
