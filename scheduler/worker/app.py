@@ -18,7 +18,7 @@ import faust
 from scheduler.domain.model import Action, ScheduleState, TimeUnit
 from scheduler.kafka import bulk_restore
 from scheduler.kafka.config import Settings, apply_transport_fixes, broker_profile
-from scheduler.kafka.consumers import apply_consumer_profile, consumer_options
+from scheduler.kafka.consumers import FOLLOW_FETCH_MAX_WAIT_MS, apply_consumer_profile, consumer_options
 from scheduler.kafka.due_index import DueIndex
 from scheduler.kafka.group import (
     request_rejoin,
@@ -51,6 +51,7 @@ from scheduler.worker.counters import WorkerCounts
 from scheduler.worker.delayed import DelayedMessages
 from scheduler.worker.event_routing import EventRouting
 from scheduler.worker.failpoints import failing_reads
+from scheduler.worker.following import Following
 from scheduler.worker.freeze import FreezeGuard
 from scheduler.worker.held import Unreadable
 from scheduler.worker.hops import agent
@@ -193,11 +194,22 @@ class Worker:
             app, "schedule-history", settings.partitions, settings.rocksdb_cache_mb
         )
         follows = settings.broker_profile  # (how long the followers' fetches wait)
+        # one consumer for the topics followed whole (worker/following.py): programs, calendars, notification
+        # rules and deliveries, sensor states (those in transactions where there are any)
+        self.following = Following(
+            settings.bootstrap_servers,
+            FOLLOW_FETCH_MAX_WAIT_MS[follows],
+            read_committed=settings.transactional,
+        )
         self.registry = ProgramRegistry(
-            settings.bootstrap_servers, settings.programs_topic, settings.programs_file, follows
+            settings.bootstrap_servers,
+            settings.programs_topic,
+            settings.programs_file,
+            follows,
+            self.following,
         )
         self.calendars = CalendarRegistry(
-            settings.bootstrap_servers, settings.calendars_topic, profile=follows
+            settings.bootstrap_servers, settings.calendars_topic, profile=follows, following=self.following
         )
         self.topics = TopicCreator(
             settings.bootstrap_servers, settings.partitions, settings.replication_factor
@@ -246,6 +258,7 @@ class Worker:
             settings,
             lambda topic, key, value: self.send_keyed(topic, key, value, partition=None),
             self.counts.events,
+            self.following,
         )
         # the freezes this worker stood still past its session: with transactions an assignment made before
         # one is not taken up (ownership.py); without them nothing else fences its writes (freeze.py)
@@ -515,6 +528,7 @@ class Worker:
         await self.calendars.stop()
         await self.notifications.stop()
         await self.sensors.stop()
+        await self.following.stop()
         await self.retention.stop()
         if self.journal is not None:
             self.journal.close()

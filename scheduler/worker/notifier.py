@@ -50,6 +50,7 @@ from scheduler.kafka.config import BrokerProfile
 from scheduler.kafka.group import PreviousMembers, member_of
 from scheduler.wire.codec import decode
 from scheduler.worker.failpoints import failpoint, make_deaf
+from scheduler.worker.following import Following
 from scheduler.worker.liveness import Work, fetched_to
 from scheduler.worker.programs import TopicMap
 
@@ -85,8 +86,14 @@ class DeliveryLog(TopicMap[Delivery]):
 
     what = "delivery"
 
-    def __init__(self, bootstrap_servers: str, topic: str, profile: BrokerProfile = "tansu") -> None:
-        super().__init__(bootstrap_servers, topic, profile=profile)
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        profile: BrokerProfile = "tansu",
+        following: Following | None = None,
+    ) -> None:
+        super().__init__(bootstrap_servers, topic, profile=profile, following=following)
         self._of_rule: dict[str, OrderedDict[str, None]] = defaultdict(OrderedDict)
 
     def parse(self, key: str, value: bytes) -> Delivery:
@@ -381,15 +388,25 @@ class Notifications:
     """The worker's notification service: the rules and the deliveries it follows, and its notifier."""
 
     def __init__(
-        self, settings: Settings, send: Send, counts: MutableMapping[str, int] | None = None
+        self,
+        settings: Settings,
+        send: Send,
+        counts: MutableMapping[str, int] | None = None,
+        following: Following | None = None,
     ) -> None:
+        """`following`: the worker's consumer of the topics it follows whole (following.py)."""
         from scheduler.launcher.secrets import Secrets
 
         follows = settings.broker_profile
         self.rules = RuleRegistry(
-            settings.bootstrap_servers, settings.notification_rules_topic, profile=follows
+            settings.bootstrap_servers,
+            settings.notification_rules_topic,
+            profile=follows,
+            following=following,
         )
-        self.deliveries = DeliveryLog(settings.bootstrap_servers, settings.deliveries_topic, profile=follows)
+        self.deliveries = DeliveryLog(
+            settings.bootstrap_servers, settings.deliveries_topic, profile=follows, following=following
+        )
         self.notifier = Notifier(settings, self.rules, Secrets.from_settings(settings), send, counts=counts)
 
     async def start(self) -> None:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from scheduler.kafka.transactions import Transactions
     from scheduler.worker.calendars import CalendarRegistry
     from scheduler.worker.counters import WorkerCounts
+    from scheduler.worker.following import Following
     from scheduler.worker.freeze import FreezeGuard
     from scheduler.worker.journal import Journal
     from scheduler.worker.liveness import Liveness
@@ -159,6 +160,7 @@ class SensorsPort(Outbox, Protocol):
     producing in their transactions (or, without them, after the freeze guard's word)."""
 
     registry: ProgramRegistry
+    following: Following  # (the consumer of the topics followed whole: the sensors' states among them)
     txns: Transactions | None
 
     @property

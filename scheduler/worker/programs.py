@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from scheduler.kafka.config import BrokerProfile
 from scheduler.kafka.consumers import FOLLOW_FETCH_MAX_WAIT_MS
+from scheduler.worker.following import Following
 from scheduler.worker.liveness import Work, fetched_to
 
 #: the launcher's environment variables holding secrets (scheduler/launcher/secrets.py)
@@ -128,22 +129,28 @@ class TopicMap(Generic[T]):
         read_committed: bool = False,
         profile: BrokerProfile = "tansu",
         fetch_max_wait_ms: int | None = None,
+        following: Following | None = None,
     ) -> None:
         """`profile`: the broker's (kafka.consumers: FOLLOW_FETCH_MAX_WAIT_MS), for how long a fetch waits
-        (or `fetch_max_wait_ms`)."""
+        (or `fetch_max_wait_ms`). `following`: the process's consumer of the topics it follows whole
+        (following.py), else one of this map's own."""
         self._bootstrap = bootstrap_servers
-        self._fetch_max_wait_ms = fetch_max_wait_ms or FOLLOW_FETCH_MAX_WAIT_MS[profile]
-        self._topic = topic
-        # (a topic written in transactions: what an aborted one wrote is never seen)
-        self._isolation = "read_committed" if read_committed else "read_uncommitted"
+        self.topic = topic
+        self._following = following or Following(
+            bootstrap_servers, fetch_max_wait_ms or FOLLOW_FETCH_MAX_WAIT_MS[profile], read_committed
+        )
         self._items: dict[str, T] = {}
-        self._task: asyncio.Task[None] | None = None
-        self._consumer: AIOKafkaConsumer | None = None
+        self._started = False
         self._ends: AIOKafkaConsumer | None = None  # (see _end_offsets)
         self._ends_lock = asyncio.Lock()
         self._caught_up = asyncio.Event()
         self.name = f"{self.what}s"  # (liveness.Watched)
         self.applied = 0  # records applied: what the watchdog sees move
+
+    @property
+    def _consumer(self) -> AIOKafkaConsumer | None:
+        """The consumer that reads the topic (shared with the process's other followers)."""
+        return self._following.consumer if self._started else None
 
     def parse(self, key: str, value: bytes) -> T:
         raise NotImplementedError
@@ -171,7 +178,7 @@ class TopicMap(Generic[T]):
             return False
         deadline = time.monotonic() + wait_s
         with contextlib.suppress(KafkaError, TimeoutError):
-            ends = await asyncio.wait_for(self._end_offsets(list(consumer.assignment())), wait_s)
+            ends = await asyncio.wait_for(self._end_offsets(self._following.partitions(self.topic)), wait_s)
             for tp, end in ends.items():
                 while time.monotonic() < deadline:
                     remaining = deadline - time.monotonic()
@@ -194,7 +201,7 @@ class TopicMap(Generic[T]):
                 reader = AIOKafkaConsumer(
                     bootstrap_servers=self._bootstrap,
                     enable_auto_commit=False,
-                    isolation_level=self._isolation,  # (read_committed: the last stable offset)
+                    isolation_level=self._following.isolation,  # (read_committed: the last stable offset)
                 )
                 try:
                     await reader.start()
@@ -209,23 +216,25 @@ class TopicMap(Generic[T]):
     async def work(self) -> Work:
         """Records of the topic behind its end (liveness.py): a follower that stopped fetching is stalled."""
         consumer = self._consumer
-        what = f"{self.what} records behind the end of {self._topic}"
+        what = f"{self.what} records behind the end of {self.topic}"
         if consumer is None:
             return Work(0, self.applied, what)
-        tps = sorted(consumer.assignment())
+        tps = self._following.partitions(self.topic)
         ends = await consumer.end_offsets(tps) if tps else {}
         behind = sum(max(0, end - (fetched_to(consumer, tp) or 0)) for tp, end in ends.items())
         return Work(behind, self.applied, what)
 
     async def heal(self) -> bool:
-        """Follow the topic again with a new consumer (from its beginning: the map is rebuilt whole)."""
-        if self._task is None:
+        """Follow the topic again with a new consumer (from its beginning: the map is rebuilt whole; the
+        process's other followers are read again too, on the same new consumer)."""
+        if not self._started:
             return False
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self._task
-        self._task = asyncio.create_task(self._follow())
+        await self._following.heal()
         return True
+
+    def caught_up(self) -> None:
+        """The consumer found nothing more to read (following.Following)."""
+        self._caught_up.set()
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
         self.applied += 1
@@ -241,46 +250,16 @@ class TopicMap(Generic[T]):
             log.error("undecodable %s definition for %s ignored", self.what, name)
 
     async def start(self, wait_s: float = 5.0) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._follow())
+        if not self._started:
+            self._started = True
+            await self._following.add(self)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._caught_up.wait(), wait_s)
 
-    async def _follow(self) -> None:
-        while True:
-            try:
-                consumer = self._consumer = AIOKafkaConsumer(
-                    self._topic,
-                    bootstrap_servers=self._bootstrap,
-                    auto_offset_reset="earliest",
-                    enable_auto_commit=False,
-                    fetch_max_wait_ms=self._fetch_max_wait_ms,
-                    metadata_max_age_ms=2000,
-                    isolation_level=self._isolation,
-                )
-                await consumer.start()
-                try:
-                    while True:
-                        batch = await consumer.getmany(timeout_ms=200)
-                        for records in batch.values():
-                            for msg in records:
-                                self.apply(msg.key, msg.value)
-                        if not batch:
-                            self._caught_up.set()
-                finally:
-                    await consumer.stop()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("%s registry consumer failed; retrying", self.what)
-                await asyncio.sleep(1)
-
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
+        if self._started:
+            self._started = False
+            await self._following.remove(self)
         reader, self._ends = self._ends, None
         if reader is not None:
             with contextlib.suppress(Exception):
@@ -298,8 +277,9 @@ class ProgramRegistry(TopicMap[ProgramSpec]):
         topic: str,
         file: Path | None = None,
         profile: BrokerProfile = "tansu",
+        following: Following | None = None,
     ) -> None:
-        super().__init__(bootstrap_servers, topic, profile=profile)
+        super().__init__(bootstrap_servers, topic, profile=profile, following=following)
         if file is not None and file.exists():
             for program_id, spec in json.loads(file.read_text()).items():
                 self._items[program_id] = ProgramSpec.model_validate(spec)

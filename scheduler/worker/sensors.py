@@ -85,6 +85,7 @@ class Sensors:
             settings.sensors_topic,
             read_committed=settings.transactional,
             profile=settings.broker_profile,
+            following=worker.following,
         )
         self.secrets = Secrets.from_settings(settings)
         self.due: dict[str, int] = {}  # sensor -> its next evaluation (ms), for the sensors owned here
