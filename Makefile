@@ -4,6 +4,9 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 #: the other supported Pythons, whose unit suites `make unit-versions` runs (each in .venv-<version>)
 OTHER_PYTHONS ?= 3.12 3.13
+#: test processes of the parallel phases: the integration tests wait on brokers and workers more than they
+#: compute (at 2, the 2 cores were 50-72 % busy through make test's first phase, sampled each minute)
+TEST_PROCESSES ?= 3
 
 .PHONY: install run test test-embedded kafka-jars unit unit-versions unit-lowest integration chaos campaign bench lint format demo docs docs-serve clean
 
@@ -22,11 +25,11 @@ run: install          ## a broker (Apache Kafka where java and mvn are, else Tan
 	$(BIN)/scheduler run
 
 test: install         ## the whole suite: unit + integration on Apache Kafka from its jars (see Brokers and Tests)
-	$(BIN)/pytest -n 2 --dist loadfile --durations=25 -m "not serial"  # two at a time: tests that share nothing
+	$(BIN)/pytest -n $(TEST_PROCESSES) --dist loadfile --durations=25 -m "not serial"  # at once: tests that share nothing
 	$(BIN)/pytest --durations=25 -m serial  # then, one at a time, those that kill or time
 
 test-embedded: install  ## the tests marked `embedded` again, on the embedded Tansu broker (what differs there)
-	SCHEDULER_TEST_BROKER=tansu $(BIN)/pytest -n 2 --dist loadfile --durations=25 -m "embedded and not own_broker and not serial"
+	SCHEDULER_TEST_BROKER=tansu $(BIN)/pytest -n $(TEST_PROCESSES) --dist loadfile --durations=25 -m "embedded and not own_broker and not serial"
 	SCHEDULER_TEST_BROKER=tansu $(BIN)/pytest --durations=25 -m "embedded and not own_broker and serial"
 
 kafka-jars: install   ## fetch the pinned Apache Kafka's jars into the cache (mvn; once)
