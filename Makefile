@@ -51,6 +51,7 @@ bench: install        ## benchmarks (report, never assert): results in tests/ben
 	$(BIN)/python -m tests.bench.command_cpu --transactions --out tests/bench/results/command-cpu.json
 	$(BIN)/python -m tests.bench.command_cpu --delayed --out tests/bench/results/delayed-cpu.json
 	$(BIN)/python -m tests.bench.history --out tests/bench/results/history.json
+	$(BIN)/python -m tests.bench.idle --out tests/bench/results/idle.json
 	$(BIN)/python -m tests.bench.producers
 	$(BIN)/python -m tests.bench.txn_phases
 	$(BIN)/python -m tests.bench.delayed --n 10000 100000 1000000 --window 60 --kill $(if $(ETF1),--etf1 $(ETF1))
