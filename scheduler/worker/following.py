@@ -25,7 +25,6 @@ class Followed(Protocol):
     """What the consumer hands records to (programs.TopicMap)."""
 
     topic: str
-    what: str
 
     def apply(self, key: bytes | None, value: bytes | None) -> None: ...
 
