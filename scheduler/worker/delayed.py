@@ -7,10 +7,10 @@ writes the same entries again).
 
 Delivery: at the first pending message's instant the loop scans, for each partition this worker has taken
 up, the table's due keys up to now (a RocksDB seek: only what is due is read, whatever is pending) and
-delivers them in due order, at most BATCH per partition and turn. Between instants it looks every TICK_S
-whether anything changed since the last scan found nothing due (a write landed, a partition was taken up or
-given up or owned anew, the next instant is near) and scans only then, or after QUIET_MAX_S: an idle
-worker's loop costs a clock read, not a seek per partition, each tick.
+delivers them in due order, at most BATCH per partition and turn. Between instants, once a scan found
+nothing due, it sleeps until something changes (a write landed, a partition was taken up or given up: each
+wakes it) or the next instant is near, and scans then, or after QUIET_MAX_S (a partition owned anew, a clock
+that jumped): an idle worker's loop wakes a few times a second, not each TICK_S.
 
 With transactions every partition's delivery of an instant is one unit of work (their transactions commit
 together); its records go out as whole batches per target partition with the table's deletes beside them
@@ -26,6 +26,7 @@ in the changelog and the store: a crash in between delivers it again, with the s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Iterator
@@ -122,6 +123,8 @@ class DelayedMessages:
         self._floor: dict[int, tuple[object, bytes]] = {}
         self._quiet: _Quiet | None = None  # (set by a turn that found nothing due)
         self._landed = False  # a write reached the store since the last turn began
+        self._changed = asyncio.Event()  # set by a write landing and by a partition taken up or given up
+        worker.punctuator.moved.append(self._changed.set)
         self._found_due = False  # the last deliver_due found a message due
         self.pending_counts = worker.counts.delayed_pending
         if worker.txns is not None:  # (the store gets a partition's writes when its transaction committed)
@@ -193,6 +196,7 @@ class DelayedMessages:
         """Writes about to reach the partition's store: the pending counts follow them, and the next
         tick scans."""
         self._landed = True
+        self._changed.set()
         counts = self.pending_counts
         stored = None
         floor = self._floor.get(partition)
@@ -262,11 +266,14 @@ class DelayedMessages:
 
     async def run(self) -> None:
         """Deliver what is due until stop(): a turn at the next message's instant, and whenever something
-        changed (looked at every TICK_S); a failed turn is logged and the next goes on."""
+        changed (turns at least TICK_S apart; while quiet, see _until_changed); a failed turn is logged and
+        the next goes on."""
         while not self._stopped:
             pause_s = TICK_S
             try:
-                if not self._quiet_now():
+                if self._quiet_now():
+                    self._changed.clear()  # (what woke the loop changed nothing a scan would see)
+                else:
                     pause_s = await self.turn()
             except asyncio.CancelledError:
                 raise
@@ -274,10 +281,26 @@ class DelayedMessages:
                 self._quiet = None
                 log.exception("a delayed-messages turn failed: going on")
             await asyncio.sleep(pause_s)
+            await self._until_changed()
+
+    async def _until_changed(self) -> None:
+        """While the last scan found nothing due: wait until something changes (a write landed, a partition
+        taken up or given up), the next instant is PREPARE_AHEAD_MS away, or the scan is QUIET_MAX_S old."""
+        quiet = self._quiet
+        if quiet is None or self._landed:
+            return
+        wait_s = quiet.scan_by - time.monotonic()
+        if quiet.first is not None:
+            wait_s = min(wait_s, (quiet.first - PREPARE_AHEAD_MS - self.worker.clock()) / 1000)
+        if wait_s > 0:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait_s):
+                    await self._changed.wait()
 
     async def turn(self) -> float:
         """Deliver what is due, count on, read the next instant ahead; how long to pause before the next."""
         self._landed, self._quiet = False, None
+        self._changed.clear()
         owned = self._owned()
         now = self.worker.clock()
         delivered = await self.deliver_due(now)
@@ -340,6 +363,7 @@ class DelayedMessages:
 
     def stop(self) -> None:
         self._stopped = True
+        self._changed.set()
 
     async def deliver_due(self, now: int | None = None, release: float | None = None) -> int:
         """Deliver every message due by `now` (default: the clock's) in the partitions taken up here; how many

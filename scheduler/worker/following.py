@@ -18,7 +18,13 @@ from typing import Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from scheduler.kafka.consumers import FETCH_LOOP_WAKE_MS
+
 log = logging.getLogger(__name__)
+
+#: once it read to the end, how long a getmany waits for records (a record arriving ends it at once): each
+#: wait that ends empty is a turn of its loop and of the consumer's (five a second at 200 ms)
+CAUGHT_UP_WAIT_MS = 1000
 
 
 class Followed(Protocol):
@@ -96,17 +102,20 @@ class Following:
                     fetch_max_wait_ms=self._fetch_max_wait_ms,
                     metadata_max_age_ms=2000,  # (a topic created after it started is found soon)
                     isolation_level=self._isolation,
+                    consumer_timeout_ms=FETCH_LOOP_WAKE_MS,
                 )
                 await consumer.start()
                 try:
+                    wait_ms = 200  # (until it read to the end once: a map's start waits for that)
                     while True:
-                        batch = await consumer.getmany(timeout_ms=200)
+                        batch = await consumer.getmany(timeout_ms=wait_ms)
                         for tp, records in batch.items():
                             followed = self._maps.get(tp.topic)
                             if followed is not None:
                                 for msg in records:
                                     followed.apply(msg.key, msg.value)
                         if not batch:
+                            wait_ms = CAUGHT_UP_WAIT_MS
                             for followed in list(self._maps.values()):
                                 followed.caught_up()
                 finally:

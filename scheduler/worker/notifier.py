@@ -47,6 +47,7 @@ from scheduler.domain.notifications import (
     signature,
 )
 from scheduler.kafka.config import BrokerProfile
+from scheduler.kafka.consumers import FETCH_LOOP_WAKE_MS
 from scheduler.kafka.group import PreviousMembers, member_of
 from scheduler.wire.codec import decode
 from scheduler.worker.failpoints import failpoint, make_deaf
@@ -206,6 +207,7 @@ class Notifier:
                 auto_offset_reset="earliest",
                 isolation_level="read_committed" if self.settings.transactional else "read_uncommitted",
                 metadata_max_age_ms=5000,
+                consumer_timeout_ms=FETCH_LOOP_WAKE_MS,
             )
             try:
                 await consumer.start()

@@ -122,6 +122,10 @@ class Owned(Protocol):
         ...
 
 
+class Moving(Owned, Protocol):
+    moved: list[Callable[[], None]]  # each called once a partition was taken up or given up
+
+
 class Producing(Protocol):
     async def produce(
         self,
@@ -150,7 +154,7 @@ class DelayedPort(Outbox, Producing, Protocol):
     topics: TopicCreator
 
     @property
-    def punctuator(self) -> Owned: ...
+    def punctuator(self) -> Moving: ...
 
     async def may_work(self) -> bool: ...
 

@@ -148,6 +148,8 @@ class Punctuator:
         self._work = work or contextlib.nullcontext
         self._hold = hold
         self._parts: dict[int, Held] = {}
+        #: called once a partition was taken up or given up (the delayed messages' loop wakes: delayed.py)
+        self.moved: list[Callable[[], None]] = []
         self._seq = itertools.count()
         self._wakeup = {u: asyncio.Event() for u in TimeUnit}
         # set while no timer is staging, firing or loading: bulk work (a fetch of commands) yields to the
@@ -216,7 +218,12 @@ class Punctuator:
                 part.inflight[unit].append((now, futures))
         for unit in TimeUnit:
             self._wakeup[unit].set()
+        self._moved()
         return built
+
+    def _moved(self) -> None:
+        for moved in self.moved:
+            moved()
 
     def is_excluded(self, entry: Compiled, due: int) -> bool:
         """An instant a calendar its schedule excludes holds (counted: it is not fired)."""
@@ -236,10 +243,12 @@ class Punctuator:
     def revoke(self, partition: int) -> bool:
         """Forget the partition. Returns whether it owed fires (owed.py): its transaction must not commit."""
         part = self._parts.pop(partition, None)
+        self._moved()
         return part is not None and bool(part.owed or part.unsure)
 
     def clear(self) -> None:
         self._parts.clear()
+        self._moved()
 
     # --- changes from the commands ingest (same partition, same process) --------------------------
 

@@ -178,6 +178,7 @@ async def test_a_registry_follower_gone_deaf_is_stalled_then_follows_again(broke
     from aiokafka import AIOKafkaProducer
 
     from scheduler.worker.failpoints import make_deaf
+    from scheduler.worker.following import CAUGHT_UP_WAIT_MS
     from scheduler.worker.liveness import Liveness
     from scheduler.worker.programs import ProgramRegistry
     from tests.helpers import ensure_topic
@@ -194,7 +195,7 @@ async def test_a_registry_follower_gone_deaf_is_stalled_then_follows_again(broke
         await registry.start()
         assert registry._consumer is not None
         make_deaf(registry._consumer)
-        await asyncio.sleep(0.5)  # (a fetch in flight ends)
+        await asyncio.sleep(CAUGHT_UP_WAIT_MS / 1000 + 0.3)  # (a fetch in flight ends)
         spec = b'{"kind": "pyspark", "target": "x.y:z"}'
         await producer.send_and_wait(topic, spec, key=b"acme/etl/spark/load")
         stalled: list[object] = []

@@ -10,6 +10,7 @@ from aiokafka import TopicPartition
 
 from scheduler.kafka.config import broker_profile
 from scheduler.kafka.consumers import (
+    FETCH_LOOP_WAKE_MS,
     KAFKA_SETTLE_S,
     TANSU_RESTORE_LAG,
     SettledWaits,
@@ -75,6 +76,7 @@ def test_a_takeover_waits_for_no_long_poll_on_kafka() -> None:
     assignment until it settled, then 500 ms (an idle worker's empty answers cost it CPU)."""
     assert faust_consumer_options("kafka", read_committed=True) == {
         "fetch_max_wait_ms": 500,
+        "consumer_timeout_ms": FETCH_LOOP_WAKE_MS,
         "isolation_level": "read_committed",
     }
     waits, first, second = SettledWaits(), object(), object()
@@ -83,7 +85,10 @@ def test_a_takeover_waits_for_no_long_poll_on_kafka() -> None:
     assert waits.wait_ms(first, now=1_000.0 + KAFKA_SETTLE_S) == 500, "settled"
     assert waits.wait_ms(second, now=2_000.0) == 100, "a rebalance: a new assignment"
     assert waits.wait_ms(second, now=2_000.0 + KAFKA_SETTLE_S) == 500
-    assert faust_consumer_options("tansu", read_committed=False) == {"fetch_max_wait_ms": 10}
+    assert faust_consumer_options("tansu", read_committed=False) == {
+        "fetch_max_wait_ms": 10,
+        "consumer_timeout_ms": FETCH_LOOP_WAKE_MS,
+    }
     kafka = broker_profile("kafka")
     assert kafka["broker_heartbeat_interval"] <= 1 and kafka["broker_session_timeout"] == 10
 

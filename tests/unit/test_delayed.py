@@ -133,6 +133,24 @@ class _Table:
         self.changelog.append((partition, key, value))
 
 
+class _Punctuator:
+    """The partitions taken up, telling its `moved` callbacks when they change (as Punctuator does)."""
+
+    def __init__(self, partitions: set[int]) -> None:
+        self._partitions = partitions
+        self.moved: list[Any] = []
+
+    @property
+    def partitions(self) -> set[int]:
+        return set(self._partitions)
+
+    @partitions.setter
+    def partitions(self, partitions: set[int]) -> None:
+        self._partitions = set(partitions)
+        for moved in self.moved:
+            moved()
+
+
 class _Worker:
     def __init__(self, table: _Table) -> None:
         self.delayed = table
@@ -144,7 +162,7 @@ class _Worker:
         self.dead: list[str] = []
         self.refused: dict[str, str] = {}  # topic -> why the broker refuses to create it
         self.topics = SimpleNamespace(ensure=self._ensure, refusal=self._refusal, known=lambda topic: False)
-        self.punctuator = SimpleNamespace(partitions={0})
+        self.punctuator = _Punctuator({0})
 
     async def _ensure(self, *topics: str) -> None:
         pass
@@ -317,6 +335,35 @@ async def test_an_idle_loop_scans_only_when_something_changed_and_a_write_is_del
     await asyncio.sleep(8 * delayed_module.TICK_S)
     assert len(turns) == 1, "ticks with nothing due and nothing changed do not scan"
     await service.handle(_event(b"now", b"N", worker.now - 1))  # (written: the next tick scans)
+    await asyncio.sleep(3 * delayed_module.TICK_S)
+    assert [value for _, _, value, _ in worker.sent] == [b"N"]
+    await _stopped(service, task)
+
+
+async def test_an_idle_loop_sleeps_until_a_change_instead_of_ticking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Quiet (nothing due, nothing changed), the loop does not wake every TICK_S to find that out: an idle
+    worker's wake-ups (each a task step and a timer) were ~20 a second."""
+    monkeypatch.setattr(delayed_module, "QUIET_MAX_S", 10.0)
+    worker = _Worker(_Table(tmp_path / "db"))
+    service = DelayedMessages(worker)  # type: ignore[arg-type]
+    await service.handle(_event(b"later", b"x", worker.now + 60_000))
+    looks: list[int] = []
+    quiet_now = service._quiet_now
+
+    def counted() -> bool:
+        looks.append(1)
+        return quiet_now()
+
+    service._quiet_now = counted  # type: ignore[method-assign]
+    task, turns = await _running(service)
+    await asyncio.sleep(10 * delayed_module.TICK_S)
+    assert len(turns) == 1 and len(looks) <= 2, "a quiet loop waits for a change"
+    worker.punctuator.partitions = {1}  # (0 given up, 1 taken up: it wakes; one database for all here)
+    await asyncio.sleep(3 * delayed_module.TICK_S)
+    assert len(turns) == 2
+    await service.handle(_event(b"now", b"N", worker.now - 1))  # (a write landing wakes it)
     await asyncio.sleep(3 * delayed_module.TICK_S)
     assert [value for _, _, value, _ in worker.sent] == [b"N"]
     await _stopped(service, task)

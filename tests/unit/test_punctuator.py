@@ -137,6 +137,18 @@ def dues_by_name(fires: list[FiredTask]) -> list[tuple[str, int]]:
 # --- assign and catch-up ---------------------------------------------------------------------------
 
 
+async def test_taking_a_partition_up_or_giving_it_up_tells_the_moved_callbacks() -> None:
+    """The delayed messages' loop sleeps while quiet and is woken by these (worker/delayed.py)."""
+    h = Harness(T0 + 25_000)
+    seen: list[set[int]] = []
+    h.punctuator.moved.append(lambda: seen.append(h.punctuator.partitions))
+    await h.assign(0, [state("a")], {S: T0 + 25_000})
+    await h.assign(1, [], {S: T0 + 25_000})
+    h.punctuator.revoke(0)
+    h.punctuator.clear()
+    assert seen == [{0}, {0, 1}, {1}, set()]
+
+
 async def test_assign_with_nothing_missed_fires_nothing_and_schedules_the_next_due() -> None:
     h = Harness(T0 + 25_000)
     await h.assign(0, [state("a")], {S: T0 + 25_000})
