@@ -42,8 +42,8 @@ from scheduler.domain.runs import RetryPolicy, RunStatus, Verdict, judge, run_id
 MAX_LAUNCHED_REMEMBERED = 1_000  # recent job ids: a replayed trigger for one of them launches nothing
 MAX_OUTCOMES_REMEMBERED = 50
 MAX_EVENTS_PER_JOB = 100
-MAX_ENDED_REMEMBERED = 1_000
-RETRY_BACKOFF = "RetryBackoff"  # what a retry waiting for its backoff is blocked by  # recently ended run ids: a late status of one of them is stale
+MAX_ENDED_REMEMBERED = 1_000  # recently ended run ids: a late status of one of them is stale
+RETRY_BACKOFF = "RetryBackoff"  # what a retry waiting for its backoff is blocked by
 
 
 @dataclass
