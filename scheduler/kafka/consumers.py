@@ -24,10 +24,14 @@ KAFKA_FETCH_MAX_WAIT_MS = 500
 KAFKA_UNSETTLED_FETCH_MAX_WAIT_MS = 100
 KAFKA_SETTLE_S = 30.0
 #: a consumer that follows a small topic whole (worker.programs.TopicMap: programs, calendars, rules, …):
-#: how long its fetch waits for records. On Kafka a fetch is answered as soon as a record arrives, and each
-#: empty answer costs the worker CPU (five followers at 100 ms were a sixth of an idle worker's); Tansu holds
-#: a fetch for its whole wait
-FOLLOW_FETCH_MAX_WAIT_MS: dict[str, int] = {"kafka": 500, "tansu": 100}
+#: how long its fetch waits for records. On Kafka a fetch is answered as soon as a record arrives — a
+#: read_committed one as soon as the transaction that wrote it commits (seen 4–6 ms after the commit with a
+#: 5 s wait) — and each empty answer costs the worker CPU (five followers at 100 ms were a sixth of an idle
+#: worker's; one at 500 ms, ~0.6 ms of the loop each). What waits behind it on its connection (a
+#: broker answers a connection's requests one at a time) is its metadata refresh and the watchdog's end
+#: offsets, never a reader's (TopicMap._end_offsets); a map that starts following starts a new consumer.
+#: Tansu holds a fetch for its whole wait
+FOLLOW_FETCH_MAX_WAIT_MS: dict[str, int] = {"kafka": 2000, "tansu": 100}
 #: the longest aiokafka's fetch loop waits (its `consumer_timeout_ms`: 200 ms by default) before it looks
 #: again at what to fetch. Whatever it acts on wakes it anyway (a fetch answered, buffered records consumed,
 #: a seek, an assignment, a pause lifted, a metadata refresh), so the bound only woke each idle consumer
@@ -189,6 +193,33 @@ def _long_polls_while_recovering(fetcher: Any) -> None:
         return actions(assignment)
 
     fetcher._get_actions_per_node = get_actions_per_node
+
+
+def consumer_broken(consumer: Any) -> bool:
+    """Whether one of the consumer's background tasks has ended: they never restart, and the consumer
+    fetches nothing more (a dead fetcher: every getmany answers nothing; a dead group coordination: every
+    getmany raises its error again)."""
+    tasks = (
+        getattr(getattr(consumer, "_coordinator", None), "_coordination_task", None),
+        getattr(getattr(consumer, "_fetcher", None), "_fetch_task", None),
+    )
+    return any(task is not None and task.done() for task in tasks)
+
+
+async def getmany_or_wake(
+    consumer: Any, wake: asyncio.Event, timeout_ms: int, max_records: int | None = None
+) -> dict[Any, list[Any]]:
+    """The consumer's getmany, cut short (nothing returned) when `wake` is set: the records of a fetch
+    answered meanwhile stay buffered for the next getmany."""
+    getting = asyncio.ensure_future(consumer.getmany(timeout_ms=timeout_ms, max_records=max_records))
+    waking = asyncio.ensure_future(wake.wait())
+    try:
+        await asyncio.wait((getting, waking), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waking.cancel()
+        if not getting.done():
+            getting.cancel()
+    return getting.result() if getting.done() else {}
 
 
 def isolation(profile: BrokerProfile) -> dict[str, Any]:

@@ -9,8 +9,8 @@ Delivery: at the first pending message's instant the loop scans, for each partit
 up, the table's due keys up to now (a RocksDB seek: only what is due is read, whatever is pending) and
 delivers them in due order, at most BATCH per partition and turn. Between instants, once a scan found
 nothing due, it sleeps until something changes (a write landed, a partition was taken up or given up: each
-wakes it) or the next instant is near, and scans then, or after QUIET_MAX_S (a partition owned anew, a clock
-that jumped): an idle worker's loop wakes a few times a second, not each TICK_S.
+wakes it) or the next instant is near, and scans then, or after QUIET_MAX_S (a wall clock that jumped
+forward): an idle worker's loop wakes once a second, not each TICK_S.
 
 With transactions every partition's delivery of an instant is one unit of work (their transactions commit
 together); its records go out as whole batches per target partition with the table's deletes beside them
@@ -62,9 +62,12 @@ SEND_AHEAD_MS = 50
 BATCH = 2_000  # messages delivered per partition and tick (the rest the next tick: other work runs between)
 #: pending messages a tick's count of a partition taken up reads (domain/delayed_counts.py)
 COUNT_CHUNK = 5_000
-#: the longest the loop goes without scanning while nothing seems to change (a bound on what a missed
-#: change could cost; liveness.py calls a partition late past 2 s)
-QUIET_MAX_S = 0.25
+#: the longest the loop goes without scanning while nothing seems to change: what wakes it (a write landing,
+#: a partition taken up or given up, the next instant near) is every change a scan would see but a wall
+#: clock that jumps forward, so this bounds what a jump (or a missed change) could cost; liveness.py calls a
+#: partition late past 2 s. (A quarter of a second, four scans a second idle, while a second's messages due
+#: during a turn still waited for it: f8df5af.)
+QUIET_MAX_S = 1.0
 
 
 #: a message due: its due key, the message, and whether its id entry names it (else a newer one replaced it)

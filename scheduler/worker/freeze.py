@@ -41,7 +41,10 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-TICK_S = 0.1
+#: how often the thread looks at the clock. A gap is measured from the last look (the thread's, or a record's:
+#: `suspect`, `stale`), so it overstates a freeze by at most this, far below `limit_s` (a second or more);
+#: each look is a wake-up of a thread that takes the GIL (ten a second were ~0.1 % of a core, idle)
+TICK_S = 0.5
 
 
 def _clock() -> float:

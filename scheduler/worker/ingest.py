@@ -44,7 +44,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from scheduler.kafka.broker import metadata_answers
-from scheduler.kafka.consumers import consumer_options
+from scheduler.kafka.consumers import consumer_broken, consumer_options, getmany_or_wake
 from scheduler.kafka.transactions import PartitionGone, owned_by
 from scheduler.wire.codec import decode_json
 from scheduler.worker.collector import freeze_long_lived
@@ -65,22 +65,14 @@ TAKE_TIMEOUT_S = 30.0  # taking an assignment (a consumer started, the group's o
 #: subscription (every partition revoked while it was out) waits for the next assignment, which only this
 #: loop makes
 FETCH_BOUND_S = 5.0
+FETCH_WAIT_MS = 200  # a fetch's wait for records, without transactions (held writes go out at each turn)
+#: with transactions: a record ends it at once, and so does a wake (an assignment to take, a stop)
+IDLE_FETCH_WAIT_MS = 1000
 YIELD_EVERY = 100  # commands handled between two turns of the event loop (~10 ms)
 #: the longest a fetch's commands wait for the punctuator between two YIELD_EVERY steps (fires go first,
 #: but commands keep going when the punctuator never rests)
 YIELD_TO_FIRES_S = 0.1
 FREEZE_AFTER = 5000  # commands applied since the last freeze_long_lived that call it while a flow goes on
-
-
-def consumer_broken(consumer: AIOKafkaConsumer) -> bool:
-    """Whether one of the consumer's background tasks has ended: they never restart, and the consumer
-    fetches nothing more (a dead fetcher: every getmany answers nothing; a dead group coordination: every
-    getmany raises its error again)."""
-    tasks = (
-        getattr(getattr(consumer, "_coordinator", None), "_coordination_task", None),
-        getattr(getattr(consumer, "_fetcher", None), "_fetch_task", None),
-    )
-    return any(task is not None and task.done() for task in tasks)
 
 
 class _Event:
@@ -276,7 +268,7 @@ class CommandIngest:
         generation = self._generation
         try:
             async with asyncio.timeout(FETCH_BOUND_S):
-                fetched = await self._consumer.getmany(timeout_ms=200, max_records=self.max_records)
+                fetched = await self._fetch(self._consumer)
         except TimeoutError:  # (see FETCH_BOUND_S: an assignment may wait for this loop)
             log.info("a commands fetch did not end within %s s: the loop goes on", FETCH_BOUND_S)
             fetched = {}
@@ -297,6 +289,13 @@ class CommandIngest:
             async with self._lock:  # (a trigger agent's count of a limited schedule's fires: out now)
                 await self._applied_safely({})
         self.settle(quiet=not fetched)
+
+    async def _fetch(self, consumer: AIOKafkaConsumer) -> dict[TopicPartition, list[Any]]:
+        """A fetch's records: see IDLE_FETCH_WAIT_MS."""
+        if self.worker.txns is None:
+            return await consumer.getmany(timeout_ms=FETCH_WAIT_MS, max_records=self.max_records)
+        self._wake.clear()  # (what set it before is seen: this turn checked the assignment wanted)
+        return await getmany_or_wake(consumer, self._wake, IDLE_FETCH_WAIT_MS, self.max_records)
 
     def _refetch(self, fetched: dict[TopicPartition, list[Any]]) -> None:
         """The consumer's position passed the records of a fetch that is not applied (it was in flight

@@ -306,3 +306,63 @@ async def test_with_transactions_a_commit_holding_sent_fires_cuts_a_fetchs_unit_
     cut = [(0, 100, None)] if fires_sent else []
     assert worker.staged == [*cut, (0, 250, None), (1, 250, None)]
     assert worker.counts.commands_yielded == 0  # type: ignore[attr-defined]
+
+
+class _WaitingConsumer(_FakeConsumer):
+    """A consumer whose getmany waits its whole timeout for records that never come (an idle topic)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[int] = []
+        self.cut_short = 0
+
+    async def getmany(self, *partitions: object, timeout_ms: int = 0, max_records: int | None = None) -> dict:
+        self.waits.append(timeout_ms)
+        try:
+            await asyncio.sleep(timeout_ms / 1000)
+        except asyncio.CancelledError:
+            self.cut_short += 1
+            raise
+        return {}
+
+
+@pytest.mark.parametrize("transactions", [True, False])
+async def test_an_idle_fetch_waits_a_second_with_transactions_and_an_assignment_cuts_it_short(
+    transactions,
+) -> None:
+    """With transactions an idle commands loop turns once a second, not five times (each empty turn cost the
+    worker's loop ~0.2 ms), and a wake (an assignment to take, a stop) ends the wait at once: a takeover
+    does not wait for it. Without them it turns every FETCH_WAIT_MS (held writes go out at each turn)."""
+    from scheduler.worker.ingest import FETCH_WAIT_MS, IDLE_FETCH_WAIT_MS
+
+    worker = _TransactionalWorker() if transactions else FlakyChangelogWorker({})
+    worker.counts = WorkerCounts()  # type: ignore[attr-defined]
+    worker.writes_held = lambda: False  # type: ignore[attr-defined]
+    ingest = CommandIngest(worker)
+    consumer = _WaitingConsumer()
+    ingest._consumer = consumer  # type: ignore[assignment]
+    ingest._active = {0, 1}
+    run = asyncio.ensure_future(ingest.run())
+    try:
+        await asyncio.sleep(0.5)
+        if not transactions:
+            assert consumer.waits[0] == FETCH_WAIT_MS and len(consumer.waits) >= 2
+            return
+        assert consumer.waits == [IDLE_FETCH_WAIT_MS], "one idle fetch in half a second"
+        taken: list[set[int]] = []
+
+        async def take(partitions: set[int]) -> None:
+            taken.append(partitions)
+
+        ingest._take_assignment = take  # type: ignore[method-assign]
+        await ingest.assign({2})
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+            if taken:
+                break
+        assert taken == [{2}], "the assignment waited for the idle fetch"
+        assert consumer.cut_short == 1
+    finally:
+        ingest._stopped = True
+        ingest._wake.set()
+        await asyncio.wait_for(run, 5)
