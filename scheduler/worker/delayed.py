@@ -498,12 +498,15 @@ class DelayedMessages:
         """Transactions (inside the partition's work): its due messages in its transaction, as whole batches
         per target topic; their deletes go in with them (send_now: the commit is one round trip less)."""
         by_topic: dict[str, list[tuple[bytes, bytes, list[tuple[str, bytes]]]]] = {}
+        deletes: dict[bytes, bytes | None] = {}
         try:
             for key, m, names_it in due:
                 headers = m.delivered_headers(now)
                 by_topic.setdefault(m.topic, []).append((m.delivered_key, m.value or b"", headers))
-                # (the id entry too, unless it names a newer message)
-                self._write(partition, {key: None, id_key(m.id): None} if names_it else {key: None})
+                deletes[key] = None
+                if names_it:  # (the id entry too, unless it names a newer message)
+                    deletes[id_key(m.id)] = None
+            self._write(partition, deletes)
             for topic, records in by_topic.items():
                 await self.worker.produce_many(topic, records)
             await self.table.send_now(partition)
