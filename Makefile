@@ -50,6 +50,7 @@ bench: install        ## benchmarks (report, never assert): results in tests/ben
 	$(BIN)/python -m tests.bench.tick --out tests/bench/results/tick.json
 	$(BIN)/python -m tests.bench.command_cpu --transactions --out tests/bench/results/command-cpu.json
 	$(BIN)/python -m tests.bench.command_cpu --delayed --out tests/bench/results/delayed-cpu.json
+	$(BIN)/python -m tests.bench.command_cpu --deliver --out tests/bench/results/deliver-cpu.json
 	$(BIN)/python -m tests.bench.history --out tests/bench/results/history.json
 	$(BIN)/python -m tests.bench.idle --out tests/bench/results/idle.json
 	$(BIN)/python -m tests.bench.producers

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from scheduler.domain.delayed import instant_of
 
@@ -23,6 +24,17 @@ MINUTE_MS = 60_000
 def minute_of(due: bytes) -> int:
     """The due minute (epoch ms of its start) of a due key."""
     return instant_of(due) // MINUTE_MS * MINUTE_MS
+
+
+K = TypeVar("K")
+
+
+def _apply(counter: Counter[K], deltas: dict[K, int]) -> None:
+    for k, n in deltas.items():
+        if (left := counter[k] + n) > 0:
+            counter[k] = left
+        else:
+            counter.pop(k, None)
 
 
 @dataclass
@@ -46,13 +58,17 @@ class _Partition:
         else:
             minutes.pop(minute, None)
 
-    def replaced(self, due: bytes, old_topic: str | None, new_topic: str | None) -> None:
-        """A due entry about to be written: it held a message to `old_topic` (None: nothing), and will hold
-        one to `new_topic` (None: deleted)."""
-        if old_topic is not None:
-            self.add(due, old_topic, -1)
-        if new_topic is not None:
-            self.add(due, new_topic, 1)
+    def changed(self, changes: list[tuple[bytes, str, int]]) -> None:
+        """Writes about to land: (due key, topic, +1 or -1) each, summed by topic and minute first (a
+        delivery's thousands of deletes touch a few of each)."""
+        topics: dict[str, int] = {}
+        minutes: dict[int, int] = {}
+        for due, topic, n in changes:
+            minute = int.from_bytes(due[1:9], "big") // MINUTE_MS * MINUTE_MS  # (minute_of, in the line)
+            topics[topic] = topics.get(topic, 0) + n
+            minutes[minute] = minutes.get(minute, 0) + n
+        _apply(self.topics, topics)
+        _apply(self.minutes, minutes)
 
 
 class PendingCounts:
@@ -82,11 +98,9 @@ class PendingCounts:
             counted.after = entries[-1][0]
         counted.done = done
 
-    def covering(self, partition: int, due: bytes) -> _Partition | None:
-        """The partition's counts if a write of this due key must be told them (its scan has passed it):
-        then `replaced` with what the key held and will hold."""
-        counted = self._partitions.get(partition)
-        return counted if counted is not None and counted.covers(due) else None
+    def of(self, partition: int) -> _Partition | None:
+        """The partition's counts (None: not followed): a write of a due key it `covers` is told them."""
+        return self._partitions.get(partition)
 
     def by_topic(self) -> Counter[str]:
         total: Counter[str] = Counter()

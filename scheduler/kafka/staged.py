@@ -41,6 +41,17 @@ class StagedTable:
                 value = partition_db(self.table, partition).get(key)
         return default if value is None else value
 
+    def get_many(self, partition: int, keys: list[bytes]) -> list[bytes | None]:
+        """`get` of each key in the partition's work, the committed values read in one RocksDB multi-get
+        (~2.5x cheaper a key than a get each)."""
+        values: list[bytes | None] = partition_db(self.table, partition).get(keys) if keys else []
+        for writes in (self._sent.get(partition), self._held.get(partition)):  # (held: the later writes)
+            if writes:
+                for i, key in enumerate(keys):
+                    if key in writes:
+                        values[i] = writes[key]
+        return values
+
     def written(self, partition: int, key: bytes) -> tuple[bool, bytes | None]:
         """Whether the partition's work wrote the key and RocksDB does not have it yet, and what it wrote
         (None: deleted). A scan of RocksDB asks it of each key it reads instead of a get."""

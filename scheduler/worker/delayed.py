@@ -37,6 +37,7 @@ from scheduler.domain.delayed import (
     DUE,
     DelayedMessage,
     InvalidDelayed,
+    delivered_at,
     due_key,
     due_until,
     from_delayed_record,
@@ -62,6 +63,8 @@ SEND_AHEAD_MS = 50
 BATCH = 2_000  # messages delivered per partition and tick (the rest the next tick: other work runs between)
 #: pending messages a tick's count of a partition taken up reads (domain/delayed_counts.py)
 COUNT_CHUNK = 5_000
+#: due keys a partition's scans keep the topic of for the counts (_stored) at most (then it starts again)
+READ_KEPT = 8 * BATCH
 #: the longest the loop goes without scanning while nothing seems to change: what wakes it (a write landing,
 #: a partition taken up or given up, the next instant near) is every change a scan would see but a wall
 #: clock that jumps forward, so this bounds what a jump (or a missed change) could cost; liveness.py calls a
@@ -124,14 +127,24 @@ class DelayedMessages:
         #: not at the front of the keys, which after many deliveries is a run of RocksDB tombstones (each
         #: seek from it walked all of them until a compaction: 8% of a delivering worker's time)
         self._floor: dict[int, tuple[object, bytes]] = {}
+        #: partition -> due key -> the target topic of the message RocksDB holds under it, as a scan read
+        #: it: the counts (_landing) take what a landing write replaces from here instead of reading it back
+        #: (a RocksDB get and a decode a delivered message: a tenth of a delivery's CPU). Right until the
+        #: key's next landing, which pops it, or a restore of the partition (moved: all forgotten)
+        self._stored: dict[int, dict[bytes, str]] = {}
         self._quiet: _Quiet | None = None  # (set by a turn that found nothing due)
         self._landed = False  # a write reached the store since the last turn began
         self._changed = asyncio.Event()  # set by a write landing and by a partition taken up or given up
-        worker.punctuator.moved.append(self._changed.set)
+        worker.punctuator.moved.append(self._moved)
         self._found_due = False  # the last deliver_due found a message due
         self.pending_counts = worker.counts.delayed_pending
         if worker.txns is not None:  # (the store gets a partition's writes when its transaction committed)
             worker.delayed.committing.append(self._landing)
+
+    def _moved(self) -> None:
+        """A partition taken up (its store restored) or given up."""
+        self._stored.clear()
+        self._changed.set()
 
     @property
     def table(self) -> Any:
@@ -200,8 +213,10 @@ class DelayedMessages:
         tick scans."""
         self._landed = True
         self._changed.set()
-        counts = self.pending_counts
-        stored = None
+        counted = self.pending_counts.of(partition)
+        changes: list[tuple[bytes, str, int]] = []  # (due key, topic, +1 or -1) for the counts
+        get = None
+        read = self._stored.get(partition, {})
         floor = self._floor.get(partition)
         for key, value in writes.items():
             if not key.startswith(DUE):
@@ -210,13 +225,19 @@ class DelayedMessages:
                 # a message due before the floor: scans see it. Lowered as it lands, not as it is written:
                 # a delivery between its write and its commit read RocksDB without it and raised the floor
                 floor = self._floor[partition] = (floor[0], key)
-            if (counted := counts.covering(partition, key)) is None:
+            old_topic = read.pop(key, None)
+            if counted is None or not counted.covers(key):
                 continue
-            stored = stored or partition_db(self.table, partition).get
-            old = stored(key)
-            counted.replaced(
-                key, None if old is None else topic_of(old), None if value is None else topic_of(value)
-            )
+            if old_topic is None:  # (not read since it landed: what RocksDB holds)
+                get = get or partition_db(self.table, partition).get
+                old = get(key)
+                old_topic = None if old is None else topic_of(old)
+            if old_topic is not None:
+                changes.append((key, old_topic, -1))
+            if value is not None:
+                changes.append((key, topic_of(value), 1))
+        if counted is not None and changes:
+            counted.changed(changes)
 
     def count_some(self) -> None:
         """The partitions taken up are followed, and a chunk of each one's scan read (domain/delayed_counts)."""
@@ -463,23 +484,31 @@ class DelayedMessages:
     def _read_due(self, partition: int, until: bytes, at: bytes | None = None) -> list[_Due] | None:
         """(Inside the partition's work) its pending messages below `until` (from `at`), decoded, oldest
         first, at most BATCH: each with whether its id entry still names it (None: it could not be read)."""
-        out: list[_Due] = []
-        get, written = self.table.get, self.table.written
+        keys: list[bytes] = []
+        messages: list[DelayedMessage] = []
+        written = self.table.written
+        read = self._stored.get(partition)
+        if read is None or len(read) > READ_KEPT:
+            read = self._stored[partition] = {}
         try:
             for key, raw in partition_items_from(self.table, partition, DUE, at=at):
-                if key >= until or len(out) >= BATCH:
+                if key >= until or len(keys) >= BATCH:
                     break
                 staged, value = written(partition, key)
                 if staged:  # (written since it reached RocksDB: that write is what it holds now)
                     if value is None:  # delivered or cancelled: its delete waits for the commit
                         continue
-                    raw = value  # (replaced by a message of the same id and instant)
-                m = decode_message(raw)
-                out.append((key, m, get(id_key(m.id)) == key[1:9]))
+                    m = decode_message(value)  # (replaced by a message of the same id and instant)
+                else:
+                    m = decode_message(raw)
+                    read[key] = m.topic
+                keys.append(key)
+                messages.append(m)
+            named = self.table.get_many(partition, [id_key(m.id) for m in messages])
         except Exception:  # (a partition closed under a revocation meanwhile: the next turn sees)
             log.debug("delayed scan of partition %d failed", partition, exc_info=True)
             return None
-        return out
+        return [(key, m, at == key[1:9]) for key, m, at in zip(keys, messages, named, strict=True)]
 
     def _due(self, partition: int, now: int) -> list[tuple[bytes, bytes]]:
         until = due_until(now)
@@ -499,9 +528,10 @@ class DelayedMessages:
         per target topic; their deletes go in with them (send_now: the commit is one round trip less)."""
         by_topic: dict[str, list[tuple[bytes, bytes, list[tuple[str, bytes]]]]] = {}
         deletes: dict[bytes, bytes | None] = {}
+        at = delivered_at(now)
         try:
             for key, m, names_it in due:
-                headers = m.delivered_headers(now)
+                headers = m.delivered_headers(now, at)
                 by_topic.setdefault(m.topic, []).append((m.delivered_key, m.value or b"", headers))
                 deletes[key] = None
                 if names_it:  # (the id entry too, unless it names a newer message)

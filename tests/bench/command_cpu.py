@@ -1,6 +1,7 @@
 """CPU per command of the command path alone (issue 41 item 3): what an INSERT costs a worker before Kafka.
 
-    python -m tests.bench.command_cpu [--commands 20000] [--rounds 3] [--profile 25] [--transactions] [--delayed]
+    python -m tests.bench.command_cpu [--commands 20000] [--rounds 3] [--profile 25] [--transactions]
+                                      [--delayed | --deliver]
 
 A worker (scheduler.worker.app.Worker, transactions off unless asked) on a data dir of its own, no broker: N INSERTs of
 hourly schedules (the commands ceiling's workload: tests.bench.run), each a record on its key's partition,
@@ -16,7 +17,11 @@ RocksDB gets the writes). `--profile K`: one more round under cProfile, its K fu
 printed (cProfile's overhead makes them ~2x slower). `--delayed` (issue 38 item 3; transactions on): records
 of the delayed topic instead, in etf1's shape (the pending bench's: tests.bench.delayed_pending), due over
 the day that starts in an hour, each handed to the worker's delayed messages as the ingest hands its hops'
-records, the partitions' pending counts followed as a worker that took them up follows them.
+records, the partitions' pending counts followed as a worker that took them up follows them. `--deliver`
+(issue 38 item 3): N delayed messages already due, held first, then delivered by the worker's delayed
+messages as its turns deliver them (the partitions' transactions committed after each), the records' batches
+built and handed to a producer that answers at once: the CPU of the delivering thread per message, the
+collector set as a worker sets it.
 Benchmarks report, never assert; these machines vary ~2x between runs: compare the rows of one run.
 """
 
@@ -44,6 +49,7 @@ from scheduler.kafka.partitioner import kafka_partition
 from scheduler.kafka.tables import partition_items, partition_items_from
 from scheduler.kafka.transactions import owned_by
 from scheduler.worker.app import Worker
+from scheduler.worker.collector import freeze_long_lived, tune_collector
 from scheduler.worker.ingest import YIELD_EVERY
 from tests.bench import write_result
 from tests.bench.run import hourly_cron_of, insert_records, workload
@@ -118,10 +124,11 @@ def commands(n: int, app_id: str) -> list[Any]:
     return out
 
 
-def delayed_records(n: int, app_id: str) -> list[Any]:
+def delayed_records(n: int, app_id: str, start_s: int | None = None, span_s: int = 86_400) -> list[Any]:
     """N records of the delayed topic as the ingest hands them: key = the id, a 100-byte value, etf1's
-    headers, due over the day that starts in an hour, on the id's partition."""
-    start_s, day_s = int(time.time()) + 3_600, 86_400
+    headers, due over `span_s` from `start_s` (default: the day that starts in an hour), on the id's
+    partition."""
+    start_s, day_s = (int(time.time()) + 3_600 if start_s is None else start_s), span_s
     values = [bytes([i % 256]) * 100 for i in range(256)]
     out = []
     for i in range(n):
@@ -188,6 +195,59 @@ async def one_round(
         shutil.rmtree(work, ignore_errors=True)
 
 
+async def deliver_round(n: int, profile: cProfile.Profile | None = None) -> float:
+    """CPU seconds per delivered message of one fresh worker (transactions on) delivering n delayed messages
+    already due: held first (not measured), then delivered by DelayedMessages.deliver_due as a turn does,
+    the partitions' transactions committed after each (the deletes reach RocksDB, the counts follow them).
+    The records' batches are built (partition, headers) and handed to a producer that answers at once. CPU
+    of the thread that delivers (the event loop's: a worker's bound), not RocksDB's compactions beside it."""
+    work = Path(tempfile.mkdtemp(prefix="bench-deliver-cpu-"))
+    try:
+        settings = Settings(
+            app_id="bench", data_dir=work, auth="off", partitions=PARTITIONS, transactions="on"
+        )
+        worker = Worker(settings)
+        worker.producer = _Producer()  # type: ignore[assignment]
+        worker.topics._known.add("bench-out")  # (no broker to ask whether the output topic exists)
+        worker.output.partition_count = lambda topic: PARTITIONS  # type: ignore[method-assign]
+        txns = _Transactions()
+        assert worker.txns is not None
+        txns.patch(worker.txns)
+        states = {p: object() for p in range(PARTITIONS)}  # (each partition's transaction, as owned)
+        worker.txns.current = states.get  # type: ignore[method-assign]
+        delayed = worker.delayed_messages
+        counts = delayed.pending_counts
+        counts.follow(range(PARTITIONS))
+        for partition, _ in counts.to_scan():
+            counts.scanned(partition, [], done=True)
+        records = delayed_records(n, "bench", start_s=int(time.time()) - 60, span_s=30)
+        await _apply(worker, txns, delayed.handle, records)
+        # (every partition taken up: what a delivery asks of the punctuator)
+        worker.punctuator = SimpleNamespace(partitions=set(range(PARTITIONS)), moved=[])  # type: ignore[assignment]
+        tune_collector()  # (the collector as a worker runs it: cli.py)
+        freeze_long_lived()
+        now = worker.clock()
+        delivered = 0
+        cpu = time.thread_time()
+        if profile is not None:
+            profile.enable()
+        while delivered < n:
+            got = await delayed.deliver_due(now)
+            txns.commit()
+            if not got:
+                break
+            delivered += got
+        if profile is not None:
+            profile.disable()
+        spent = time.thread_time() - cpu
+        left = sum(1 for p in range(PARTITIONS) for _ in partition_items_from(worker.delayed, p, DUE))
+        if delivered < n or left:
+            raise RuntimeError(f"of {n} delayed messages {delivered} were delivered and {left} are left")
+        return spent / n
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 async def _apply(worker: Worker, txns: _Transactions, handle: Any, records: list[Any]) -> None:
     """The records handed to the worker as its ingest does: without transactions the held writes put in
     RocksDB every YIELD_EVERY; with them each partition's work staged and committed every COMMIT_EVERY."""
@@ -214,14 +274,17 @@ async def _apply(worker: Worker, txns: _Transactions, handle: Any, records: list
 
 
 async def command_cpu(
-    n: int, rounds: int, *, transactions: bool = False, delayed: bool = False
+    n: int, rounds: int, *, transactions: bool = False, delayed: bool = False, deliver: bool = False
 ) -> dict[str, Any]:
     transactions = (
-        transactions or delayed
+        transactions or delayed or deliver
     )  # (the delayed topic is a hop of the ingest with transactions only)
-    spent = [await one_round(n, transactions=transactions, delayed=delayed) for _ in range(rounds)]
+    if deliver:
+        spent = [await deliver_round(n) for _ in range(rounds)]
+    else:
+        spent = [await one_round(n, transactions=transactions, delayed=delayed) for _ in range(rounds)]
     return {
-        "records": "delayed" if delayed else "INSERTs",
+        "records": "delayed delivered" if deliver else "delayed" if delayed else "INSERTs",
         "commands": n,
         "rounds": rounds,
         "transactions": transactions,
@@ -239,15 +302,27 @@ def main() -> None:
     parser.add_argument("--profile", type=int, default=0, help="functions of most own time to print")
     parser.add_argument("--transactions", action="store_true", help="the worker as it runs with them")
     parser.add_argument("--delayed", action="store_true", help="delayed records (transactions on)")
+    parser.add_argument("--deliver", action="store_true", help="delayed messages delivered (transactions on)")
     parser.add_argument("--out", type=Path, default=None, help="a JSON file for the row")
     args = parser.parse_args()
     row = asyncio.run(
-        command_cpu(args.commands, args.rounds, transactions=args.transactions, delayed=args.delayed)
+        command_cpu(
+            args.commands,
+            args.rounds,
+            transactions=args.transactions,
+            delayed=args.delayed,
+            deliver=args.deliver,
+        )
     )
     print(json.dumps(row), flush=True)
     if args.profile:
         profile = cProfile.Profile()
-        asyncio.run(one_round(args.commands, profile, transactions=row["transactions"], delayed=args.delayed))
+        if args.deliver:
+            asyncio.run(deliver_round(args.commands, profile))
+        else:
+            asyncio.run(
+                one_round(args.commands, profile, transactions=row["transactions"], delayed=args.delayed)
+            )
         pstats.Stats(profile).sort_stats("tottime").print_stats(args.profile)
     if args.out is not None:
         write_result(args.out, "tests.bench.command_cpu", row)

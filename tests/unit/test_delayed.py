@@ -11,6 +11,7 @@ import pytest
 from rocksdict import Options, Rdict
 
 from scheduler.domain.delayed import (
+    DUE,
     MAX_VALUE_BYTES,
     DelayedMessage,
     InvalidDelayed,
@@ -571,3 +572,50 @@ async def test_a_message_written_before_a_delivery_raised_the_floor_and_committe
     await worker.txns.commit()  # type: ignore[union-attr]
     assert await service.deliver_due() == 1
     assert [value for _, _, value, _ in worker.sent] == [b"F", b"O", b"N"]
+
+
+async def test_a_delivery_counted_at_its_commit_takes_what_it_replaced_from_its_scan_not_rocksdb(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pending counts follow each landing write with the topic of what it replaces: for a delivered
+    message what the delivery's scan read (no RocksDB get a message at its commit), for a key changed in
+    RocksDB since (a restore, told by `moved`) RocksDB's own: the counts stay the store's."""
+    from scheduler.kafka.transactions import owned_by
+
+    worker = _TxWorker(tmp_path)
+    service = DelayedMessages(worker)  # type: ignore[arg-type]
+    at = worker.now - 1_000
+    held = (_event(f"m{i}".encode(), b"x", at + i, topic=f"t{i % 2}") for i in range(4))
+    await _held(worker, service, *held)
+    counts = service.pending_counts
+    service.count_some()
+    assert counts.by_topic() == {"t0": 2, "t1": 2}
+    reads: list[bytes] = []
+    db_of = delayed_module.partition_db
+
+    def spied(table: Any, partition: int) -> Any:
+        db = db_of(table, partition)
+        return SimpleNamespace(get=lambda key: reads.append(key) or db.get(key))
+
+    monkeypatch.setattr(delayed_module, "partition_db", spied)
+    assert await service.deliver_due(at + 1) == 2
+    await worker.txns.commit()  # type: ignore[union-attr]
+    assert counts.by_topic() == {"t0": 1, "t1": 1}
+    assert [key for key in reads if key.startswith(DUE)] == [], "the deletes' topics come from the scan"
+    # m2 read by a scan (kept: t0), then RocksDB's value changed under it (a restore) and the partition
+    # taken up again: what lands next replaces RocksDB's message (t9), not the one the scan read
+    worker.now = at + 2
+    await service.prepare(at + 3)
+    key = due_key(at + 2, b"m2")
+    db_of(worker.delayed, 0)[key] = encode_delayed(
+        DelayedMessage(b"m2", at + 2, "t9", None, b"x", (), worker.now)
+    )
+    worker.punctuator.partitions = set()  # (given up, then taken up again: counted from the store)
+    service.count_some()
+    worker.punctuator.partitions = {0}
+    service.count_some()
+    assert counts.by_topic() == {"t9": 1, "t1": 1}
+    with owned_by(0):
+        await service.handle(_event(b"m2", None))
+    await worker.txns.commit()  # type: ignore[union-attr]
+    assert counts.by_topic() == {"t1": 1}

@@ -181,3 +181,24 @@ async def test_writes_sent_now_of_a_partition_given_up_are_forgotten(tmp_path: P
     await h.t.commit()
     assert h.failed == [0] and h.table._sent == {}
     assert h.committed(0, b"due") == b"message"  # aborted: the next owner delivers it
+
+
+async def test_get_many_reads_what_get_reads_of_each_key(tmp_path: Path) -> None:
+    """The committed values in one multi-get, then the writes sent now, then those held (the latest)."""
+    h = _Harness(tmp_path, 0)
+    db = h.faust.data._db_for_partition(0)
+    for key in (b"kept", b"sent", b"held", b"both"):
+        db[key] = b"committed"
+    async with h.t.work():
+        with owned_by(0):
+            h.table[b"sent"] = b"sent now"
+            h.table[b"both"] = b"sent now"
+            await h.table.send_now(0)
+            h.table[b"held"] = b"held"
+            del h.table[b"both"]
+            h.table[b"new"] = b"new"
+            keys = [b"kept", b"sent", b"held", b"both", b"new", b"none"]
+            assert h.table.get_many(0, keys) == [h.table.get(key) for key in keys] == [
+                b"committed", b"sent now", b"held", None, b"new", None,
+            ]  # fmt: skip
+            assert h.table.get_many(0, []) == []
