@@ -16,14 +16,15 @@ from scheduler.worker.delayed import decode_message
 pytestmark = pytest.mark.unit
 
 LONGS = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+# (lengths on both sides of 64: below it the reader reads a length's one byte in the line, else read_long)
 messages = st.builds(
     DelayedMessage,
-    st.binary(max_size=40),
+    st.binary(max_size=100),
     LONGS,
-    st.text(max_size=30),
-    st.none() | st.binary(max_size=40),
+    st.text(max_size=80),
+    st.none() | st.binary(max_size=100),
     st.none() | st.binary(max_size=300),
-    st.lists(st.tuples(st.text(max_size=20), st.none() | st.binary(max_size=20)), max_size=5).map(tuple),
+    st.lists(st.tuples(st.text(max_size=80), st.none() | st.binary(max_size=100)), max_size=5).map(tuple),
     LONGS,
 )
 
