@@ -508,7 +508,7 @@ class DelayedMessages:
         except Exception:  # (a partition closed under a revocation meanwhile: the next turn sees)
             log.debug("delayed scan of partition %d failed", partition, exc_info=True)
             return None
-        return [(key, m, at == key[1:9]) for key, m, at in zip(keys, messages, named, strict=True)]
+        return [(key, m, instant == key[1:9]) for key, m, instant in zip(keys, messages, named, strict=True)]
 
     def _due(self, partition: int, now: int) -> list[tuple[bytes, bytes]]:
         until = due_until(now)
