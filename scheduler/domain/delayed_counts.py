@@ -16,14 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from scheduler.domain.delayed import instant_of
-
 MINUTE_MS = 60_000
-
-
-def minute_of(due: bytes) -> int:
-    """The due minute (epoch ms of its start) of a due key."""
-    return instant_of(due) // MINUTE_MS * MINUTE_MS
 
 
 K = TypeVar("K")
@@ -47,24 +40,13 @@ class _Partition:
     def covers(self, due: bytes) -> bool:
         return self.done or (self.after is not None and due <= self.after)
 
-    def add(self, due: bytes, topic: str, n: int) -> None:
-        topics, minutes, minute = self.topics, self.minutes, minute_of(due)
-        if (left := topics[topic] + n) > 0:
-            topics[topic] = left
-        else:
-            topics.pop(topic, None)
-        if (left := minutes[minute] + n) > 0:
-            minutes[minute] = left
-        else:
-            minutes.pop(minute, None)
-
     def changed(self, changes: list[tuple[bytes, str, int]]) -> None:
-        """Writes about to land: (due key, topic, +1 or -1) each, summed by topic and minute first (a
-        delivery's thousands of deletes touch a few of each)."""
+        """Entries counted or writes about to land: (due key, topic, +1 or -1) each, summed by topic and
+        minute first (a scan's chunk or a delivery's thousands of deletes touch a few of each)."""
         topics: dict[str, int] = {}
         minutes: dict[int, int] = {}
         for due, topic, n in changes:
-            minute = int.from_bytes(due[1:9], "big") // MINUTE_MS * MINUTE_MS  # (minute_of, in the line)
+            minute = int.from_bytes(due[1:9], "big") // MINUTE_MS * MINUTE_MS  # (instant_of, in the line)
             topics[topic] = topics.get(topic, 0) + n
             minutes[minute] = minutes.get(minute, 0) + n
         _apply(self.topics, topics)
@@ -92,8 +74,7 @@ class PendingCounts:
         counted = self._partitions.get(partition)
         if counted is None:
             return
-        for due, topic in entries:
-            counted.add(due, topic, 1)
+        counted.changed([(due, topic, 1) for due, topic in entries])
         if entries:
             counted.after = entries[-1][0]
         counted.done = done
