@@ -326,46 +326,6 @@ def job_of_run(run_id: str) -> str:
     return run_id.split("~", 1)[0]
 
 
-@dataclass(frozen=True)
-class DeadlineMissed:
-    """A job whose run had not completed by its SLA deadline."""
-
-    job_id: str
-    schedule: str
-    program: str
-    due_by: int
-    reason: str
-
-
-def missed_deadlines(queue: ProgramQueue, now: int) -> list[DeadlineMissed]:
-    """The jobs of the queue past their SLA deadline (launched, or still waiting) with no run COMPLETED:
-    each once — its deadline is dropped, and the miss is kept among the queue's recent outcomes."""
-    missed = []
-    for job_id, d in list(queue.deadlines.items()):
-        if d["at"] > now:
-            continue
-        del queue.deadlines[job_id]
-        waiting = next((j for j in queue.jobs if j.job_id == job_id), None)
-        where = (
-            f"still waiting ({waiting.blocked_by or 'to launch'})"
-            if waiting is not None
-            else "its run had not completed"
-        )
-        reason = f"not completed by its deadline ({d['withinMs'] / 1000:g} s after its trigger): {where}"
-        missed.append(DeadlineMissed(job_id, d["schedule"], d["program"], d["at"], reason))
-        queue.outcomes.append(
-            {
-                "jobId": job_id,
-                "schedule": d["schedule"],
-                "outcome": "DEADLINE_MISSED",
-                "reason": reason,
-                "at": now,
-            }
-        )
-        del queue.outcomes[:-MAX_OUTCOMES_REMEMBERED]
-    return missed
-
-
 def _count_failure(queue: ProgramQueue, run_id: str, ended: RunStatus, retried: bool) -> None:
     """pauseOnFailure: a watched run ended. A job that COMPLETED ends its schedule's run of failures; one
     that FAILED with no attempt left adds to it, and the run reaching its bound asks for a pause."""

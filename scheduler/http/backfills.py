@@ -14,7 +14,7 @@ from scheduler.domain.commands import CommandRejected, manual_fires_yielding
 from scheduler.domain.jobs import ProgramQueue
 from scheduler.domain.model import Action, ScheduleCommand, ScheduleKey, ScheduleState
 from scheduler.http import auth
-from scheduler.http import responses as out
+from scheduler.http import run_responses as out
 from scheduler.http.api import BackfillsIn, state_from_json
 from scheduler.http.calls import Call
 from scheduler.http.cluster import Cluster, Unavailable

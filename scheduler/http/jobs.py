@@ -11,7 +11,7 @@ from scheduler.domain.jobs import Job, ProgramQueue, priority_order
 from scheduler.domain.model import ScheduleKey
 from scheduler.domain.tenancy import job_filter_tenants, program_tenant, schedule_id_tenant
 from scheduler.http import auth
-from scheduler.http import responses as out
+from scheduler.http import run_responses as out
 from scheduler.http.api import state_from_json
 from scheduler.http.calls import Call, cursor_text, deny_tenants
 from scheduler.http.cluster import Cluster, Unavailable

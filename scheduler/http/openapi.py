@@ -20,7 +20,7 @@ from pydantic.json_schema import models_json_schema
 
 from scheduler.domain.calendars import CalendarIn
 from scheduler.domain.notifications import RuleIn
-from scheduler.http import responses
+from scheduler.http import responses, run_responses
 from scheduler.http.api import (
     BackfillIn,
     BackfillsIn,
@@ -83,7 +83,8 @@ def build_spec() -> dict[str, Any]:
     """The OpenAPI 3.1 document of every route scheduler.http.web registers (HEAD, which Faust adds to every
     route and answers as GET, is left implicit)."""
     _, defs = models_json_schema(
-        [(m, "validation") for m in _BODY_MODELS] + [(m, "serialization") for m in responses.MODELS],
+        [(m, "validation") for m in _BODY_MODELS]
+        + [(m, "serialization") for m in responses.MODELS + run_responses.MODELS],
         ref_template=_REF,
     )
     schemas = defs["$defs"]

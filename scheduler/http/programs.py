@@ -16,10 +16,10 @@ from scheduler.domain.runs import RunStatus
 from scheduler.domain.sensors import state_json
 from scheduler.domain.tenancy import program_tenant
 from scheduler.http import auth
-from scheduler.http import responses as out
+from scheduler.http import run_responses as out
 from scheduler.http.calls import MAX_LIST, NEXT_CURSOR_HEADER, Call, cursor_text, parse_body
 from scheduler.http.cluster import Cluster, Unavailable
-from scheduler.launcher.launcher import RUN_ACTION_NEEDS, RunAction, control_request
+from scheduler.launcher.control import RUN_ACTION_NEEDS, RunAction, control_request
 from scheduler.wire.codec import decode_json
 from scheduler.wire.messages import RunStatusChanged, encode_job_queue_message
 from scheduler.worker.programs import ProgramSpec

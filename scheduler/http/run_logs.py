@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from scheduler.domain.runs import RunStatus
-from scheduler.http import responses as out
+from scheduler.http import run_responses as out
 from scheduler.http.cluster import Unavailable, same_url
 from scheduler.http.log_server import LOGS_HOLDER_HEADER, holder_answer, parse_query
 from scheduler.http.programs import the_run

@@ -32,7 +32,7 @@ import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -41,11 +41,12 @@ from scheduler.domain.runs import RunStatus
 from scheduler.kafka.config import Settings
 from scheduler.kafka.consumers import consumer_options
 from scheduler.kafka.producer import BatchedProducer, TopicCreator
+from scheduler.launcher.control import RUN_ACTION_NEEDS
 from scheduler.launcher.launches import LaunchRequests
 from scheduler.launcher.run_logs import RunLogs, log_key
 from scheduler.launcher.secrets import SecretMissing, Secrets, masked
 from scheduler.launcher.spark_runner import STATE_MARKER
-from scheduler.wire.codec import DecodeError, decode, decode_notification, encode, encode_json
+from scheduler.wire.codec import DecodeError, decode, decode_notification, encode
 from scheduler.worker.programs import ProgramRegistry, ProgramSpec, child_env
 
 log = logging.getLogger(__name__)
@@ -56,9 +57,6 @@ ERROR_TAIL_CHARS = 2_000
 MAX_STOPS_REMEMBERED = 10_000
 STOP_GRACE_S = 10.0  # SIGTERM, then SIGKILL after this
 SWEEP_EVERY_S = 10.0  # the run logs' total bound is checked at most this often (as runs end)
-RunAction = Literal["stop", "suspend", "resume", "terminate"]  # (terminate: an overlap policy's kill)
-#: the state a run must be in for a user's suspend or resume (a stop takes any live run)
-RUN_ACTION_NEEDS: dict[str, RunStatus] = {"suspend": RunStatus.RUNNING, "resume": RunStatus.SUSPENDED}
 
 
 def now_ms() -> int:
@@ -593,9 +591,3 @@ def program_key_bytes(program: str) -> bytes:
     from scheduler.domain.model import ProgramId
 
     return program_key(ProgramId.parse(program)).encode()
-
-
-def control_request(action: RunAction, run_id: str, program: str, reason: str = "") -> bytes:
-    """A request of the launcher control topic (keyed by run id); `reason`: what the run's end says."""
-    request = {"type": action, "runId": run_id, "program": program}
-    return encode_json({**request, "reason": reason} if reason else request)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from scheduler.domain import backfills
 from scheduler.domain.caps import CAPS_KEY, CapQueue, ask, grant, release, why_waiting
 from scheduler.domain.commands import PAUSE_ON_FAILURE_BY
+from scheduler.domain.deadlines import missed_deadlines
 from scheduler.domain.jobs import (
     Job,
     Launch,
@@ -23,7 +24,6 @@ from scheduler.domain.jobs import (
     apply_status,
     cancel,
     check,
-    missed_deadlines,
     note_outcome,
     slot_granted,
     slot_queued,
@@ -39,7 +39,7 @@ from scheduler.domain.model import (
     ScheduleKey,
 )
 from scheduler.domain.runs import RunRecord, RunStatus, Verdict, apply_transition, judge, keep_records
-from scheduler.launcher.launcher import control_request
+from scheduler.launcher.control import control_request
 from scheduler.wire.codec import decode_json, encode, encode_json
 from scheduler.wire.command_headers import command_headers
 from scheduler.wire.messages import (

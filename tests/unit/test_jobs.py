@@ -625,7 +625,7 @@ def sla_job(job_id: str, schedule: str = SCHEDULE, **kw: Any) -> Job:
 
 
 def test_a_run_completed_before_its_deadline_raises_nothing_and_one_not_completed_raises_one_alert() -> None:
-    from scheduler.domain.jobs import missed_deadlines
+    from scheduler.domain.deadlines import missed_deadlines
 
     q = queue()
     add_job(q, sla_job("on-time"))
@@ -644,7 +644,7 @@ def test_a_run_completed_before_its_deadline_raises_nothing_and_one_not_complete
 
 
 def test_a_job_still_waiting_past_its_deadline_is_a_miss_and_a_skipped_one_is_not() -> None:
-    from scheduler.domain.jobs import missed_deadlines
+    from scheduler.domain.deadlines import missed_deadlines
 
     q = queue()
     add_job(q, sla_job("held", constraints=(DelayConstraint(2 * HOUR),)))
@@ -659,7 +659,7 @@ def test_a_job_still_waiting_past_its_deadline_is_a_miss_and_a_skipped_one_is_no
 
 
 def test_a_retried_job_meets_its_deadline_when_a_later_attempt_completes_in_time() -> None:
-    from scheduler.domain.jobs import missed_deadlines
+    from scheduler.domain.deadlines import missed_deadlines
 
     q = queue()
     add_job(q, replace(sla_job("flaky"), retry=RetryPolicy(3, 1_000, 1.0, 1_000)))
