@@ -190,3 +190,16 @@ async def test_an_unreachable_endpoint_is_retried_and_a_missing_signing_secret_f
     assert (
         delivery.outcome == "FAILED" and "secret acme/gone is in none of the secret stores" in delivery.error
     )
+
+
+def test_a_worker_imports_httpx_only_once_a_webhook_is_called() -> None:
+    """httpx and what it imports (~110 modules, ~6 MB of an idle worker's memory) wait for the first call."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import scheduler.worker.app; "
+        "print(sorted(m for m in ('httpx', 'rich', 'pygments', 'click') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
