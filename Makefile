@@ -57,6 +57,7 @@ bench: install        ## benchmarks (report, never assert): results in tests/ben
 	$(BIN)/python -m tests.bench.txn_phases
 	$(BIN)/python -m tests.bench.delayed --n 10000 100000 1000000 --window 60 --kill $(if $(ETF1),--etf1 $(ETF1))
 	$(BIN)/python -m tests.bench.delayed_pending --n 1000000 10000000
+	$(BIN)/python -m tests.bench.delayed_pending --n 1000000 --preload
 
 docs: install         ## the documentation site into build/site (strict: a broken link, anchor or page fails)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -f docs/mkdocs.yml

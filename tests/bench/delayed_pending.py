@@ -1,6 +1,6 @@
 """Delayed messages held, not yet due: what one worker needs to hold N of them (issue 38 item 3).
 
-    python -m tests.bench.delayed_pending --n 1000000 10000000 [--payload 100] [--out DIR]
+    python -m tests.bench.delayed_pending --n 1000000 10000000 [--payload 100] [--preload] [--out DIR]
 
 One worker (transactions on, 8 partitions) on Apache Kafka (one KRaft node it starts itself). N records in
 etf1's shape (key = the id; headers `scheduler-epoch`, `scheduler-target-topic`, `scheduler-target-key`;
@@ -8,10 +8,13 @@ a value of `--payload` random bytes) are produced in whole batches onto its dela
 starts in an hour: none is delivered during the run, so everything stays pending.
 
 Reported per N: load → all held (from the first record produced until GET /stats/messages counts N) and the
-ingest rate it means; the worker's RSS (peak while loading, and once held); disk: the worker's RocksDB
-directory and, on the broker, the table's changelog and the input topic, each per message; a SIGKILL and
+ingest rate it means; the worker's CPU over the load, and per message; the worker's RSS (peak while
+loading, and once held); disk: the worker's RocksDB directory and, on the broker, the table's changelog and the input topic, each per message; a SIGKILL and
 a restart on its data dir (→ ready, → all counted again); a worker on an empty data dir (the changelog
-restored: → ready, → all counted). Benchmarks report, never assert.
+restored: → ready, → all counted). `--preload` (`pending-preload.json`): the records are all produced before
+the worker starts, so that no producer shares the cores with it, and the load is timed from the first record
+it counts to the last (the rate and the CPU over those): the worker's own ingest. Benchmarks report, never
+assert.
 """
 
 from __future__ import annotations
@@ -104,28 +107,56 @@ async def _restarted(side: _Ours, n: int) -> dict[str, Any]:
     }
 
 
-async def pending_run(bootstrap: str, kafka_dir: Path, work: Path, n: int, payload: int) -> dict[str, Any]:
+async def _ingested(side: _Ours, n: int, process: psutil.Process) -> tuple[float, float, int, int]:
+    """A worker started on records produced before it: from the first it counts to the last, the seconds,
+    the worker's CPU seconds and the records counted meanwhile; and its peak RSS."""
+    first: tuple[float, float, int] | None = None
+    peak = 0
+    t0 = time.monotonic()
+    while True:
+        held = await asyncio.to_thread(side.held)
+        now, cpu = time.monotonic(), sum(process.cpu_times()[:2])
+        peak = max(peak, process.memory_info().rss)
+        if first is None and held > 0:
+            first = (now, cpu, held)
+        if held >= n and first is not None:
+            return now - first[0], cpu - first[1], n - first[2], peak
+        if now - t0 > LOAD_TIMEOUT_S:
+            raise TimeoutError(f"the worker did not hold {n} messages within {LOAD_TIMEOUT_S} s")
+        await asyncio.sleep(0.25)
+
+
+async def pending_run(
+    bootstrap: str, kafka_dir: Path, work: Path, n: int, payload: int, preload: bool = False
+) -> dict[str, Any]:
     from scheduler.kafka.producer import TopicCreator
 
     side = _Ours(bootstrap, work)
     target = f"{side.input}-out"
     await TopicCreator(bootstrap, PARTITIONS, 1).ensure(target)
-    process = side.start()
-    cpu_before = sum(process.cpu_times()[:2])
-    t0 = time.monotonic()
-    producing = asyncio.ensure_future(produce_pending(bootstrap, side.input, target, n, payload))
-    held_s, rss_peak = await _until_held(side, n, process)
-    await producing
-    load_s = time.monotonic() - t0
-    cpu_s = sum(process.cpu_times()[:2]) - cpu_before
+    if preload:  # (the worker's own ingest alone: no producer beside it on these cores)
+        await TopicCreator(bootstrap, PARTITIONS, 1).ensure(side.input)
+        await produce_pending(bootstrap, side.input, target, n, payload)
+        process = side.start()
+        load_s, cpu_s, counted, rss_peak = await _ingested(side, n, process)
+    else:
+        process = side.start()
+        cpu_before = sum(process.cpu_times()[:2])
+        t0 = time.monotonic()
+        producing = asyncio.ensure_future(produce_pending(bootstrap, side.input, target, n, payload))
+        held_s, rss_peak = await _until_held(side, n, process)
+        await producing
+        load_s, counted = time.monotonic() - t0, n
+        cpu_s = sum(process.cpu_times()[:2]) - cpu_before
     await asyncio.sleep(10)  # (settled: RocksDB's memtables flushed or not, the RSS once idle)
     data_dir = work / "ours" / "data"
     row: dict[str, Any] = {
         "n": n,
         "payload_bytes": payload,
         "load_to_held_s": round(load_s, 1),
-        "ingest_per_s": round(n / load_s),
+        "ingest_per_s": round(counted / load_s),
         "load_cpu_s": round(cpu_s, 1),
+        "cpu_us_per_msg": round(cpu_s * 1e6 / counted, 1),
         "rss_peak_mb": round(max(rss_peak, process.memory_info().rss) / 1e6),
         "rss_held_mb": round(process.memory_info().rss / 1e6),
         "rocksdb_bytes_per_msg": round(_size(data_dir) / n, 1),
@@ -162,10 +193,13 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     with one_kafka("delayed-pending-") as (work, bootstrap):
         for n in args.n:
-            rows.append(await pending_run(bootstrap, work / "kafka", work / str(n), n, args.payload))
+            rows.append(
+                await pending_run(bootstrap, work / "kafka", work / str(n), n, args.payload, args.preload)
+            )
             print(table(rows[-1:]).splitlines()[-1], flush=True)
     command = (
         f"python -m tests.bench.delayed_pending --n {' '.join(map(str, args.n))} --payload {args.payload}"
+        + (" --preload" if args.preload else "")
     )
     return results(command, f"Apache Kafka {KAFKA_VERSION} (1 node); transactions on", rows)
 
@@ -174,9 +208,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, nargs="+", default=[1_000_000])
     parser.add_argument("--payload", type=int, default=100, help="bytes of each message's value")
+    parser.add_argument(
+        "--preload",
+        action="store_true",
+        help="produce them all first, then start the worker: its ingest alone",
+    )
     parser.add_argument("--out", type=Path, default=Path("tests/bench/results/delayed"))
     args = parser.parse_args()
-    write(args.out, "pending", asyncio.run(main_async(args)), table)
+    write(args.out, "pending-preload" if args.preload else "pending", asyncio.run(main_async(args)), table)
 
 
 if __name__ == "__main__":
