@@ -944,7 +944,7 @@ def spread_report(r: dict[str, Any], out: Path) -> str:
         f"{r['mean_per_min']}, min {r['min_per_min']}, max {r['max_per_min']}, standard deviation "
         f"{r['stdev_per_min']} (uniformly random slots: {r['poisson_stdev_per_min']}). Their instants were "
         f"computed in {r['computed_in_s']} s by the punctuator's evaluator.\n\n"
-        f"![fires per minute of the day]({out / 'spread.png'})\n"
+        f"![fires per minute of the day]({doc_image(out / 'spread.png')})\n"
     )
 
 
@@ -1093,14 +1093,25 @@ def update_readme(readme: Path, text: str, block: str = "bench") -> None:
         readme.write_text(s)
 
 
+def doc_image(path: Path) -> str:
+    """A plot's link on the docs site: the site serves the repository's result folders under assets/
+    (docs/hooks.py); a folder outside the repository keeps its own path."""
+    return str(path) if path.is_absolute() else f"assets/{path}"
+
+
 async def isolated(kind: str, n: int, duration_s: float) -> dict[str, Any]:
     """An in-process scenario in a fresh interpreter, so its memory figures are its own."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tests.bench.run", "--single", f"{kind}:{n}", "--duration", str(duration_s),
-        stdout=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    out, _ = await proc.communicate()
-    line = next(x for x in out.decode().splitlines() if x.startswith("RESULT "))
+    out, err = await proc.communicate()
+    sys.stderr.write(err.decode(errors="replace"))
+    line = next((x for x in out.decode().splitlines() if x.startswith("RESULT ")), None)
+    if line is None:  # (e.g. a peer's tool missing: its message, not a StopIteration)
+        raise RuntimeError(
+            f"{kind} {n}: exit {proc.returncode}: {err.decode(errors='replace')[-500:].strip()}"
+        )
     return dict(json.loads(line.removeprefix("RESULT ")))
 
 
@@ -1353,8 +1364,8 @@ def main() -> None:
     update_readme(
         args.readme,
         text
-        + f"\n![lateness vs schedules]({args.out / 'lateness.png'})\n"
-        + f"\n![RSS, state on disk and fires/s vs schedules]({args.out / 'scale.png'})\n",
+        + f"\n![lateness vs schedules]({doc_image(args.out / 'lateness.png')})\n"
+        + f"\n![RSS, state on disk and fires/s vs schedules]({doc_image(args.out / 'scale.png')})\n",
     )
     print(text)
 
