@@ -11,12 +11,18 @@ from collections.abc import Callable
 
 from scheduler.domain.model import ScheduleState, TimeUnit
 from scheduler.kafka.due_index import Due, DueIndex, bound
+from scheduler.worker.collector import freeze_long_lived
 from scheduler.worker.held import Compiled, Held, Unreadable, compile_schedule, loaded_until
 
 log = logging.getLogger(__name__)
 
 #: index entries loaded per step before the rest of the worker runs again
 LOAD_CHUNK = 1000
+#: schedules compiled by the loader since the collector last froze what lives: once a load is done with this
+#: many, they are frozen (freeze_long_lived). A takeover freezes what it builds, but most schedules come into
+#: memory in the minute after it, as they come due: unfrozen, every full collection walked them again
+#: (~100 ms at 100,000 schedules: a burst of fires that late behind it)
+FREEZE_AFTER = 5000
 #: (partition, key) -> the schedule's current state, read from the local table (None: gone). Raises
 #: Unreadable when the partition's store cannot be read; anything else it raises means undecodable
 Load = Callable[[int, bytes], "ScheduleState | None"]
@@ -38,6 +44,7 @@ class Horizon:
         self._index_put = index_put
         self._load = load
         self._push = push
+        self.unfrozen = 0  # schedules compiled since the last freeze (FREEZE_AFTER)
 
     def loaded(self, partition: int, key: bytes) -> ScheduleState | None:
         """The schedule an index entry names, from the table (None: gone, or undecodable: never fired, its
@@ -56,6 +63,7 @@ class Horizon:
         if state is None or not state.firing:
             return None
         entry = part.compiled[key] = compile_schedule(state, key)
+        self.unfrozen += 1
         return entry
 
     def lowest_loaded(self, unit: TimeUnit) -> int | None:
@@ -85,6 +93,9 @@ class Horizon:
                 self._index_put(partition, stale)
             if budget <= 0:
                 return True
+        if self.unfrozen >= FREEZE_AFTER:
+            self.unfrozen = 0
+            freeze_long_lived()
         return False
 
     def _load_entry(
@@ -107,6 +118,7 @@ class Horizon:
         entry = part.compiled.get(e.key)
         if entry is None or entry.version != state.version:
             entry = compile_schedule(state, e.key)
+            self.unfrozen += 1
         if entry.leaf(e.path) is None:
             stale.append((e.raw, None))
             return

@@ -596,3 +596,34 @@ async def test_a_partition_revoked_while_it_is_caught_up_is_scanned_no_further()
     h.mode = "ack"
     await h.punctuator.assign(0, None, {S: T0 - 1})  # (the next owner: its index was left as it was)
     assert sorted(dues_by_name(h.fired()[1:])) == [("a", 20_000), ("b", 20_000)]
+
+
+async def test_what_the_horizon_compiles_is_frozen_once_a_load_has_compiled_freeze_after_schedules(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Most schedules come into memory as they come due, after the takeover froze what it built: the loader
+    freezes them too (collector.freeze_long_lived), or every full collection walks them again."""
+    import gc
+
+    from scheduler.worker import horizon
+
+    monkeypatch.setattr(horizon, "FREEZE_AFTER", 3)
+    h = Harness(T0 + 5_000)
+    minutely = FrequencyTrigger(S, 60, T0)  # (first due at T0 + 60 s: past the horizon at the takeover)
+    await h.assign(0, [state(f"s{i}", minutely) for i in range(2)], {S: T0 + 5_000})
+    await h.assign(1, [state(f"t{i}", minutely) for i in range(2)], {S: T0 + 5_000})
+    frozen = gc.get_freeze_count()
+    try:
+        await h.tick_at(T0 + 55_000)  # the horizon loads the four schedules: frozen after the load
+        assert h.punctuator.horizon.unfrozen == 0 and gc.get_freeze_count() > frozen
+        assert sorted(dues_by_name(await h.tick_at(T0 + 60_000))) == [
+            ("s0", 60_000),
+            ("s1", 60_000),
+            ("t0", 60_000),
+            ("t1", 60_000),
+        ]
+        frozen = gc.get_freeze_count()
+        await h.tick_at(T0 + 115_000)  # (the next load compiles nothing: in memory still, nothing to freeze)
+        assert gc.get_freeze_count() <= frozen
+    finally:
+        gc.unfreeze()
