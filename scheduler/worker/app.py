@@ -231,7 +231,8 @@ class Worker:
             else None
         )
         # the command path's schedule writes, held until RocksDB (and the changelog) get them
-        self.store = ScheduleStore(self.schedules, self.progress, self.producer, self.txns)
+        self._staged: list[StagedTable] = []  # with transactions: the agents' tables, written in them
+        self.store = ScheduleStore(self.schedules, self.progress, self.producer, self.txns, self._staged)
         self.journal = Journal(settings.journal_path) if settings.journal_path else None
         self.counts = WorkerCounts()  # every counter of the worker: /metrics and /health
         # what the worker produces, in its partitions' transactions or outside any (output.py)
@@ -294,7 +295,6 @@ class Worker:
             if self.txns is not None
             else None
         )
-        self._staged: list[StagedTable] = []  # with transactions: the agents' tables, written in them
         if self.txns is not None:
             for name in STAGED_TABLES:
                 staged = StagedTable(getattr(self, name), self.txns)

@@ -215,6 +215,7 @@ async def side_run(side: Any, bootstrap: str, n: int, window_s: int, kill: bool)
     rss_peak = process.memory_info().rss
     t_load = time.monotonic()
     await _produce(bootstrap, side.input, records)
+    produced_s = time.monotonic() - t_load
     live_s = None
     end = t0 + window_s * 1000
     until.value = end + GRACE_S * 1000
@@ -232,7 +233,7 @@ async def side_run(side: Any, bootstrap: str, n: int, window_s: int, kill: bool)
             process = await asyncio.to_thread(side.start)
             restarted_at = now_ms()
             cpu_before = sum(process.cpu_times()[:2])
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.05 if live_s is None else 0.2)  # (load → live to ~0.1 s)
     cpu_s = cpu_dead + sum(process.cpu_times()[:2]) - cpu_before
     side.stop()
     got: list[tuple[str, int, int]] = await asyncio.to_thread(queue.get, True, 120)
@@ -245,6 +246,7 @@ async def side_run(side: Any, bootstrap: str, n: int, window_s: int, kill: bool)
         "side": side.name,
         "n": n,
         "load_to_live_s": None if live_s is None else round(live_s, 2),
+        "produced_s": round(produced_s, 2),  # (of load → live: the bench's own producer's part)
         "missed": n - len(ids & set(due_ms)),
         "duplicates": len(got) - len(ids),
         "lateness_p50_ms": _percentile(lateness, 0.5),

@@ -202,3 +202,36 @@ async def test_get_many_reads_what_get_reads_of_each_key(tmp_path: Path) -> None
                 b"committed", b"sent now", b"held", None, b"new", None,
             ]  # fmt: skip
             assert h.table.get_many(0, []) == []
+
+
+async def test_a_hop_fetch_sends_its_staged_writes_when_staged_a_command_fetch_at_the_commit(
+    tmp_path: Path,
+) -> None:
+    """ScheduleStore.stage_commit: what a hop topic's fetch wrote to the staged tables (a delayed message's
+    entries) goes into the transaction with the fetch's position, while the next partition is applied, so
+    the commit waits for none of it; a commands fetch's (its history entries) wait for the commit."""
+    from scheduler.worker.schedule_store import ScheduleStore
+
+    h = _Harness(tmp_path, 0)
+    schedules, progress = _FaustTable(tmp_path / "schedules"), _FaustTable(tmp_path / "progress")
+    schedules.changelog_topic = SimpleNamespace(get_topic_name=lambda: "app-schedules-changelog")
+    progress.changelog_topic = SimpleNamespace(get_topic_name=lambda: "app-progress-changelog")
+    store = ScheduleStore(schedules, progress, None, h.t, [h.table])  # type: ignore[arg-type]
+    changelog = "app-job-queue-changelog"
+    async with h.t.work():
+        with owned_by(0):
+            h.table[b"history"] = b"entry"
+            await store.stage_commit(0, 5)  # a fetch of commands
+            assert h.table.held(0) == {b"history": b"entry"}
+            assert [key for topic, key, _ in h.producers[0].sent if topic == changelog] == []
+            h.table[b"message"] = b"due"
+            await store.stage_commit(0, 7, "app-delayed")  # a fetch of a hop topic
+            assert h.table.held(0) == {}
+            assert [key for topic, key, _ in h.producers[0].sent if topic == changelog] == [
+                b"history",
+                b"message",
+            ]
+            assert h.table.get(b"message") == b"due"  # (read back until the commit)
+    assert h.committed(0, b"message") is None
+    await h.t.commit()
+    assert h.committed(0, b"message") == b"due" and h.committed(0, b"history") == b"entry"
