@@ -11,7 +11,8 @@ public source by tests/bench/etf1.sh; nothing of it is in this repository), read
 partitions. One reader process (read_committed) takes what is delivered to the side's target topic.
 
 Per side: load → all live (from the first record produced until the side holds all N: ours its
-GET /stats/messages, etf1 its `planned_schedule` counter), missed and duplicated ids, lateness (arrival at
+GET /stats/messages, etf1 its `planned_schedule` counter; asked every 50 ms; `produced_s`: the part of it the
+bench's own producer took), missed and duplicated ids, lateness (arrival at
 the reader − the due second) p50 / p99 / max, deliveries a second (`delivered_per_s`, from the first instant
 to the last arrival: N / window while the side keeps up; a short window asks for a rate: 500,000 over 10 s
 is 50,000 a second), the process's RSS (peak, sampled) and CPU seconds over the run. `--kill`: the process is SIGKILLed mid-window and restarted at once (ours on its data dir), and the
