@@ -389,15 +389,16 @@ async def create_retrying(
 
 
 def apply_transport_fixes() -> None:
-    """Process-wide, on every broker: Faust's fetch returns only the partitions it asked for (see
-    kafka.recovery), its transport rides out a broker that is restarting, and a topic it creates is known
+    """Process-wide, on every broker: Faust's fetch returns only the partitions it asked for, and fetches
+    no changelog partition it paused (see kafka.recovery), its transport rides out a broker that is restarting, and a topic it creates is known
     to every broker before it goes on (else its first assignment may leave the
     topic out, and a rebalance follows at the next metadata refresh: seen on a fresh Apache Kafka)."""
     import faust.transport.drivers.aiokafka as driver
 
-    from scheduler.kafka.recovery import fetch_only_what_was_asked
+    from scheduler.kafka.recovery import fetch_only_what_was_asked, pause_changelogs_in_the_fetch
 
     fetch_only_what_was_asked()
+    pause_changelogs_in_the_fetch()
     driver.Transport._get_controller_node = _answering_controller  # type: ignore[method-assign]
     create = driver.Transport._really_create_topic
     if getattr(create, "_waits_until_visible", False):
@@ -427,13 +428,20 @@ def broker_profile(profile: BrokerProfile) -> dict[str, Any]:
     It also holds a group join for half the session timeout, so a short session with a 1 s heartbeat
     keeps worker start and takeover to seconds: 6 s holds a first join 3 s (8 s held it 4 s), and five
     heartbeats can still be lost before the session is.
+
+    On either, no leader topic: Faust elects a leader of the app (the member assigned the one partition of
+    `<app>-__assignor-__leader`) for its timers that run on the leader only; nothing here asks who leads,
+    and once the changelogs were paused in the fetch (kafka.recovery.pause_changelogs_in_the_fetch) that
+    partition was all an idle worker's Faust consumer still fetched, twice a second.
     """
     if profile == "tansu":
         return {
+            "topic_disable_leader": True,
             "broker_session_timeout": 6.0,
             "broker_heartbeat_interval": 1.0,
         }
     return {
+        "topic_disable_leader": True,
         # A dead worker is noticed after the session timeout, and its schedules fire late until then:
         # Faust's default is 60 s. 10 s rides out a long GC pause. A member hears that a rebalance began
         # only at its next heartbeat, and the rebalance waits for every member: heartbeats every second

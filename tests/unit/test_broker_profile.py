@@ -69,6 +69,11 @@ def test_changelogs_keep_the_producers_batching_on_every_broker() -> None:
     assert broker_profile("tansu")["broker_session_timeout"] <= 10
 
 
+def test_no_leader_topic_keeps_an_idle_workers_faust_consumer_fetching_on_either_broker() -> None:
+    for profile in ("tansu", "kafka"):
+        assert broker_profile(profile)["topic_disable_leader"] is True
+
+
 def test_a_takeover_waits_for_no_long_poll_on_kafka() -> None:
     """A takeover's recovery asks for offsets behind the consumer's fetch in progress (one request of a
     connection at a time), and a rebalance waits for the member that hears of it last: Faust's 1.5 s

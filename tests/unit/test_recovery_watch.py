@@ -108,6 +108,68 @@ async def test_a_fetch_returns_only_the_partitions_active_when_it_started() -> N
     assert len(given) == 1  # an empty set fetches nothing (aiokafka would take it for "all")
 
 
+def test_a_changelog_partition_faust_pauses_or_resumes_is_paused_or_resumed_in_aiokafka_in_its_thread() -> (
+    None
+):
+    """Faust paused a partition in its own books only: aiokafka fetched every changelog partition of a live
+    worker's tables twice a second for nothing. Now a changelog partition follows Faust's pause and resume
+    in aiokafka's consumer (in the consumer's thread, in order); any other partition, and one no longer
+    assigned, is left as it is."""
+    import threading
+
+    import faust.transport.drivers.aiokafka as driver
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from scheduler.kafka.recovery import pause_changelogs_in_the_fetch
+
+    pause_changelogs_in_the_fetch()
+    pause_changelogs_in_the_fetch()  # (once per process, however often it is asked)
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
+
+    def in_thread(coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(10)
+
+    async def assigned() -> AIOKafkaConsumer:  # (never started: the assignment is all that is asked of it)
+        aio = AIOKafkaConsumer(bootstrap_servers="127.0.0.1:1")
+        aio.assign([TopicPartition("t-changelog", p) for p in (0, 1)] + [TopicPartition("t-commands", 0)])
+        return aio
+
+    async def paused() -> set[tuple[str, int]]:  # (after what was asked before it, in the same loop)
+        return {(tp.topic, tp.partition) for tp in aio.paused()}
+
+    aio = in_thread(assigned())
+    active: set[Any] = set()
+    faust_consumer = SimpleNamespace(
+        _is_changelog_tp=lambda tp: tp.topic.endswith("-changelog"),
+        _thread=SimpleNamespace(_consumer=aio, thread_loop=loop),
+        _get_active_partitions=lambda: active,
+        _paused_partitions=set(),
+    )
+    try:
+        changelogs = {TP("t-changelog", 0), TP("t-changelog", 1)}
+        driver.Consumer.pause_partitions(
+            faust_consumer, changelogs | {TP("t-commands", 0), TP("gone-changelog", 3)}
+        )
+        assert in_thread(paused()) == {("t-changelog", 0), ("t-changelog", 1)}
+        assert faust_consumer._paused_partitions == changelogs | {
+            TP("t-commands", 0),
+            TP("gone-changelog", 3),
+        }
+        driver.Consumer.resume_partitions(faust_consumer, {TP("t-changelog", 1), TP("t-commands", 0)})
+        assert in_thread(paused()) == {("t-changelog", 0)}
+        assert active == {TP("t-changelog", 1), TP("t-commands", 0)}  # (Faust's own books, as before)
+        faust_consumer._thread._consumer = None  # a consumer not started: nothing to pause yet
+        driver.Consumer.pause_partitions(faust_consumer, {TP("t-changelog", 1)})
+        assert in_thread(paused()) == {("t-changelog", 0)}
+    finally:
+        in_thread(aio.stop())
+        loop.call_soon_threadsafe(loop.stop)
+        runner.join(10)
+        loop.close()
+
+
 async def test_changelog_records_queued_when_the_flow_resumes_are_kept_and_a_rebalance_clears_them() -> None:
     """Faust's changelog queue was cleared whenever the flow resumed, the end of a recovery included:
     standby records waiting in it were lost after their partitions had been sought."""
