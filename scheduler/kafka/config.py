@@ -390,9 +390,10 @@ async def create_retrying(
 
 def apply_transport_fixes() -> None:
     """Process-wide, on every broker: Faust's fetch returns only the partitions it asked for, and fetches
-    no changelog partition it paused (see kafka.recovery), its transport rides out a broker that is restarting, and a topic it creates is known
-    to every broker before it goes on (else its first assignment may leave the
-    topic out, and a rebalance follows at the next metadata refresh: seen on a fresh Apache Kafka)."""
+    no changelog partition it paused (see kafka.recovery), its transport rides out a broker that is
+    restarting, and a topic it creates is known to every broker before it goes on (else its first
+    assignment may leave the topic out, and a rebalance follows at the next metadata refresh: seen on a
+    fresh Apache Kafka)."""
     import faust.transport.drivers.aiokafka as driver
 
     from scheduler.kafka.recovery import fetch_only_what_was_asked, pause_changelogs_in_the_fetch

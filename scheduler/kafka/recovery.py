@@ -9,6 +9,7 @@ members)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Mapping
@@ -111,7 +112,8 @@ def pause_changelogs_in_the_fetch() -> None:
 def mirror_pause(consumer: Any, tps: Any, *, paused: bool) -> None:
     """Pause (or resume) in the aiokafka consumer of Faust's `consumer` the changelog partitions of `tps`,
     in its thread. Nothing while that consumer is not started; a partition no longer assigned when its
-    turn comes is left alone (a new assignment starts every partition unpaused)."""
+    turn comes is left alone (a new assignment starts every partition unpaused), and so is every one once
+    the consumer's thread has stopped (a pause at a stop must not fail it)."""
     from aiokafka import TopicPartition
     from aiokafka.errors import IllegalStateError
 
@@ -128,7 +130,8 @@ def mirror_pause(consumer: Any, tps: Any, *, paused: bool) -> None:
             except IllegalStateError:  # (not assigned any more)
                 continue
 
-    thread.thread_loop.call_soon_threadsafe(apply)
+    with contextlib.suppress(RuntimeError):  # (its loop closed: the consumer stopped, nothing to fetch)
+        thread.thread_loop.call_soon_threadsafe(apply)
 
 
 def keep_changelog_events_on_resume(app: Any) -> None:

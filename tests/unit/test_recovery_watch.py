@@ -168,6 +168,9 @@ def test_a_changelog_partition_faust_pauses_or_resumes_is_paused_or_resumed_in_a
         loop.call_soon_threadsafe(loop.stop)
         runner.join(10)
         loop.close()
+    faust_consumer._thread._consumer = aio  # its thread stopped (a worker's stop): Faust's pause goes on
+    driver.Consumer.pause_partitions(faust_consumer, {TP("t-changelog", 1)})
+    assert TP("t-changelog", 1) in faust_consumer._paused_partitions
 
 
 async def test_changelog_records_queued_when_the_flow_resumes_are_kept_and_a_rebalance_clears_them() -> None:
