@@ -10,8 +10,9 @@ import asyncio
 import contextlib
 import functools
 import logging
+import operator
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
 from aiokafka import AIOKafkaProducer, TopicPartition
@@ -23,6 +24,8 @@ from aiokafka.protocol.metadata import MetadataRequest
 log = logging.getLogger(__name__)
 
 Headers = list[tuple[str, bytes]]
+#: a record's partition, in send_batch's (key, value, partition[, headers])
+_PARTITION = operator.itemgetter(2)
 
 
 class ProducerStopped(RuntimeError):
@@ -264,31 +267,60 @@ class BatchedProducer:
         batch's (its RecordMetadata's offset is the batch's first; a record's own is that plus its
         position in the batch, written to `positions[i]` when a list of len(records) is given)."""
         producer = await self._for(topic)
-        by_partition: dict[int, list[int]] = {}
-        for i, record in enumerate(records):
-            by_partition.setdefault(cast(int, record[2]), []).append(i)
+        partitions = set(map(_PARTITION, records))
+        groups: Mapping[int, Sequence[int]]
+        if len(partitions) == 1:  # (a table's writes, a partition's fires: nothing to group)
+            groups = {cast(int, partitions.pop()): range(len(records))}
+        else:
+            grouped: dict[int, list[int]] = {}
+            for i, record in enumerate(records):
+                grouped.setdefault(cast(int, record[2]), []).append(i)
+            groups = grouped
         out: list[asyncio.Future[object] | None] = [None] * len(records)
-        for partition, indexes in by_partition.items():
-            batch, members = producer.create_batch(), list[int]()
-            for i in indexes:
-                record = records[i]
-                key, value, headers = record[0], record[1], record[3] if len(record) > 3 else []  # type: ignore[misc]
-                appended = batch.append(key=key, value=value, timestamp=None, headers=headers)
-                if appended is None:  # full: send
-                    fut = await self._add_batch(producer, batch, topic, partition)
-                    for j in members:
-                        out[j] = fut
-                    batch, members = producer.create_batch(), []
-                    appended = batch.append(key=key, value=value, timestamp=None, headers=headers)
-                    if appended is None:
-                        raise ValueError(f"a record of {len(value)} bytes does not fit in a batch")
-                if positions is not None:
-                    positions[i] = appended.offset
-                members.append(i)
-            fut = await self._add_batch(producer, batch, topic, partition)
-            for j in members:
-                out[j] = fut
+        for partition, indexes in groups.items():
+            await self._append(producer, topic, partition, records, indexes, positions, out)
         return cast(list[asyncio.Future[object]], out)
+
+    async def _append(
+        self,
+        producer: AIOKafkaProducer,
+        topic: str,
+        partition: int,
+        records: Sequence[Any],
+        indexes: Sequence[int],
+        positions: list[int] | None,
+        out: list[asyncio.Future[object] | None],
+    ) -> None:
+        """The records at `indexes`, all of `partition`, in batches: each appended to aiokafka's (0.14)
+        record builder itself as BatchBuilder.append would, without its checks and keywords (~0.4 µs a
+        record against ~0.7: a delayed message's ingest writes two), a batch sent when full. out[i]: the
+        record's batch's future; positions[i]: its place in that batch."""
+        batch, count, first = producer.create_batch(), 0, 0
+        for n, i in enumerate(indexes):
+            record = records[i]
+            key, value = record[0], record[1]
+            headers = record[3] if len(record) > 3 else []
+            if batch._builder.append(count, None, key, value, headers) is None:  # full: send
+                fut = await self._add_full(producer, batch, count, topic, partition)
+                for j in indexes[first:n]:
+                    out[j] = fut
+                batch, count, first = producer.create_batch(), 0, n
+                if batch._builder.append(0, None, key, value, headers) is None:
+                    raise ValueError(f"a record of {len(value or b'')} bytes does not fit in a batch")
+            if positions is not None:
+                positions[i] = count
+            count += 1
+        fut = await self._add_full(producer, batch, count, topic, partition)
+        for j in indexes[first:]:
+            out[j] = fut
+
+    async def _add_full(
+        self, producer: AIOKafkaProducer, batch: Any, count: int, topic: str, partition: int
+    ) -> asyncio.Future[object]:
+        """A batch _append filled: its count set and closed, as BatchBuilder.append leaves it."""
+        batch._relative_offset = count
+        batch.close()
+        return await self._add_batch(producer, batch, topic, partition)
 
     async def _add_batch(
         self, producer: AIOKafkaProducer, batch: Any, topic: str, partition: int

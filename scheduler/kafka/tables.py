@@ -223,7 +223,7 @@ def write_local(table: Any, partition: int, writes: dict[bytes, bytes | None]) -
 
 async def last_offsets(futures: list[asyncio.Future[object]]) -> dict[int, int]:
     """partition -> the offset of its last record, from send_batch's futures (one per record: its batch's)."""
-    for fut in {id(f): f for f in futures}.values():
+    for fut in dict(zip(map(id, futures), futures)).values():
         await fut
     return done_offsets(futures)
 
@@ -232,9 +232,9 @@ def done_offsets(futures: list[asyncio.Future[object]]) -> dict[int, int]:
     """The same from futures that are done (a batch held back by the producer resolves its future from a
     callback, a moment after its transaction committed: it is left out, and only a later write of the
     partition records where its store stands — a restart then restores a little more than it needs)."""
-    members = Counter(id(f) for f in futures)
+    members = Counter(map(id, futures))  # (records a batch: in C, as is the dict below)
     last: dict[int, int] = {}
-    for fut in {id(f): f for f in futures}.values():
+    for fut in dict(zip(map(id, futures), futures)).values():
         if not fut.done() or fut.cancelled() or fut.exception() is not None:
             continue
         meta: Any = fut.result()

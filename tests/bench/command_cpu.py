@@ -13,8 +13,8 @@ round is a fresh worker; the row is the round of least process CPU per command (
 finds the process's cron caches warm, as a worker that has run a while does). `--transactions`: the worker
 as it runs with them (its tables staged, its reads and writes inside a partition's work), their producer
 answering at once and each partition committed every COMMIT_EVERY commands (what a commit runs after it:
-RocksDB gets the writes). `--profile K`: one more round under cProfile, its K functions of most own time
-printed (cProfile's overhead makes them ~2x slower). `--delayed` (issue 38 item 3; transactions on): records
+RocksDB gets the writes); their records are built into aiokafka's batches as a worker builds them.
+`--profile K`: one more round under cProfile, its K functions of most own time printed (cProfile's overhead makes them ~2x slower). `--delayed` (issue 38 item 3; transactions on): records
 of the delayed topic instead, in etf1's shape (the pending bench's: tests.bench.delayed_pending), due over
 the day that starts in an hour, each handed to the worker's delayed messages as the ingest hands its hops'
 records, the partitions' pending counts followed as a worker that took them up follows them. `--deliver`
@@ -40,12 +40,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from aiokafka import AIOKafkaProducer
 from aiokafka.structs import ConsumerRecord
 
 from scheduler.domain.delayed import DUE
 from scheduler.domain.model import CronTrigger
 from scheduler.kafka.config import Settings
 from scheduler.kafka.partitioner import kafka_partition
+from scheduler.kafka.producer import BatchedProducer
 from scheduler.kafka.tables import partition_items, partition_items_from
 from scheduler.kafka.transactions import owned_by
 from scheduler.worker.app import Worker
@@ -74,11 +76,22 @@ class _Producer:
 
 class _Transactions:
     """What the worker asks of its Transactions, answered at once: every partition owned, every send done,
-    what runs after a commit held until `commit`."""
+    what runs after a commit held until `commit`. A batch of records is built as a worker builds it (the
+    partition's BatchedProducer, aiokafka's batches) and answered at once."""
 
     def __init__(self) -> None:
         self.after: list[Any] = []
         self.offsets: dict[tuple[str, int], int] = {}
+        self.producer = BatchedProducer("unused:9092")
+        aio = AIOKafkaProducer(bootstrap_servers="unused:9092", max_batch_size=256 * 1024)
+        aio.client = SimpleNamespace(_topics=set(), add_topic=lambda topic: None)  # type: ignore[assignment]
+
+        async def send_batch(batch: Any, topic: str, *, partition: int) -> asyncio.Future[object]:
+            batch._build()
+            return self._sent(topic, partition, batch.record_count())
+
+        aio.send_batch = send_batch  # type: ignore[method-assign]
+        self.producer._producer = aio
 
     def patch(self, txns: Any) -> None:
         txns.owns = lambda partition: True
@@ -99,8 +112,7 @@ class _Transactions:
         return self._sent(topic, owner if partition is None else partition, 1)
 
     async def send_batch(self, owner: int, topic: str, records: list[Any]) -> list[asyncio.Future[object]]:
-        done = self._sent(topic, owner, len(records))
-        return [done] * len(records)
+        return await self.producer.send_batch(topic, records)
 
     def commit(self) -> None:
         after, self.after = self.after, []

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from scheduler.kafka.producer import BatchedProducer, ProducerStopped
+from scheduler.kafka.tables import done_offsets
 
 pytestmark = pytest.mark.unit
 
@@ -120,14 +121,29 @@ async def test_thousands_of_failed_records_log_a_few_lines(caplog: pytest.LogCap
 
 
 class _Batch:
+    """aiokafka's BatchBuilder as the producer uses it, full at two records: its append, and (aiokafka 0.14)
+    its record builder appended to directly with the count then set and the batch closed."""
+
     def __init__(self) -> None:
         self.records: list[bytes] = []
+        self._builder = SimpleNamespace(append=self._append)
+        self._relative_offset = 0
+        self.closed = False
 
     def append(self, *, key: bytes, value: bytes, timestamp: None, headers: object = ()) -> object | None:
+        return self._append(len(self.records), timestamp, key, value, headers)
+
+    def _append(
+        self, offset: int, timestamp: None, key: bytes, value: bytes, headers: object
+    ) -> object | None:
+        assert offset == len(self.records) and not self.closed
         if len(self.records) == 2:
             return None  # full
         self.records.append(value)
         return object()
+
+    def close(self) -> None:
+        self.closed = True
 
 
 class _LeaderlessPartitionProducer:
@@ -175,6 +191,68 @@ async def test_a_partition_whose_leader_is_away_does_not_hold_the_batches_of_the
     await asyncio.wait_for(asyncio.gather(*zeros), 1)
     assert [r for p, r in fake.added if p == 0] == [[b"p0-0", b"p0-1"], [b"p0-2", b"p0-3"], [b"p0-4"]]
     assert producer._tails == {}
+
+
+def _batches_as_aiokafka_fills_them(aio: Any, records: list[Any]) -> list[list[tuple[Any, ...]]]:
+    """(key, value, headers) of each batch BatchBuilder.append would fill with these records, in order."""
+    batches: list[list[tuple[Any, ...]]] = [[]]
+    batch = aio.create_batch()
+    for r in records:
+        headers = r[3] if len(r) > 3 else []
+        if batch.append(key=r[0], value=r[1], timestamp=None, headers=headers) is None:
+            batch = aio.create_batch()
+            batches.append([])
+            batch.append(key=r[0], value=r[1], timestamp=None, headers=headers)
+        batches[-1].append((r[0], r[1], headers))
+    return batches
+
+
+@pytest.mark.parametrize("partitions", [[3], [3, 5]])
+async def test_records_go_into_aiokafkas_record_builder_as_its_batches_would_hold_them(
+    partitions: list[int],
+) -> None:
+    """send_batch appends to aiokafka's record builder itself: the batches it hands on hold each
+    partition's records, in order, with their headers, as many a batch as BatchBuilder.append puts in one;
+    each record's future is its batch's, and its position is its place in that batch. One partition (a
+    table's writes) or several (fires to their keys' partitions)."""
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.record.default_records import DefaultRecordBatch
+
+    aio = AIOKafkaProducer(bootstrap_servers="unused:9092", max_batch_size=1024)
+    added: list[tuple[int, Any]] = []
+
+    async def send_batch(batch: Any, topic: str, *, partition: int) -> asyncio.Future[object]:
+        added.append((partition, batch))
+        fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        fut.set_result(SimpleNamespace(partition=partition, offset=100 * len(added)))
+        return fut
+
+    aio.send_batch = send_batch  # type: ignore[method-assign]
+    aio.client = _FakeClient()  # type: ignore[assignment]
+    producer = BatchedProducer("unused:9092")
+    producer._producer = aio
+    records: list[Any] = [
+        (f"k{i}".encode(), None if i % 7 == 0 else bytes(60), partitions[i % len(partitions)])
+        for i in range(80)
+    ]
+    records[5] = (b"k5", b"v", records[5][2], [("h", b"x")])
+    positions = [-1] * len(records)
+    futures = await producer.send_batch("changelog", records, positions)
+
+    for p in partitions:
+        mine = [i for i, r in enumerate(records) if r[2] == p]
+        expected = _batches_as_aiokafka_fills_them(aio, [records[i] for i in mine])
+        assert len(expected) > 1  # (several batches)
+        built = [b for q, b in added if q == p]
+        got = [[(r.key, r.value, list(r.headers)) for r in DefaultRecordBatch(b._build())] for b in built]
+        assert got == expected
+        assert [b.record_count() for b in built] == [len(e) for e in expected]
+        assert [positions[i] for i in mine] == [n for e in expected for n in range(len(e))]
+        offsets = [100 * (k + 1) for k, (q, _) in enumerate(added) if q == p]
+        assert [futures[i].result().offset for i in mine] == [
+            offsets[b] for b, e in enumerate(expected) for _ in e
+        ]
+        assert done_offsets([futures[i] for i in mine]) == {p: offsets[-1] + len(expected[-1]) - 1}
 
 
 def test_the_aiokafka_internals_the_producer_reads_are_there() -> None:
