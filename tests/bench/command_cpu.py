@@ -14,8 +14,8 @@ finds the process's cron caches warm, as a worker that has run a while does). `-
 as it runs with them (its tables staged, its reads and writes inside a partition's work), their producer
 answering at once and each partition committed every COMMIT_EVERY commands (what a commit runs after it:
 RocksDB gets the writes); their records are built into aiokafka's batches as a worker builds them.
-`--profile K`: one more round under cProfile, its K functions of most own time printed (cProfile's overhead makes them ~2x slower). `--delayed` (issue 38 item 3; transactions on): records
-of the delayed topic instead, in etf1's shape (the pending bench's: tests.bench.delayed_pending), due over
+`--profile K`: one more round under cProfile, its K functions of most own time printed (cProfile's
+overhead makes them ~2x slower). `--delayed` (issue 38 item 3; transactions on): records of the delayed topic instead, in etf1's shape (the pending bench's: tests.bench.delayed_pending), due over
 the day that starts in an hour, each handed to the worker's delayed messages as the ingest hands its hops'
 records, the partitions' pending counts followed as a worker that took them up follows them. `--deliver`
 (issue 38 item 3): N delayed messages already due, held first, then delivered by the worker's delayed
