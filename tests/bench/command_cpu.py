@@ -3,25 +3,25 @@
     python -m tests.bench.command_cpu [--commands 20000] [--rounds 3] [--profile 25] [--transactions]
                                       [--delayed | --deliver]
 
-A worker (scheduler.worker.app.Worker, transactions off unless asked) on a data dir of its own, no broker: N INSERTs of
-hourly schedules (the commands ceiling's workload: tests.bench.run), each a record on its key's partition,
-handed to Worker.handle_command one after another as the commands ingest hands a fetch's records, the held
-schedule writes put in RocksDB every YIELD_EVERY commands as the ingest does. What goes to Kafka (the
-changelog records, through a producer that answers at once here) is built but not sent: the row is the
-command path's own CPU — decoding, validation, the next fire, the history, the index and table writes. Each
-round is a fresh worker; the row is the round of least process CPU per command (a round after the first
-finds the process's cron caches warm, as a worker that has run a while does). `--transactions`: the worker
-as it runs with them (its tables staged, its reads and writes inside a partition's work), their producer
-answering at once and each partition committed every COMMIT_EVERY commands (what a commit runs after it:
-RocksDB gets the writes); their records are built into aiokafka's batches as a worker builds them.
-`--profile K`: one more round under cProfile, its K functions of most own time printed (cProfile's
-overhead makes them ~2x slower). `--delayed` (issue 38 item 3; transactions on): records of the delayed topic instead, in etf1's shape (the pending bench's: tests.bench.delayed_pending), due over
-the day that starts in an hour, each handed to the worker's delayed messages as the ingest hands its hops'
-records, the partitions' pending counts followed as a worker that took them up follows them. `--deliver`
-(issue 38 item 3): N delayed messages already due, held first, then delivered by the worker's delayed
-messages as its turns deliver them (the partitions' transactions committed after each), the records' batches
-built and handed to a producer that answers at once: the CPU of the delivering thread per message, the
-collector set as a worker sets it.
+A worker (scheduler.worker.app.Worker, transactions off unless asked) on a data dir of its own, no broker: N
+INSERTs of hourly schedules (the commands ceiling's workload: tests.bench.run), each a record on its key's
+partition, handed to Worker.handle_command one after another as the commands ingest hands a fetch's records,
+the held schedule writes put in RocksDB every YIELD_EVERY commands as the ingest does. What goes to Kafka (the
+changelog records, through a producer that answers at once here) is built but not sent: the row is the command
+path's own CPU — decoding, validation, the next fire, the history, the index and table writes. Each round is a
+fresh worker; the row is the round of least process CPU per command (a round after the first finds the
+process's cron caches warm, as a worker that has run a while does). `--transactions`: the worker as it runs
+with them (its tables staged, its reads and writes inside a partition's work), their producer answering at
+once and each partition committed every COMMIT_EVERY commands (what a commit runs after it: RocksDB gets the
+writes); their records are built into aiokafka's batches as a worker builds them. `--profile K`: one more
+round under cProfile, its K functions of most own time printed (cProfile's overhead makes them ~2x slower).
+`--delayed` (issue 38 item 3; transactions on): records of the delayed topic instead, in etf1's shape (the
+pending bench's: tests.bench.delayed_pending), due over the day that starts in an hour, each handed to the
+worker's delayed messages as the ingest hands its hops' records, the partitions' pending counts followed as a
+worker that took them up follows them. `--deliver` (issue 38 item 3): N delayed messages already due, held
+first, then delivered by the worker's delayed messages as its turns deliver them (the partitions' transactions
+committed after each), the records' batches built and handed to a producer that answers at once: the CPU of
+the delivering thread per message, the collector set as a worker sets it.
 Benchmarks report, never assert; these machines vary ~2x between runs: compare the rows of one run.
 """
 
