@@ -574,6 +574,44 @@ async def test_a_message_written_before_a_delivery_raised_the_floor_and_committe
     assert [value for _, _, value, _ in worker.sent] == [b"F", b"O", b"N"]
 
 
+async def test_a_new_messages_landing_asks_rocksdb_nothing_and_the_counts_stay_the_stores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message whose id nothing holds (neither RocksDB nor the partition's writes) is new, and so is its
+    due key: its landing counts it without a RocksDB get (an absent key's get walks every file's bloom
+    filter). One replaced in the same transaction, and one cancelled and sent again for the same instant
+    (RocksDB holds its due key), are counted against what RocksDB holds, as before."""
+    from scheduler.kafka.transactions import owned_by
+
+    worker = _TxWorker(tmp_path)
+    service = DelayedMessages(worker)  # type: ignore[arg-type]
+    at = worker.now + 60_000
+    await _held(worker, service, _event(b"old", b"x", at, topic="t0"))
+    counts = service.pending_counts
+    service.count_some()
+    assert counts.by_topic() == {"t0": 1}
+    reads: list[bytes] = []
+    db_of = delayed_module.partition_db
+
+    def spied(table: Any, partition: int) -> Any:
+        db = db_of(table, partition)
+        return SimpleNamespace(get=lambda key: reads.append(key) or db.get(key))
+
+    monkeypatch.setattr(delayed_module, "partition_db", spied)
+    with owned_by(0):
+        for i in range(3):
+            await service.handle(_event(f"n{i}".encode(), b"x", at + i, topic="t1"))
+        await service.handle(_event(b"n0", b"x", at + 5, topic="t2"))  # (replaced before its commit)
+        await service.handle(_event(b"old", None))  # cancelled, and sent again for the same instant
+        await service.handle(_event(b"old", b"y", at, topic="t3"))
+    await worker.txns.commit()  # type: ignore[union-attr]
+    assert counts.by_topic() == {"t1": 2, "t2": 1, "t3": 1}
+    assert sorted(key for key in reads if key.startswith(DUE)) == [
+        due_key(at, b"old"),
+        due_key(at + 5, b"n0"),
+    ]
+
+
 async def test_a_delivery_counted_at_its_commit_takes_what_it_replaced_from_its_scan_not_rocksdb(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
