@@ -22,6 +22,7 @@ from scheduler.domain.delayed import (
     parse_epoch,
 )
 from scheduler.domain.delayed_counts import within
+from scheduler.kafka import tables
 from scheduler.wire.delayed_codec import encode_delayed
 from scheduler.worker import delayed as delayed_module
 from scheduler.worker.counters import WorkerCounts
@@ -574,6 +575,19 @@ async def test_a_message_written_before_a_delivery_raised_the_floor_and_committe
     assert [value for _, _, value, _ in worker.sent] == [b"F", b"O", b"N"]
 
 
+def _rocksdb_gets(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The keys the service reads from its partitions' RocksDB by a get, from now on."""
+    reads: list[bytes] = []
+    db_of = delayed_module.partition_db
+
+    def spied(table: Any, partition: int) -> Any:
+        db = db_of(table, partition)
+        return SimpleNamespace(get=lambda key: reads.append(key) or db.get(key))
+
+    monkeypatch.setattr(delayed_module, "partition_db", spied)
+    return reads
+
+
 async def test_a_new_messages_landing_asks_rocksdb_nothing_and_the_counts_stay_the_stores(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -590,14 +604,7 @@ async def test_a_new_messages_landing_asks_rocksdb_nothing_and_the_counts_stay_t
     counts = service.pending_counts
     service.count_some()
     assert counts.by_topic() == {"t0": 1}
-    reads: list[bytes] = []
-    db_of = delayed_module.partition_db
-
-    def spied(table: Any, partition: int) -> Any:
-        db = db_of(table, partition)
-        return SimpleNamespace(get=lambda key: reads.append(key) or db.get(key))
-
-    monkeypatch.setattr(delayed_module, "partition_db", spied)
+    reads = _rocksdb_gets(monkeypatch)
     with owned_by(0):
         for i in range(3):
             await service.handle(_event(f"n{i}".encode(), b"x", at + i, topic="t1"))
@@ -628,14 +635,7 @@ async def test_a_delivery_counted_at_its_commit_takes_what_it_replaced_from_its_
     counts = service.pending_counts
     service.count_some()
     assert counts.by_topic() == {"t0": 2, "t1": 2}
-    reads: list[bytes] = []
-    db_of = delayed_module.partition_db
-
-    def spied(table: Any, partition: int) -> Any:
-        db = db_of(table, partition)
-        return SimpleNamespace(get=lambda key: reads.append(key) or db.get(key))
-
-    monkeypatch.setattr(delayed_module, "partition_db", spied)
+    reads = _rocksdb_gets(monkeypatch)
     assert await service.deliver_due(at + 1) == 2
     await worker.txns.commit()  # type: ignore[union-attr]
     assert counts.by_topic() == {"t0": 1, "t1": 1}
@@ -645,7 +645,7 @@ async def test_a_delivery_counted_at_its_commit_takes_what_it_replaced_from_its_
     worker.now = at + 2
     await service.prepare(at + 3)
     key = due_key(at + 2, b"m2")
-    db_of(worker.delayed, 0)[key] = encode_delayed(
+    tables.partition_db(worker.delayed, 0)[key] = encode_delayed(
         DelayedMessage(b"m2", at + 2, "t9", None, b"x", (), worker.now)
     )
     worker.punctuator.partitions = set()  # (given up, then taken up again: counted from the store)
