@@ -221,6 +221,9 @@ class Transactions:
     async def _started(self, partition: int, current: Callable[[], bool] | None) -> None:
         tid = transactional_id(self._app_id, partition)
         while True:
+            if current is not None and not current():  # (revoked since: starting it would fence its owner)
+                log.info("transactional producer %s not started: its assignment was revoked", tid)
+                return
             producer = BatchedProducer(
                 self._bootstrap, linger_ms=0, transactional_id=tid, missing_topic=self._missing_topic
             )

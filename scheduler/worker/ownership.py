@@ -14,6 +14,7 @@ that never ends makes the worker leave.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -141,9 +142,10 @@ class Ownership:
         return True
 
     def _current(self, rebalance: int) -> Callable[[], bool]:
-        """Asked by each producer of the assignment once started (Transactions.assign): a freeze while it
-        started makes it stop unused."""
-        return lambda: not self.worker.freezes.stale(rebalance)
+        """Asked by each producer of the assignment before it starts and once started (Transactions.assign):
+        a revocation since the assignment, or a freeze while it started, makes it stop unused."""
+        app = self.worker.faust_app
+        return lambda: int(app.rebalancing_count) == rebalance and not self.worker.freezes.stale(rebalance)
 
     # --- before the restore ------------------------------------------------------------------------
 
@@ -213,7 +215,7 @@ class Ownership:
         generation = self.generation()
         rebalance = self._rebalance_of(generation)
         if w.txns is not None:  # each fences its previous owner (long while a broker is away: not locked)
-            if self._stale(rebalance):
+            if self._superseded(generation, rebalance) or self._stale(rebalance):
                 return
             await w.txns.assign(self.active_partitions(), self._current(rebalance))
         # One recovery's take-up at a time, and only while its assignment is the current one: Faust runs this
@@ -223,14 +225,20 @@ class Ownership:
         async with self._taking_up:
             await self._take_up(generation, rebalance)
 
-    def _superseded(self, generation: int) -> bool:
-        if self.generation() == generation:
+    def _superseded(self, generation: int, rebalance: int) -> bool:
+        """Whether the assignment being taken up is no longer this worker's: a newer one was made, or its
+        partitions were revoked since (Faust counts a rebalance at the revocation, before the group's next
+        generation: a take-up held up meanwhile, behind a network cut, must not hand them to the ingest or the
+        punctuator after on_revoked took them back: campaign seed 52, 174 fires twice)."""
+        if self.generation() == generation and int(self.worker.faust_app.rebalancing_count) == rebalance:
             return False
-        log.info("the take-up of generation %d stops: a newer assignment takes the partitions up", generation)
+        log.info("the take-up of generation %d stops: its partitions were revoked since", generation)
         return True
 
     async def _take_up(self, generation: int, rebalance: int) -> None:
-        if self._superseded(generation) or (self.worker.txns is not None and self._stale(rebalance)):
+        if self._superseded(generation, rebalance) or (
+            self.worker.txns is not None and self._stale(rebalance)
+        ):
             return
         await maybe_hang_take_up()
         w = self.worker
@@ -249,8 +257,8 @@ class Ownership:
             for partition in w.txns.partitions - active:
                 await w.txns.revoke([partition], commit=partition not in owing)
             await w.txns.assign(active, self._current(rebalance))  # each fenced its previous owner
-            if self._stale(rebalance):  # (it stood still while they started: none of them is used)
-                return
+            if self._superseded(generation, rebalance) or self._stale(rebalance):
+                return  # (revoked, or it stood still, while they started: none of them is used)
             late, self.fenced_late = self.fenced_late & active, set()
             if late:
                 # fenced only after their restore began: what the previous owner committed meanwhile may
@@ -261,17 +269,19 @@ class Ownership:
                 active -= late
         if active - w.punctuator.partitions:
             await w.read_calendars()  # (their days are skipped by the catch-ups and the fires from now)
+        superseded = functools.partial(self._superseded, generation, rebalance)
         for partition in sorted(active - w.punctuator.partitions):
-            if self._superseded(generation):
+            if superseded():
                 return
-            await self._take_up_partition(partition)
-        if self._superseded(generation):
+            await self._take_up_partition(partition, superseded)
+        if superseded():
             return
+        # (no await between: a revocation from now on waits for the ingest's lock after this assignment)
         await w.ingest.assign(active if w.txns is None else active & w.txns.partitions)
         self.take_ups += 1
         freeze_long_lived()  # the rebuilt heaps and compiled schedules
 
-    async def _take_up_partition(self, partition: int) -> None:
+    async def _take_up_partition(self, partition: int, superseded: Callable[[], bool]) -> None:
         w = self.worker
         await maybe_slow_take_up()
         started = time.monotonic()
@@ -297,6 +307,10 @@ class Ownership:
             # its producer did not start or was fenced meanwhile (a rejoin is requested): the other
             # partitions still start firing now, not after the next rebalance
             log.info("partition %d not taken up: %s", partition, exc)
+            w.punctuator.revoke(partition)
+            w.jobs.checker.revoke(partition)
+            return
+        if superseded():  # (revoked while it was built: on_revoked forgot it before it was there)
             w.punctuator.revoke(partition)
             w.jobs.checker.revoke(partition)
             return

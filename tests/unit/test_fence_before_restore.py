@@ -8,7 +8,9 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from faust.types import TP
 
+import scheduler.kafka.transactions as transactions_module
 import scheduler.worker.ownership as ownership_module
 from scheduler.kafka.config import Settings
 from scheduler.kafka.transactions import _Txn
@@ -79,3 +81,85 @@ async def test_an_older_take_up_stops_where_a_newer_assignment_takes_the_partiti
 
     assert sorted(assigned) == [(0, 2), (1, 2)]  # each partition taken up once, by the newer take-up
     assert worker.punctuator.partitions == {0, 1}
+
+
+@pytest.mark.parametrize(
+    ("transactions", "fetch_in_hand"),
+    [("on", False), ("on", True), ("off", False)],
+    ids=["revoked-at-once", "revoked-after-a-fetch", "without-transactions"],
+)
+async def test_a_take_up_held_up_past_its_revocation_hands_nothing_to_the_punctuator_or_the_ingest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, transactions: str, fetch_in_hand: bool
+) -> None:
+    """Faust counts a rebalance when it revokes, before the group's next generation: a take-up held up
+    meanwhile (a partition's catch-up behind a network cut) must not go on once on_revoked took the
+    partitions back. It did (campaign seed 52): its ingest assignment, queued behind the revocation waiting
+    for the fetch in hand, came after it, and at the next assignment the ingest applied the partition's hop
+    records into tables not restored yet, and committed them: 174 fires twice."""
+    settings = Settings(app_id="app", data_dir=tmp_path, auth="off", partitions=2, transactions=transactions)
+    worker = Worker(settings)
+    monkeypatch.setattr(worker, "read_calendars", _no_calendars)
+    monkeypatch.setattr(ownership_module, "recovery_is_current", lambda app: True)
+    monkeypatch.setattr(worker.ownership, "active_partitions", lambda: {0, 1})
+    monkeypatch.setattr(worker.faust_app, "consumer_generation_id", 1, raising=False)
+    monkeypatch.setattr(worker.faust_app, "rebalancing_count", 1)
+    worker.ownership._assignment = (1, 1)
+    if worker.txns is not None:
+        for p in (0, 1):
+            worker.txns._txns[p] = _Txn(FakeBatchedProducer([]))  # type: ignore[arg-type]
+    caught_up = asyncio.Event()
+
+    async def assign(partition: int, states: object, fired_up_to: object) -> int:
+        if partition == 1:
+            await caught_up.wait()  # (its catch-up's sends, held up)
+        worker.punctuator._parts[partition] = Held(high={})
+        return 0
+
+    monkeypatch.setattr(worker.punctuator, "assign", assign)
+    taking_up = asyncio.ensure_future(worker.ownership.on_recovered())
+    await asyncio.sleep(0.01)
+    assert worker.punctuator.partitions == {0} and not taking_up.done()
+    if fetch_in_hand:
+        await worker.ingest._lock.acquire()  # (the ingest applying a fetch: the revocation waits for it)
+    worker.faust_app.rebalancing_count += 1  # the revocation (Faust's on_rebalance_start)
+    changelog = worker.schedules.changelog_topic.get_topic_name()
+    revoking = asyncio.ensure_future(
+        worker.ownership.on_revoked(worker.faust_app, {TP(changelog, 0), TP(changelog, 1)})
+    )
+    await asyncio.sleep(0.01)
+    caught_up.set()
+    await asyncio.sleep(0.01)
+    if fetch_in_hand:
+        worker.ingest._lock.release()
+    await asyncio.wait_for(asyncio.gather(taking_up, revoking), 10)
+
+    assert worker.punctuator.partitions == set()  # nothing fires what it no longer owns
+    assert worker.txns is None or worker.txns.partitions == set()  # (started again: it would fence the owner)
+    assert not worker.ingest._wanted and not worker.ingest._active  # nothing applied into its tables
+
+
+async def test_a_producer_of_an_assignment_revoked_since_is_not_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Started, it would fence the partition's owner now (its transaction given up) before being stopped
+    unused: an assignment revoked before its producer starts starts none."""
+    worker = Worker(Settings(app_id="app", data_dir=tmp_path, auth="off", partitions=2))
+    assert worker.txns is not None
+    monkeypatch.setattr(worker.faust_app, "rebalancing_count", 1)
+    started: list[str] = []
+
+    class Recorded(FakeBatchedProducer):
+        def __init__(self, bootstrap: str, **kwargs: object) -> None:
+            super().__init__([])
+
+        async def start(self) -> None:
+            started.append("start")
+
+    monkeypatch.setattr(transactions_module, "BatchedProducer", Recorded)
+    current = worker.ownership._current(1)
+    worker.faust_app.rebalancing_count += 1  # revoked
+    await asyncio.wait_for(worker.txns.assign({0, 1}, current), 10)
+
+    assert started == [] and worker.txns.partitions == set()
+    await asyncio.wait_for(worker.txns.assign({0}, worker.ownership._current(2)), 10)
+    assert started == ["start"] and worker.txns.partitions == {0}  # (the current assignment's: started)

@@ -463,9 +463,9 @@ async def test_a_producer_started_once_its_assignment_went_stale_is_stopped_unus
     monkeypatch.setattr(transactions, "BatchedProducer", StartedProducer)
     StartedProducer.made = []
     t = Transactions("unused:9092", "app")
-    current = {1: True, 2: False}
+    answers = {1: [True, True], 2: [True, False]}  # (before it starts, once started: 2 froze meanwhile)
     for p in (1, 2):
-        await t.assign([p], lambda p=p: current[p])  # type: ignore[misc]
+        await t.assign([p], lambda p=p: answers[p].pop(0))  # type: ignore[misc]
     assert t.partitions == {1}
     assert [producer.stopped for producer in StartedProducer.made] == [False, True]
     with pytest.raises(PartitionGone):
