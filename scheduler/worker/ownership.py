@@ -55,7 +55,7 @@ class Ownership:
         self.owned: set[int] = set()  # the partitions of the last assignment restored
         self.fenced_late: set[int] = set()  # partitions of this rebalance fenced after their restore began
         self._taking_up = asyncio.Lock()  # (see on_recovered)
-        self._assignment = (0, 0)  # (consumer generation, the app's rebalance count) of the last assignment
+        self._assignment = (-1, 0)  # (consumer generation, the app's rebalance count) of the last assignment
         self._members: PreviousMembers | None = None  # (install)
         self._actives: frozenset[int] = frozenset()  # (active_partitions: of the assignment _actives_of)
         self._actives_of: object = None
@@ -191,6 +191,7 @@ class Ownership:
         assert freeze is not None
 
         async def restore_then_rebalance(*args: Any, **kwargs: Any) -> None:
+            self._assignment = (self.generation(), int(self.worker.faust_app.rebalancing_count))
             if self.owned and freeze.suspect():
                 log.warning(
                     "partitions %s were written before a freeze: their tables are restored from the start "

@@ -163,3 +163,25 @@ async def test_a_producer_of_an_assignment_revoked_since_is_not_started(
     assert started == [] and worker.txns.partitions == set()
     await asyncio.wait_for(worker.txns.assign({0}, worker.ownership._current(2)), 10)
     assert started == ["start"] and worker.txns.partitions == {0}  # (the current assignment's: started)
+
+
+async def test_a_first_assignment_of_generation_0_is_taken_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tansu numbers a group's first generation 0, and Faust has counted one rebalance by then (the first
+    join's revocation of nothing): that assignment is the current one, not one revoked since."""
+    worker = Worker(Settings(app_id="app", data_dir=tmp_path, auth="off", partitions=2, transactions="off"))
+    monkeypatch.setattr(worker, "read_calendars", _no_calendars)
+    monkeypatch.setattr(ownership_module, "recovery_is_current", lambda app: True)
+    monkeypatch.setattr(worker.ownership, "active_partitions", lambda: {0, 1})
+    monkeypatch.setattr(worker.faust_app, "consumer_generation_id", 0, raising=False)
+    monkeypatch.setattr(worker.faust_app, "rebalancing_count", 1)
+
+    async def assign(partition: int, states: object, fired_up_to: object) -> int:
+        worker.punctuator._parts[partition] = Held(high={})
+        return 0
+
+    monkeypatch.setattr(worker.punctuator, "assign", assign)
+    await asyncio.wait_for(worker.ownership.on_recovered(), 10)
+
+    assert worker.punctuator.partitions == {0, 1} and worker.ingest._wanted == {0, 1}
