@@ -151,7 +151,8 @@ async def test_the_rebalances_after_a_freeze_restore_the_partitions_owned_from_t
         t.data._db_for_partition(0)[b"k"] = b"v"
     suspect = [False]
     worker = SimpleNamespace(
-        faust_app=SimpleNamespace(tables=tables), freeze=SimpleNamespace(suspect=lambda: suspect[0])
+        faust_app=SimpleNamespace(tables=tables, rebalancing_count=1),
+        freeze=SimpleNamespace(suspect=lambda: suspect[0]),
     )
     ownership = Ownership(worker)  # type: ignore[arg-type]
     ownership.owned = {0}
