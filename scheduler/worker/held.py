@@ -140,15 +140,16 @@ class Held:
     # before it was fired, so nothing computes a next due before it (the wall clock may step back)
     high: dict[TimeUnit, int] = field(default_factory=dict)
     # fires a command made owed at an instant already sent ahead (Punctuator.upsert): schedule key ->
-    # (state, [(unit, path, due)]), fired into the partition's transaction before it commits (owed.py)
-    owed: dict[bytes, tuple[ScheduleState, list[tuple[TimeUnit, str, int]]]] = field(default_factory=dict)
+    # [(the state that owes it, (unit, path, due))], fired into the partition's transaction before it
+    # commits (owed.py)
+    owed: dict[bytes, list[tuple[ScheduleState, tuple[TimeUnit, str, int]]]] = field(default_factory=dict)
     # schedule key -> version -> (when a command replaced it, the new version's first due per time-trigger
     # path), noted while fires due by then were staged and not sent yet (a late tick): see still_due.
     # Pruned once no fire due by then is staged (Punctuator._emit).
     written: dict[bytes, dict[int, tuple[int, dict[str, int]]]] = field(default_factory=dict)
     # fires a command made unsure at an instant being sent ahead: owed if the staged fire of the version it
     # replaced is dropped at emission, forgotten once the instant was sent (owed.py)
-    unsure: dict[bytes, tuple[ScheduleState, list[tuple[TimeUnit, str, int]]]] = field(default_factory=dict)
+    unsure: dict[bytes, list[tuple[ScheduleState, tuple[TimeUnit, str, int]]]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -13,7 +13,11 @@ command again, from before that watermark).
 While the instant is being sent, whether the replaced version fired there is not known yet: its staged fire
 is emitted, or dropped at its emission because its schedule was written since (Emitter.emit_due). Such a
 fire is unsure (Held.unsure): owed if the staged one is dropped (dropped), forgotten once the instant was
-sent (sent). A fire owed or unsure stays so through later commands that still come due there.
+sent (sent). A fire owed or unsure stays so through later commands that still come due there, and, once
+its instant came, through any later command (an update, a delete): it was due before that command, so it is
+sent all the same, as the version that owed it (as a staged fire is: held.still_due). Stop 81's CI showed
+why: an update while the instant was sent made fires owed, and a second update after the instant, before
+the partition's commit settled them, took them back: 32 instants missed.
 
 A watermark above the clock by more than the send-ahead (the wall clock stepped back) owes nothing: the
 dues it passed are skipped, as without sending ahead."""
@@ -41,6 +45,8 @@ def fired_before(previous: ScheduleState | None, path: str, due: int) -> bool:
 
 #: (unit, trigger path, due instant) of one fire
 Due = tuple[TimeUnit, str, int]
+#: a fire owed (or unsure) and the state that owes it
+Owing = tuple[ScheduleState, Due]
 
 
 def owed_dues(
@@ -125,29 +131,33 @@ class Owed:
         armed: Collection[tuple[str, int]] = (),
         marks: dict[TimeUnit, int] | None = None,
     ) -> None:
-        """A command wrote the schedule (`state`; None: deleted): what an earlier command of it made owed
-        (or unsure) is not any more, and what this one makes owed (or unsure) is. `armed`: the (path, due)
-        `previous` was armed at in memory, not staged (owed_dues); `marks`: self.marks(part), when the
-        caller has it."""
+        """A command wrote the schedule at `now` (`state`; None: deleted): what an earlier command of it made
+        owed (or unsure) at an instant still to come is not any more, and what this one makes owed (or
+        unsure) is; what was owed (or unsure) at an instant that came by `now` stays so, as it was. `armed`:
+        the (path, due) `previous` was armed at in memory, not staged (owed_dues); `marks`:
+        self.marks(part), when the caller has it."""
         was_owed = part.owed.pop(key, None) if part.owed else None
         was_unsure = part.unsure.pop(key, None) if part.unsure else None
-        if state is None:
-            return
-        owed, unsure = owed_dues(
-            self.marks(part) if marks is None else marks,
-            state,
-            previous,
-            now,
-            self._ahead_ms,
-            self.sending,
-            () if was_owed is None else was_owed[1],
-            () if was_unsure is None else was_unsure[1],
-            armed,
-        )
-        if owed:
-            part.owed[key] = (state, owed)
-        if unsure:
-            part.unsure[key] = (state, unsure)
+        owed: list[Due] = []
+        unsure: list[Due] = []
+        if state is not None:
+            owed, unsure = owed_dues(
+                self.marks(part) if marks is None else marks,
+                state,
+                previous,
+                now,
+                self._ahead_ms,
+                self.sending,
+                () if was_owed is None else [one for _, one in was_owed],
+                () if was_unsure is None else [one for _, one in was_unsure],
+                armed,
+            )
+        owing = _came(was_owed, now, owed, unsure) + [(state, one) for one in owed if state is not None]
+        if owing:
+            part.owed[key] = owing
+        owing = _came(was_unsure, now, owed, unsure) + [(state, one) for one in unsure if state is not None]
+        if owing:
+            part.unsure[key] = owing
 
     def dropped(self, part: Held, key: bytes, path: str, due: int) -> None:
         """A staged fire was dropped at its emission (its schedule was written since it was staged): a fire
@@ -155,17 +165,12 @@ class Owed:
         unsure = part.unsure.get(key)
         if unsure is None:
             return
-        state, dues = unsure
-        for one in dues:
+        for at, (state, one) in enumerate(unsure):
             if one[1] == path and one[2] == due:
-                dues.remove(one)
-                if not dues:
+                del unsure[at]
+                if not unsure:
                     del part.unsure[key]
-                owed = part.owed.get(key)
-                if owed is None:
-                    part.owed[key] = (state, [one])
-                else:
-                    owed[1].append(one)
+                part.owed.setdefault(key, []).append((state, one))
                 return
 
     def sent(self, unit: TimeUnit) -> None:
@@ -175,10 +180,9 @@ class Owed:
         for part in self._parts.values():
             if part.unsure:
                 for key in list(part.unsure):
-                    state, dues = part.unsure[key]
-                    left = [one for one in dues if one[0] is not unit]
+                    left = [owing for owing in part.unsure[key] if owing[1][0] is not unit]
                     if left:
-                        part.unsure[key] = (state, left)
+                        part.unsure[key] = left
                     else:
                         del part.unsure[key]
 
@@ -190,11 +194,22 @@ class Owed:
             return
         owed, part.owed = part.owed, {}
         now = self._clock()
-        for key, (state, dues) in owed.items():
-            entry = compile_schedule(state, key)
-            for unit, path, due in dues:
+        for key, owing in owed.items():
+            compiled: dict[int, Compiled] = {}  # (per state that owes: one, in the common case)
+            for state, (unit, path, due) in owing:
+                entry = compiled.get(id(state))
+                if entry is None:
+                    entry = compiled[id(state)] = compile_schedule(state, key)
                 if entry.calendars and self._is_excluded(entry, due):
                     continue
                 sent = await self._emitter.fire(partition, key, entry, path, due, now)
                 self._stats.fires_by_unit[unit] += 1
                 part.inflight[unit].append((max(due, part.high.get(unit, due)), [sent]))
+
+
+def _came(was: list[Owing] | None, now: int, owed: Collection[Due], unsure: Collection[Due]) -> list[Owing]:
+    """Of what an earlier command made owed (or unsure), the fires whose instant came by `now` (the write
+    of the next command) and that this command does not owe (or make unsure) itself: they stay as they were."""
+    if not was:
+        return []
+    return [(state, one) for state, one in was if one[2] <= now and one not in owed and one not in unsure]

@@ -304,8 +304,9 @@ class Punctuator:
         self._index_put(partition, [(elapsed_key(key), None)])
         part = self._parts.get(partition)
         if part is not None:
-            self._written(partition, part, key, self._clock(), {})
-            self.owed.owe(part, key, None, None, 0)
+            now = self._clock()
+            self._written(partition, part, key, now, {})
+            self.owed.owe(part, key, None, None, now)
 
     def _written(
         self, partition: int, part: Held, key: bytes, now: int, firsts: dict[str, int]

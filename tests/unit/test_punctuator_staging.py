@@ -448,6 +448,59 @@ async def test_an_update_while_an_instant_is_being_sent_of_a_schedule_not_sent_t
     assert sorted(f.key.name for f in await h.tick_at(T0 + 10_000)) == ["a", "b"]
 
 
+@pytest.mark.parametrize("again", ["update", "delete"])
+async def test_a_fire_owed_at_an_instant_stays_owed_through_a_command_after_the_instant_came(again: str):
+    """stop 81's CI (32 instants of `maxFires` schedules missed): an update while the instant was sent made
+    its fire there owed (its staged fire dropped), and a second command came after the instant, before the
+    partition's commit sent what it owed. The instant was due before that command: its fire is sent all the
+    same, as the version that owed it (as a staged fire is: held.still_due)."""
+    h = Harness(T0 - 1)
+    p = h.punctuator
+    a, b = state("a"), state("b")
+    await _sending_ahead(h, [a, b])
+    b2 = dataclasses.replace(b, version=b.version + 1)
+    _on_send(h, 0, lambda: p.upsert(0, h.put(0, b2), b2, b))  # (as a's fire is sent: b's is staged)
+    await p._send_ahead(S, T0, h.clock.now)
+    assert _fires(h) == [("a", T0, T0)]
+    h.clock.now = T0 + 5  # (the instant came; the partition's commit has not begun yet)
+    if again == "update":
+        b3 = dataclasses.replace(b, version=b.version + 2, active_since=T0 + 5)
+        p.upsert(0, h.put(0, b3), b3, b2)
+    else:
+        p.remove(0, h.put(0, b2))
+    await p.settle(0)
+    assert [(n, due) for n, due, _ in _fires(h)] == [("a", T0), ("b", T0)]
+    await p.settle(0)
+    assert len(h.sent) == 2, "owed once"
+
+
+async def test_a_fire_unsure_at_an_instant_stays_so_through_a_command_after_the_instant_came():
+    """The same while the instant is still being sent (past it: a long sending): the staged fire of the
+    first version is dropped after the second command, and the instant is owed all the same."""
+    h = Harness(T0 - 1)
+    p = h.punctuator
+    a, b, c = state("a"), state("b"), state("c")
+    await _sending_ahead(h, [a, c, b])  # (staged in this order)
+    b2 = dataclasses.replace(b, version=b.version + 1)
+    b3 = dataclasses.replace(b, version=b.version + 2, active_since=T0 + 5)
+
+    def first() -> None:  # (as a's fire is sent: b's is staged)
+        p.upsert(0, h.put(0, b2), b2, b)
+
+        def second() -> None:
+            h.clock.now = T0 + 5
+            p.upsert(0, h.put(0, b3), b3, b2)
+
+        h.on_send = second  # (as the next fire, c's, is sent: b's staged fire not emitted yet)
+
+    _on_send(h, 0, first)
+    await p._send_ahead(S, T0, h.clock.now)
+    await p.settle(0)
+    assert sorted((n, due) for n, due, _ in _fires(h)) == [("a", T0), ("b", T0), ("c", T0)]
+    await p.settle(0)
+    assert len(h.sent) == 3, "sent once"
+
+
 async def test_an_update_while_an_instant_is_being_sent_of_a_schedule_armed_not_staged_there_owes_it():
     """The sending began (waiting for a commit to end, say) and the replaced version's entry at the instant
     was still armed, not staged: it is never sent now, so the new version owes the fire there."""
