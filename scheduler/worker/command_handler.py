@@ -195,7 +195,7 @@ class CommandHandler:
             new = replace(new, active_since=now)
         if new is None:
             self.worker.store.write(partition, kb, None)
-            self.worker.punctuator.remove(partition, kb)
+            self.worker.punctuator.remove(partition, kb, current)
         else:
             self.worker.store.write(partition, kb, encode_state(new, known))
             self.worker.punctuator.upsert(partition, kb, new, current)

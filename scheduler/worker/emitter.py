@@ -58,7 +58,7 @@ class Emitter:
         self._trigger_topic = trigger_topic
         self.transactional = transactional
         #: told of a staged time-trigger fire dropped at its emission (its schedule written since): Owed.dropped
-        self.dropped: Callable[[Held, bytes, str, int], None] | None = None
+        self.dropped: Callable[[Held, bytes, str, int, Compiled], None] | None = None
 
     async def fire(
         self,
@@ -122,7 +122,7 @@ class Emitter:
                 ):  # (its version replaced once this instant came: it fires as it was, Held.written)
                     handled.append(item)  # changed since it was staged: its new version decides
                     if part.unsure and self.dropped is not None:  # (and may owe it: owed.py)
-                        self.dropped(part, item.key, item.path, due)
+                        self.dropped(part, item.key, item.path, due, item.entry)
                     continue
                 if item.head is None:
                     fired = await self.fire(item.partition, item.key, item.entry, item.path, due, now)

@@ -146,10 +146,21 @@ class Held:
     # schedule key -> version -> (when a command replaced it, the new version's first due per time-trigger
     # path), noted while fires due by then were staged and not sent yet (a late tick): see still_due.
     # Pruned once no fire due by then is staged (Punctuator._emit).
-    written: dict[bytes, dict[int, tuple[int, dict[str, int]]]] = field(default_factory=dict)
+    # (keyed by the replaced version's Compiled, by identity, and holding it: a schedule deleted and inserted
+    # again numbers its versions from 1 again)
+    written: dict[bytes, dict[int, tuple[Compiled, int, dict[str, int]]]] = field(default_factory=dict)
     # fires a command made unsure at an instant being sent ahead: owed if the staged fire of the version it
-    # replaced is dropped at emission, forgotten once the instant was sent (owed.py)
-    unsure: dict[bytes, list[tuple[ScheduleState, tuple[TimeUnit, str, int]]]] = field(default_factory=dict)
+    # replaced is dropped at emission, forgotten once the instant was sent (owed.py): schedule key ->
+    # [(the state that would owe it, (unit, path, due), the compiled version whose staged fire decides)]
+    unsure: dict[bytes, list[tuple[ScheduleState, tuple[TimeUnit, str, int], Compiled | None]]] = field(
+        default_factory=dict
+    )
+    # schedules deleted while an instant was sent ahead, being sent or late (staged, not sent): key -> (the
+    # state deleted, its compiled version, where it was armed, the last instant it concerns), what an
+    # INSERT of it again at or before that instant replaces (owed.py)
+    removed: dict[bytes, tuple[ScheduleState, Compiled | None, list[tuple[str, int]], int]] = field(
+        default_factory=dict
+    )
 
 
 @dataclass(slots=True)
@@ -176,8 +187,13 @@ def still_due(part: Held, item: Staged, due: int) -> bool:
     """A staged fire whose schedule a command wrote since it was staged is sent all the same, as the version
     it was staged with, when that version was replaced once the instant had come (it was due before the
     change) and the new version does not come due there itself (its dues start after it)."""
-    replaced = part.written.get(item.key, {}).get(item.entry.version)
-    return replaced is not None and due <= replaced[0] and due < replaced[1].get(item.path, LEAVING)
+    replaced = part.written.get(item.key, {}).get(id(item.entry))
+    return (
+        replaced is not None
+        and replaced[0] is item.entry
+        and due <= replaced[1]
+        and due < replaced[2].get(item.path, LEAVING)
+    )
 
 
 def seq_of(part: Held, key: bytes, path: str) -> int | None:

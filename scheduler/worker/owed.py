@@ -45,8 +45,11 @@ def fired_before(previous: ScheduleState | None, path: str, due: int) -> bool:
 
 #: (unit, trigger path, due instant) of one fire
 Due = tuple[TimeUnit, str, int]
-#: a fire owed (or unsure) and the state that owes it
+#: a fire owed and the state that owes it
 Owing = tuple[ScheduleState, Due]
+#: a fire unsure, the state that would owe it, and the compiled version whose staged fire there decides
+#: (owed if that one is dropped at its emission: an older version's staged fire dropped there decides nothing)
+Unsure = tuple[ScheduleState, Due, Compiled | None]
 
 
 def owed_dues(
@@ -130,12 +133,14 @@ class Owed:
         now: int,
         armed: Collection[tuple[str, int]] = (),
         marks: dict[TimeUnit, int] | None = None,
+        replaced: Compiled | None = None,
     ) -> None:
         """A command wrote the schedule at `now` (`state`; None: deleted): what an earlier command of it made
         owed (or unsure) at an instant still to come is not any more, and what this one makes owed (or
         unsure) is; what was owed (or unsure) at an instant that came by `now` stays so, as it was. `armed`:
         the (path, due) `previous` was armed at in memory, not staged (owed_dues); `marks`:
-        self.marks(part), when the caller has it."""
+        self.marks(part), when the caller has it; `replaced`: `previous` compiled, as memory held it (its
+        staged fire decides what is unsure)."""
         was_owed = part.owed.pop(key, None) if part.owed else None
         was_unsure = part.unsure.pop(key, None) if part.unsure else None
         owed: list[Due] = []
@@ -149,38 +154,47 @@ class Owed:
                 self._ahead_ms,
                 self.sending,
                 () if was_owed is None else [one for _, one in was_owed],
-                () if was_unsure is None else [one for _, one in was_unsure],
+                () if was_unsure is None else [one for _, one, _ in was_unsure],
                 armed,
             )
-        owing = _came(was_owed, now, owed, unsure) + [(state, one) for one in owed if state is not None]
+        new = set(owed) | set(unsure)
+        # (what an earlier command made owed or unsure at an instant that came by this write stays as it was)
+        owing = [(st, one) for st, one in was_owed or () if one[2] <= now and one not in new]
+        if state is not None:
+            owing += [(state, one) for one in owed]
         if owing:
             part.owed[key] = owing
-        owing = _came(was_unsure, now, owed, unsure) + [(state, one) for one in unsure if state is not None]
-        if owing:
-            part.unsure[key] = owing
+        deciding = {one: entry for _, one, entry in was_unsure or ()}
+        unsure_now = [(st, one, e) for st, one, e in was_unsure or () if one[2] <= now and one not in new]
+        if state is not None:
+            # (the staged fire that decides: the replaced version's, or what decided already)
+            unsure_now += [(state, one, deciding.get(one, replaced)) for one in unsure]
+        if unsure_now:
+            part.unsure[key] = unsure_now
 
-    def dropped(self, part: Held, key: bytes, path: str, due: int) -> None:
-        """A staged fire was dropped at its emission (its schedule was written since it was staged): a fire
-        unsure there is owed."""
+    def dropped(self, part: Held, key: bytes, path: str, due: int, entry: Compiled) -> None:
+        """A staged fire of `entry` was dropped at its emission (its schedule was written since it was
+        staged): a fire unsure there that this one decides is owed. (An older version's staged fire there is
+        dropped too, whether the one that decides is sent or not: test_fire_once_through_updates found that
+        duplicate.)"""
         unsure = part.unsure.get(key)
         if unsure is None:
             return
-        for at, (state, one) in enumerate(unsure):
-            if one[1] == path and one[2] == due:
+        for at, (state, one, deciding) in enumerate(unsure):
+            if one[1] == path and one[2] == due and deciding is entry:
                 del unsure[at]
                 if not unsure:
                     del part.unsure[key]
                 part.owed.setdefault(key, []).append((state, one))
                 return
 
-    def sent(self, unit: TimeUnit) -> None:
-        """The instant being sent of `unit` was: every staged fire of it was emitted or dropped, so what is
+    def sent(self, unit: TimeUnit, due: int) -> None:
+        """The instant `due` of `unit` was sent: every staged fire of it was emitted or dropped, so what is
         still unsure there was fired."""
-        self.sending.pop(unit, None)
         for part in self._parts.values():
             if part.unsure:
                 for key in list(part.unsure):
-                    left = [owing for owing in part.unsure[key] if owing[1][0] is not unit]
+                    left = [one for one in part.unsure[key] if one[1][0] is not unit or one[1][2] != due]
                     if left:
                         part.unsure[key] = left
                     else:
@@ -190,10 +204,14 @@ class Owed:
         """Send what the partition owes into its open transaction (before it commits); a send that fails
         raises, and the partition is given up uncommitted."""
         part = self._parts.get(partition)
-        if part is None or not part.owed:
+        if part is None:
+            return
+        now = self._clock()
+        if part.removed:  # (what no INSERT from now on replaces)
+            part.removed = {key: one for key, one in part.removed.items() if one[3] >= now}
+        if not part.owed:
             return
         owed, part.owed = part.owed, {}
-        now = self._clock()
         for key, owing in owed.items():
             compiled: dict[int, Compiled] = {}  # (per state that owes: one, in the common case)
             for state, (unit, path, due) in owing:
@@ -205,11 +223,3 @@ class Owed:
                 sent = await self._emitter.fire(partition, key, entry, path, due, now)
                 self._stats.fires_by_unit[unit] += 1
                 part.inflight[unit].append((max(due, part.high.get(unit, due)), [sent]))
-
-
-def _came(was: list[Owing] | None, now: int, owed: Collection[Due], unsure: Collection[Due]) -> list[Owing]:
-    """Of what an earlier command made owed (or unsure), the fires whose instant came by `now` (the write
-    of the next command) and that this command does not owe (or make unsure) itself: they stay as they were."""
-    if not was:
-        return []
-    return [(state, one) for state, one in was if one[2] <= now and one not in owed and one not in unsure]

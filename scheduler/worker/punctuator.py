@@ -261,6 +261,13 @@ class Punctuator:
         part = self._parts.get(partition)
         now = self._clock()
         high = {} if part is None else self.owed.marks(part)  # (or an instant being sent ahead: owed.py)
+        removed = (
+            None if part is None or previous is not None or not part.removed else part.removed.pop(key, None)
+        )
+        if removed is not None and removed[3] < now:
+            removed = None
+        if removed is not None:  # (deleted while an instant was sent or late: it replaces what was deleted)
+            previous = removed[0]
 
         def since(unit: TimeUnit) -> int:
             after = max(now, state.active_since) - 1
@@ -270,9 +277,11 @@ class Punctuator:
         self._index_put(partition, writes)
         if part is None:
             return  # not (yet) ours: assign() reads the index
-        armed = self._written(partition, part, key, now, {path: nxt for path, _, nxt in dues})
+        armed, replaced = self._written(partition, part, key, now, {path: nxt for path, _, nxt in dues})
+        if removed is not None:
+            replaced, armed = removed[1], armed + removed[2]
         if self._hold_commit is not None:
-            self.owed.owe(part, key, state, previous, now, armed, high)
+            self.owed.owe(part, key, state, previous, now, armed, high, replaced)
         near = [
             (path, unit, nxt)
             for path, unit, nxt in dues
@@ -299,35 +308,49 @@ class Punctuator:
         if part is not None:
             self._push(part, TimeUnit.SECONDS, key, path, due)
 
-    def remove(self, partition: int, key: bytes) -> None:
-        """The schedule was deleted (its index entries are dropped when reached)."""
+    def remove(self, partition: int, key: bytes, previous: ScheduleState | None = None) -> None:
+        """The schedule was deleted (`previous`: as it was; its index entries are dropped when reached)."""
         self._index_put(partition, [(elapsed_key(key), None)])
         part = self._parts.get(partition)
-        if part is not None:
-            now = self._clock()
-            self._written(partition, part, key, now, {})
+        if part is None:
+            return
+        now = self._clock()
+        armed, replaced = self._written(partition, part, key, now, {})
+        if self._hold_commit is not None:
             self.owed.owe(part, key, None, None, now)
+            until = max(self.owed.marks(part).values(), default=now)
+            if previous is not None and (until >= now or self.stager.late(now)):
+                # (an instant sent ahead, being sent or late: an INSERT of it by then replaces this one)
+                part.removed[key] = (previous, replaced, armed, max(until, now))
 
     def _written(
         self, partition: int, part: Held, key: bytes, now: int, firsts: dict[str, int]
-    ) -> list[tuple[str, int]]:
+    ) -> tuple[list[tuple[str, int]], Compiled | None]:
         """A command wrote the schedule (or deleted it) at `now`; `firsts`: the new version's first due per
         time-trigger path. What memory held of it is not valid any more, but a fire of the version it
         replaced due by now (the timer late), staged or armed, that the new version does not make itself is
         sent all the same, as that version (Stager.overdue, held.still_due). Returns the (path, due) the
-        replaced version is left armed at, not staged (never sent now: owed.py)."""
+        replaced version is left armed at, not staged (never sent now: owed.py), and that version compiled,
+        if memory held it."""
         live = part.live.pop(key, None)
         replaced = part.compiled.pop(key, None)
         armed = [] if not live else [(path, due) for path, (_, due) in live.items()]
+        if firsts and part.written and (earlier := part.written.get(key)):
+            # (what an earlier write replaced fires no instant this version makes itself: a DELETE, then an
+            # INSERT due at the instant the deleted version's staged fire is due at)
+            for one, (entry, at, due_from) in list(earlier.items()):
+                lowest = {path: min(due, due_from.get(path, LEAVING)) for path, due in firsts.items()}
+                earlier[one] = (entry, at, {**due_from, **lowest})
         if replaced is None:
-            return armed
+            return armed, None
         overdue = [(path, due) for path, due in armed if due <= now and due < firsts.get(path, LEAVING)]
         if overdue:
-            self.stager.overdue(partition, part, key, replaced, overdue)
+            # (and the instants after it that were due by now too: the timer late by more than a period)
+            self.stager.overdue(partition, part, key, replaced, _due_by(replaced, overdue, now, firsts))
             armed = [one for one in armed if one not in overdue]  # (staged now: they are sent)
         if self.stager.late(now):
-            part.written.setdefault(key, {})[replaced.version] = (now, firsts)
-        return armed
+            part.written.setdefault(key, {})[id(replaced)] = (replaced, now, firsts)
+        return armed, replaced
 
     def _push(self, part: Held, unit: TimeUnit, key: bytes, path: str, due: int) -> None:
         seq = next(self._seq)
@@ -384,16 +407,30 @@ class Punctuator:
         dues, by_due = self._staged[unit]
         sent: dict[int, tuple[Held, list[Sent]]] = {}
         fired: list[int] = []
+        # Transactions: an instant is being sent while it is emitted, sent ahead or not (a late tick): a
+        # command meanwhile is not armed at it again (its staged fire may be on its way already; owed.py)
+        sending = self.owed.sending if self._hold_commit is not None else None
+        ahead = None if sending is None else sending.get(unit)  # (_send_ahead's instant)
         try:
             while dues and dues[0] <= now:
                 due = dues[0]
                 items = by_due[due]
+                if sending is not None:
+                    sending[unit] = due
                 try:
                     await self.emitter.emit_due(due, items, now, sent)
                 except SendFailed as failed:  # the producer refused one: keep the rest staged, retry later
                     by_due[due] = failed.remaining
                     self.progress.record(unit, sent, due - 1)  # the watermark must stay before what is left
                     raise failed.error from None
+                finally:
+                    if sending is not None:
+                        if ahead is None:
+                            sending.pop(unit, None)
+                        else:
+                            sending[unit] = ahead
+                if sending is not None and due != ahead:  # (_send_ahead says when its instant was sent)
+                    self.owed.sent(unit, due)
                 heapq.heappop(dues)
                 del by_due[due]
             fired = list(sent)
@@ -414,7 +451,7 @@ class Punctuator:
                     if floor is None:
                         floor = 2**63
                 for key, versions in list(part.written.items()):
-                    if max(at for at, _ in versions.values()) < floor:
+                    if max(at for _, at, _ in versions.values()) < floor:
                         del part.written[key]
 
     async def _send_ahead(self, unit: TimeUnit, due: int, now: int) -> None:
@@ -439,7 +476,7 @@ class Punctuator:
                 finally:  # (inside the unit of work: no commit came between)
                     for partition in self._parts:
                         hold(partition, release)
-                    self.owed.sent(unit)
+                    self.owed.sent(unit, due)
         finally:
             self.owed.sending.pop(unit, None)
 
@@ -588,3 +625,19 @@ class Punctuator:
 
     async def run_progress(self, interval_s: float) -> None:
         await self.progress.run(interval_s)
+
+
+def _due_by(
+    entry: Compiled, armed: list[tuple[str, int]], now: int, firsts: dict[str, int]
+) -> list[tuple[str, int]]:
+    """Each armed (path, due) of a replaced version, and its trigger's instants after it up to `now` that the
+    new version does not come due at (before its first due): all were due before the change."""
+    out = []
+    for path, due in armed:
+        trigger = entry.leaf(path)
+        until = min(now, firsts.get(path, LEAVING) - 1)
+        nxt: int | None = due
+        while nxt is not None and nxt <= until:
+            out.append((path, nxt))
+            nxt = None if trigger is None else trigger.next_due(nxt)
+    return out

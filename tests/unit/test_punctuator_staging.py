@@ -501,6 +501,49 @@ async def test_a_fire_unsure_at_an_instant_stays_so_through_a_command_after_the_
     assert len(h.sent) == 3, "sent once"
 
 
+async def test_a_staged_fire_of_an_older_version_dropped_while_the_instant_is_sent_owes_nothing():
+    """Two versions staged at the instant (one staged, then replaced and its successor staged as the sending
+    began); a third written at the instant while it is sent. The oldest one's fire is dropped, the second
+    one's is sent (it was current when the instant came): only the drop of the second's would owe the fire.
+    test_fire_once_through_updates found the duplicate."""
+    h = Harness(T0 - 1)
+    p = h.punctuator
+    b, a = state("b"), state("c")  # (staged in this order: by key)
+    await _sending_ahead(h, [b, a])
+    await p._stage(S, T0, None)
+    a2 = dataclasses.replace(
+        a, version=a.version + 1, schedule=dataclasses.replace(a.schedule, data={"v": "2"})
+    )
+    p.upsert(0, h.put(0, a2), a2, a)  # (before the sending: a2 is armed at the instant, staged with it)
+    a3 = dataclasses.replace(a2, version=a.version + 2, active_since=T0)
+
+    def at_the_instant() -> None:
+        h.clock.now = T0
+        p.upsert(0, h.put(0, a3), a3, a2)
+
+    _on_send(h, 0, at_the_instant)  # (as b's fire is sent: c's two are staged after it)
+    await p._send_ahead(S, T0, h.clock.now)
+    await p.settle(0)
+    assert [(n, due) for n, due, _ in _fires(h)] == [("b", T0), ("c", T0)]
+    assert [f.data for f in h.fired() if f.key.name == "c"] == [{"v": "2"}]
+
+
+async def test_a_schedule_written_after_a_stall_of_its_timer_fires_each_instant_it_was_due_at_by_then():
+    """The timer stalled past several instants (a starved loop): a command then writes the schedule. Each
+    instant of the version it replaced due by then fires, as that version, not only the one memory held
+    armed; the new version's dues come after the write."""
+    h = Harness(T0 - 1)
+    p = h.punctuator
+    a = state("a")  # every 10 s from T0
+    await h.assign(0, [a], {S: T0 - 1})
+    await p.horizon.fill(S, h.clock.now + HORIZON_MS)
+    h.clock.now = T0 + 25_000
+    a2 = dataclasses.replace(a, version=a.version + 1, active_since=h.clock.now)
+    p.upsert(0, h.put(0, a2), a2, a)
+    assert [f.due_at for f in await h.tick_at(T0 + 25_001)] == [T0, T0 + 10_000, T0 + 20_000]
+    assert [f.due_at for f in await h.tick_at(T0 + 30_000)] == [T0 + 30_000]
+
+
 async def test_an_update_while_an_instant_is_being_sent_of_a_schedule_armed_not_staged_there_owes_it():
     """The sending began (waiting for a commit to end, say) and the replaced version's entry at the instant
     was still armed, not staged: it is never sent now, so the new version owes the fire there."""
