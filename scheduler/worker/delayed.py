@@ -223,6 +223,7 @@ class DelayedMessages:
         get = None
         read = self._stored.get(partition, {})
         floor = self._floor.get(partition)
+        prepared = self._prepared.get(partition)
         for key, value in writes.items():
             if not key.startswith(DUE):
                 continue
@@ -230,6 +231,12 @@ class DelayedMessages:
                 # a message due before the floor: scans see it. Lowered as it lands, not as it is written:
                 # a delivery between its write and its commit read RocksDB without it and raised the floor
                 floor = self._floor[partition] = (floor[0], key)
+            if prepared is not None and value is not None and key < prepared.until:
+                # what was read ahead read RocksDB without it (a write held for this commit): read again
+                # (else the delivery took the prepared entries, read on from their end, and raised the
+                # floor over it: held until the partition was assigned again)
+                del self._prepared[partition]
+                prepared = None
             old_topic = read.pop(key, None)
             if counted is None or not counted.covers(key):
                 continue
