@@ -14,8 +14,12 @@ The index is local derived state: never in a changelog. It is written
   the watermark and drops; never a fire lost because the index ran ahead of the watermark;
 - by the restore of the schedules changelog (a new owner, a standby), from each restored state.
 
-An entry names its schedule's version; one whose schedule has another version, is disabled or deleted,
-is dropped when the punctuator reaches it (a schedule update does not look for its old entries).
+An entry names its schedule's version, and its value the schedule's creation (`created`: its createdAt, 8
+bytes; empty in an index written before 2026-12-07); one whose schedule has another version or another
+creation, is disabled or deleted, is dropped when the punctuator reaches it (a schedule update does not
+look for its old entries). The creation tells a schedule deleted and inserted again from the one deleted:
+an INSERT numbers its versions from 1 again, and an entry of the deleted version 1 was loaded as the new
+one's, firing it at an instant of the deleted definition (test_fire_once_through_updates found it).
 
 Key: 0xff, unit (1 byte), due (8 bytes, big-endian), the schedule key, the trigger path, 0x00, version
 (8 bytes). Other keys under 0xff 0x00: the schedules with elapsed triggers or an SLA watchdog (0xff 0x00
@@ -45,6 +49,11 @@ COMPLETE = b"\xff\x00\x00complete"
 _UNIT_BYTE = {unit: bytes([i + 1]) for i, unit in enumerate(TimeUnit)}
 _BYTE_UNIT = {b[0]: unit for unit, b in _UNIT_BYTE.items()}
 _MAX_DUE = 2**64 - 1
+
+
+def created(created_at: int) -> bytes:
+    """An entry's value: the creation of the schedule it names."""
+    return created_at.to_bytes(8, "big")
 
 
 def due_key(unit: TimeUnit, due: int, key: bytes, path: str, version: int) -> bytes:
@@ -82,15 +91,26 @@ class Due:
     path: str
     version: int
     raw: bytes  # the index key itself (to delete it)
+    created: bytes = b""  # the value: the schedule's creation (empty: not known, an older index)
+
+    def names(self, created_at: int, version: int) -> bool:
+        """Whether the entry is of this version of the schedule created at `created_at`."""
+        return self.version == version and (not self.created or self.created == created(created_at))
 
 
-def parse(raw: bytes) -> Due:
+def parse(raw: bytes, value: bytes = b"") -> Due:
     unit = _BYTE_UNIT[raw[1]]
     due = int.from_bytes(raw[2:10], "big")
     end = _schedule_key_end(raw, 10)
     path_end = raw.index(b"\x00", end)
     return Due(
-        unit, due, raw[10:end], raw[end:path_end].decode(), int.from_bytes(raw[path_end + 1 :], "big"), raw
+        unit,
+        due,
+        raw[10:end],
+        raw[end:path_end].decode(),
+        int.from_bytes(raw[path_end + 1 :], "big"),
+        raw,
+        value,
     )
 
 
@@ -151,10 +171,10 @@ class DueIndex:
         earliest first."""
         db = self._db_for(partition)
         stop = bound(unit, until + 1)
-        for raw, _ in db.items(from_key=max(start, bound(unit, 0))):
+        for raw, value in db.items(from_key=max(start, bound(unit, 0))):
             if raw >= stop:
                 return
-            yield parse(raw)
+            yield parse(raw, value)
 
     def elapsed(self, partition: int) -> Iterator[bytes]:
         """The schedule keys marked as having elapsed triggers or an SLA watchdog."""

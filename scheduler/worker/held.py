@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from scheduler.domain.model import ElapsedTrigger, ScheduleState, TimeUnit, trigger_leaves
 from scheduler.domain.triggers.base import TimeTrigger
 from scheduler.domain.triggers.progress import SLA_PATH
-from scheduler.kafka.due_index import due_key, elapsed_key
+from scheduler.kafka.due_index import created, due_key, elapsed_key
 from scheduler.wire.fires import fire_bytes
 from scheduler.worker.armed import Armed
 
@@ -62,6 +62,7 @@ class Compiled:
     parts: Callable[[int], tuple[bytes, bytes | None]] | None = None
     kafka_partition: tuple[int, int] | None = None  # (partition count, partition) of its key on its topic
     calendars: tuple[str, ...] = ()  # (tenant, *calendar names) it excludes, if any
+    created: bytes = b""  # its schedule's creation, as the due-time index holds it (due_index.created)
 
     def leaf(self, path: str) -> TimeTrigger | None:
         for p, t in self.leaves:
@@ -82,9 +83,26 @@ def compile_schedule(state: ScheduleState, key: bytes | None = None) -> Compiled
     if s.program is None and s.max_fires is None and [p for p, _ in leaves] == ["0"]:
         fired = fire_bytes(s, key)
         return Compiled(
-            s.topic, leaves, elapsed, fired.encode, None, state.version, fired.parts, calendars=calendars
+            s.topic,
+            leaves,
+            elapsed,
+            fired.encode,
+            None,
+            state.version,
+            fired.parts,
+            calendars=calendars,
+            created=created(state.created_at),
         )
-    return Compiled(s.topic, leaves, elapsed, None, state, state.version, calendars=calendars)
+    return Compiled(
+        s.topic,
+        leaves,
+        elapsed,
+        None,
+        state,
+        state.version,
+        calendars=calendars,
+        created=created(state.created_at),
+    )
 
 
 def has_elapsed(state: ScheduleState) -> bool:
@@ -118,7 +136,7 @@ def index_entries(
             state.active_since - 1 if after is None else max(after, state.active_since - 1)
         )
         if nxt is not None:
-            writes.append((due_key(unit, nxt, key, path, state.version), b""))
+            writes.append((due_key(unit, nxt, key, path, state.version), created(state.created_at)))
             dues.append((path, unit, nxt))
     writes.append((elapsed_key(key), b"" if has_elapsed(state) else None))
     return writes, dues
@@ -155,6 +173,10 @@ class Held:
     unsure: dict[bytes, list[tuple[ScheduleState, tuple[TimeUnit, str, int], Compiled | None]]] = field(
         default_factory=dict
     )
+    # instants of the window (sent ahead, being sent) a schedule's current version does not come due at but
+    # an earlier one fired at (None), or may have (the compiled version whose staged fire decides): key ->
+    # {(unit, path, due): that} (owed.py, Owed._settle_on)
+    settled: dict[bytes, dict[tuple[TimeUnit, str, int], Compiled | None]] = field(default_factory=dict)
     # schedules deleted while an instant was sent ahead, being sent or late (staged, not sent): key -> (the
     # state deleted, its compiled version, where it was armed, the last instant it concerns), what an
     # INSERT of it again at or before that instant replaces (owed.py)
@@ -218,3 +240,38 @@ def loaded_until(loaded: bytes) -> int:
     """The instant up to which an index whose keys below `loaded` are in memory is (every due before the
     one `loaded` names)."""
     return int.from_bytes(loaded[2:10], "big") - 1
+
+
+def due_by(
+    entry: Compiled, armed: list[tuple[str, int]], now: int, firsts: dict[str, int]
+) -> list[tuple[str, int]]:
+    """Each armed (path, due) of a replaced version, and its trigger's instants after it up to `now` that the
+    new version does not come due at (before its first due): all were due before the change."""
+    out = []
+    for path, due in armed:
+        trigger = entry.leaf(path)
+        until = min(now, firsts.get(path, LEAVING) - 1)
+        nxt: int | None = due
+        while nxt is not None and nxt <= until:
+            out.append((path, nxt))
+            nxt = None if trigger is None else trigger.next_due(nxt)
+    return out
+
+
+def next_index_keys(
+    key: bytes, state: ScheduleState, now: int, marks: dict[TimeUnit, int], count: int
+) -> list[bytes]:
+    """The index keys of a schedule's next `count` dues per time trigger after `now` (and the marks: what
+    was sent ahead), where its entries are (written by its command, or moved on as it fired)."""
+    out: list[bytes] = []
+    if not state.firing:
+        return out
+    for path, trigger in state.time_leaves():
+        after = max(now, state.active_since) - 1
+        due = trigger.next_due(max(after, marks.get(trigger.unit, after)))
+        for _ in range(count):
+            if due is None:
+                break
+            out.append(due_key(trigger.unit, due, key, path, state.version))
+            due = trigger.next_due(due)
+    return out

@@ -112,7 +112,7 @@ class Horizon:
             # lost the partition before firing it (the earlier one writes it again when it fires)
             return
         state = self.loaded(partition, e.key)
-        if state is None or not state.firing or state.version != e.version:
+        if state is None or not state.firing or not e.names(state.created_at, state.version):
             stale.append((e.raw, None))  # (with the schedule writes: never ahead of an update's commit)
             return
         entry = part.compiled.get(e.key)

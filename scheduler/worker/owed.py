@@ -24,7 +24,9 @@ dues it passed are skipped, as without sending ahead."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+import contextlib
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from types import MappingProxyType
 
 from scheduler.domain.model import ScheduleState, TimeUnit
 from scheduler.worker.counters import FireCounts
@@ -52,6 +54,26 @@ Owing = tuple[ScheduleState, Due]
 Unsure = tuple[ScheduleState, Due, Compiled | None]
 
 
+def window_dues(
+    marks: dict[TimeUnit, int], state: ScheduleState | None, now: int, ahead_ms: int
+) -> list[Due]:
+    """The instants after `now` and at or before their unit's mark (at most `ahead_ms` ahead: sent, or being
+    sent, ahead) that `state` comes due at."""
+    out: list[Due] = []
+    if state is None or not state.firing:
+        return out
+    for path, trigger in state.time_leaves():
+        unit = trigger.unit
+        mark = marks.get(unit)
+        if mark is None or not now <= mark <= now + ahead_ms:
+            continue
+        due = trigger.next_due(max(now, state.active_since) - 1)
+        while due is not None and due <= mark:
+            out.append((unit, path, due))
+            due = trigger.next_due(due)
+    return out
+
+
 def owed_dues(
     marks: dict[TimeUnit, int],
     state: ScheduleState,
@@ -62,34 +84,29 @@ def owed_dues(
     was_owed: Sequence[Due] = (),
     was_unsure: Sequence[Due] = (),
     armed: Collection[tuple[str, int]] = (),
+    settled: Mapping[Due, object] = MappingProxyType({}),
 ) -> tuple[list[Due], list[Due]]:
-    """The instants after `now` and at or before their unit's mark (at most `ahead_ms` ahead: sent, or being
-    sent, ahead) that the new state comes due at: (owed, unsure). Owed: `previous` did not come due there,
-    its fire there was owed itself (`was_owed`), or was still armed there, not staged (`armed`: (path,
-    due); it is never sent now). Unsure: `previous` came due at an instant being sent (`sending`), whose
-    fire may not be emitted yet (a replaced version's staged fire is dropped then: the fire becomes owed,
-    Owed.dropped), or was unsure itself."""
+    """Of the instants of the window (window_dues) the new state comes due at: (owed, unsure). Owed:
+    `previous` did not come due there, its fire there was owed itself (`was_owed`), or was still armed there,
+    not staged (`armed`: (path, due); it is never sent now). Unsure: `previous` came due at an instant being
+    sent (`sending`), whose fire may not be emitted yet (a replaced version's staged fire is dropped then:
+    the fire becomes owed, Owed.dropped), or was unsure itself. `settled`: what a version before `previous`
+    fired there (None) or may have (not None: unsure), `previous` not coming due there itself."""
     owed: list[Due] = []
     unsure: list[Due] = []
-    if not state.firing:
-        return owed, unsure
-    for path, trigger in state.time_leaves():
-        unit = trigger.unit
-        mark = marks.get(unit)
-        if mark is None or not now <= mark <= now + ahead_ms:
-            continue
-        due = trigger.next_due(max(now, state.active_since) - 1)
-        while due is not None and due <= mark:
-            one = (unit, path, due)
-            if one in was_owed or (path, due) in armed:
-                owed.append(one)
-            elif one in was_unsure:
+    for one in window_dues(marks, state, now, ahead_ms):
+        unit, path, due = one
+        if one in was_owed or (path, due) in armed:
+            owed.append(one)
+        elif one in was_unsure:
+            unsure.append(one)
+        elif one in settled:
+            if settled[one] is not None:
                 unsure.append(one)
-            elif not fired_before(previous, path, due):
-                owed.append(one)
-            elif sending is not None and sending.get(unit) == due:
-                unsure.append(one)
-            due = trigger.next_due(due)
+        elif not fired_before(previous, path, due):
+            owed.append(one)
+        elif sending is not None and sending.get(unit) == due:
+            unsure.append(one)
     return owed, unsure
 
 
@@ -143,11 +160,13 @@ class Owed:
         staged fire decides what is unsure)."""
         was_owed = part.owed.pop(key, None) if part.owed else None
         was_unsure = part.unsure.pop(key, None) if part.unsure else None
+        was_settled = part.settled.pop(key, None) if part.settled else None
+        marks = self.marks(part) if marks is None else marks
         owed: list[Due] = []
         unsure: list[Due] = []
         if state is not None:
             owed, unsure = owed_dues(
-                self.marks(part) if marks is None else marks,
+                marks,
                 state,
                 previous,
                 now,
@@ -156,7 +175,11 @@ class Owed:
                 () if was_owed is None else [one for _, one in was_owed],
                 () if was_unsure is None else [one for _, one, _ in was_unsure],
                 armed,
+                was_settled or {},
             )
+        self._settle_on(
+            part, key, state, previous, now, marks, armed, replaced, was_owed, was_unsure, was_settled
+        )
         new = set(owed) | set(unsure)
         # (what an earlier command made owed or unsure at an instant that came by this write stays as it was)
         owing = [(st, one) for st, one in was_owed or () if one[2] <= now and one not in new]
@@ -164,7 +187,10 @@ class Owed:
             owing += [(state, one) for one in owed]
         if owing:
             part.owed[key] = owing
-        deciding = {one: entry for _, one, entry in was_unsure or ()}
+        deciding: dict[Due, Compiled | None] = {
+            one: entry for one, entry in (was_settled or {}).items() if entry is not None
+        }
+        deciding.update((one, entry) for _, one, entry in was_unsure or ())
         unsure_now = [(st, one, e) for st, one, e in was_unsure or () if one[2] <= now and one not in new]
         if state is not None:
             # (the staged fire that decides: the replaced version's, or what decided already)
@@ -172,11 +198,96 @@ class Owed:
         if unsure_now:
             part.unsure[key] = unsure_now
 
+    def _settle_on(
+        self,
+        part: Held,
+        key: bytes,
+        state: ScheduleState | None,
+        previous: ScheduleState | None,
+        now: int,
+        marks: dict[TimeUnit, int],
+        armed: Collection[tuple[str, int]],
+        replaced: Compiled | None,
+        was_owed: list[Owing] | None,
+        was_unsure: list[Unsure] | None,
+        was_settled: dict[Due, Compiled | None] | None,
+    ) -> None:
+        """Held.settled after a command: the instants of the window the new state does not come due at,
+        where a version before it fired (None) or may have (the compiled version whose staged fire decides):
+        a later command whose version comes due there again owes nothing there (or is unsure). Else an
+        UPDATE that moved the schedule off the instant its fire was sent at, then one that moved it back,
+        owed it a second time (test_fire_once_through_updates found it)."""
+        coming = set(window_dues(marks, state, now, self._ahead_ms))
+        settled = {one: c for one, c in (was_settled or {}).items() if one[2] >= now and one not in coming}
+        owing = {one for _, one in was_owed or ()}
+        unsure = {one: c for _, one, c in was_unsure or ()}
+        for one in window_dues(marks, previous, now, self._ahead_ms):
+            unit, path, due = one
+            if one in coming or one in settled or one in owing or (path, due) in armed:
+                continue  # (owed by it, or never sent: not fired)
+            if one in unsure:
+                settled[one] = unsure[one]
+            elif self.sending.get(unit) == due:
+                settled[one] = replaced
+            else:
+                settled[one] = None
+        if settled:
+            part.settled[key] = settled
+
+    def deleted(
+        self,
+        part: Held,
+        key: bytes,
+        previous: ScheduleState,
+        replaced: Compiled | None,
+        armed: list[tuple[str, int]],
+        now: int,
+        late: bool,
+    ) -> None:
+        """A command deleted the schedule (`previous`) at `now`: while an instant is sent ahead, being sent
+        or late (`late`: a staged fire due by now), an INSERT of it again replaces it (Held.removed)."""
+        until = max(self.marks(part).values(), default=now)
+        if until >= now or late:
+            part.removed[key] = (previous, replaced, armed, max(until, now))
+
+    def reinserted(
+        self, part: Held, key: bytes, now: int
+    ) -> tuple[ScheduleState, Compiled | None, list[tuple[str, int]], int] | None:
+        """What an INSERT of the schedule at `now` replaces: what a DELETE of it took out while an instant
+        it concerns was sent ahead, being sent or late (None: nothing)."""
+        removed = part.removed.pop(key, None) if part.removed else None
+        return None if removed is None or removed[3] < now else removed
+
+    @contextlib.contextmanager
+    def emitting(self, unit: TimeUnit, due: int) -> Iterator[None]:
+        """The instant `due` is emitted (sent ahead, or at a late tick): it is being sent meanwhile, and
+        once it was, what is unsure there was fired (sent); a send ahead says so itself. A late tick's
+        instant like a sent one: a command written at its very millisecond while its fires are sent is due
+        after it, and owes it only if its replaced version did not fire there (before, its version came due
+        there again)."""
+        ahead = self.sending.get(unit)
+        self.sending[unit] = due
+        try:
+            yield
+        finally:
+            if ahead is None:
+                self.sending.pop(unit, None)
+            else:
+                self.sending[unit] = ahead
+        if due != ahead:
+            self.sent(unit, due)
+
     def dropped(self, part: Held, key: bytes, path: str, due: int, entry: Compiled) -> None:
         """A staged fire of `entry` was dropped at its emission (its schedule was written since it was
         staged): a fire unsure there that this one decides is owed. (An older version's staged fire there is
         dropped too, whether the one that decides is sent or not: test_fire_once_through_updates found that
         duplicate.)"""
+        settled = part.settled.get(key)
+        if settled is not None:  # (not fired there: a later version that comes due there owes it)
+            for one in [one for one, c in settled.items() if c is entry and one[1] == path and one[2] == due]:
+                del settled[one]
+            if not settled:
+                del part.settled[key]
         unsure = part.unsure.get(key)
         if unsure is None:
             return
@@ -192,6 +303,10 @@ class Owed:
         """The instant `due` of `unit` was sent: every staged fire of it was emitted or dropped, so what is
         still unsure there was fired."""
         for part in self._parts.values():
+            for settled in part.settled.values():  # (what may have been fired there was)
+                for one, c in settled.items():
+                    if c is not None and one[0] is unit and one[2] == due:
+                        settled[one] = None
             if part.unsure:
                 for key in list(part.unsure):
                     left = [one for one in part.unsure[key] if one[1][0] is not unit or one[1][2] != due]
@@ -209,6 +324,9 @@ class Owed:
         now = self._clock()
         if part.removed:  # (what no INSERT from now on replaces)
             part.removed = {key: one for key, one in part.removed.items() if one[3] >= now}
+        if part.settled:  # (instants no command from now on can come due at: past)
+            kept = {key: {one: c for one, c in v.items() if one[2] >= now} for key, v in part.settled.items()}
+            part.settled = {key: v for key, v in kept.items() if v}
         if not part.owed:
             return
         owed, part.owed = part.owed, {}

@@ -49,9 +49,11 @@ from scheduler.worker.held import (
     Sent,
     Unreadable,
     compile_schedule,
+    due_by,
     has_elapsed,
     index_entries,
     loaded_until,
+    next_index_keys,
 )
 from scheduler.worker.horizon import Horizon, Load
 from scheduler.worker.owed import Owed
@@ -261,11 +263,7 @@ class Punctuator:
         part = self._parts.get(partition)
         now = self._clock()
         high = {} if part is None else self.owed.marks(part)  # (or an instant being sent ahead: owed.py)
-        removed = (
-            None if part is None or previous is not None or not part.removed else part.removed.pop(key, None)
-        )
-        if removed is not None and removed[3] < now:
-            removed = None
+        removed = None if part is None or previous is not None else self.owed.reinserted(part, key, now)
         if removed is not None:  # (deleted while an instant was sent or late: it replaces what was deleted)
             previous = removed[0]
 
@@ -309,19 +307,23 @@ class Punctuator:
             self._push(part, TimeUnit.SECONDS, key, path, due)
 
     def remove(self, partition: int, key: bytes, previous: ScheduleState | None = None) -> None:
-        """The schedule was deleted (`previous`: as it was; its index entries are dropped when reached)."""
-        self._index_put(partition, [(elapsed_key(key), None)])
+        """The schedule was deleted (`previous`: as it was). Its index entries are dropped when reached, and
+        those at its next two dues now: an INSERT of it again in the same millisecond has its creation, and
+        an entry of the deleted version would be taken for the new one's (due_index)."""
         part = self._parts.get(partition)
+        now = self._clock()
+        writes: list[tuple[bytes, bytes | None]] = [(elapsed_key(key), None)]
+        if previous is not None:
+            marks = {} if part is None else self.owed.marks(part)
+            writes += [(raw, None) for raw in next_index_keys(key, previous, now, marks, 2)]
+        self._index_put(partition, writes)
         if part is None:
             return
-        now = self._clock()
         armed, replaced = self._written(partition, part, key, now, {})
         if self._hold_commit is not None:
-            self.owed.owe(part, key, None, None, now)
-            until = max(self.owed.marks(part).values(), default=now)
-            if previous is not None and (until >= now or self.stager.late(now)):
-                # (an instant sent ahead, being sent or late: an INSERT of it by then replaces this one)
-                part.removed[key] = (previous, replaced, armed, max(until, now))
+            self.owed.owe(part, key, None, previous, now, armed, None, replaced)
+            if previous is not None:
+                self.owed.deleted(part, key, previous, replaced, armed, now, self.stager.late(now))
 
     def _written(
         self, partition: int, part: Held, key: bytes, now: int, firsts: dict[str, int]
@@ -346,7 +348,7 @@ class Punctuator:
         overdue = [(path, due) for path, due in armed if due <= now and due < firsts.get(path, LEAVING)]
         if overdue:
             # (and the instants after it that were due by now too: the timer late by more than a period)
-            self.stager.overdue(partition, part, key, replaced, _due_by(replaced, overdue, now, firsts))
+            self.stager.overdue(partition, part, key, replaced, due_by(replaced, overdue, now, firsts))
             armed = [one for one in armed if one not in overdue]  # (staged now: they are sent)
         if self.stager.late(now):
             part.written.setdefault(key, {})[id(replaced)] = (replaced, now, firsts)
@@ -407,30 +409,18 @@ class Punctuator:
         dues, by_due = self._staged[unit]
         sent: dict[int, tuple[Held, list[Sent]]] = {}
         fired: list[int] = []
-        # Transactions: an instant is being sent while it is emitted, sent ahead or not (a late tick): a
-        # command meanwhile is not armed at it again (its staged fire may be on its way already; owed.py)
-        sending = self.owed.sending if self._hold_commit is not None else None
-        ahead = None if sending is None else sending.get(unit)  # (_send_ahead's instant)
+        transactions = self._hold_commit is not None
         try:
             while dues and dues[0] <= now:
                 due = dues[0]
                 items = by_due[due]
-                if sending is not None:
-                    sending[unit] = due
-                try:
-                    await self.emitter.emit_due(due, items, now, sent)
+                try:  # (with transactions the instant is being sent: owed.py)
+                    with self.owed.emitting(unit, due) if transactions else contextlib.nullcontext():
+                        await self.emitter.emit_due(due, items, now, sent)
                 except SendFailed as failed:  # the producer refused one: keep the rest staged, retry later
                     by_due[due] = failed.remaining
                     self.progress.record(unit, sent, due - 1)  # the watermark must stay before what is left
                     raise failed.error from None
-                finally:
-                    if sending is not None:
-                        if ahead is None:
-                            sending.pop(unit, None)
-                        else:
-                            sending[unit] = ahead
-                if sending is not None and due != ahead:  # (_send_ahead says when its instant was sent)
-                    self.owed.sent(unit, due)
                 heapq.heappop(dues)
                 del by_due[due]
             fired = list(sent)
@@ -625,19 +615,3 @@ class Punctuator:
 
     async def run_progress(self, interval_s: float) -> None:
         await self.progress.run(interval_s)
-
-
-def _due_by(
-    entry: Compiled, armed: list[tuple[str, int]], now: int, firsts: dict[str, int]
-) -> list[tuple[str, int]]:
-    """Each armed (path, due) of a replaced version, and its trigger's instants after it up to `now` that the
-    new version does not come due at (before its first due): all were due before the change."""
-    out = []
-    for path, due in armed:
-        trigger = entry.leaf(path)
-        until = min(now, firsts.get(path, LEAVING) - 1)
-        nxt: int | None = due
-        while nxt is not None and nxt <= until:
-            out.append((path, nxt))
-            nxt = None if trigger is None else trigger.next_due(nxt)
-    return out

@@ -182,7 +182,7 @@ class Stager:
                 if trigger is not None:
                     nxt = trigger.next_due(due)
                     if nxt is not None:
-                        stays = self.moved(partition, part, unit, key, path, entry.version, nxt, writes)
+                        stays = self.moved(partition, part, unit, key, path, entry, nxt, writes)
                 if entry.calendars and trigger is not None and self._is_excluded(entry, due):
                     if not stays:
                         forget(part, key, path, seq)
@@ -209,17 +209,17 @@ class Stager:
         unit: TimeUnit,
         key: bytes,
         path: str,
-        version: int,
+        entry: Compiled,
         nxt: int,
         writes: dict[int, list[tuple[bytes, bytes | None]]],
     ) -> bool:
         """A time trigger's next due: into the index (written at the end of the stage), and into memory when
         the horizon holds it already. Returns whether it is in memory."""
-        raw = due_key(unit, nxt, key, path, version)
+        raw = due_key(unit, nxt, key, path, entry.version)
         batch = writes.get(partition)
         if batch is None:
             batch = writes[partition] = []
-        batch.append((raw, b""))
+        batch.append((raw, entry.created))
         loaded = part.loaded[unit]
         if raw < loaded or nxt <= loaded_until(loaded) + KEEP_MS:  # (the loader skips it: same due)
             self._push(part, unit, key, path, nxt)
@@ -256,6 +256,6 @@ class Stager:
             part.inflight[unit].append((part.high.get(unit, due - 1), futures))
         seq = seq_of(part, key, path)
         if plan.next_due is None or not self.moved(
-            partition, part, unit, key, path, entry.version, plan.next_due, writes
+            partition, part, unit, key, path, entry, plan.next_due, writes
         ):
             forget(part, key, path, seq)

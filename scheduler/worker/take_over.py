@@ -84,7 +84,7 @@ class TakeOver:
                     writes.append((e.raw, None))
                 continue
             state = self._horizon.loaded(partition, e.key)
-            if state is None or not state.firing or state.version != e.version:
+            if state is None or not state.firing or not e.names(state.created_at, state.version):
                 writes.append((e.raw, None))
                 continue
             entry = part.compiled.get(e.key)
@@ -110,7 +110,7 @@ class TakeOver:
             count_missed(self._stats.missed, state.schedule.catch_up, plan)
             handled[where] = plan.next_due
             if plan.next_due is not None:
-                writes.append((due_key(unit, plan.next_due, e.key, e.path, e.version), b""))
+                writes.append((due_key(unit, plan.next_due, e.key, e.path, e.version), entry.created))
         self.index.write(partition, writes)
 
     def still_owned(self, partition: int, part: Held) -> None:

@@ -2,8 +2,8 @@
 instant is sent ahead (and past it: a long sending), between the sending and the partition's commit, at a
 late tick, while the timer stalls past an instant — fire once at each instant, as the integration test `test_…_updated_while_their_instants_are_
 fired_fire_once_at_each` asks of a worker, here with the punctuator alone, every interleaving reproducible
-from its seed. Every version comes due at the same instants, so whichever version fires an instant, it is
-fired exactly once."""
+from its seed. An UPDATE may move the schedule's cadence: an instant fires as the version written last before
+it says (either, for a command written in the 50 ms it was sent ahead of it, or at it)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from scheduler.domain.model import ScheduleState
+from scheduler.domain.model import FrequencyTrigger, ScheduleState
 from scheduler.wire.codec import key_bytes
 from scheduler.wire.fires import decode_fired
 from scheduler.worker.punctuator import HORIZON_MS, SEND_AHEAD_MS
@@ -22,10 +22,13 @@ from tests.unit.test_punctuator import T0, Harness, S, state
 pytestmark = pytest.mark.unit
 
 SEEDS = 400
-INSTANTS = [T0 + 10_000 * i for i in range(6)]  # (state(): every 10 s from T0)
+INSTANTS = [T0 + 10_000 * i for i in range(6)]
+#: (period, offset from T0) ms: every 10 s, every 20 s, every 20 s from T0 + 10 s (an UPDATE may change it)
+Cadence = tuple[int, int]
+CADENCES: list[Cadence] = [(10_000, 0), (20_000, 0), (20_000, 10_000)]
 
 
-async def _run(seed: int) -> tuple[bool, dict[tuple[str, int], tuple[int, tuple[int, ...]]]]:
+async def _run(seed: int) -> tuple[bool, dict[tuple[str, int], tuple[int, set[int]]]]:
     """One interleaving: whether with transactions, and per (schedule, instant) its fires and how many it may
     have."""
     rng = random.Random(seed)
@@ -34,11 +37,15 @@ async def _run(seed: int) -> tuple[bool, dict[tuple[str, int], tuple[int, tuple[
     ahead = rng.random() < 0.8  # transactions: instants sent ahead, commits held until them
     if ahead:
         p._hold_commit = lambda partition, release: None
-    states = [state(f"k{i}") for i in range(rng.randint(1, 6))]
+    cadences = [rng.choice(CADENCES) for _ in range(rng.randint(1, 6))]
+    states = [state(f"k{i}", _trigger(c)) for i, c in enumerate(cadences)]
     await h.assign(0, states, {S: T0 - 1})
     current: dict[bytes, ScheduleState | None] = {key_bytes(st.schedule.key): st for st in states}
     names = {key_bytes(st.schedule.key): st.schedule.key.name for st in states}
-    presence: dict[str, list[tuple[int, bool]]] = {st.schedule.key.name: [(T0 - 1, True)] for st in states}
+    # per schedule, each write: (when, its cadence; None: deleted)
+    history: dict[str, list[tuple[int, Cadence | None]]] = {
+        st.schedule.key.name: [(T0 - 1_000, c)] for st, c in zip(states, cadences, strict=True)
+    }
     written = 0
 
     def update() -> None:  # (mostly an UPDATE; sometimes a DELETE, and an INSERT of what was deleted)
@@ -51,14 +58,18 @@ async def _run(seed: int) -> tuple[bool, dict[tuple[str, int], tuple[int, tuple[
             current[kb] = None
             del h.table[(0, kb)]
             p.remove(0, kb, old)
-            presence[names[kb]].append((now, False))
+            history[names[kb]].append((now, None))
             return
+        cadence = history[names[kb]][-1][1]
+        if cadence is None or rng.random() < 0.3:  # (an INSERT, or an UPDATE that changes the cadence)
+            cadence = rng.choice(CADENCES)
         if old is None:
             new = dataclasses.replace(state(names[kb]), created_at=now, updated_at=now, active_since=now)
-            presence[names[kb]].append((now, True))
         else:
             new = dataclasses.replace(old, version=old.version + 1, updated_at=now, active_since=now)
-        new = dataclasses.replace(new, schedule=dataclasses.replace(new.schedule, data={"v": str(written)}))
+        schedule = dataclasses.replace(new.schedule, trigger=_trigger(cadence), data={"v": str(written)})
+        new = dataclasses.replace(new, schedule=schedule)
+        history[names[kb]].append((now, cadence))
         current[kb] = new
         p.upsert(0, h.put(0, new), new, old)
 
@@ -117,19 +128,32 @@ async def _run(seed: int) -> tuple[bool, dict[tuple[str, int], tuple[int, tuple[
     await commit()
     fired = Counter((f.key.name, f.due_at) for f in map(decode_fired, (v for _, _, v in h.sent)))
     return ahead, {
-        (name, due): (fired[(name, due)], _expected(presence[name], due))
-        for name in presence
+        (name, due): (fired[(name, due)], _expected(history[name], due))
+        for name in history
         for due in INSTANTS
     }
 
 
-def _expected(presence: list[tuple[int, bool]], due: int) -> tuple[int, ...]:
-    """How many fires an instant may have: 1 where the schedule existed then, 0 where it was deleted; either
-    where a DELETE or an INSERT was written while the instant was sent ahead (a command then takes effect
-    after the instant, when its fire there is on its way already), or at the instant itself."""
-    if any(due - SEND_AHEAD_MS <= at <= due for at, _ in presence[1:]):
-        return (0, 1)
-    return (1,) if [present for at, present in presence if at < due][-1] else (0,)
+def _trigger(cadence: Cadence) -> FrequencyTrigger:
+    period, offset = cadence
+    return FrequencyTrigger(S, period // 1_000, T0 + offset)
+
+
+def _due(cadence: Cadence | None, instant: int) -> int:
+    if cadence is None:
+        return 0
+    period, offset = cadence
+    return int(instant >= T0 + offset and (instant - T0 - offset) % period == 0)
+
+
+def _expected(history: list[tuple[int, Cadence | None]], due: int) -> set[int]:
+    """How many fires an instant may have: 1 where the version written last before it comes due there, 0
+    where it does not (or the schedule was deleted); where a command was written while the instant was
+    sent ahead (it takes effect after the instant, when its fire there may be on its way already), or at the
+    instant itself, what the version before it says or what it says."""
+    window = due - SEND_AHEAD_MS
+    allowed = {_due([c for at, c in history if at < window][-1], due)}
+    return allowed | {_due(c, due) for at, c in history if window <= at <= due}
 
 
 async def test_schedules_updated_around_their_instants_fire_once_at_each() -> None:
