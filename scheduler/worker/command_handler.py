@@ -71,6 +71,10 @@ class CommandHandler:
         self.worker = worker
         self._vouched = vouched  # this worker's HTTP writes, validated: not decoded nor validated again
         self._tenant_counts: dict[int, Counter[str]] = {}  # partition -> schedules per tenant (lazy)
+        # the schedules deleted in this millisecond that were created in it: an INSERT of one of them again
+        # in it is created a millisecond later (a schedule's creation tells its due-time index entries from
+        # those of the one deleted: due_index)
+        self._deleted_new: tuple[int, set[bytes]] = (0, set())
 
     def forget_tenant_counts(self) -> None:
         """Counted again when next asked (a new assignment)."""
@@ -193,7 +197,15 @@ class CommandHandler:
             # Active from when it is written, not from when the checks above began: they awaited, an instant
             # may have come and been fired meanwhile, and its first fire is the first instant after this.
             new = replace(new, active_since=now)
+        deleted_at, deleted = self._deleted_new
+        if new is not None and current is None and new.created_at == deleted_at and kb in deleted:
+            new = replace(new, created_at=new.created_at + 1)  # (inserted, deleted, inserted again in 1 ms)
         if new is None:
+            if current is not None and current.created_at == applied_at:
+                at, keys = self._deleted_new
+                if at != applied_at:
+                    self._deleted_new = at, keys = applied_at, set()
+                keys.add(kb)
             self.worker.store.write(partition, kb, None)
             self.worker.punctuator.remove(partition, kb, current)
         else:

@@ -6,6 +6,8 @@ fault it found; most were found by the randomized test_fire_once_through_updates
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -161,3 +163,42 @@ async def test_an_instant_sent_moved_off_and_back_by_two_updates_fires_once():
     p.upsert(0, h.put(0, back), back, off)
     await p.settle(0)
     assert [(n, due) for n, due, _ in _fires(h)] == [("a", T0)]
+
+
+async def test_a_schedule_inserted_deleted_and_inserted_again_in_one_millisecond_is_created_after_it(
+    tmp_path: Path,
+) -> None:
+    """Its creation tells its due-time index entries from the deleted one's: the same millisecond would not
+    (the randomized test found the fire at an instant of the first definition it left)."""
+    from aiokafka.structs import ConsumerRecord
+
+    from scheduler.domain.commands import Action, ScheduleCommand
+    from scheduler.kafka.config import Settings
+    from scheduler.kafka.partitioner import kafka_partition
+    from scheduler.wire.codec import encode_command, key_bytes
+    from scheduler.worker.app import Worker
+
+    worker = Worker(
+        Settings(app_id="app", data_dir=tmp_path, auth="off", partitions=4, transactions="off"),
+        clock=lambda: T0,
+    )
+    worker.topics._known.add("out")  # (no broker to ask whether the output topic exists)
+    first, second = state("a").schedule, state("a", FrequencyTrigger(S, 20, T0)).schedule
+    kb = key_bytes(first.key)
+    partition = kafka_partition(kb, 4)
+
+    async def apply(offset: int, command: ScheduleCommand) -> None:
+        value = encode_command(command)
+        record = ConsumerRecord(
+            "app-commands", partition, offset, T0, 0, kb, value, None, len(kb), len(value), []
+        )
+        await worker.handle_command(SimpleNamespace(message=record))
+        worker.write_local()
+
+    await apply(0, ScheduleCommand(first.key, Action.INSERT, first))
+    assert worker.local_state(kb).created_at == T0  # type: ignore[union-attr]
+    await apply(1, ScheduleCommand(first.key, Action.DELETE))
+    await apply(2, ScheduleCommand(second.key, Action.INSERT, second))
+    again = worker.local_state(kb)
+    assert again is not None and again.schedule.trigger == second.trigger
+    assert (again.created_at, again.active_since) == (T0 + 1, T0)

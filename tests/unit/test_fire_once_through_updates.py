@@ -47,6 +47,7 @@ async def _run(seed: int) -> tuple[bool, dict[tuple[str, int], tuple[int, set[in
         st.schedule.key.name: [(T0 - 1_000, c)] for st, c in zip(states, cadences, strict=True)
     }
     written = 0
+    deleted_new: dict[bytes, int] = {}
 
     def update() -> None:  # (mostly an UPDATE; sometimes a DELETE, and an INSERT of what was deleted)
         nonlocal written
@@ -55,6 +56,8 @@ async def _run(seed: int) -> tuple[bool, dict[tuple[str, int], tuple[int, set[in
         now = h.clock.now  # (as a command is applied: active from its write)
         written += 1
         if old is not None and rng.random() < 0.1:
+            if old.created_at == now:
+                deleted_new[kb] = now
             current[kb] = None
             del h.table[(0, kb)]
             p.remove(0, kb, old)
@@ -63,8 +66,11 @@ async def _run(seed: int) -> tuple[bool, dict[tuple[str, int], tuple[int, set[in
         cadence = history[names[kb]][-1][1]
         if cadence is None or rng.random() < 0.3:  # (an INSERT, or an UPDATE that changes the cadence)
             cadence = rng.choice(CADENCES)
-        if old is None:
-            new = dataclasses.replace(state(names[kb]), created_at=now, updated_at=now, active_since=now)
+        if (
+            old is None
+        ):  # (created a millisecond later when one created in it was deleted in it: CommandHandler)
+            created = now + 1 if deleted_new.get(kb) == now else now
+            new = dataclasses.replace(state(names[kb]), created_at=created, updated_at=now, active_since=now)
         else:
             new = dataclasses.replace(old, version=old.version + 1, updated_at=now, active_since=now)
         schedule = dataclasses.replace(new.schedule, trigger=_trigger(cadence), data={"v": str(written)})
