@@ -234,6 +234,28 @@ async def test_delete_stops_fires(broker, worker, app_id):
         assert len(reader.records) == count, "fires after DELETE"
 
 
+async def test_a_schedule_deleted_and_created_again_fires_only_as_created_again(broker, worker, app_id):
+    """An INSERT numbers its versions from 1 again: the deleted version 1's due-time index entry, beyond the
+    horizon when it was deleted and before the new definition's first due, was loaded as the new one's and
+    fired it at an instant of the deleted definition (due_index: an entry names its schedule's creation)."""
+    out = f"{app_id}-again"
+    first = (now_ms() // 1000 + 15) * 1000  # (beyond the 10 s horizon)
+    key = ScheduleKey("acme", "again")
+    old = Schedule(key, FrequencyTrigger(TimeUnit.SECONDS, 20, first), out, {"v": "old"}, enabled=True)
+    new = Schedule(
+        key, FrequencyTrigger(TimeUnit.SECONDS, 20, first + 10_000), out, {"v": "new"}, enabled=True
+    )
+    commands = worker.topic("commands")
+    async with TopicReader(broker.bootstrap_servers, out) as reader:
+        await send_commands(broker.bootstrap_servers, commands, insert(old))
+        await asyncio.sleep(1)
+        await send_commands(
+            broker.bootstrap_servers, commands, ScheduleCommand(key, Action.DELETE), insert(new)
+        )
+        await reader.wait_for(lambda r: any(f.due_at == first + 10_000 for f in r), timeout_s=40)
+    assert [(f.due_at - first, f.data) for f in reader.records] == [(10_000, {"v": "new"})]
+
+
 async def test_an_output_topic_deleted_under_its_schedules_is_created_again_and_nothing_stalls(
     broker, start_worker, app_id
 ):
