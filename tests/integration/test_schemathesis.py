@@ -92,9 +92,15 @@ def _without_discriminators(node: Any) -> Any:
 # responses into requests along the document's links.
 # 504 is a documented answer, not a failure: `wait=applied` with a `waitMs` too short for the command to
 # be applied (a stateful run once asked for 2 ms) says "accepted, not applied yet" (http/applied.py)
+# location-headers inference off: schemathesis 4.32.5 scans 2xx JSON bodies for same-origin URLs and dies on
+# a string it generated that starts with "/" or "http://" and holds a "[" (urlsplit: "Invalid IPv6 URL";
+# an internal error, not a finding: CI of 2026-12-07, where a definition echoed such a string back)
 CONFIG = """
 [phases.fuzzing.extra-data-sources]
 responses = false
+
+[phases.stateful.inference]
+algorithms = ["dependency-analysis"]
 
 [checks.not_a_server_error]
 expected-statuses = ["2xx", "3xx", "4xx", "504"]
