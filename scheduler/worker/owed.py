@@ -60,8 +60,8 @@ def window_dues(
     """The instants after `now` and at or before their unit's mark (at most `ahead_ms` ahead: sent, or being
     sent, ahead) that `state` comes due at."""
     out: list[Due] = []
-    if state is None or not state.firing:
-        return out
+    if state is None or not state.firing or not any(now <= m <= now + ahead_ms for m in marks.values()):
+        return out  # (most commands: no instant sent ahead or being sent; its time leaves are not built)
     for path, trigger in state.time_leaves():
         unit = trigger.unit
         mark = marks.get(unit)
@@ -217,11 +217,14 @@ class Owed:
         a later command whose version comes due there again owes nothing there (or is unsure). Else an
         UPDATE that moved the schedule off the instant its fire was sent at, then one that moved it back,
         owed it a second time (test_fire_once_through_updates found it)."""
+        before = window_dues(marks, previous, now, self._ahead_ms)
+        if not before and not was_settled:
+            return  # (most commands: no instant sent ahead or being sent)
         coming = set(window_dues(marks, state, now, self._ahead_ms))
         settled = {one: c for one, c in (was_settled or {}).items() if one[2] >= now and one not in coming}
         owing = {one for _, one in was_owed or ()}
         unsure = {one: c for _, one, c in was_unsure or ()}
-        for one in window_dues(marks, previous, now, self._ahead_ms):
+        for one in before:
             unit, path, due = one
             if one in coming or one in settled or one in owing or (path, due) in armed:
                 continue  # (owed by it, or never sent: not fired)
