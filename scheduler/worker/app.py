@@ -46,6 +46,7 @@ from scheduler.wire.codec import (
     state_version,
 )
 from scheduler.worker.calendars import CalendarRegistry
+from scheduler.worker.clocks import monotonic_ms, wall_clock_ms
 from scheduler.worker.command_handler import CommandHandler
 from scheduler.worker.counters import WorkerCounts
 from scheduler.worker.delayed import DelayedMessages
@@ -68,7 +69,7 @@ from scheduler.worker.notifier import Notifications
 from scheduler.worker.output import Output
 from scheduler.worker.ownership import Ownership
 from scheduler.worker.programs import ProgramRegistry
-from scheduler.worker.punctuator import Punctuator, monotonic_ms, wall_clock_ms
+from scheduler.worker.punctuator import Punctuator
 from scheduler.worker.retention import Retention
 from scheduler.worker.schedule_store import ScheduleStore, index_restored_states, schedules_db
 from scheduler.worker.sensors import Sensors

@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from scheduler.domain.model import ScheduleState, TimeUnit
 from scheduler.kafka.due_index import DueIndex, bound, elapsed_key
 from scheduler.kafka.transactions import PartitionGone
+from scheduler.worker.clocks import JumpWatch, wall_clock_ms
 from scheduler.worker.counters import FireCounts
 from scheduler.worker.emitter import Clock, Emitter, PartitionCount, SendBatch, SendFailed
 from scheduler.worker.fire_progress import FireProgress, SaveProgress, Send
@@ -85,19 +86,6 @@ STAGE_CHUNK = 500
 SEND_AHEAD_MS = 50
 #: behind the clock, the index is loaded this much further per step before what it holds is fired
 CATCH_UP_STEP_MS = 1_000
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
-#: the wall clock moving more than this against the monotonic clock between two looks is a clock jump (an
-#: NTP step, a VM resumed), not lateness
-CLOCK_JUMP_MS = 1_000
 
 
 class Punctuator:
@@ -162,8 +150,7 @@ class Punctuator:
         self._planned_wake: dict[TimeUnit, int | None] = {u: None for u in TimeUnit}
         self._load_target: dict[TimeUnit, int] = {u: 0 for u in TimeUnit}  # the horizon being loaded
         self.stats = stats if stats is not None else FireCounts()
-        self._monotonic = monotonic
-        self._last_look: tuple[int, int] | None = None  # (clock, monotonic) when the clock was last read
+        self._jump_watch = None if monotonic is None else JumpWatch(monotonic)
         self.horizon = Horizon(self._parts, self.index, self._index_put, load, self._push)
         self.progress = FireProgress(self._parts, self.index, self.stats, save_progress, send, hold)
         self.emitter = Emitter(
@@ -384,22 +371,16 @@ class Punctuator:
         """Tell a jump of the wall clock from lateness, against the monotonic clock. Forward: the dues the
         jump passed over follow each schedule's catch-up policy, as after a restart (not fired one by one,
         not counted as late). Back: nothing fires again (next dues never go below what was fired)."""
-        if self._monotonic is None:
-            return
-        mono = self._monotonic()
-        last, self._last_look = self._last_look, (now, mono)
-        if last is None:
-            return
-        expected = last[0] + (mono - last[1])
-        step = now - expected
-        if step > CLOCK_JUMP_MS:
+        step = 0 if self._jump_watch is None else self._jump_watch.jump(now)
+        if step > 0:
             log.warning("the wall clock jumped %d ms forward: its dues follow their catch-up policy", step)
             self.stats.clock_jumps["forward"] += 1
+            expected = now - step
             for unit in TimeUnit:
                 start = min(self._jumps[unit][0], expected) if unit in self._jumps else expected
                 self._jumps[unit] = (start, now)
                 self._wakeup[unit].set()
-        elif step < -CLOCK_JUMP_MS:
+        elif step < 0:
             log.warning("the wall clock stepped %d ms back: nothing fired fires again", -step)
             self.stats.clock_jumps["backward"] += 1
 

@@ -14,7 +14,8 @@ import dataclasses
 import pytest
 
 from scheduler.domain.model import CatchUpPolicy, FrequencyTrigger, TimeUnit
-from scheduler.worker.punctuator import CLOCK_JUMP_MS, Punctuator
+from scheduler.worker.clocks import CLOCK_JUMP_MS
+from scheduler.worker.punctuator import Punctuator
 from tests.unit.test_punctuator import T0, FakeClock, Harness, S, state
 
 pytestmark = pytest.mark.unit
