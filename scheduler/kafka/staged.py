@@ -22,8 +22,9 @@ class StagedTable:
         self.table = table
         self._txns = txns
         self._held: dict[int, dict[bytes, bytes | None]] = {}  # partition -> key -> value (None: deleted)
-        #: partition -> key -> value: writes already in the open transaction (send_now), not yet committed
-        self._sent: dict[int, dict[bytes, bytes | None]] = {}
+        #: partition -> the writes already in the open transaction (send_now), not yet committed, oldest first
+        #: (each as it was held: forgotten whole by its commit, not key by key)
+        self._sent: dict[int, list[dict[bytes, bytes | None]]] = {}
         #: told (partition, writes) when a partition's writes committed, before the store gets them
         self.committing: list[Callable[[int, dict[bytes, bytes | None]], None]] = []
 
@@ -33,19 +34,22 @@ class StagedTable:
     def get(self, key: bytes, default: bytes | None = None) -> bytes | None:
         """Inside a partition's work: what it wrote, else what committed. Outside: what committed."""
         partition = OWNER.get()
-        if partition is None:
-            value = self.table.get(key)
-        else:
-            written, value = self.written(partition, key)
-            if not written:
-                value = partition_db(self.table, partition).get(key)
+        value = self.table.get(key) if partition is None else self.lookup(partition, key)[1]
         return default if value is None else value
+
+    def lookup(self, partition: int, key: bytes) -> tuple[bool, bytes | None]:
+        """Whether the partition's work wrote the key (RocksDB does not have it yet), and its value there:
+        what it wrote (None: deleted), else what committed."""
+        written, value = self.written(partition, key)
+        if not written:
+            value = partition_db(self.table, partition).get(key)
+        return written, value
 
     def get_many(self, partition: int, keys: list[bytes]) -> list[bytes | None]:
         """`get` of each key in the partition's work, the committed values read in one RocksDB multi-get
         (~2.5x cheaper a key than a get each)."""
         values: list[bytes | None] = partition_db(self.table, partition).get(keys) if keys else []
-        for writes in (self._sent.get(partition), self._held.get(partition)):  # (held: the later writes)
+        for writes in [*self._sent.get(partition, ()), self._held.get(partition)]:  # (oldest first)
             if writes:
                 for i, key in enumerate(keys):
                     if key in writes:
@@ -55,9 +59,14 @@ class StagedTable:
     def written(self, partition: int, key: bytes) -> tuple[bool, bytes | None]:
         """Whether the partition's work wrote the key and RocksDB does not have it yet, and what it wrote
         (None: deleted). A scan of RocksDB asks it of each key it reads instead of a get."""
-        for writes in (self._held.get(partition), self._sent.get(partition)):
-            if writes is not None and key in writes:
-                return True, writes[key]
+        held = self._held.get(partition)
+        if held is not None and key in held:
+            return True, held[key]
+        sent = self._sent.get(partition)
+        if sent is not None:
+            for writes in reversed(sent):  # (the latest first)
+                if key in writes:
+                    return True, writes[key]
         return False, None
 
     def __setitem__(self, key: bytes, value: bytes) -> None:
@@ -81,9 +90,9 @@ class StagedTable:
         held = self._held.get(partition)
         if held is None:
             self._held[partition] = dict(writes)
-        else:
+            self._txns.dirty(partition)
+        else:  # (dirty since its first write: what is held leaves only when the partition commits)
             held.update(writes)
-        self._txns.dirty(partition)
 
     def held(self, partition: int) -> dict[bytes, bytes | None]:
         return dict(self._held.get(partition, {}))
@@ -110,7 +119,7 @@ class StagedTable:
         if not writes:
             return
         if keep_visible:
-            self._sent.setdefault(partition, {}).update(writes)
+            self._sent.setdefault(partition, []).append(writes)  # (popped: nothing writes to it any more)
         topic = self.table.changelog_topic.get_topic_name()
         records = [(key, value, partition) for key, value in writes.items()]
         futures = await txns.send_batch(partition, topic, records)
@@ -122,10 +131,11 @@ class StagedTable:
             for p, offset in done_offsets(futures).items():
                 self.table.data.set_persisted_offset(TP(topic, p), offset)
             sent = self._sent.get(partition)
-            if sent is not None:
-                for key, value in writes.items():
-                    if key in sent and sent[key] is value:  # (not written again since)
-                        del sent[key]
+            if sent is not None:  # (in RocksDB now)
+                for at, was in enumerate(sent):
+                    if was is writes:
+                        del sent[at]
+                        break
                 if not sent:
                     del self._sent[partition]
 

@@ -171,6 +171,26 @@ async def test_writes_sent_now_travel_in_the_open_transaction_and_are_read_back_
     assert h.table._sent == {}
 
 
+async def test_a_key_sent_now_twice_in_one_transaction_reads_back_its_latest_write_until_it_committed(
+    tmp_path: Path,
+) -> None:
+    h = _Harness(tmp_path, 0)
+    async with h.t.work():
+        with owned_by(0):
+            h.table[b"k"] = b"first"
+            await h.table.send_now(0)
+            h.table[b"k"] = b"second"
+            h.table[b"j"] = b"j"
+            await h.table.send_now(0)
+            assert h.table.get(b"k") == b"second" and h.table.written(0, b"k") == (True, b"second")
+            assert h.table.get_many(0, [b"k", b"j", b"none"]) == [b"second", b"j", None]
+            h.table[b"k"] = b"held"  # (held, not sent: read before what was sent)
+            assert h.table.get_many(0, [b"k"]) == [b"held"] and h.table.get(b"k") == b"held"
+    await h.t.commit()
+    assert h.committed(0, b"k") == b"held" and h.committed(0, b"j") == b"j"
+    assert h.table._sent == {} and h.table.written(0, b"k") == (False, None)
+
+
 async def test_writes_sent_now_of_a_partition_given_up_are_forgotten(tmp_path: Path) -> None:
     h = _Harness(tmp_path, 0)
     h.faust.data._db_for_partition(0)[b"due"] = b"message"
