@@ -12,8 +12,9 @@ from scheduler.wire.avro_writer import zigzag as zigzag_long
 
 _NULL = b"\x00"  # a union's null branch; an array's end
 _SOME = b"\x02"  # a union's second branch (bytes)
-#: the Avro long of a length below 64: one byte (the common case: ids, topics, header names and values)
-_SHORT = [bytes((n << 1,)) for n in range(64)]
+#: the Avro long of a length below 2,048 (one byte below 64: ids, topics, header names and values; two
+#: above: most payloads), written without a call
+_SHORT = [zigzag_long(n) for n in range(2_048)]
 #: header names as written (name → its Avro string): a producer's records repeat the same few names
 _NAMES: dict[str, bytes] = {}
 #: header names as read (their bytes → the name)
@@ -25,7 +26,7 @@ _CACHED = 4_096  # entries each cache holds at most (then it starts again)
 
 def _bytes(b: bytes) -> bytes:
     n = len(b)
-    return (_SHORT[n] if n < 64 else zigzag_long(n)) + b
+    return (_SHORT[n] if n < 2_048 else zigzag_long(n)) + b
 
 
 def _name(name: str) -> bytes:
@@ -51,25 +52,26 @@ def encode_delayed(m: DelayedMessage) -> bytes:
     (_bytes and _optional written out in the line: a message's dozen calls were a sixth of its cost.)"""
     id_, key, value, headers = m.id, m.key, m.value, m.headers
     n = len(id_)
-    out = [_SHORT[n] if n < 64 else zigzag_long(n), id_, _instant(m.deliver_at), _name(m.topic)]
+    out = [_SHORT[n] if n < 2_048 else zigzag_long(n), id_, _instant(m.deliver_at), _name(m.topic)]
     if key is None:
         out.append(_NULL)
     else:
         n = len(key)
-        out += (_SOME, _SHORT[n] if n < 64 else zigzag_long(n), key)
+        out += (_SOME, _SHORT[n] if n < 2_048 else zigzag_long(n), key)
     if value is None:
         out.append(_NULL)
     else:
         n = len(value)
-        out += (_SOME, _SHORT[n] if n < 64 else zigzag_long(n), value)
+        out += (_SOME, _SHORT[n] if n < 2_048 else zigzag_long(n), value)
     if headers:
-        out.append(zigzag_long(len(headers)))
+        n = len(headers)
+        out.append(_SHORT[n] if n < 2_048 else zigzag_long(n))
         for name, raw in headers:
             if raw is None:
                 out += (_name(name), _NULL)
             else:
                 n = len(raw)
-                out += (_name(name), _SOME, _SHORT[n] if n < 64 else zigzag_long(n), raw)
+                out += (_name(name), _SOME, _SHORT[n] if n < 2_048 else zigzag_long(n), raw)
     out += (_NULL, _instant(m.received_at))
     return b"".join(out)
 

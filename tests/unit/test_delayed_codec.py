@@ -16,14 +16,15 @@ from scheduler.worker.delayed import decode_message
 pytestmark = pytest.mark.unit
 
 LONGS = st.integers(min_value=-(2**63), max_value=2**63 - 1)
-# (lengths on both sides of 64: below it the reader reads a length's one byte in the line, else read_long)
+# (lengths on both sides of 64: below it the reader reads a length's one byte in the line, else read_long;
+# values on both sides of 2,048: below it the writer takes a length's bytes from a table)
 messages = st.builds(
     DelayedMessage,
     st.binary(max_size=100),
     LONGS,
     st.text(max_size=80),
     st.none() | st.binary(max_size=100),
-    st.none() | st.binary(max_size=300),
+    st.none() | st.binary(max_size=300) | st.binary(min_size=2_040, max_size=2_060),
     st.lists(st.tuples(st.text(max_size=80), st.none() | st.binary(max_size=100)), max_size=5).map(tuple),
     LONGS,
 )
