@@ -90,9 +90,9 @@ class StagedTable:
         held = self._held.get(partition)
         if held is None:
             self._held[partition] = dict(writes)
-            self._txns.dirty(partition)
-        else:  # (dirty since its first write: what is held leaves only when the partition commits)
+        else:
             held.update(writes)
+        self._txns.dirty(partition)
 
     def held(self, partition: int) -> dict[bytes, bytes | None]:
         return dict(self._held.get(partition, {}))
