@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from types import MappingProxyType
+from typing import NamedTuple
 
 from scheduler.domain.model import ScheduleState, TimeUnit
 from scheduler.worker.counters import FireCounts
@@ -52,6 +53,23 @@ Owing = tuple[ScheduleState, Due]
 #: a fire unsure, the state that would owe it, and the compiled version whose staged fire there decides
 #: (owed if that one is dropped at its emission: an older version's staged fire dropped there decides nothing)
 Unsure = tuple[ScheduleState, Due, Compiled | None]
+
+
+class Before(NamedTuple):
+    """What the commands before one left for its schedule key in the partition (Held.owed, Held.unsure,
+    Held.settled), taken out by it: it puts back what still holds."""
+
+    owed: list[Owing] | None
+    unsure: list[Unsure] | None
+    settled: dict[Due, Compiled | None] | None
+
+    @classmethod
+    def take(cls, part: Held, key: bytes) -> Before:
+        return cls(
+            part.owed.pop(key, None) if part.owed else None,
+            part.unsure.pop(key, None) if part.unsure else None,
+            part.settled.pop(key, None) if part.settled else None,
+        )
 
 
 def window_dues(
@@ -158,9 +176,8 @@ class Owed:
         the (path, due) `previous` was armed at in memory, not staged (owed_dues); `marks`:
         self.marks(part), when the caller has it; `replaced`: `previous` compiled, as memory held it (its
         staged fire decides what is unsure)."""
-        was_owed = part.owed.pop(key, None) if part.owed else None
-        was_unsure = part.unsure.pop(key, None) if part.unsure else None
-        was_settled = part.settled.pop(key, None) if part.settled else None
+        before = Before.take(part, key)
+        was_owed, was_unsure, was_settled = before
         marks = self.marks(part) if marks is None else marks
         owed: list[Due] = []
         unsure: list[Due] = []
@@ -177,9 +194,7 @@ class Owed:
                 armed,
                 was_settled or {},
             )
-        self._settle_on(
-            part, key, state, previous, now, marks, armed, replaced, was_owed, was_unsure, was_settled
-        )
+        self._settle_on(part, key, state, previous, now, marks, armed, replaced, before)
         new = set(owed) | set(unsure)
         # (what an earlier command made owed or unsure at an instant that came by this write stays as it was)
         owing = [(st, one) for st, one in was_owed or () if one[2] <= now and one not in new]
@@ -208,23 +223,21 @@ class Owed:
         marks: dict[TimeUnit, int],
         armed: Collection[tuple[str, int]],
         replaced: Compiled | None,
-        was_owed: list[Owing] | None,
-        was_unsure: list[Unsure] | None,
-        was_settled: dict[Due, Compiled | None] | None,
+        before: Before,
     ) -> None:
         """Held.settled after a command: the instants of the window the new state does not come due at,
         where a version before it fired (None) or may have (the compiled version whose staged fire decides):
         a later command whose version comes due there again owes nothing there (or is unsure). Else an
         UPDATE that moved the schedule off the instant its fire was sent at, then one that moved it back,
         owed it a second time (test_fire_once_through_updates found it)."""
-        before = window_dues(marks, previous, now, self._ahead_ms)
-        if not before and not was_settled:
+        window = window_dues(marks, previous, now, self._ahead_ms)
+        if not window and not before.settled:
             return  # (most commands: no instant sent ahead or being sent)
         coming = set(window_dues(marks, state, now, self._ahead_ms))
-        settled = {one: c for one, c in (was_settled or {}).items() if one[2] >= now and one not in coming}
-        owing = {one for _, one in was_owed or ()}
-        unsure = {one: c for _, one, c in was_unsure or ()}
-        for one in before:
+        settled = {one: c for one, c in (before.settled or {}).items() if one[2] >= now and one not in coming}
+        owing = {one for _, one in before.owed or ()}
+        unsure = {one: c for _, one, c in before.unsure or ()}
+        for one in window:
             unit, path, due = one
             if one in coming or one in settled or one in owing or (path, due) in armed:
                 continue  # (owed by it, or never sent: not fired)
