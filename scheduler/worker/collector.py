@@ -5,7 +5,7 @@ few short-lived ones per fire (a staged fire, its heap entry, what the producer 
 collector's default thresholds (700, 10, 10) a worker firing 20,000 a second collected its youngest
 generation ~120 times a second and walked its oldest, where every heap entry lands that outlives a second,
 every few seconds: a quarter to a third of the punctuator's CPU per fire (`python -m tests.bench.tick`; the
-benchmarks page, "Where a fire's CPU goes").
+docs/content/benchmarks/fires.md, "Where a fire's CPU goes").
 """
 
 from __future__ import annotations
