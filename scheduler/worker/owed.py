@@ -25,8 +25,7 @@ dues it passed are skipped, as without sending ahead."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from types import MappingProxyType
+from collections.abc import Callable, Collection, Iterator
 from typing import NamedTuple
 
 from scheduler.domain.model import ScheduleState, TimeUnit
@@ -72,6 +71,10 @@ class Before(NamedTuple):
         )
 
 
+#: no command before left anything for the key
+NOTHING_BEFORE = Before(None, None, None)
+
+
 def window_dues(
     marks: dict[TimeUnit, int], state: ScheduleState | None, now: int, ahead_ms: int
 ) -> list[Due]:
@@ -99,19 +102,21 @@ def owed_dues(
     now: int,
     ahead_ms: int,
     sending: dict[TimeUnit, int] | None = None,
-    was_owed: Sequence[Due] = (),
-    was_unsure: Sequence[Due] = (),
+    before: Before = NOTHING_BEFORE,
     armed: Collection[tuple[str, int]] = (),
-    settled: Mapping[Due, object] = MappingProxyType({}),
 ) -> tuple[list[Due], list[Due]]:
     """Of the instants of the window (window_dues) the new state comes due at: (owed, unsure). Owed:
-    `previous` did not come due there, its fire there was owed itself (`was_owed`), or was still armed there,
-    not staged (`armed`: (path, due); it is never sent now). Unsure: `previous` came due at an instant being
-    sent (`sending`), whose fire may not be emitted yet (a replaced version's staged fire is dropped then:
-    the fire becomes owed, Owed.dropped), or was unsure itself. `settled`: what a version before `previous`
-    fired there (None) or may have (not None: unsure), `previous` not coming due there itself."""
+    `previous` did not come due there, its fire there was owed itself (`before.owed`), or was still armed
+    there, not staged (`armed`: (path, due); it is never sent now). Unsure: `previous` came due at an instant
+    being sent (`sending`), whose fire may not be emitted yet (a replaced version's staged fire is dropped
+    then: the fire becomes owed, Owed.dropped), or was unsure itself (`before.unsure`). `before.settled`:
+    what a version before `previous` fired there (None) or may have (not None: unsure), `previous` not
+    coming due there itself."""
     owed: list[Due] = []
     unsure: list[Due] = []
+    was_owed = {one for _, one in before.owed or ()}
+    was_unsure = {one for _, one, _ in before.unsure or ()}
+    settled = before.settled or {}
     for one in window_dues(marks, state, now, ahead_ms):
         unit, path, due = one
         if one in was_owed or (path, due) in armed:
@@ -182,18 +187,7 @@ class Owed:
         owed: list[Due] = []
         unsure: list[Due] = []
         if state is not None:
-            owed, unsure = owed_dues(
-                marks,
-                state,
-                previous,
-                now,
-                self._ahead_ms,
-                self.sending,
-                () if was_owed is None else [one for _, one in was_owed],
-                () if was_unsure is None else [one for _, one, _ in was_unsure],
-                armed,
-                was_settled or {},
-            )
+            owed, unsure = owed_dues(marks, state, previous, now, self._ahead_ms, self.sending, before, armed)
         self._settle_on(part, key, state, previous, now, marks, armed, replaced, before)
         new = set(owed) | set(unsure)
         # (what an earlier command made owed or unsure at an instant that came by this write stays as it was)

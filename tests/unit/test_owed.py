@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from scheduler.domain.model import FrequencyTrigger, TimeUnit
-from scheduler.worker.owed import Due, fired_before, owed_dues
+from scheduler.worker.owed import Before, Due, fired_before, owed_dues
 from tests.unit.test_punctuator import T0, S, state
 
 pytestmark = pytest.mark.unit
@@ -71,7 +71,9 @@ def test_what_was_owed_or_unsure_stays_so_while_the_schedule_still_comes_due_the
     old = state("a")
     new = dataclasses.replace(old, version=old.version + 1)
     one = [(S, "0", T0)]
-    assert owed_dues({S: T0}, new, old, T0 - 30, 50, None, one) == (one, [])
-    assert owed_dues({S: T0}, new, old, T0 - 30, 50, None, (), one) == ([], one)
+    was_owed = Before([(old, d) for d in one], None, None)
+    was_unsure = Before(None, [(old, d, None) for d in one], None)
+    assert owed_dues({S: T0}, new, old, T0 - 30, 50, None, was_owed) == (one, [])
+    assert owed_dues({S: T0}, new, old, T0 - 30, 50, None, was_unsure) == ([], one)
     moved = state("a", FrequencyTrigger(S, 10, T0 + 5_000))
-    assert owed_dues({S: T0}, moved, old, T0 - 30, 50, None, one, ()) == ([], [])  # (not due there now)
+    assert owed_dues({S: T0}, moved, old, T0 - 30, 50, None, was_owed) == ([], [])  # (not due there now)
