@@ -22,6 +22,8 @@ from typing import Any
 
 from faust.types import TP
 
+from scheduler.kafka.consumers import started
+
 log = logging.getLogger(__name__)
 
 #: records applied per write batch (and the most a fetch returns)
@@ -82,8 +84,7 @@ async def load(
     records were applied). `applied_to`: moved to the last offset applied of each partition after each
     fetch, but never to its highwater (Faust's recovery offsets: the group's watchdog sees a load of
     minutes make progress, and Faust's own sees records left, not a restore done that never ends)."""
-    consumer = consumer_factory()
-    await consumer.start()
+    consumer = await started(consumer_factory())
     applied: dict[TP, int] = {}
     count = 0
     try:
@@ -94,13 +95,13 @@ async def load(
         for atp, tp in tps.items():
             consumer.seek(atp, firsts[tp])
         reading = set(tps)
-        started = last_record = time.monotonic()
+        began = last_record = time.monotonic()
         while reading:
             now = time.monotonic()
-            if now - started > budget_s or now - last_record > STALL_S:
+            if now - began > budget_s or now - last_record > STALL_S:
                 log.warning(
                     "bulk restore stopped after %.0fs with %d partition(s) left: the changelog restore "
-                    "reads the rest", now - started, len(reading),
+                    "reads the rest", now - began, len(reading),
                 )  # fmt: skip
                 break
             batches = await consumer.getmany(*reading, timeout_ms=500, max_records=BATCH_RECORDS)

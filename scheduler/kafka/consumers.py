@@ -5,14 +5,31 @@ consumers get (apply_consumer_profile). Every Tansu workaround for fetching live
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Container, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from scheduler.kafka.config import BrokerProfile
 
 log = logging.getLogger(__name__)
+
+C = TypeVar("C")
+
+
+async def started(consumer: C) -> C:
+    """`consumer` started; a start that fails or is cancelled (a heal or a timeout while it bootstraps)
+    stops what it left before it raises: its client's connections and tasks. Without it each such consumer
+    lived on until the garbage collector found it, which logged "Unclosed AIOKafkaConsumer" (two at every
+    worker's start: the followed topics' consumer is replaced as each map starts following)."""
+    try:
+        await consumer.start()  # type: ignore[attr-defined]
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await consumer.stop()  # type: ignore[attr-defined]
+        raise
+    return consumer
 
 
 #: Tansu does not answer a waiting fetch when data arrives; it holds it for the whole fetch_max_wait
@@ -66,7 +83,7 @@ async def tansu_end_offsets(
         enable_auto_commit=False,
         fetch_max_wait_ms=TANSU_FETCH_MAX_WAIT_MS,
     )
-    await reader.start()
+    await started(reader)
     try:
         reader.assign(todo)
         for tp in todo:
@@ -112,7 +129,7 @@ async def visible_ends(
         enable_auto_commit=False,
         isolation_level="read_committed",
     )
-    await reader.start()
+    await started(reader)
     try:
         reader.assign(list(todo))
         begins = await reader.beginning_offsets(list(todo))

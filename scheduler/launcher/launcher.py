@@ -39,7 +39,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from scheduler.domain.events import program_key
 from scheduler.domain.runs import RunStatus
 from scheduler.kafka.config import Settings
-from scheduler.kafka.consumers import consumer_options
+from scheduler.kafka.consumers import consumer_options, started
 from scheduler.kafka.producer import BatchedProducer, TopicCreator
 from scheduler.launcher.control import RUN_ACTION_NEEDS
 from scheduler.launcher.launches import LaunchRequests
@@ -479,7 +479,7 @@ class Launcher:
             enable_auto_commit=False,
             **consumer_options(self.settings.broker_profile),
         )
-        await consumer.start()
+        await started(consumer)
         try:
             ends = await self._assign_all(consumer, self.settings.launcher_control_topic, from_end=False)
             while True:
@@ -520,7 +520,7 @@ class Launcher:
             enable_auto_commit=False,
             **consumer_options(self.settings.broker_profile),
         )
-        await consumer.start()
+        await started(consumer)
         try:
             await self._assign_all(consumer, self.settings.program_status_topic, from_end=True)
             self._transitions_followed.set()

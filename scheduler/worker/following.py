@@ -18,7 +18,7 @@ from typing import Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from scheduler.kafka.consumers import FETCH_LOOP_WAKE_MS
+from scheduler.kafka.consumers import FETCH_LOOP_WAKE_MS, started
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class Following:
                     isolation_level=self._isolation,
                     consumer_timeout_ms=FETCH_LOOP_WAKE_MS,
                 )
-                await consumer.start()
+                await started(consumer)
                 try:
                     wait_ms = 200  # (until it read to the end once: a map's start waits for that)
                     while True:

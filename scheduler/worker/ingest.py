@@ -44,7 +44,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from scheduler.kafka.broker import metadata_answers
-from scheduler.kafka.consumers import consumer_broken, consumer_options, getmany_or_wake
+from scheduler.kafka.consumers import consumer_broken, consumer_options, getmany_or_wake, started
 from scheduler.kafka.transactions import PartitionGone, owned_by
 from scheduler.wire.codec import decode_json
 from scheduler.worker.collector import freeze_long_lived
@@ -134,7 +134,7 @@ class CommandIngest:
                 auto_offset_reset="earliest",
                 **consumer_options(settings.broker_profile),
             )
-            await consumer.start()
+            await started(consumer)
             deaf = failpoint("commands-deaf")
             if deaf == "always" or (deaf == "once" and self.replaced == 0):
                 make_deaf(consumer)

@@ -30,7 +30,7 @@ from aiokafka.errors import KafkaError
 from pydantic import BaseModel, ConfigDict, Field
 
 from scheduler.kafka.config import BrokerProfile
-from scheduler.kafka.consumers import FOLLOW_FETCH_MAX_WAIT_MS
+from scheduler.kafka.consumers import FOLLOW_FETCH_MAX_WAIT_MS, started
 from scheduler.worker.following import Following
 from scheduler.worker.liveness import Work, fetched_to
 
@@ -203,13 +203,7 @@ class TopicMap(Generic[T]):
                     enable_auto_commit=False,
                     isolation_level=self._following.isolation,  # (read_committed: the last stable offset)
                 )
-                try:
-                    await reader.start()
-                except BaseException:
-                    with contextlib.suppress(Exception):
-                        await reader.stop()
-                    raise
-                self._ends = reader
+                self._ends = await started(reader)
         ends: dict[TopicPartition, int] = await reader.end_offsets(partitions)
         return ends
 

@@ -76,3 +76,40 @@ async def test_the_maps_a_worker_follows_share_one_consumer_and_each_gets_its_ow
         await calendars.stop()
         await producer.stop()
     assert following.consumer is None, "the consumer outlived the last map"
+
+
+class _Map:
+    """A map that follows a topic (programs.TopicMap's shape: what the consumer hands it, kept)."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic, self.records, self.read_to_end = topic, {}, False
+
+    def apply(self, key: bytes | None, value: bytes | None) -> None:
+        self.records[key] = value
+
+    def caught_up(self) -> None:
+        self.read_to_end = True
+
+
+async def test_a_consumer_replaced_while_it_starts_is_stopped(broker, app_id):
+    """A worker's maps start following one after another, each on a new consumer: the one replaced while
+    it was still starting was left open (its connections and tasks lived on until the garbage collector
+    logged "Unclosed AIOKafkaConsumer", twice at every worker's start)."""
+    bootstrap = broker.bootstrap_servers
+    first_topic, second_topic = f"{app_id}-first", f"{app_id}-second"
+    for topic in (first_topic, second_topic):
+        await ensure_topic(bootstrap, topic)
+    following = Following(bootstrap, FOLLOW_FETCH_MAX_WAIT_MS[broker.profile])
+    first, second = _Map(first_topic), _Map(second_topic)
+    try:
+        await following.add(first)
+        while following.consumer is None:  # (its task runs: the consumer is made, then starts)
+            await asyncio.sleep(0)
+        starting = following.consumer
+        assert starting._fetcher is None, "it started already: no race to test"
+        await following.add(second)  # (a new consumer for both: the one starting is replaced)
+        assert starting._closed, "the consumer replaced while it started was left open"
+        await _until(lambda: first.read_to_end and second.read_to_end, "both maps read to their end")
+        assert following.consumer is not starting
+    finally:
+        await following.stop()

@@ -3,6 +3,7 @@ Faust settings each broker gets."""
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 
 import pytest
@@ -17,6 +18,7 @@ from scheduler.kafka.consumers import (
     faust_consumer_options,
     fetched_lags,
     recovery_fetch,
+    started,
 )
 
 pytestmark = pytest.mark.unit
@@ -124,3 +126,30 @@ async def test_topic_creation_asks_each_broker_until_one_answers():
 
     assert await _answering_controller(None, Owner(), Client()) == 3
     assert asked == [1, 2]
+
+
+class _Starting:
+    """A consumer's start and stop, as far as `started` uses them."""
+
+    def __init__(self, start_fails: type[BaseException] | None) -> None:
+        self.start_fails, self.stopped = start_fails, False
+
+    async def start(self) -> None:
+        if self.start_fails is not None:
+            raise self.start_fails()
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+
+@pytest.mark.parametrize("fails", [ConnectionError, asyncio.CancelledError])
+async def test_a_consumer_whose_start_fails_or_is_cancelled_is_stopped(fails: type[BaseException]) -> None:
+    consumer = _Starting(fails)
+    with pytest.raises(fails):
+        await started(consumer)
+    assert consumer.stopped
+
+
+async def test_a_consumer_that_starts_is_handed_back_running() -> None:
+    consumer = _Starting(None)
+    assert await started(consumer) is consumer and not consumer.stopped
