@@ -114,10 +114,13 @@ def owed_dues(
     coming due there itself."""
     owed: list[Due] = []
     unsure: list[Due] = []
+    dues = window_dues(marks, state, now, ahead_ms)
+    if not dues:
+        return owed, unsure  # (most commands: nothing of the window; what came before is not looked at)
     was_owed = {one for _, one in before.owed or ()}
     was_unsure = {one for _, one, _ in before.unsure or ()}
     settled = before.settled or {}
-    for one in window_dues(marks, state, now, ahead_ms):
+    for one in dues:
         unit, path, due = one
         if one in was_owed or (path, due) in armed:
             owed.append(one)
