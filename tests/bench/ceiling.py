@@ -92,7 +92,7 @@ async def measure(bootstrap: str, profile: str, mode: str, n: int, timeout_s: fl
                             stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
     try:
         await asyncio.sleep(20)  # the group join (Tansu holds it for half the session timeout)
-        from tests.bench.run import produce_keyed
+        from tests.bench.common import produce_keyed
 
         await produce_keyed(bootstrap, f"{app_id}-in", ((uuid.uuid4().bytes, b"v" * 200) for _ in range(n)))
         deadline = time.monotonic() + timeout_s

@@ -47,7 +47,7 @@ def noop(i: int) -> None:
 
 
 def period_and_phase(i: int) -> tuple[int, int]:
-    """The workload's cron of schedule i (tests.bench.run.cron_of) as (period s, second of the minute)."""
+    """The workload's cron of schedule i (tests.bench.common.cron_of) as (period s, second of the minute)."""
     return (5, 0) if i % 10 == 0 else (60, i % 60)
 
 

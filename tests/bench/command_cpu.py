@@ -4,7 +4,7 @@
                                       [--delayed | --deliver]
 
 A worker (scheduler.worker.app.Worker, transactions off unless asked) on a data dir of its own, no broker: N
-INSERTs of hourly schedules (the commands ceiling's workload: tests.bench.run), each a record on its key's
+INSERTs of hourly schedules (the commands ceiling's workload: tests.bench.end_to_end), each a record on its key's
 partition, handed to Worker.handle_command one after another as the commands ingest hands a fetch's records,
 the held schedule writes put in RocksDB every YIELD_EVERY commands as the ingest does. What goes to Kafka (the
 changelog records, through a producer that answers at once here) is built but not sent: the row is the command
@@ -54,7 +54,7 @@ from scheduler.worker.app import Worker
 from scheduler.worker.collector import freeze_long_lived, tune_collector
 from scheduler.worker.ingest import YIELD_EVERY
 from tests.bench import write_result
-from tests.bench.run import hourly_cron_of, insert_records, workload
+from tests.bench.common import hourly_cron_of, insert_records, workload
 
 PARTITIONS = 8
 COMMIT_EVERY = 1_000  # (transactions: about a fetch of a partition's commands)

@@ -49,7 +49,7 @@ from typing import Any
 import httpx
 import psutil
 
-from tests.bench.run import Worker, now_ms
+from tests.bench.common import Worker, now_ms
 
 PARTITIONS = 8
 GRACE_S = 20  # after the window: stragglers (and a killed side's catch-up) still counted

@@ -28,8 +28,8 @@ from typing import Any
 
 import psutil
 
+from tests.bench.common import now_ms
 from tests.bench.delayed import PARTITIONS, _Ours, one_kafka, results, write
-from tests.bench.run import now_ms
 
 CHUNK = 100_000  # records built and produced at a time (the bench's own memory stays flat)
 #: how long all of them may take to be held, and a restarted worker to count them again

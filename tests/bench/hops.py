@@ -19,7 +19,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 
 from scheduler.kafka.broker import EmbeddedBroker
-from tests.bench.run import Worker, insert_all, now_ms, partition_schedules, pct, wait_applied
+from tests.bench.common import Worker, insert_all, now_ms, pct, wait_applied
+from tests.bench.end_to_end import partition_schedules
 from tests.helpers import Api, TopicReader, decode_launch
 
 

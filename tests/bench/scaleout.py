@@ -45,7 +45,7 @@ from typing import Any
 import psutil
 
 from scheduler.domain.model import CronTrigger, Schedule, ScheduleKey
-from tests.bench.run import Worker, every_second, insert_records, now_ms, send_commands
+from tests.bench.common import Worker, every_second, insert_records, now_ms, send_commands
 
 LATENESS_CAP_MS = 120_000
 
