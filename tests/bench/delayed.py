@@ -53,6 +53,7 @@ from tests.bench.common import Worker, now_ms
 
 PARTITIONS = 8
 GRACE_S = 20  # after the window: stragglers (and a killed side's catch-up) still counted
+METRICS_ADDR = "127.0.0.1:18001"  # etf1's metrics (its counts: _Etf1.held)
 WARMUP_N, WARMUP_WINDOW_S = 1_000, 2  # each side's run before the first row (see the module's doc)
 
 
@@ -156,11 +157,16 @@ class _Etf1:
     def start(self) -> psutil.Process:
         # its README's advice for producers that are not librdkafka's (ours: aiokafka's murmur2): its own
         # tombstone of a delivered message must land on that message's partition
+        with contextlib.suppress(httpx.HTTPError):  # (else its rows would read another process's counts)
+            httpx.get(f"http://{METRICS_ADDR}/metrics", timeout=2)
+            raise RuntimeError(
+                f"something answers on {METRICS_ADDR} already (an etf1 left running?): stop it"
+            )
         config = self.work / "config.yaml"
         config.write_text("kafka.producer.configuration:\n    partitioner: murmur2_random\n")
         env = {**os.environ, "CONFIGURATION_FILE": str(config), "BOOTSTRAP_SERVERS": self.bootstrap,
                "SCHEDULES_TOPICS": self.input,
-               "HISTORY_TOPIC": self.history, "GROUP_ID": self.group, "METRICS_ADDR": "127.0.0.1:18001",
+               "HISTORY_TOPIC": self.history, "GROUP_ID": self.group, "METRICS_ADDR": METRICS_ADDR,
                "SERVER_ADDR": "127.0.0.1:18000", "LOG_LEVEL": "warning"}  # fmt: skip
         log = open(self.work / "etf1.log", "ab")  # noqa: SIM115
         self.proc = subprocess.Popen([str(self.binary)], env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -170,7 +176,10 @@ class _Etf1:
         while time.monotonic() < deadline:
             try:
                 # (its /liveness probe times out until its first schedule: its metrics answer once it runs)
-                if httpx.get("http://127.0.0.1:18001/metrics", timeout=2).status_code == 200:
+                if (
+                    self.proc.poll() is None
+                    and httpx.get(f"http://{METRICS_ADDR}/metrics", timeout=2).is_success
+                ):
                     time.sleep(5)  # (its consumer's group join)
                     return psutil.Process(self.proc.pid)
             except httpx.HTTPError:
@@ -182,7 +191,7 @@ class _Etf1:
 
     def held(self) -> int:
         try:
-            text = httpx.get("http://127.0.0.1:18001/metrics", timeout=5).text
+            text = httpx.get(f"http://{METRICS_ADDR}/metrics", timeout=5).text
         except httpx.HTTPError:
             return 0
         found = re.search(r'type="kafka_scheduler_planned_schedule"\} (\S+)', text)
