@@ -16,7 +16,9 @@ bench's own producer took), missed and duplicated ids, lateness (arrival at
 the reader − the due second) p50 / p99 / max, deliveries a second (`delivered_per_s`, from the first instant
 to the last arrival: N / window while the side keeps up; a short window asks for a rate: 500,000 over 10 s
 is 50,000 a second), the process's RSS (peak, sampled) and CPU seconds over the run. `--kill`: the process is SIGKILLed mid-window and restarted at once (ours on its data dir), and the
-time from the restart to the first delivery after it is reported. Benchmarks report, never assert.
+time from the restart (the side ready again) to the first delivery after it is reported, and the longest the
+reader then got nothing (`silent_s`: the kill's whole cost to a reader, start, group join and reload included).
+Benchmarks report, never assert.
 
 Both sides start alike: the bench creates each side's input topic before the side starts (a topic the
 worker created itself answered the first produce with NotLeaderForPartition, retried, ~0.3 s of its load on
@@ -282,18 +284,28 @@ async def side_run(
         after = [at for _, at, _ in got if at >= restarted_at]
         row["killed"] = True
         row["restart_to_first_delivery_s"] = round((min(after) - restarted_at) / 1000, 2) if after else None
+        row["silent_s"] = silence(sorted(at for _, at, _ in got), killed_at)
     return row
+
+
+def silence(arrivals: list[int], killed_at: int) -> float | None:
+    """The longest the reader went without a delivery from the kill on (s): from the last arrival before a
+    gap to the first after it (ms, sorted). While a side runs something is delivered every due second, so
+    this is how long the kill kept it from delivering, its restart, its group join and its reload included,
+    whatever it calls ready (restart → first delivery counts from that)."""
+    gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False) if b > killed_at]
+    return round(max(gaps) / 1000, 2) if gaps else None
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = ("| N | side | load → all live s | missed | dup | lateness p50 / p99 / max ms | RSS MB | CPU s "
-            "| restart → first delivery s |")  # fmt: skip
-    lines = [head, "|" + " --- |" * 9]
+            "| restart → first delivery s | silent after the kill s |")  # fmt: skip
+    lines = [head, "|" + " --- |" * 10]
     for r in rows:
         lines.append(
             f"| {r['n']:,}{' + kill' if r.get('killed') else ''} | {r['side']} | {r['load_to_live_s']} | "
             f"{r['missed']} | {r['duplicates']} | {r['lateness_p50_ms']} / {r['lateness_p99_ms']} / "
-            f"{r['lateness_max_ms']} | {r['rss_mb']} | {r['cpu_s']} | {r.get('restart_to_first_delivery_s', '–')} |"
+            f"{r['lateness_max_ms']} | {r['rss_mb']} | {r['cpu_s']} | {r.get('restart_to_first_delivery_s', '–')} | {r.get('silent_s', '–')} |"
         )
     return "\n".join(lines)
 
